@@ -1,0 +1,140 @@
+"""SystemTimer: Kafka's timer, a hierarchical timing wheel over a delay queue of buckets.
+
+``add(task)`` arms a task at ``now + task.delay_ms``. The entry goes into the
+wheel; if the wheel refuses it as already expired it is handed to the executor
+at once, and if it was cancelled it is dropped.
+
+``advance_clock(now)`` pops every bucket whose expiration is ``<= now`` from the
+delay queue (a heap of buckets ordered by start-of-tick expiration, ties in
+offer order), advances the wheel to that expiration, and reinserts each of the
+bucket's entries from the bottom level: an entry either falls into a finer
+bucket or is expired and goes to the executor. The clock therefore jumps from
+one non-empty bucket to the next; it never ticks through empty time.
+
+Due tasks reach the executor in FIFO order: insertion order within a bucket,
+expiration order across buckets. They are submitted after the wheel is
+consistent again, so a task may add or cancel tasks from ``run``. The default
+executor runs a task inline; the trio runtime passes one that queues it to its
+single executor task (Kafka's single-thread executor).
+
+Time is integer milliseconds, due when ``now >= expiration`` (Kafka's SystemTimer
+rule, not MockTimer's strict ``>``). Without a ``clock`` the timer is manual:
+``now`` is the latest value given to ``advance_clock`` (``start_ms`` before that).
+
+Invariants: ``size`` is the number of entries in buckets (not cancelled, not
+yet handed to the executor); each bucket is in the delay queue at most once,
+exactly while its expiration is not -1.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+
+from minibroker.timer.base import Clock, Executor, TimerBase
+from minibroker.timer.bucket import TaskCounter, TimerTaskList
+from minibroker.timer.snapshot import BucketView, LevelView, TimerView
+from minibroker.timer.task import TimerTask, TimerTaskEntry
+from minibroker.timer.wheel import TimingWheel
+
+
+class SystemTimer(TimerBase):
+    """Kafka's SystemTimer with tick 1 ms and 20 buckets per level by default."""
+
+    name = "kafka"
+
+    def __init__(
+        self,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        start_ms: int = 0,
+        *,
+        clock: Clock | None = None,
+        executor: Executor | None = None,
+        on_earlier_expiration: Callable[[int], object] | None = None,
+    ) -> None:
+        super().__init__(start_ms, clock, executor, on_earlier_expiration)
+        self._counter = TaskCounter()
+        self._queue: list[tuple[int, int, TimerTaskList]] = []
+        self._seq = itertools.count()
+        self.timing_wheel = TimingWheel(tick_ms, wheel_size, start_ms, self._counter, self._offer)
+
+    def _offer(self, bucket: TimerTaskList) -> None:
+        queue = self._queue
+        expiration = bucket.expiration
+        heapq.heappush(queue, (expiration, next(self._seq), bucket))
+        if queue[0][2] is bucket and self.on_earlier_expiration is not None:
+            self.on_earlier_expiration(expiration)
+
+    def add(self, task: TimerTask) -> None:
+        """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already)."""
+        entry = TimerTaskEntry(task, task.delay_ms + self.clock())
+        if not self.timing_wheel.add(entry) and task._entry is entry:
+            self.executor(task)
+
+    def advance_clock(self, now_ms: int) -> bool:
+        """Flush every bucket due at ``now_ms``; True if at least one bucket was due."""
+        self._observe(now_ms)
+        queue = self._queue
+        if not queue or queue[0][0] > now_ms:
+            return False
+        wheel = self.timing_wheel
+        add = wheel.add
+        pop = heapq.heappop
+        due = []
+        while queue and queue[0][0] <= now_ms:
+            expiration, _, bucket = pop(queue)
+            wheel.advance_clock(expiration)
+            for entry in bucket.drain():
+                if not add(entry) and entry.task._entry is entry:
+                    due.append(entry.task)
+        executor = self.executor
+        for task in due:
+            executor(task)
+        return True
+
+    def next_expiration(self) -> int | None:
+        """Expiration of the head bucket of the delay queue, or None when it is empty."""
+        return self._queue[0][0] if self._queue else None
+
+    @property
+    def size(self) -> int:
+        """Entries armed in the wheel (Kafka's taskCounter)."""
+        return self._counter.value
+
+    def locate(self, task: TimerTask) -> tuple[int, int, int] | None:
+        """Where ``task`` sits: (level from 1, slot, bucket expiration), or None if not armed."""
+        entry = task._entry
+        bucket = None if entry is None else entry.bucket
+        if bucket is None:
+            return None
+        for number, wheel in enumerate(self.timing_wheel.levels(), start=1):
+            for index, candidate in enumerate(wheel.buckets):
+                if candidate is bucket:
+                    return number, index, bucket.expiration
+        return None
+
+    def snapshot(self, queue_head: int = 8) -> TimerView:
+        """Plain data of the levels, their non-empty or queued buckets, and the queue head."""
+        levels = []
+        for number, wheel in enumerate(self.timing_wheel.levels(), start=1):
+            buckets = tuple(
+                BucketView(index, bucket.expiration, len(bucket))
+                for index, bucket in enumerate(wheel.buckets)
+                if len(bucket) or bucket.expiration != -1
+            )
+            levels.append(
+                LevelView(
+                    number,
+                    wheel.tick_ms,
+                    wheel.wheel_size,
+                    wheel.interval,
+                    wheel.current_time,
+                    buckets,
+                )
+            )
+        head = tuple(
+            (expiration, len(bucket)) for expiration, _, bucket in heapq.nsmallest(queue_head, self._queue)
+        )
+        return TimerView(self.name, self._now, self.size, tuple(levels), head)

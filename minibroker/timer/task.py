@@ -1,0 +1,99 @@
+"""Timer tasks and the entries that place them in a timer.
+
+A ``TimerTask`` is the unit of work: a fixed ``delay_ms`` counted from the moment
+it is added to a timer, and a ``run()`` hook called once when it expires.
+
+A task is bound to at most one *entry* at a time. Every ``add`` to a timer makes
+a new entry and binds it, removing the previous entry from wherever it sits, so
+re-adding a task moves it rather than duplicating it. ``cancel()`` unbinds the
+task and removes its entry in O(1); a cancelled task never runs.
+
+Invariants:
+- ``task._entry`` is the one live entry of the task, or ``None``.
+- an entry is *cancelled* exactly when its task is no longer bound to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+class TimerTask:
+    """A unit of delayed work. Subclass and override ``run``, or pass ``action``."""
+
+    __slots__ = ("delay_ms", "_entry", "_cancelled", "_action")
+
+    def __init__(self, delay_ms: int, action: Callable[[], Any] | None = None) -> None:
+        self.delay_ms = delay_ms
+        self._entry: Any = None
+        self._cancelled = False
+        self._action = action
+
+    def run(self) -> Any:
+        """Called once by the timer's executor when the task expires."""
+        if self._action is not None:
+            return self._action()
+        return None
+
+    def cancel(self) -> None:
+        """Disarm the task: remove its entry from its timer in O(1). Never runs it.
+
+        Cancelling twice is a no-op the second time.
+        """
+        entry = self._entry
+        if entry is not None:
+            self._entry = None
+            entry.remove()
+        self._cancelled = True
+
+    @property
+    def is_cancelled(self) -> bool:
+        """True once ``cancel()`` was called and the task was not added again since."""
+        return self._cancelled
+
+    def _bind(self, entry: Any) -> None:
+        """Make ``entry`` the task's current entry, removing any previous one."""
+        old = self._entry
+        if old is not None and old is not entry:
+            old.remove()
+        self._entry = entry
+        self._cancelled = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(delay_ms={self.delay_ms})"
+
+
+class TimerTaskEntry:
+    """A task's place in a ``TimerTaskList``: the task, its absolute expiration and its bucket.
+
+    Creating an entry binds the task to it (``TimerTask._bind`` inlined: moving the
+    task if it was elsewhere).
+    """
+
+    __slots__ = ("task", "expiration_ms", "bucket")
+
+    def __init__(self, task: TimerTask, expiration_ms: int) -> None:
+        self.task = task
+        self.expiration_ms = expiration_ms
+        self.bucket: Any = None
+        old = task._entry
+        if old is not None:
+            old.remove()
+        task._entry = self
+        task._cancelled = False
+
+    def cancelled(self) -> bool:
+        """True when the task has been cancelled or re-bound to another entry."""
+        return self.task._entry is not self
+
+    def remove(self) -> None:
+        """Detach from the current bucket, if any. O(1). (``TimerTaskList.remove`` inlined.)"""
+        bucket = self.bucket
+        if bucket is not None:
+            del bucket[self]
+            self.bucket = None
+            bucket._counter.value -= 1
+
+    def __repr__(self) -> str:
+        return f"TimerTaskEntry({self.task!r}, expiration_ms={self.expiration_ms})"

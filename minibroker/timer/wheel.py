@@ -1,0 +1,118 @@
+"""TimingWheel: one level of Kafka's hierarchical timing wheel.
+
+A level has ``wheel_size`` buckets, each covering ``tick_ms``; the level spans
+``interval = tick_ms * wheel_size``. Its clock ``current_time`` is always a
+multiple of ``tick_ms`` and only moves forward, in ``advance_clock``, when the
+timer polls a due bucket. An entry with expiration ``e`` goes, on the first
+level where it fits:
+
+- nowhere, when ``e < current_time + tick_ms`` (already expired: the caller runs it);
+- into bucket ``(e // tick_ms) % wheel_size`` when ``e < current_time + interval``;
+  the bucket's expiration becomes ``(e // tick_ms) * tick_ms``, the start of
+  its tick, and the bucket is offered to the delay queue only if that changed;
+- otherwise into the overflow level, created on demand with
+  ``tick_ms = interval`` and started at this level's ``current_time``.
+
+With tick 1 ms and 20 buckets the levels span 20 ms, 400 ms, 8 s, 160 s, ...
+All levels share the task counter and the one delay queue of their timer.
+Entries of a higher level are never run from there: when their bucket is due
+the timer reinserts them from the bottom level, where they fall into a finer
+bucket or run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from minibroker.timer.bucket import TaskCounter, TimerTaskList
+from minibroker.timer.task import TimerTaskEntry
+
+
+class TimingWheel:
+    """One level of the wheel; ``overflow_wheel`` is the next, coarser level."""
+
+    __slots__ = (
+        "tick_ms",
+        "wheel_size",
+        "interval",
+        "current_time",
+        "buckets",
+        "overflow_wheel",
+        "_counter",
+        "_offer",
+    )
+
+    def __init__(
+        self,
+        tick_ms: int,
+        wheel_size: int,
+        start_ms: int,
+        counter: TaskCounter,
+        offer: Callable[[TimerTaskList], None],
+    ) -> None:
+        if tick_ms < 1 or wheel_size < 1:
+            raise ValueError("tick_ms and wheel_size must be >= 1")
+        self.tick_ms = tick_ms
+        self.wheel_size = wheel_size
+        self.interval = tick_ms * wheel_size
+        self.current_time = start_ms - start_ms % tick_ms
+        self.buckets = [TimerTaskList(counter) for _ in range(wheel_size)]
+        self.overflow_wheel: TimingWheel | None = None
+        self._counter = counter
+        self._offer = offer
+
+    def _add_overflow_wheel(self) -> TimingWheel:
+        if self.overflow_wheel is None:
+            self.overflow_wheel = TimingWheel(
+                self.interval, self.wheel_size, self.current_time, self._counter, self._offer
+            )
+        return self.overflow_wheel
+
+    def add(self, entry: TimerTaskEntry) -> bool:
+        """Store ``entry`` on this level or an overflow level.
+
+        False when the entry is cancelled or already expired (``e < current_time + tick_ms``):
+        the caller drops or runs it. (The bucket insert is ``TimerTaskList.add`` inlined:
+        a fresh or drained entry is never in another bucket.)
+        """
+        if entry.task._entry is not entry:
+            return False
+        expiration = entry.expiration_ms
+        wheel = self
+        if expiration < wheel.current_time + wheel.tick_ms:
+            return False
+        while expiration >= wheel.current_time + wheel.interval:
+            wheel = wheel.overflow_wheel or wheel._add_overflow_wheel()
+        tick = wheel.tick_ms
+        virtual_id = expiration // tick
+        bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+        bucket[entry] = None
+        entry.bucket = bucket
+        self._counter.value += 1
+        expiration = virtual_id * tick
+        if bucket.expiration != expiration:
+            bucket.expiration = expiration
+            self._offer(bucket)
+        return True
+
+    def advance_clock(self, time_ms: int) -> None:
+        """Move this level, and every overflow level, forward to ``time_ms`` rounded down to the tick."""
+        if time_ms >= self.current_time + self.tick_ms:
+            self.current_time = time_ms - time_ms % self.tick_ms
+            if self.overflow_wheel is not None:
+                self.overflow_wheel.advance_clock(self.current_time)
+
+    def levels(self) -> list[TimingWheel]:
+        """This level and the overflow levels created so far, finest first."""
+        out: list[TimingWheel] = []
+        wheel: TimingWheel | None = self
+        while wheel is not None:
+            out.append(wheel)
+            wheel = wheel.overflow_wheel
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"TimingWheel(tick_ms={self.tick_ms}, wheel_size={self.wheel_size}, "
+            f"current_time={self.current_time})"
+        )
