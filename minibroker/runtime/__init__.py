@@ -1,0 +1,7 @@
+"""Layer 3: the trio side. Integer-ms clock, the reaper task and its FIFO executor task."""
+
+from minibroker.runtime.clock import MsClock
+from minibroker.runtime.executor import TaskExecutor
+from minibroker.runtime.reaper import DEFAULT_POLL_INTERVAL_MS, Reaper
+
+__all__ = ["DEFAULT_POLL_INTERVAL_MS", "MsClock", "Reaper", "TaskExecutor"]

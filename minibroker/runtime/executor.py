@@ -1,0 +1,45 @@
+"""TaskExecutor: Kafka's single-thread timer executor as one trio task.
+
+Due timer tasks are submitted synchronously (``submit`` never blocks) into an
+unbounded FIFO channel; one consumer task runs them one at a time, in
+submission order. A task whose ``run()`` returns an awaitable is awaited before
+the next task starts. An exception from a task propagates: in an emulator it is
+a bug, not something to log and forget.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import trio
+
+from minibroker.timer import TimerTask
+
+
+class TaskExecutor:
+    """Runs submitted tasks in FIFO order on a single trio task."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[TimerTask](math.inf)
+        self.submitted = 0
+        self.completed = 0
+
+    def submit(self, task: TimerTask) -> None:
+        """Queue ``task`` to run; safe to call from synchronous code."""
+        self.submitted += 1
+        self._send.send_nowait(task)
+
+    @property
+    def pending(self) -> int:
+        """Tasks submitted but not finished."""
+        return self.submitted - self.completed
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Consume the queue forever; cancel the surrounding nursery to stop."""
+        task_status.started()
+        async for task in self._receive:
+            result = task.run()
+            if inspect.isawaitable(result):
+                await result
+            self.completed += 1
