@@ -1,0 +1,1 @@
+"""Shared fixtures. ``autojump_clock`` (pytest-trio) gives instant, exact virtual time."""
