@@ -2,15 +2,18 @@
 
 Loop: sleep until the timer's next expiration, but at most ``poll_interval_ms``
 (200 ms, Kafka's reaper poll); advance the timer to now, which hands every due
-task to the executor; then call each hook with now (purgatories register their
-purge check here). While it sleeps, the timer reports any bucket that becomes
-the earliest through ``on_earlier_expiration``, and the reaper pulls its wake-up
-deadline forward; so it never polls every millisecond yet never fires late.
+task to the executor; then queue the hooks (purgatories register their purge
+check, ``maybe_purge``, here) to the same executor, so they run with ``now``
+after the operations that expired in this advance, in FIFO order.
+
+While it sleeps, the timer reports any bucket that becomes the earliest
+through ``on_earlier_expiration``, and the reaper pulls its wake-up deadline
+forward: it never polls every millisecond, yet never fires late.
 
 The reaper owns the timer's executor task (a ``TaskExecutor``) and attaches the
 timer to the trio clock: after ``Reaper(timer, clock)`` the timer arms tasks at
 ``clock.now_ms() + delay``. ``run`` starts both tasks; cancelling the nursery
-that runs it shuts both down cleanly.
+that runs it shuts both down cleanly and closes the timer once.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class Reaper:
         timer.on_earlier_expiration = self._on_earlier_expiration
 
     def add_hook(self, hook: Callable[[int], object]) -> None:
-        """Call ``hook(now_ms)`` after every advance of the timer."""
+        """Call ``hook(now_ms)`` on the executor after every reaper advance."""
         self.hooks.append(hook)
 
     def _on_earlier_expiration(self, expiration_ms: int) -> None:
@@ -98,5 +101,19 @@ class Reaper:
             now = clock.now_ms()
             if timer.advance_clock(now):
                 self.advances += 1
-            for hook in self.hooks:
-                hook(now)
+            if self.hooks:
+                self.executor.submit(_AfterAdvance(self.hooks, now))  # type: ignore[arg-type]
+
+
+class _AfterAdvance:
+    """The hooks of one reaper iteration, queued behind that iteration's expired tasks."""
+
+    __slots__ = ("hooks", "now")
+
+    def __init__(self, hooks: list[Callable[[int], object]], now: int) -> None:
+        self.hooks = hooks
+        self.now = now
+
+    def run(self) -> None:
+        for hook in self.hooks:
+            hook(self.now)
