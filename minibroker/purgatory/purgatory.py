@@ -1,0 +1,185 @@
+"""DelayedOperationPurgatory: operations parked until a key's event or their timeout.
+
+An operation is *watched* on one or more keys (for produce and fetch, the
+partitions it touches) and *armed* in a timer. An event on a key
+(``check_and_complete``) re-checks every operation watched on that key; the
+timer expires the rest.
+
+- ``try_complete_else_watch(op, keys)``: check once; if not done, append the
+  operation to every key's watcher list (skipping the remaining keys if it
+  completes meanwhile), count it once in the estimated total, check again (an
+  event between the two checks would otherwise be lost), and only if still not
+  done arm it in the timer.
+- ``check_and_complete(key)``: walk the key's watchers in order; unlink the ones
+  already completed elsewhere and the ones this call completes; drop the key when
+  its list is empty. Returns how many *this call* completed.
+- ``cancel_for_key(key)``: forget the key and disarm its operations without
+  completing them (no callback runs). The estimated total is not adjusted.
+- ``maybe_purge()``: called after each reaper advance. When
+  ``estimated_total - num_delayed > purge_interval`` (strictly), reset the
+  estimate to ``num_delayed`` and unlink every completed operation from every
+  watcher list.
+
+Figures, as Kafka exposes them: ``watched()`` is PurgatorySize, the total length
+of all watcher lists, completed-but-not-yet-unlinked operations included, an
+operation counting once per key; ``num_delayed()`` is NumDelayedOperations;
+``expirations`` is ExpiresPerSec as a running total.
+
+Deviations from Kafka, by design:
+- One SystemTimer per broker is shared by that broker's purgatories (Kafka gives
+  each purgatory its own). So ``num_delayed`` cannot be ``timer.size``: each
+  purgatory counts the operations it armed that have not yet left the timer by
+  completing, being cancelled or starting their timeout path.
+- One dict of watcher lists instead of 512 lock-sharded ones: shards exist to
+  spread lock contention, which a single-threaded emulator does not have; every
+  figure above is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+from minibroker.purgatory.operation import DelayedOperation
+from minibroker.timer import Timer
+
+Op = TypeVar("Op", bound=DelayedOperation)
+
+#: Kafka's default purge interval (DelayedOperationPurgatory, *.purgatory.purge.interval.requests)
+DEFAULT_PURGE_INTERVAL = 1000
+
+
+class DelayedOperationPurgatory(Generic[Op]):
+    """Watchers per key plus a timer; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        name: str,
+        timer: Timer,
+        *,
+        broker_id: int = 0,
+        purge_interval: int = DEFAULT_PURGE_INTERVAL,
+        timer_enabled: bool = True,
+    ) -> None:
+        self.name = name
+        self.timer = timer
+        self.broker_id = broker_id
+        self.purge_interval = purge_interval
+        self.timer_enabled = timer_enabled
+        self._watchers: dict[Hashable, list[Op]] = {}
+        self._num_delayed = 0
+        #: Kafka's estimatedTotalOperations
+        self.estimated_total = 0
+        #: operations that ended on the timeout path (ExpiresPerSec as a total)
+        self.expirations = 0
+        #: operations completed by try_complete_else_watch or check_and_complete
+        self.completions = 0
+        #: purges run, operations they unlinked in all, and (time, unlinked) of the last one
+        self.purges = 0
+        self.purged = 0
+        self.last_purge: tuple[int, int] | None = None
+
+    # --- the three entry points ------------------------------------------------------------
+    def try_complete_else_watch(self, operation: Op, keys: Iterable[Hashable]) -> bool:
+        """Complete ``operation`` now if it can; otherwise watch it on ``keys`` and arm it.
+
+        True only if this call completed it. An empty key list is an error.
+        """
+        keys = list(keys)
+        if not keys:
+            raise ValueError(f"purgatory {self.name}: the watch key list can't be empty")
+        operation._purgatory = self
+
+        def watch_all() -> None:
+            for key in keys:
+                if operation.is_completed:
+                    break
+                watchers = self._watchers.get(key)
+                if watchers is None:
+                    self._watchers[key] = [operation]
+                else:
+                    watchers.append(operation)
+            self.estimated_total += 1
+
+        if operation.safe_try_complete_or_else(watch_all):
+            self.completions += 1
+            return True
+        if not operation.is_completed and self.timer_enabled:
+            operation._armed = True
+            self._num_delayed += 1
+            self.timer.add(operation)
+            if operation.is_completed:
+                operation.cancel()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Re-check the operations watched on ``key``; return how many this call completed."""
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            return 0
+        completed = 0
+        for operation in list(watchers):
+            if not operation.is_completed and operation.safe_try_complete():
+                completed += 1
+        self._unlink_completed(key)
+        self.completions += completed
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[Op]:
+        """Stop watching ``key``: disarm its operations without completing them; return them."""
+        watchers = self._watchers.pop(key, None)
+        if watchers is None:
+            return []
+        for operation in watchers:
+            operation.cancel()
+        return watchers
+
+    # --- purge -----------------------------------------------------------------------------
+    def maybe_purge(self, now_ms: int | None = None) -> int:
+        """Kafka's purge check, run after each reaper advance; return how many were unlinked."""
+        num_delayed = self._num_delayed
+        if self.estimated_total - num_delayed <= self.purge_interval:
+            return 0
+        self.estimated_total = num_delayed
+        before = self.watched()
+        for key in list(self._watchers):
+            self._unlink_completed(key)
+        unlinked = before - self.watched()
+        self.purges += 1
+        self.purged += unlinked
+        self.last_purge = (self.timer.now() if now_ms is None else now_ms, unlinked)
+        return unlinked
+
+    def _unlink_completed(self, key: Hashable) -> None:
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            return
+        live = [operation for operation in watchers if not operation.is_completed]
+        if live:
+            if len(live) != len(watchers):
+                self._watchers[key] = live
+        else:
+            del self._watchers[key]
+
+    # --- figures ---------------------------------------------------------------------------
+    def watched(self) -> int:
+        """PurgatorySize: all watcher list lengths, completed-but-not-unlinked included."""
+        return sum(len(watchers) for watchers in self._watchers.values())
+
+    def num_delayed(self) -> int:
+        """NumDelayedOperations: operations of this purgatory still armed in the timer."""
+        return self._num_delayed
+
+    def watched_keys(self) -> list[Hashable]:
+        """The keys that currently have a watcher list, in first-watched order."""
+        return list(self._watchers)
+
+    def watchers(self, key: Hashable) -> list[Op]:
+        """A copy of the watcher list of ``key`` (empty if the key is not watched)."""
+        return list(self._watchers.get(key, ()))
+
+    def __repr__(self) -> str:
+        return (
+            f"DelayedOperationPurgatory({self.name!r}, watched={self.watched()}, "
+            f"num_delayed={self._num_delayed})"
+        )
