@@ -37,19 +37,17 @@ class TimerBase:
         on_earlier_expiration: Callable[[int], object] | None,
     ) -> None:
         self._now = start_ms
-        #: returns the current time in ms; new tasks are armed against it
-        self.clock: Clock = clock if clock is not None else self._manual_now
+        #: returns the current time in ms; new tasks are armed against it (None: manual)
+        self.clock: Clock | None = clock
         #: receives every due task, in FIFO order
         self.executor: Executor = executor if executor is not None else run_inline
         #: called with an expiration that became the timer's earliest
         self.on_earlier_expiration = on_earlier_expiration
 
-    def _manual_now(self) -> int:
-        return self._now
-
     def now(self) -> int:
         """The time new tasks are armed against."""
-        return self.clock()
+        clock = self.clock
+        return self._now if clock is None else clock()
 
     def _observe(self, now_ms: int) -> None:
         if now_ms > self._now:

@@ -78,7 +78,8 @@ class HashedWheelTimer(TimerBase):
 
     def add(self, task: TimerTask) -> None:
         """Arm ``task`` at now + delay_ms; a task already due runs at once."""
-        expiration = task.delay_ms + self.clock()
+        clock = self.clock
+        expiration = task.delay_ms + (self._now if clock is None else clock())
         tick = -(-expiration // self.tick_ms)
         current = self._tick
         if tick < current:

@@ -67,7 +67,8 @@ class HeapTimer(TimerBase):
 
     def add(self, task: TimerTask) -> None:
         """Arm ``task`` at now + delay_ms; a task already due runs at once."""
-        expiration = task.delay_ms + self.clock()
+        clock = self.clock
+        expiration = task.delay_ms + (self._now if clock is None else clock())
         entry = HeapEntry(task, expiration, self)
         if expiration <= self._now:
             entry.owner = None

@@ -20,7 +20,7 @@ class Timer(Protocol):
     """Arms tasks in integer ms; ``advance_clock(now)`` hands every due task to the executor."""
 
     name: str
-    clock: Callable[[], int]
+    clock: Callable[[], int] | None
     executor: Callable[[TimerTask], object]
     on_earlier_expiration: Callable[[int], object] | None
 

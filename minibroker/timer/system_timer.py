@@ -59,6 +59,7 @@ class SystemTimer(TimerBase):
         self._queue: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
         self.timing_wheel = TimingWheel(tick_ms, wheel_size, start_ms, self._counter, self._offer)
+        self._wheel_add = self.timing_wheel.add
 
     def _offer(self, bucket: TimerTaskList) -> None:
         queue = self._queue
@@ -69,8 +70,9 @@ class SystemTimer(TimerBase):
 
     def add(self, task: TimerTask) -> None:
         """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already)."""
-        entry = TimerTaskEntry(task, task.delay_ms + self.clock())
-        if not self.timing_wheel.add(entry) and task._entry is entry:
+        clock = self.clock
+        entry = TimerTaskEntry(task, task.delay_ms + (self._now if clock is None else clock()))
+        if not self._wheel_add(entry) and task._entry is entry:
             self.executor(task)
 
     def advance_clock(self, now_ms: int) -> bool:
@@ -80,15 +82,29 @@ class SystemTimer(TimerBase):
         if not queue or queue[0][0] > now_ms:
             return False
         wheel = self.timing_wheel
-        add = wheel.add
+        add = self._wheel_add
         pop = heapq.heappop
+        counter = self._counter
         due = []
         while queue and queue[0][0] <= now_ms:
             expiration, _, bucket = pop(queue)
             wheel.advance_clock(expiration)
-            for entry in bucket.drain():
-                if not add(entry) and entry.task._entry is entry:
-                    due.append(entry.task)
+            expired_before = wheel.current_time + wheel.tick_ms
+            # TimerTaskList.drain, then the wheel's add from the bottom level, with the
+            # two outcomes that need no bucket (cancelled: drop; expired: run) inlined
+            entries = list(bucket)
+            bucket.clear()
+            bucket.expiration = -1
+            counter.value -= len(entries)
+            for entry in entries:
+                task = entry.task
+                if task._entry is not entry:
+                    entry.bucket = None
+                elif entry.expiration_ms < expired_before:
+                    entry.bucket = None
+                    due.append(task)
+                else:
+                    add(entry)
         executor = self.executor
         for task in due:
             executor(task)
