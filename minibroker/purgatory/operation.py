@@ -34,9 +34,9 @@ class DelayedOperation(TimerTask, abc.ABC):
     completed; ``on_expiration`` runs only on the timeout path, after ``on_complete``.
     """
 
-    __slots__ = ("_completed", "_lock_depth", "_purgatory", "_armed", "expired")
+    __slots__ = ("_completed", "_lock_depth", "_purgatory", "_armed", "expired", "op_id", "cause")
 
-    def __init__(self, delay_ms: int) -> None:
+    def __init__(self, delay_ms: int, op_id: str | None = None) -> None:
         super().__init__(delay_ms)
         self._completed = False
         self._lock_depth = 0
@@ -44,6 +44,10 @@ class DelayedOperation(TimerTask, abc.ABC):
         self._armed = False
         #: True when the operation ended on the timeout path
         self.expired = False
+        #: a stable name for traces; the purgatory assigns ``<name>-<n>`` when None
+        self.op_id = op_id
+        #: why it completed: "condition", "expiry", or a subclass's reason (e.g. "leadership")
+        self.cause: str | None = None
 
     # --- hooks -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -73,8 +77,13 @@ class DelayedOperation(TimerTask, abc.ABC):
         if self._completed:
             return False
         self._completed = True
+        if self.cause is None:
+            self.cause = "condition"
         self.cancel()
         self.on_complete()
+        purgatory = self._purgatory
+        if purgatory is not None and purgatory.tracer.enabled:
+            purgatory.trace_completion(self)
         return True
 
     def cancel(self) -> None:
@@ -111,11 +120,13 @@ class DelayedOperation(TimerTask, abc.ABC):
         """The timeout path, run by the timer's executor: force_complete, then on_expiration."""
         self._lock_depth += 1
         try:
-            if not self._completed and self.force_complete():
+            if not self._completed:
+                self.cause = "expiry"
                 self.expired = True
                 purgatory = self._purgatory
                 if purgatory is not None:
                     purgatory.expirations += 1
+                self.force_complete()
                 self.on_expiration()
         finally:
             self._lock_depth -= 1

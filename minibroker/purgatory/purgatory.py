@@ -42,6 +42,7 @@ from typing import Generic, TypeVar
 
 from minibroker.purgatory.operation import DelayedOperation
 from minibroker.timer import Timer
+from minibroker.trace import NULL_TRACER, Tracer
 
 Op = TypeVar("Op", bound=DelayedOperation)
 
@@ -60,8 +61,10 @@ class DelayedOperationPurgatory(Generic[Op]):
         broker_id: int = 0,
         purge_interval: int = DEFAULT_PURGE_INTERVAL,
         timer_enabled: bool = True,
+        tracer: Tracer = NULL_TRACER,
     ) -> None:
         self.name = name
+        self.tracer = tracer
         self.timer = timer
         self.broker_id = broker_id
         self.purge_interval = purge_interval
@@ -78,6 +81,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         self.purges = 0
         self.purged = 0
         self.last_purge: tuple[int, int] | None = None
+        self._next_id = 0
 
     # --- the three entry points ------------------------------------------------------------
     def try_complete_else_watch(self, operation: Op, keys: Iterable[Hashable]) -> bool:
@@ -89,6 +93,19 @@ class DelayedOperationPurgatory(Generic[Op]):
         if not keys:
             raise ValueError(f"purgatory {self.name}: the watch key list can't be empty")
         operation._purgatory = self
+        if operation.op_id is None:
+            operation.op_id = f"{self.name}-{self._next_id}"
+            self._next_id += 1
+        tracer = self.tracer
+        if tracer.enabled:
+            tracer.emit(
+                "op.create",
+                broker=self.broker_id,
+                purgatory=self.name,
+                op=operation.op_id,
+                keys=[str(key) for key in keys],
+                delay_ms=operation.delay_ms,
+            )
 
         def watch_all() -> None:
             for key in keys:
@@ -104,6 +121,8 @@ class DelayedOperationPurgatory(Generic[Op]):
         if operation.safe_try_complete_or_else(watch_all):
             self.completions += 1
             return True
+        if tracer.enabled:
+            tracer.emit("op.watch", broker=self.broker_id, purgatory=self.name, op=operation.op_id)
         if not operation.is_completed and self.timer_enabled:
             operation._armed = True
             self._num_delayed += 1
@@ -118,9 +137,20 @@ class DelayedOperationPurgatory(Generic[Op]):
         if watchers is None:
             return 0
         completed = 0
+        tracer = self.tracer
         for operation in list(watchers):
-            if not operation.is_completed and operation.safe_try_complete():
-                completed += 1
+            if not operation.is_completed:
+                done = operation.safe_try_complete()
+                completed += done
+                if tracer.enabled and not done:
+                    tracer.emit(
+                        "op.check",
+                        broker=self.broker_id,
+                        purgatory=self.name,
+                        op=operation.op_id,
+                        keys=[str(key)],
+                        result=False,
+                    )
         self._unlink_completed(key)
         self.completions += completed
         return completed
@@ -132,6 +162,15 @@ class DelayedOperationPurgatory(Generic[Op]):
             return []
         for operation in watchers:
             operation.cancel()
+        if self.tracer.enabled:
+            self.tracer.emit(
+                "op.cancel",
+                broker=self.broker_id,
+                purgatory=self.name,
+                keys=[str(key)],
+                count=len(watchers),
+                ops=[operation.op_id for operation in watchers],
+            )
         return watchers
 
     # --- purge -----------------------------------------------------------------------------
@@ -148,7 +187,26 @@ class DelayedOperationPurgatory(Generic[Op]):
         self.purges += 1
         self.purged += unlinked
         self.last_purge = (self.timer.now() if now_ms is None else now_ms, unlinked)
+        if self.tracer.enabled:
+            self.tracer.emit(
+                "purge",
+                broker=self.broker_id,
+                purgatory=self.name,
+                count=unlinked,
+                watched=self.watched(),
+                num_delayed=num_delayed,
+            )
         return unlinked
+
+    def trace_completion(self, operation: Op) -> None:
+        """Emit the completion of ``operation`` (called by ``force_complete`` when tracing)."""
+        self.tracer.emit(
+            "op.complete",
+            broker=self.broker_id,
+            purgatory=self.name,
+            op=operation.op_id,
+            cause=operation.cause,
+        )
 
     def _unlink_completed(self, key: Hashable) -> None:
         watchers = self._watchers.get(key)
