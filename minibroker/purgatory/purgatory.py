@@ -75,6 +75,8 @@ class DelayedOperationPurgatory(Generic[Op]):
         self.estimated_total = 0
         #: operations that ended on the timeout path (ExpiresPerSec as a total)
         self.expirations = 0
+        #: expirations per key, for operations that count them per key (DelayedProduce)
+        self.expires_by_key: dict[Hashable, int] = {}
         #: operations completed by try_complete_else_watch or check_and_complete
         self.completions = 0
         #: purges run, operations they unlinked in all, and (time, unlinked) of the last one

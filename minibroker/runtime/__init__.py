@@ -1,7 +1,16 @@
 """Layer 3: the trio side. Integer-ms clock, the reaper task and its FIFO executor task."""
 
 from minibroker.runtime.clock import MsClock
+from minibroker.runtime.determinism import deterministic_scheduling
 from minibroker.runtime.executor import TaskExecutor
 from minibroker.runtime.reaper import DEFAULT_POLL_INTERVAL_MS, Reaper
+from minibroker.runtime.scheduler import Scheduler
 
-__all__ = ["DEFAULT_POLL_INTERVAL_MS", "MsClock", "Reaper", "TaskExecutor"]
+__all__ = [
+    "DEFAULT_POLL_INTERVAL_MS",
+    "MsClock",
+    "Reaper",
+    "Scheduler",
+    "TaskExecutor",
+    "deterministic_scheduling",
+]

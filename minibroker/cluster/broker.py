@@ -1,0 +1,107 @@
+"""Broker: a node on the network that hosts a ReplicaManager, and can crash and restart.
+
+The broker's logs outlive a crash (they are on disk); everything else does
+not: on ``crash`` its tasks are cancelled, its purgatories and their waiting
+requests vanish (requesters see their connection reset), and it drops off the
+network. ``start`` builds a fresh ReplicaManager over the same logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from minibroker.cluster.config import BrokerConfig
+from minibroker.cluster.log import Log
+from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
+from minibroker.cluster.network import Network
+from minibroker.cluster.replica_manager import ReplicaManager
+from minibroker.runtime import MsClock
+from minibroker.trace import NULL_TRACER, Tracer
+
+
+class Broker:
+    """Broker ``broker_id``: routes requests to its ReplicaManager while it is up."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: BrokerConfig,
+        clock: MsClock,
+        network: Network,
+        known: Callable[[TopicPartition], bool],
+        tracer: Tracer = NULL_TRACER,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.clock = clock
+        self.network = network
+        self.known = known
+        self.tracer = tracer
+        self.logs: dict[TopicPartition, Log] = {}
+        self.replica_manager: ReplicaManager | None = None
+        self._scope: trio.CancelScope | None = None
+        self.starts = 0
+        network.register(broker_id, self)
+
+    @property
+    def alive(self) -> bool:
+        return self.replica_manager is not None
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Start (or restart) the broker's tasks in ``nursery``."""
+        if self.alive:
+            raise RuntimeError(f"broker {self.broker_id} is already running")
+        manager = ReplicaManager(
+            self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
+        )
+        self.replica_manager = manager
+        self.starts += 1
+        self.network.set_up(self.broker_id, True)
+        scope = trio.CancelScope()
+        self._scope = scope
+
+        async def main(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await manager.run(task_status=task_status)
+
+        await nursery.start(main)
+
+    def crash(self) -> None:
+        """Stop at once: waiting requests are lost, connections reset, the logs stay."""
+        if not self.alive:
+            return
+        self.network.set_up(self.broker_id, False)
+        if self._scope is not None:
+            self._scope.cancel()
+        self.replica_manager = None
+        self._scope = None
+
+    def deliver(self, src: Any, message: Any, respond: Callable[[Any], None] | None) -> None:
+        manager = self.replica_manager
+        if manager is None:
+            return
+        if isinstance(message, ProduceRequest):
+            manager.append_records(message, respond)
+        elif isinstance(message, FetchRequest):
+            assert respond is not None
+            manager.fetch_messages(message, respond)
+        elif isinstance(message, LeaderAndIsr):
+            manager.apply_leader_and_isr(message)
+        else:
+            raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
+
+    def set_config(self, config: BrokerConfig) -> None:
+        """Apply new settings; partitions pick up min ISR and lag at once, the rest on restart."""
+        self.config = config
+        manager = self.replica_manager
+        if manager is None:
+            return
+        manager.config = config
+        manager.produce_purgatory.purge_interval = config.producer_purge_interval
+        manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
+        for partition in manager.partitions.values():
+            partition.min_insync_replicas = config.min_insync_replicas
+            partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms

@@ -1,0 +1,290 @@
+"""The emulator's own client API: Producer and Consumer.
+
+Scenarios, tests, the TUI and the wire front end all go through it.
+
+Every request a client makes is a ``ClientRequest`` record kept by the cluster:
+when it was created and completed, the per-partition outcome (Kafka error
+names), and *why* it completed: ``immediate``, ``condition`` (its delayed
+operation's condition held), ``expiry`` (the purgatory timed it out),
+``leadership`` (the leader lost leadership), or ``network`` (connection reset
+or no answer). Clients learn leaders from the controller's current state (no
+stale metadata) and do not retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from minibroker.cluster.config import ConsumerConfig, ProducerConfig
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.messages import (
+    CONSUMER_REPLICA_ID,
+    HIGH_WATERMARK,
+    TXN_COMMITTED,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    NetworkError,
+    ProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+
+if TYPE_CHECKING:
+    from minibroker.cluster.cluster import Cluster
+
+
+@attrs.define(eq=False)
+class ClientRequest:
+    """One request and its outcome. ``errors`` maps partition label -> Kafka error name."""
+
+    id: str
+    client: str
+    kind: str  # "produce" or "fetch"
+    broker: int
+    created_ms: int
+    partitions: tuple[TopicPartition, ...]
+    completed_ms: int | None = None
+    cause: str | None = None
+    errors: dict[str, str] = attrs.Factory(dict)
+    base_offsets: dict[str, int] = attrs.Factory(dict)
+    records: dict[str, int] = attrs.Factory(dict)
+    bytes: dict[str, int] = attrs.Factory(dict)
+    high_watermarks: dict[str, int] = attrs.Factory(dict)
+    response: Any = attrs.field(default=None, repr=False)
+    done: trio.Event = attrs.field(factory=trio.Event, repr=False)
+
+    @property
+    def completed(self) -> bool:
+        return self.completed_ms is not None
+
+    @property
+    def latency_ms(self) -> int | None:
+        return None if self.completed_ms is None else self.completed_ms - self.created_ms
+
+    def error(self, tp: TopicPartition | None = None) -> str:
+        """The error of ``tp`` (or of the only partition)."""
+        if tp is not None:
+            return self.errors[str(tp)]
+        values = set(self.errors.values())
+        if len(values) != 1:
+            raise ValueError(f"{self.id} has partitions with different errors; name one")
+        return values.pop()
+
+    async def wait(self) -> ClientRequest:
+        await self.done.wait()
+        return self
+
+
+class _Client:
+    def __init__(self, cluster: Cluster, client_id: str) -> None:
+        self.cluster = cluster
+        self.client_id = client_id
+        self._sequence = 0
+        cluster.network.register(client_id, self)
+
+    def deliver(self, src: Any, message: Any, respond: Any) -> None:
+        raise TypeError(f"client {self.client_id} does not serve requests")
+
+    def _new_request(self, kind: str, broker: int, partitions: Iterable[TopicPartition]) -> ClientRequest:
+        self._sequence += 1
+        request = ClientRequest(
+            f"{self.client_id}#{self._sequence}",
+            self.client_id,
+            kind,
+            broker,
+            self.cluster.now(),
+            tuple(partitions),
+        )
+        self.cluster.requests.append(request)
+        return request
+
+    def _finish(self, request: ClientRequest, cause: str) -> None:
+        request.completed_ms = self.cluster.now()
+        request.cause = cause
+        tracer = self.cluster.tracer
+        if tracer.enabled:
+            tracer.emit(
+                f"client.{request.kind}.done",
+                client=self.client_id,
+                op=request.id,
+                broker=request.broker,
+                keys=list(request.errors),
+                error=",".join(sorted(set(request.errors.values()))),
+                cause=cause,
+                latency_ms=request.latency_ms,
+            )
+        request.done.set()
+
+    def _fail_all(self, request: ClientRequest, error: Errors, cause: str) -> None:
+        for tp in request.partitions:
+            request.errors[str(tp)] = error.name
+        self._finish(request, cause)
+
+    def _group_by_leader(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            groups.setdefault(self.cluster.leader_of(tp), []).append(tp)
+        return groups
+
+
+class Producer(_Client):
+    """Sends produce requests; ``acks`` -1 waits in the leader's produce purgatory."""
+
+    def __init__(self, cluster: Cluster, client_id: str, config: ProducerConfig) -> None:
+        super().__init__(cluster, client_id)
+        self.config = config
+
+    def produce(self, data: Mapping[TopicPartition, ProduceData]) -> list[ClientRequest]:
+        """Send now, one request per leader; return the requests (complete later)."""
+        requests = []
+        for leader, tps in sorted(self._group_by_leader(data).items()):
+            request = self._new_request("produce", leader, tps)
+            requests.append(request)
+            if self.cluster.tracer.enabled:
+                self.cluster.tracer.emit(
+                    "client.produce",
+                    client=self.client_id,
+                    op=request.id,
+                    broker=leader,
+                    keys=[str(tp) for tp in tps],
+                    acks=self.config.acks,
+                    records=sum(data[tp].count for tp in tps),
+                )
+            if leader < 0:
+                self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+                continue
+            message = ProduceRequest(
+                self.config.acks, self.config.request_timeout_ms, {tp: data[tp] for tp in tps}, request.id
+            )
+            if self.config.acks == 0:
+                self.cluster.network.send(self.client_id, leader, message)
+                for tp in tps:
+                    request.errors[str(tp)] = Errors.NONE.name
+                    request.base_offsets[str(tp)] = -1
+                self._finish(request, "immediate")
+                continue
+            timeout = self.config.request_timeout_ms + self.config.response_grace_ms
+            self.cluster.network.request(
+                self.client_id,
+                leader,
+                message,
+                timeout,
+                lambda response, r=request: self._on_response(r, response),
+            )
+        return requests
+
+    def send(self, topic: str, partition: int = 0, count: int = 1, size: int = 100) -> ClientRequest:
+        """Produce ``count`` records of ``size`` bytes in all to one partition; return the request."""
+        (request,) = self.produce({TopicPartition(topic, partition): ProduceData(count, size)})
+        return request
+
+    async def send_and_wait(
+        self, topic: str, partition: int = 0, count: int = 1, size: int = 100
+    ) -> ClientRequest:
+        return await self.send(topic, partition, count, size).wait()
+
+    def _on_response(self, request: ClientRequest, response: ProduceResponse | NetworkError) -> None:
+        request.response = response
+        if isinstance(response, NetworkError):
+            self._fail_all(request, response.error, "network")
+            return
+        for tp, part in response.partitions.items():
+            request.errors[str(tp)] = part.error.name
+            request.base_offsets[str(tp)] = part.base_offset
+        self._finish(request, response.cause)
+
+
+class Consumer(_Client):
+    """An assign()-based consumer: ``fetch`` sends one fetch per leader from the current positions."""
+
+    def __init__(self, cluster: Cluster, client_id: str, config: ConsumerConfig) -> None:
+        super().__init__(cluster, client_id)
+        self.config = config
+        self.positions: dict[TopicPartition, int] = {}
+        #: every batch received, per partition, in order (offsets, for tests and expectations)
+        self.received: dict[TopicPartition, list[tuple[int, int]]] = {}
+
+    def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None:
+        for tp in partitions:
+            self.positions[tp] = offset
+            self.received.setdefault(tp, [])
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.positions[tp] = offset
+
+    def fetch(self) -> list[ClientRequest]:
+        """Send a fetch for every assigned partition; return the requests."""
+        if not self.positions:
+            raise ValueError(f"consumer {self.client_id} has no assigned partitions")
+        isolation = TXN_COMMITTED if self.config.isolation_level == "read_committed" else HIGH_WATERMARK
+        requests = []
+        for leader, tps in sorted(self._group_by_leader(self.positions).items()):
+            request = self._new_request("fetch", leader, tps)
+            requests.append(request)
+            if self.cluster.tracer.enabled:
+                self.cluster.tracer.emit(
+                    "client.fetch",
+                    client=self.client_id,
+                    op=request.id,
+                    broker=leader,
+                    keys=[str(tp) for tp in tps],
+                    offset=min(self.positions[tp] for tp in tps),
+                )
+            if leader < 0:
+                self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+                continue
+            parts = {
+                tp: FetchPartition(self.positions[tp], self.config.max_partition_fetch_bytes) for tp in tps
+            }
+            message = FetchRequest(
+                CONSUMER_REPLICA_ID,
+                self.config.fetch_max_wait_ms,
+                self.config.fetch_min_bytes,
+                self.config.fetch_max_bytes,
+                parts,
+                isolation,
+                request.id,
+            )
+            timeout = self.config.request_timeout_ms + self.config.response_grace_ms
+            self.cluster.network.request(
+                self.client_id,
+                leader,
+                message,
+                timeout,
+                lambda response, r=request: self._on_response(r, response),
+            )
+        return requests
+
+    async def poll(self) -> list[ClientRequest]:
+        """Fetch and wait for every answer."""
+        requests = self.fetch()
+        for request in requests:
+            await request.wait()
+        return requests
+
+    def _on_response(self, request: ClientRequest, response: FetchResponse | NetworkError) -> None:
+        request.response = response
+        if isinstance(response, NetworkError):
+            self._fail_all(request, response.error, "network")
+            return
+        for tp, part in response.partitions.items():
+            label = str(tp)
+            request.errors[label] = part.error.name
+            request.records[label] = sum(batch.count for batch in part.batches)
+            request.bytes[label] = part.size
+            request.high_watermarks[label] = part.high_watermark
+            if part.batches:
+                request.base_offsets[label] = part.batches[0].base_offset
+                position = self.positions.get(tp, 0)
+                for batch in part.batches:
+                    if batch.next_offset > position:
+                        self.received[tp].append((batch.base_offset, batch.count))
+                        position = batch.next_offset
+                self.positions[tp] = position
+        self._finish(request, response.cause)

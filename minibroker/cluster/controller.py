@@ -1,0 +1,195 @@
+"""Controller: the minimal KRaft-like controller: partition state, ISR commits, leader elections.
+
+- ``AlterPartition`` from a leader is validated (it must be the leader, in the
+  current leader and partition epochs, and a new member must be alive), then
+  committed after ``isr_commit_delay_ms`` (re-validated then), bumping the
+  partition epoch; the leader hears back over the network.
+- When a broker crashes the controller learns of it after
+  ``crash_detection_ms``; it removes the broker from every ISR and elects a new
+  leader, from the ISR, for the partitions it led (bumping the leader epoch).
+  With no live ISR member the partition goes offline (leader -1) unless
+  ``unclean.leader.election.enable`` lets any live replica lead.
+- A controlled shutdown moves leadership off a broker first, so its waiting
+  requests are answered NOT_LEADER_OR_FOLLOWER before it stops.
+- When a broker starts again, offline partitions whose last ISR holds it are
+  led by it again; every partition it replicates tells it who leads.
+
+Decisions reach brokers as ``LeaderAndIsr`` messages over the network, except at
+topic creation and for the broker that shuts down, which apply them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.messages import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    LeaderAndIsr,
+    TopicPartition,
+)
+from minibroker.cluster.network import Network
+from minibroker.runtime import Scheduler
+from minibroker.trace import NULL_TRACER, Tracer
+
+CONTROLLER = "controller"
+
+
+class Controller:
+    """Owns the partition states; the brokers' only source of leadership and ISR."""
+
+    def __init__(
+        self,
+        network: Network,
+        scheduler: Scheduler,
+        alive: Callable[[int], bool],
+        apply_direct: Callable[[int, LeaderAndIsr], None],
+        *,
+        isr_commit_delay_ms: int = 0,
+        crash_detection_ms: int = 0,
+        unclean_leader_election: Callable[[TopicPartition], bool] = lambda tp: False,
+        tracer: Tracer = NULL_TRACER,
+    ) -> None:
+        self.network = network
+        self.scheduler = scheduler
+        self.alive = alive
+        self.apply_direct = apply_direct
+        self.isr_commit_delay_ms = isr_commit_delay_ms
+        self.crash_detection_ms = crash_detection_ms
+        self.unclean_leader_election = unclean_leader_election
+        self.tracer = tracer
+        self.state: dict[TopicPartition, LeaderAndIsr] = {}
+        self.isr_commits = 0
+        self.elections = 0
+        network.register(CONTROLLER, self)
+
+    # --- topics ------------------------------------------------------------------------------
+    def create_partition(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
+        """Register a partition led by its first replica, all replicas in sync; apply at once."""
+        state = LeaderAndIsr(tp, replicas[0], 0, replicas, 0, replicas)
+        self.state[tp] = state
+        for broker in replicas:
+            if self.alive(broker):
+                self.apply_direct(broker, state)
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        state = self.state.get(tp)
+        return -1 if state is None else state.leader
+
+    # --- AlterPartition ----------------------------------------------------------------------
+    def deliver(self, src: Any, message: Any, respond: Callable[[Any], None] | None) -> None:
+        if not isinstance(message, AlterPartitionRequest) or respond is None:
+            raise TypeError(f"the controller cannot handle {type(message).__name__}")
+        error = self._validate(message)
+        if error is not Errors.NONE:
+            respond(AlterPartitionResponse(error))
+            return
+        if self.isr_commit_delay_ms:
+            self.scheduler.call_later(self.isr_commit_delay_ms, self._commit, message, respond)
+        else:
+            self._commit(message, respond)
+
+    def _validate(self, request: AlterPartitionRequest) -> Errors:
+        state = self.state.get(request.tp)
+        if state is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if state.leader != request.broker_id or state.leader_epoch != request.leader_epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        if state.partition_epoch != request.partition_epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        added = set(request.new_isr) - set(state.isr)
+        if any(not self.alive(broker) for broker in added) or request.broker_id not in request.new_isr:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return Errors.NONE
+
+    def _commit(self, request: AlterPartitionRequest, respond: Callable[[Any], None]) -> None:
+        error = self._validate(request)
+        if error is not Errors.NONE:
+            respond(AlterPartitionResponse(error))
+            return
+        state = self.state[request.tp]
+        new = LeaderAndIsr(
+            request.tp,
+            state.leader,
+            state.leader_epoch,
+            request.new_isr,
+            state.partition_epoch + 1,
+            state.replicas,
+        )
+        self.state[request.tp] = new
+        self.isr_commits += 1
+        if self.tracer.enabled:
+            self.tracer.emit(
+                "controller.isr",
+                partition=str(request.tp),
+                isr=list(new.isr),
+                leader=new.leader,
+                epoch=new.leader_epoch,
+            )
+        respond(AlterPartitionResponse(Errors.NONE, new))
+
+    # --- broker failures ---------------------------------------------------------------------
+    def broker_crashed(self, broker: int) -> None:
+        self.scheduler.call_later(self.crash_detection_ms, self._fence, broker)
+
+    def _fence(self, broker: int) -> None:
+        if self.alive(broker):
+            return  # it came back before we noticed
+        self._move_off(broker, direct=False)
+
+    def controlled_shutdown(self, broker: int) -> None:
+        """Move leadership and ISR membership off ``broker`` before it stops."""
+        self._move_off(broker, direct=True)
+
+    def _move_off(self, broker: int, direct: bool) -> None:
+        for tp, state in list(self.state.items()):
+            if broker not in state.replicas:
+                continue
+            if state.leader == broker:
+                self._elect(tp, exclude=broker, direct_to=broker if direct else None)
+            elif broker in state.isr:
+                isr = tuple(b for b in state.isr if b != broker)
+                self._publish(
+                    LeaderAndIsr(
+                        tp, state.leader, state.leader_epoch, isr, state.partition_epoch + 1, state.replicas
+                    ),
+                    direct_to=broker if direct else None,
+                )
+
+    def broker_started(self, broker: int) -> None:
+        for tp, state in list(self.state.items()):
+            if broker not in state.replicas:
+                continue
+            if state.leader < 0 and (broker in state.isr or self.unclean_leader_election(tp)):
+                self._elect(tp, exclude=None, direct_to=None)
+            else:
+                self.network.send(CONTROLLER, broker, self.state[tp])
+
+    def _elect(self, tp: TopicPartition, exclude: int | None, direct_to: int | None) -> None:
+        state = self.state[tp]
+        live_isr = [b for b in state.replicas if b in state.isr and b != exclude and self.alive(b)]
+        if live_isr:
+            leader, isr = live_isr[0], tuple(live_isr)
+        elif self.unclean_leader_election(tp):
+            live = [b for b in state.replicas if b != exclude and self.alive(b)]
+            leader, isr = (live[0], (live[0],)) if live else (-1, state.isr)
+        else:
+            leader = -1
+            isr = tuple(b for b in state.isr if b != exclude) or state.isr
+        new = LeaderAndIsr(tp, leader, state.leader_epoch + 1, isr, state.partition_epoch + 1, state.replicas)
+        self.elections += 1
+        if self.tracer.enabled:
+            self.tracer.emit(
+                "controller.elect", partition=str(tp), leader=leader, epoch=new.leader_epoch, isr=list(isr)
+            )
+        self._publish(new, direct_to)
+
+    def _publish(self, state: LeaderAndIsr, direct_to: int | None) -> None:
+        self.state[state.tp] = state
+        for broker in state.replicas:
+            if broker == direct_to:
+                self.apply_direct(broker, state)
+            elif self.alive(broker):
+                self.network.send(CONTROLLER, broker, state)

@@ -1,0 +1,93 @@
+"""DelayedProduce: an acks=-1 produce waiting for the ISR to reach its offsets (reference §3.1-3.2).
+
+Each partition that appended without error starts *pending* with its error
+preset to REQUEST_TIMED_OUT; partitions that failed keep their error and are
+not pending. ``try_complete`` asks each pending partition whether the HW has
+reached ``required_offset`` (= last appended offset + 1):
+
+- not hosted here any more, or no longer leader -> NOT_LEADER_OR_FOLLOWER (cause "leadership");
+- HW reached and the maximal ISR >= effective min ISR -> NONE;
+- HW reached but the maximal ISR shrank below it -> NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+- otherwise keep waiting.
+
+When no partition is pending the operation completes. On timeout ``on_complete``
+answers with the statuses as they stand, so still-pending partitions report
+REQUEST_TIMED_OUT, and ``on_expiration`` counts them (ExpiresPerSec per partition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.messages import PartitionProduceResponse, ProduceResponse, TopicPartition
+from minibroker.cluster.partition import Partition
+from minibroker.purgatory import DelayedOperation
+
+
+@attrs.define(slots=True)
+class ProducePartitionStatus:
+    """One partition of a delayed produce: the offset it needs and its answer so far."""
+
+    required_offset: int
+    response: PartitionProduceResponse
+    acks_pending: bool = False
+
+
+class DelayedProduce(DelayedOperation):
+    """Completes when every partition's HW reaches its required offset, or on timeout."""
+
+    __slots__ = ("statuses", "lookup", "respond", "expired_partitions")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: dict[TopicPartition, ProducePartitionStatus],
+        lookup: Callable[[TopicPartition], Partition | None],
+        respond: Callable[[ProduceResponse], object],
+        op_id: str | None = None,
+    ) -> None:
+        super().__init__(delay_ms, op_id)
+        self.statuses = statuses
+        self.lookup = lookup
+        self.respond = respond
+        self.expired_partitions: list[TopicPartition] = []
+        for status in statuses.values():
+            if status.response.error is Errors.NONE:
+                status.acks_pending = True
+                status.response = attrs.evolve(status.response, error=Errors.REQUEST_TIMED_OUT)
+            else:
+                status.acks_pending = False
+
+    def try_complete(self) -> bool:
+        leadership = False
+        for tp, status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            partition = self.lookup(tp)
+            if partition is None:
+                enough, error = False, Errors.NOT_LEADER_OR_FOLLOWER
+            else:
+                enough, error = partition.check_enough_replicas_reach_offset(status.required_offset)
+            if error is not Errors.NONE or enough:
+                status.acks_pending = False
+                status.response = attrs.evolve(status.response, error=error)
+                leadership = leadership or error is Errors.NOT_LEADER_OR_FOLLOWER
+        if any(status.acks_pending for status in self.statuses.values()):
+            return False
+        if leadership and self.cause is None:
+            self.cause = "leadership"
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        self.expired_partitions = [tp for tp, status in self.statuses.items() if status.acks_pending]
+        purgatory = self._purgatory
+        if purgatory is not None:
+            for tp in self.expired_partitions:
+                purgatory.expires_by_key[tp] = purgatory.expires_by_key.get(tp, 0) + 1
+
+    def on_complete(self) -> None:
+        responses = {tp: status.response for tp, status in self.statuses.items()}
+        self.respond(ProduceResponse(responses, self.cause or "condition"))

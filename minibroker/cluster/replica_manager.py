@@ -1,0 +1,523 @@
+"""ReplicaManager: one broker's partitions, its produce and fetch purgatories, and their triggers.
+
+Both purgatories share the broker's one timer and one Reaper (the product design;
+Kafka gives each purgatory its own timer). Purgatories are checked exactly as
+Kafka's trigger table says (reference §4):
+
+| event                                                  | purgatories checked         |
+|--------------------------------------------------------|-----------------------------|
+| leader append raised the HW                            | produce, fetch              |
+| leader append left the HW unchanged (the LEO moved)    | fetch                       |
+| follower fetch raised the HW                           | fetch, produce              |
+| ISR change committed, or becoming leader raised the HW | fetch, produce              |
+| leadership lost (they answer NOT_LEADER_OR_FOLLOWER)   | produce, fetch              |
+| follower appended replicated data                      | fetch                       |
+
+Append triggers run after the request's own delayed operation is registered
+(Kafka's action queue, KAFKA-8334).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from minibroker.cluster.config import BrokerConfig
+from minibroker.cluster.delayed_fetch import DelayedFetch
+from minibroker.cluster.delayed_produce import DelayedProduce, ProducePartitionStatus
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.fetcher import ReplicaFetcher
+from minibroker.cluster.log import Log, LogOffsetMetadata
+from minibroker.cluster.messages import (
+    LOG_END,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    EpochEndOffset,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsr,
+    NetworkError,
+    PartitionFetchResponse,
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+from minibroker.cluster.network import Network
+from minibroker.cluster.partition import Partition, PartitionError
+from minibroker.purgatory import DelayedOperationPurgatory
+from minibroker.runtime import MsClock, Reaper
+from minibroker.timer import make_timer
+from minibroker.trace import NULL_TRACER, Tracer
+
+CONTROLLER = "controller"
+
+
+class ReplicaManager:
+    """Hosts partitions of one broker and answers produce and fetch requests."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: BrokerConfig,
+        clock: MsClock,
+        network: Network,
+        logs: dict[TopicPartition, Log],
+        known: Callable[[TopicPartition], bool],
+        tracer: Tracer = NULL_TRACER,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.clock = clock
+        self.network = network
+        self.logs = logs
+        self.known = known
+        self.tracer = tracer
+        self.timer = make_timer(
+            config.timer_kind, tick_ms=config.timer_tick_ms, wheel_size=config.timer_wheel_size
+        )
+        self.reaper = Reaper(
+            self.timer, clock, poll_interval_ms=config.reaper_poll_ms, name=f"broker-{broker_id}"
+        )
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory(
+            "Produce",
+            self.timer,
+            broker_id=broker_id,
+            purge_interval=config.producer_purge_interval,
+            tracer=tracer,
+        )
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
+            "Fetch",
+            self.timer,
+            broker_id=broker_id,
+            purge_interval=config.fetch_purge_interval,
+            tracer=tracer,
+        )
+        self.reaper.add_hook(self.produce_purgatory.maybe_purge)
+        self.reaper.add_hook(self.fetch_purgatory.maybe_purge)
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers_paused = False
+        self._nursery: trio.Nursery | None = None
+        self._requests = 0
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the reaper, the ISR-expiration schedule and the fetchers until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(self.reaper.run)
+                nursery.start_soon(self._isr_expiration)
+                for fetcher in self.fetchers.values():
+                    nursery.start_soon(fetcher.run)
+                task_status.started()
+        finally:
+            self._nursery = None
+
+    async def _isr_expiration(self) -> None:
+        period = self.config.isr_expiration_period_ms
+        next_check = self.clock.now_ms() + period
+        while True:
+            await self.clock.sleep_until(next_check)
+            next_check += period
+            self.maybe_shrink_isr()
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self.tracer.emit(kind, broker=self.broker_id, **fields)
+
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def _lookup_error(self, tp: TopicPartition) -> Errors:
+        return Errors.NOT_LEADER_OR_FOLLOWER if self.known(tp) else Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+    # --- produce -----------------------------------------------------------------------------
+    def append_records(self, request: ProduceRequest, respond: Callable[[Any], None] | None) -> None:
+        """Append to the leader logs; answer now, or park a DelayedProduce (acks=-1)."""
+        now = self.now()
+        tracing = self.tracer.enabled
+        if tracing:
+            self._emit(
+                "produce.request",
+                op=request.request_id,
+                keys=[str(tp) for tp in request.data],
+                acks=request.acks,
+                timeout_ms=request.timeout_ms,
+            )
+        if request.acks not in (-1, 0, 1):
+            responses = {tp: PartitionProduceResponse(Errors.INVALID_REQUIRED_ACKS) for tp in request.data}
+            self._respond_produce(request, respond, ProduceResponse(responses))
+            return
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        hw_raised: list[TopicPartition] = []
+        leo_moved: list[TopicPartition] = []
+        for tp, data in request.data.items():
+            partition = self.partitions.get(tp)
+            try:
+                if partition is None:
+                    raise PartitionError(self._lookup_error(tp))
+                batch, raised = partition.append_records_to_leader(
+                    data.count, data.size, request.acks, now, data.values
+                )
+            except PartitionError as failure:
+                statuses[tp] = ProducePartitionStatus(-1, PartitionProduceResponse(failure.error))
+                if tracing:
+                    self._emit(
+                        "append.rejected", partition=str(tp), error=failure.error.name, op=request.request_id
+                    )
+                continue
+            log = partition.log
+            statuses[tp] = ProducePartitionStatus(
+                batch.next_offset,
+                PartitionProduceResponse(Errors.NONE, batch.base_offset, -1, log.log_start_offset),
+            )
+            (hw_raised if raised else leo_moved).append(tp)
+            if tracing:
+                self._emit(
+                    "append",
+                    partition=str(tp),
+                    op=request.request_id,
+                    offset=batch.base_offset,
+                    count=batch.count,
+                    bytes=batch.size,
+                    leo=log.log_end_offset,
+                    hw=log.high_watermark,
+                )
+        succeeded = any(s.response.error is Errors.NONE for s in statuses.values())
+        if request.acks == -1 and request.data and succeeded:
+            operation = DelayedProduce(
+                request.timeout_ms,
+                statuses,
+                self.partition,
+                lambda response: self._respond_produce(request, respond, response),
+                op_id=request.request_id or None,
+            )
+            self.produce_purgatory.try_complete_else_watch(operation, list(request.data))
+        else:
+            responses = {tp: status.response for tp, status in statuses.items()}
+            self._respond_produce(request, respond, ProduceResponse(responses))
+        for tp in hw_raised:
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        for tp in leo_moved:
+            self.fetch_purgatory.check_and_complete(tp)
+
+    def _respond_produce(
+        self, request: ProduceRequest, respond: Callable[[Any], None] | None, response: ProduceResponse
+    ) -> None:
+        if self.tracer.enabled:
+            for tp, part in response.partitions.items():
+                self._emit(
+                    "produce.response",
+                    op=request.request_id,
+                    partition=str(tp),
+                    error=part.error.name,
+                    offset=part.base_offset,
+                    cause=response.cause,
+                )
+        if request.acks != 0 and respond is not None:
+            respond(response)
+
+    # --- fetch -------------------------------------------------------------------------------
+    def fetch_messages(self, request: FetchRequest, respond: Callable[[Any], None]) -> None:
+        """Read now; answer at once or park a DelayedFetch until min_bytes or max_wait."""
+        results, fetch_offsets, diverging = self._read(request, update_follower=True)
+        isolation = LOG_END if request.is_from_follower else request.isolation
+        size = sum(result.size for result in results.values())
+        errors = any(result.error is not Errors.NONE for result in results.values())
+        if (
+            request.max_wait_ms <= 0
+            or not request.partitions
+            or size >= request.min_bytes
+            or errors
+            or diverging
+        ):
+            self._respond_fetch(request, respond, FetchResponse(results))
+            return
+        operation = DelayedFetch(
+            request,
+            fetch_offsets,
+            isolation,
+            self.partition,
+            lambda req: self._read(req, update_follower=False)[0],
+            lambda response: self._respond_fetch(request, respond, response),
+            op_id=request.request_id or None,
+        )
+        self.fetch_purgatory.try_complete_else_watch(operation, list(request.partitions))
+
+    def _respond_fetch(
+        self, request: FetchRequest, respond: Callable[[Any], None], response: FetchResponse
+    ) -> None:
+        if self.tracer.enabled and not request.is_from_follower:
+            for tp, part in response.partitions.items():
+                self._emit(
+                    "fetch.response",
+                    op=request.request_id,
+                    partition=str(tp),
+                    error=part.error.name,
+                    offset=part.batches[0].base_offset if part.batches else -1,
+                    records=sum(b.count for b in part.batches),
+                    bytes=part.size,
+                    hw=part.high_watermark,
+                    cause=response.cause,
+                )
+        respond(response)
+
+    def _read(
+        self, request: FetchRequest, update_follower: bool
+    ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
+        """Read every partition of ``request``; a follower's first read also updates its fetch state."""
+        now = self.now()
+        results: dict[TopicPartition, PartitionFetchResponse] = {}
+        offsets: dict[TopicPartition, LogOffsetMetadata] = {}
+        diverging_any = False
+        remaining = request.max_bytes
+        for tp, wanted in request.partitions.items():
+            partition = self.partitions.get(tp)
+            try:
+                if partition is None:
+                    raise PartitionError(self._lookup_error(tp))
+                partition.require_leader()
+                partition.check_leader_epoch(wanted.current_leader_epoch)
+                log = partition.log
+                if request.is_from_follower and wanted.last_fetched_epoch >= 0:
+                    epoch, end = log.end_offset_for_epoch(wanted.last_fetched_epoch)
+                    if epoch < wanted.last_fetched_epoch or end < wanted.fetch_offset:
+                        diverging_any = True
+                        results[tp] = PartitionFetchResponse(
+                            Errors.NONE,
+                            log.high_watermark,
+                            log.log_start_offset,
+                            log.log_end_offset,
+                            (),
+                            EpochEndOffset(epoch, end),
+                        )
+                        offsets[tp] = log.offset_metadata(wanted.fetch_offset)
+                        continue
+                if wanted.fetch_offset > log.log_end_offset or wanted.fetch_offset < log.log_start_offset:
+                    raise PartitionError(Errors.OFFSET_OUT_OF_RANGE)
+                isolation = LOG_END if request.is_from_follower else request.isolation
+                data = log.read(
+                    wanted.fetch_offset,
+                    min(wanted.partition_max_bytes, max(remaining, 0)),
+                    partition.max_offset(isolation),
+                )
+                remaining -= data.size
+                offsets[tp] = data.fetch_offset_metadata
+                if request.is_from_follower and update_follower:
+                    self._update_follower(partition, request.replica_id, wanted.fetch_offset, now)
+                results[tp] = PartitionFetchResponse(
+                    Errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, data.batches
+                )
+            except PartitionError as failure:
+                results[tp] = PartitionFetchResponse(failure.error)
+        return results, offsets, diverging_any
+
+    def _update_follower(self, partition: Partition, follower: int, fetch_offset: int, now: int) -> None:
+        hw_before = partition.high_watermark
+        raised = partition.update_follower_fetch_state(follower, fetch_offset, now)
+        if self.tracer.enabled:
+            self._emit("follower.fetch", partition=str(partition.tp), replica=follower, offset=fetch_offset)
+        proposed = partition.isr_expansion_candidate(follower)
+        if proposed is not None:
+            self._alter_partition(partition, "expand", proposed)
+        if raised:
+            self._trace_hw(partition, hw_before)
+            self.try_complete_delayed_requests(partition.tp)
+
+    def try_complete_delayed_requests(self, tp: TopicPartition) -> None:
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+
+    def _trace_hw(self, partition: Partition, before: int) -> None:
+        if self.tracer.enabled:
+            self._emit(
+                "hw",
+                partition=str(partition.tp),
+                hw=partition.high_watermark,
+                previous=before,
+                leo=partition.log_end_offset,
+            )
+
+    # --- ISR ---------------------------------------------------------------------------------
+    def maybe_shrink_isr(self) -> None:
+        now = self.now()
+        for partition in self.partitions.values():
+            proposed = partition.isr_shrink_candidate(now)
+            if proposed is not None:
+                self._alter_partition(partition, "shrink", proposed)
+
+    def _alter_partition(self, partition: Partition, kind: str, proposed: tuple[int, ...]) -> None:
+        partition.propose(kind, proposed)
+        if self.tracer.enabled:
+            self._emit(
+                "isr.propose",
+                partition=str(partition.tp),
+                change=kind,
+                isr=list(proposed),
+                current=list(partition.isr),
+            )
+        request = AlterPartitionRequest(
+            self.broker_id, partition.tp, partition.leader_epoch, partition.partition_epoch, proposed
+        )
+        epoch = partition.leader_epoch
+
+        def on_response(response: Any) -> None:
+            if self._nursery is None or partition.leader_epoch != epoch or not partition.is_leader:
+                return
+            if (
+                isinstance(response, AlterPartitionResponse)
+                and response.error is Errors.NONE
+                and response.state
+            ):
+                self._commit_isr(partition, response.state)
+            else:
+                partition.pending = None
+                error = (
+                    response.error.name
+                    if isinstance(response, (AlterPartitionResponse, NetworkError))
+                    else "?"
+                )
+                if self.tracer.enabled:
+                    self._emit("isr.rejected", partition=str(partition.tp), error=error)
+
+        self.network.request(
+            self.broker_id, CONTROLLER, request, self.config.replica_socket_timeout_ms, on_response
+        )
+
+    def _commit_isr(self, partition: Partition, state: LeaderAndIsr) -> None:
+        before = partition.high_watermark
+        raised = partition.commit_isr(state.isr, state.partition_epoch, self.now())
+        if self.tracer.enabled:
+            self._emit(
+                "isr.commit", partition=str(partition.tp), isr=list(state.isr), epoch=state.leader_epoch
+            )
+        if raised:
+            self._trace_hw(partition, before)
+        self.try_complete_delayed_requests(partition.tp)
+
+    # --- leadership --------------------------------------------------------------------------
+    def apply_leader_and_isr(self, state: LeaderAndIsr) -> None:
+        """The controller's decision for one partition: lead, follow, or just a new ISR."""
+        tp = state.tp
+        partition = self.partitions.get(tp)
+        if partition is None:
+            log = self.logs.setdefault(tp, Log(self.config.log_segment_bytes))
+            partition = Partition(
+                tp,
+                self.broker_id,
+                state.replicas,
+                log,
+                self.config.min_insync_replicas,
+                self.config.replica_lag_time_max_ms,
+            )
+            self.partitions[tp] = partition
+        elif state.leader_epoch < partition.leader_epoch:
+            return  # stale
+        now = self.now()
+        was_leader = partition.is_leader
+        if state.leader == self.broker_id:
+            if was_leader and state.leader_epoch == partition.leader_epoch:
+                if state.partition_epoch > partition.partition_epoch:
+                    self._commit_isr(partition, state)
+                return
+            self._remove_from_fetchers(tp)
+            before = partition.high_watermark
+            raised = partition.make_leader(state.leader_epoch, state.isr, state.partition_epoch, now)
+            if self.tracer.enabled:
+                self._emit(
+                    "leader",
+                    partition=str(tp),
+                    leader=self.broker_id,
+                    epoch=state.leader_epoch,
+                    isr=list(state.isr),
+                )
+            if raised:
+                self._trace_hw(partition, before)
+                self.try_complete_delayed_requests(tp)
+            return
+        partition.make_follower(state.leader, state.leader_epoch, state.isr, state.partition_epoch)
+        if was_leader:
+            if self.tracer.enabled:
+                self._emit("leader.lost", partition=str(tp), leader=state.leader, epoch=state.leader_epoch)
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        self._remove_from_fetchers(tp)
+        if state.leader >= 0:
+            self._fetcher_for(state.leader).add_partition(tp)
+
+    def _fetcher_for(self, leader: int) -> ReplicaFetcher:
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self, leader)
+            fetcher.paused = self.fetchers_paused
+            self.fetchers[leader] = fetcher
+            if self._nursery is not None:
+                self._nursery.start_soon(fetcher.run)
+        return fetcher
+
+    def _remove_from_fetchers(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove_partition(tp)
+
+    def pause_fetchers(self, paused: bool) -> None:
+        self.fetchers_paused = paused
+        for fetcher in self.fetchers.values():
+            fetcher.set_paused(paused)
+
+    # --- follower side -----------------------------------------------------------------------
+    def process_fetch_response(self, leader: int, request: FetchRequest, response: FetchResponse) -> int:
+        """Apply a follower fetch response; return how many partitions erred."""
+        errors = 0
+        for tp, result in response.partitions.items():
+            partition = self.partitions.get(tp)
+            if partition is None or partition.leader_id != leader or partition.is_leader:
+                continue
+            if request.partitions[tp].current_leader_epoch != partition.leader_epoch:
+                continue  # the answer is about an older epoch
+            log = partition.log
+            if result.error is Errors.OFFSET_OUT_OF_RANGE:
+                errors += 1
+                continue
+            if result.error is not Errors.NONE:
+                errors += 1
+                continue
+            if result.diverging_epoch is not None:
+                _, local_end = log.end_offset_for_epoch(result.diverging_epoch.epoch)
+                target = min(result.diverging_epoch.end_offset, local_end if local_end >= 0 else 0)
+                removed = log.truncate_to(target)
+                if self.tracer.enabled:
+                    self._emit(
+                        "truncate", partition=str(tp), offset=target, removed=removed, leo=log.log_end_offset
+                    )
+                continue
+            appended = 0
+            for batch in result.batches:
+                if batch.base_offset < log.log_end_offset:
+                    continue
+                log.append(batch)
+                appended += batch.count
+            log.set_high_watermark(result.high_watermark)
+            if appended:
+                if self.tracer.enabled:
+                    self._emit(
+                        "replicate",
+                        partition=str(tp),
+                        leader=leader,
+                        count=appended,
+                        leo=log.log_end_offset,
+                        hw=log.high_watermark,
+                    )
+                self.fetch_purgatory.check_and_complete(tp)
+        return errors
+
+    # --- figures -----------------------------------------------------------------------------
+    def next_request_id(self, kind: str) -> str:
+        self._requests += 1
+        return f"b{self.broker_id}-{kind}-{self._requests}"

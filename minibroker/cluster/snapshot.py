@@ -1,0 +1,72 @@
+"""Plain, immutable views of a cluster at one instant, for the TUI, summaries and tests."""
+
+from __future__ import annotations
+
+import attrs
+
+from minibroker.timer import TimerView
+
+
+@attrs.frozen
+class PurgatoryView:
+    name: str
+    watched: int  # PurgatorySize
+    num_delayed: int  # NumDelayedOperations
+    watched_keys: int
+    completions: int
+    expirations: int
+    estimated_total: int
+    purges: int
+    purged: int
+    last_purge: tuple[int, int] | None
+
+
+@attrs.frozen
+class ReplicaView:
+    broker: int
+    log_end_offset: int
+    high_watermark: int
+    log_start_offset: int
+    alive: bool
+    fetcher_paused: bool
+
+
+@attrs.frozen
+class PartitionView:
+    partition: str
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    pending_isr: tuple[int, ...] | None
+    replicas: tuple[ReplicaView, ...]
+
+    def replica(self, broker: int) -> ReplicaView:
+        for view in self.replicas:
+            if view.broker == broker:
+                return view
+        raise KeyError(broker)
+
+
+@attrs.frozen
+class BrokerView:
+    broker: int
+    alive: bool
+    timer: TimerView | None
+    purgatories: tuple[PurgatoryView, ...]
+    fetchers_paused: bool
+
+
+@attrs.frozen
+class ClusterView:
+    time_ms: int
+    brokers: tuple[BrokerView, ...]
+    partitions: tuple[PartitionView, ...]
+
+    def partition(self, label: str) -> PartitionView:
+        for view in self.partitions:
+            if view.partition == label:
+                return view
+        raise KeyError(label)
+
+    def broker(self, broker_id: int) -> BrokerView:
+        return self.brokers[broker_id]
