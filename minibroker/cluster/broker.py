@@ -105,3 +105,4 @@ class Broker:
         for partition in manager.partitions.values():
             partition.min_insync_replicas = config.min_insync_replicas
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms
+            partition.freeze_hw_under_min_isr = config.freeze_hw_under_min_isr

@@ -104,6 +104,8 @@ class BrokerConfig(_KafkaNamed):
     timer_wheel_size: int = _int_field("minibroker.timer.wheel.size", 20, 1)
     timer_kind: str = _str_field("minibroker.timer.kind", "kafka", ("kafka", "heap", "hashed"))
     reaper_poll_ms: int = _int_field("minibroker.reaper.poll.ms", 200, 1)
+    #: Kafka >= 3.7 (KAFKA-15583) holds the HW while the ISR is below min ISR; false replays older Kafka
+    freeze_hw_under_min_isr: bool = _bool_field("minibroker.hw.freeze.under.min.isr", True)
 
     @property
     def isr_expiration_period_ms(self) -> int:

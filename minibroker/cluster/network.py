@@ -8,8 +8,8 @@ scheduler, never inside the sender's call.
 Requests pair with responses by correlation id. A requester hears back exactly
 once: the response, or a ``NetworkError``:
 
-- NETWORK_EXCEPTION when the destination is down at send time or crashes while
-  the request is outstanding (the connection resets);
+- NETWORK_EXCEPTION when the destination is down at send time or crashes before
+  answering (the connection resets; an answer already on the wire still lands);
 - REQUEST_TIMED_OUT when nothing arrives within its timeout (e.g. a dropped link).
 
 Faults: ``set_latency`` (slow a link), ``drop``/``heal`` a link in both
@@ -48,6 +48,7 @@ class _Pending:
     dst: Node
     on_response: Callable[[Any], None]
     timeout: TimerTask | None
+    answered: bool = False  # the response is on the wire
 
 
 class Network:
@@ -84,7 +85,7 @@ class Network:
             return
         self._down.add(node)
         for correlation, pending in list(self._pending.items()):
-            if pending.dst == node:
+            if pending.dst == node and not pending.answered:
                 self._fail(correlation, Errors.NETWORK_EXCEPTION, f"connection to {node} reset")
             elif pending.src == node:
                 self._forget(correlation)
@@ -159,7 +160,9 @@ class Network:
         )
 
         def respond(response: Any) -> None:
-            self._transmit(dst, src, response, functools.partial(self._resolve, correlation, response))
+            pending.answered = self._transmit(
+                dst, src, response, functools.partial(self._resolve, correlation, response)
+            )
 
         self.send(src, dst, message, respond)
         return correlation

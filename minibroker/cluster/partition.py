@@ -9,8 +9,11 @@ follower fetch, and applies Kafka's rules (reference §4):
   ``f >= L`` -> max(old, t); else ``f >=`` the leader LEO seen at the previous
   fetch -> max(old, previous fetch time); else unchanged;
 - HW: never advanced while under min ISR (committed ISR smaller than
-  ``min(min.insync.replicas, replicas)``); otherwise the minimum LEO over the
-  leader, the maximal ISR, and caught-up followers; it only rises;
+  ``min(min.insync.replicas, replicas)``; Kafka >= 3.7, KAFKA-15583; switch it off
+  with ``minibroker.hw.freeze.under.min.isr=false`` to replay older Kafka, where a
+  shrink below min ISR lets a waiting produce end NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+  otherwise the minimum LEO over the leader, the maximal ISR, and caught-up
+  followers; it only rises;
 - shrink: ISR members (not the leader) that are *not* caught up, strictly
   ``now - last_caught_up > lag``, with LEO below the leader's; expand: a
   follower outside the ISR whose LEO reached the HW and the start of the
@@ -37,15 +40,19 @@ class PartitionError(Exception):
         self.error = error
 
 
+#: "never caught up": Kafka resets to 0, which its wall clock puts decades ago; virtual time starts at 0
+NEVER = -(2**62)
+
+
 @attrs.define(slots=True)
 class ReplicaState:
     """The leader's view of one follower."""
 
     broker_id: int
     log_end_offset: int = -1
-    last_caught_up_time_ms: int = 0
+    last_caught_up_time_ms: int = NEVER
     last_fetch_leader_log_end_offset: int = 0
-    last_fetch_time_ms: int = 0
+    last_fetch_time_ms: int = NEVER
 
     def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_end_offset: int) -> None:
         if fetch_offset >= leader_end_offset:
@@ -62,9 +69,9 @@ class ReplicaState:
     def reset(self, now_ms: int, in_isr: bool) -> None:
         """On becoming leader: LEO unknown; caught up now if in the ISR, else never."""
         self.log_end_offset = -1
-        self.last_caught_up_time_ms = now_ms if in_isr else 0
+        self.last_caught_up_time_ms = now_ms if in_isr else NEVER
         self.last_fetch_leader_log_end_offset = 0
-        self.last_fetch_time_ms = 0
+        self.last_fetch_time_ms = NEVER
 
 
 @attrs.frozen(slots=True)
@@ -84,6 +91,7 @@ class Partition:
         log: Log,
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = 30_000,
+        freeze_hw_under_min_isr: bool = True,
     ) -> None:
         self.tp = tp
         self.broker_id = broker_id
@@ -91,6 +99,7 @@ class Partition:
         self.log = log
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.freeze_hw_under_min_isr = freeze_hw_under_min_isr
         self.leader_id = -1
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -190,7 +199,7 @@ class Partition:
 
     # --- high watermark --------------------------------------------------------------------
     def maybe_increment_leader_hw(self, now_ms: int) -> bool:
-        if self.is_under_min_isr:
+        if self.freeze_hw_under_min_isr and self.is_under_min_isr:
             return False
         leader_end = self.log.log_end_offset
         candidate = leader_end

@@ -101,6 +101,8 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.fetchers_paused = False
         self._nursery: trio.Nursery | None = None
+        #: set once the broker's tasks have stopped (crash): late answers are ignored
+        self.stopped = False
         self._requests = 0
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -116,6 +118,7 @@ class ReplicaManager:
                 task_status.started()
         finally:
             self._nursery = None
+            self.stopped = True
 
     async def _isr_expiration(self) -> None:
         period = self.config.isr_expiration_period_ms
@@ -369,7 +372,7 @@ class ReplicaManager:
         epoch = partition.leader_epoch
 
         def on_response(response: Any) -> None:
-            if self._nursery is None or partition.leader_epoch != epoch or not partition.is_leader:
+            if self.stopped or partition.leader_epoch != epoch or not partition.is_leader:
                 return
             if (
                 isinstance(response, AlterPartitionResponse)
@@ -416,6 +419,7 @@ class ReplicaManager:
                 log,
                 self.config.min_insync_replicas,
                 self.config.replica_lag_time_max_ms,
+                self.config.freeze_hw_under_min_isr,
             )
             self.partitions[tp] = partition
         elif state.leader_epoch < partition.leader_epoch:
@@ -451,6 +455,19 @@ class ReplicaManager:
         self._remove_from_fetchers(tp)
         if state.leader >= 0:
             self._fetcher_for(state.leader).add_partition(tp)
+
+    def stop_replica(self, tp: TopicPartition, delete: bool = False) -> None:
+        """Stop hosting ``tp`` (Kafka's StopReplica); waiting requests answer NOT_LEADER_OR_FOLLOWER."""
+        partition = self.partitions.pop(tp, None)
+        if partition is None:
+            return
+        self._remove_from_fetchers(tp)
+        if delete:
+            self.logs.pop(tp, None)
+        if self.tracer.enabled:
+            self._emit("replica.stopped", partition=str(tp), deleted=delete)
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
     def _fetcher_for(self, leader: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader)
