@@ -8,6 +8,7 @@ network. ``start`` builds a fresh ReplicaManager over the same logs.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self._scope: trio.CancelScope | None = None
         self.starts = 0
+        self._request_numbers = itertools.count(1)
         network.register(broker_id, self)
 
     @property
@@ -57,6 +59,7 @@ class Broker:
         manager = ReplicaManager(
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
+        manager.request_numbers = self._request_numbers
         self.replica_manager = manager
         self.starts += 1
         self.network.set_up(self.broker_id, True)

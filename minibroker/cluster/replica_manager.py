@@ -19,6 +19,7 @@ Append triggers run after the request's own delayed operation is registered
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +104,8 @@ class ReplicaManager:
         self._nursery: trio.Nursery | None = None
         #: set once the broker's tasks have stopped (crash): late answers are ignored
         self.stopped = False
-        self._requests = 0
+        #: numbers this broker's own requests; the Broker keeps it across restarts so ids stay unique
+        self.request_numbers = itertools.count(1)
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -536,5 +538,4 @@ class ReplicaManager:
 
     # --- figures -----------------------------------------------------------------------------
     def next_request_id(self, kind: str) -> str:
-        self._requests += 1
-        return f"b{self.broker_id}-{kind}-{self._requests}"
+        return f"b{self.broker_id}-{kind}-{next(self.request_numbers)}"
