@@ -19,6 +19,7 @@ from minibroker.cluster.log import Log
 from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
 from minibroker.cluster.network import Network
 from minibroker.cluster.replica_manager import ReplicaManager
+from minibroker.cluster.snapshot import BrokerView, PurgatoryView
 from minibroker.runtime import MsClock
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -95,6 +96,30 @@ class Broker:
             manager.apply_leader_and_isr(message)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
+
+    def snapshot(self) -> BrokerView:
+        """The broker's timer, purgatory figures and fetcher state (empty while it is down)."""
+        manager = self.replica_manager
+        if manager is None:
+            return BrokerView(self.broker_id, False, None, (), False)
+        purgatories = tuple(
+            PurgatoryView(
+                p.name,
+                p.watched(),
+                p.num_delayed(),
+                len(p.watched_keys()),
+                p.completions,
+                p.expirations,
+                p.estimated_total,
+                p.purges,
+                p.purged,
+                p.last_purge,
+            )
+            for p in (manager.produce_purgatory, manager.fetch_purgatory)
+        )
+        return BrokerView(
+            self.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused
+        )
 
     def set_config(self, config: BrokerConfig) -> None:
         """Apply new settings; partitions pick up min ISR and lag at once, the rest on restart."""

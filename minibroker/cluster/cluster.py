@@ -29,7 +29,7 @@ from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig,
 from minibroker.cluster.controller import CONTROLLER, Controller
 from minibroker.cluster.messages import LeaderAndIsr, TopicPartition
 from minibroker.cluster.network import Network
-from minibroker.cluster.snapshot import BrokerView, ClusterView, PartitionView, PurgatoryView, ReplicaView
+from minibroker.cluster.snapshot import ClusterView, PartitionView, ReplicaView
 from minibroker.runtime import MsClock, Scheduler
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -240,32 +240,7 @@ class Cluster:
 
     # --- views -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterView:
-        brokers = []
-        for broker in self.brokers:
-            manager = broker.replica_manager
-            if manager is None:
-                brokers.append(BrokerView(broker.broker_id, False, None, (), False))
-                continue
-            purgatories = tuple(
-                PurgatoryView(
-                    p.name,
-                    p.watched(),
-                    p.num_delayed(),
-                    len(p.watched_keys()),
-                    p.completions,
-                    p.expirations,
-                    p.estimated_total,
-                    p.purges,
-                    p.purged,
-                    p.last_purge,
-                )
-                for p in (manager.produce_purgatory, manager.fetch_purgatory)
-            )
-            brokers.append(
-                BrokerView(
-                    broker.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused
-                )
-            )
+        brokers = [broker.snapshot() for broker in self.brokers]
         partitions = []
         for tp, state in sorted(self.controller.state.items()):
             replicas = []
