@@ -12,11 +12,18 @@ reaper after construction.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from minibroker.timer.task import TimerTask
 
 Executor = Callable[[TimerTask], object]
 Clock = Callable[[], int]
+
+
+def task_label(task: TimerTask) -> str:
+    """How traces name a task: its ``op_id`` if it has one."""
+    label = getattr(task, "op_id", None)
+    return str(label) if label is not None else f"task-{task.delay_ms}ms"
 
 
 def run_inline(task: TimerTask) -> None:
@@ -43,6 +50,9 @@ class TimerBase:
         self.executor: Executor = executor if executor is not None else run_inline
         #: called with an expiration that became the timer's earliest
         self.on_earlier_expiration = on_earlier_expiration
+        #: when set, SystemTimer emits timer.add / timer.reinsert / timer.fire events with these fields
+        self.tracer: Any = None
+        self.trace_context: dict[str, Any] = {}
 
     def now(self) -> int:
         """The time new tasks are armed against."""

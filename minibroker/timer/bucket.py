@@ -38,12 +38,15 @@ class TimerTaskList(dict):
     The dict's keys are the entries; values are unused.
     """
 
-    __slots__ = ("_counter", "expiration")
+    __slots__ = ("_counter", "expiration", "level", "index")
 
-    def __init__(self, counter: TaskCounter) -> None:
+    def __init__(self, counter: TaskCounter, level: int = 1, index: int = 0) -> None:
         super().__init__()
         self._counter = counter
         self.expiration = -1
+        #: where the bucket sits: wheel level (1 = finest) and slot
+        self.level = level
+        self.index = index
 
     __hash__ = object.__hash__
     __eq__ = object.__eq__

@@ -32,7 +32,7 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from minibroker.timer.base import Clock, Executor, TimerBase
+from minibroker.timer.base import Clock, Executor, TimerBase, task_label
 from minibroker.timer.bucket import TaskCounter, TimerTaskList
 from minibroker.timer.snapshot import BucketView, LevelView, TimerView
 from minibroker.timer.task import TimerTask, TimerTaskEntry
@@ -72,7 +72,12 @@ class SystemTimer(TimerBase):
         """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already)."""
         clock = self.clock
         entry = TimerTaskEntry(task, task.delay_ms + (self._now if clock is None else clock()))
-        if not self._wheel_add(entry) and task._entry is entry:
+        if self._wheel_add(entry):
+            if self.tracer is not None:
+                self._trace_entry("timer.add", entry)
+        elif task._entry is entry:
+            if self.tracer is not None:
+                self._trace_fire(task, entry.expiration_ms)
             self.executor(task)
 
     def advance_clock(self, now_ms: int) -> bool:
@@ -105,10 +110,36 @@ class SystemTimer(TimerBase):
                     due.append(task)
                 else:
                     add(entry)
+            if self.tracer is not None:
+                for entry in entries:
+                    if entry.bucket is not None:
+                        self._trace_entry("timer.reinsert", entry, expiration)
         executor = self.executor
+        tracing = self.tracer is not None
         for task in due:
+            if tracing:
+                self._trace_fire(task, task._entry.expiration_ms)
             executor(task)
         return True
+
+    def _trace_entry(self, kind: str, entry: TimerTaskEntry, from_bucket: int | None = None) -> None:
+        bucket = entry.bucket
+        assert self.tracer is not None
+        self.tracer.emit(
+            kind,
+            **self.trace_context,
+            op=task_label(entry.task),
+            expiration=entry.expiration_ms,
+            level=bucket.level,
+            slot=bucket.index,
+            bucket=bucket.expiration,
+            left_ms=entry.expiration_ms - self.timing_wheel.current_time,
+            **({} if from_bucket is None else {"from_bucket": from_bucket}),
+        )
+
+    def _trace_fire(self, task: TimerTask, expiration: int) -> None:
+        assert self.tracer is not None
+        self.tracer.emit("timer.fire", **self.trace_context, op=task_label(task), expiration=expiration)
 
     def next_expiration(self) -> int | None:
         """Expiration of the head bucket of the delay queue, or None when it is empty."""
@@ -125,11 +156,7 @@ class SystemTimer(TimerBase):
         bucket = None if entry is None else entry.bucket
         if bucket is None:
             return None
-        for number, wheel in enumerate(self.timing_wheel.levels(), start=1):
-            for index, candidate in enumerate(wheel.buckets):
-                if candidate is bucket:
-                    return number, index, bucket.expiration
-        return None
+        return bucket.level, bucket.index, bucket.expiration
 
     def snapshot(self, queue_head: int = 8) -> TimerView:
         """Plain data of the levels, their non-empty or queued buckets, and the queue head."""

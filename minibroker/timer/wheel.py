@@ -40,6 +40,7 @@ class TimingWheel:
         "overflow_wheel",
         "_counter",
         "_offer",
+        "level",
     )
 
     def __init__(
@@ -49,6 +50,7 @@ class TimingWheel:
         start_ms: int,
         counter: TaskCounter,
         offer: Callable[[TimerTaskList], None],
+        level: int = 1,
     ) -> None:
         if tick_ms < 1 or wheel_size < 1:
             raise ValueError("tick_ms and wheel_size must be >= 1")
@@ -56,7 +58,8 @@ class TimingWheel:
         self.wheel_size = wheel_size
         self.interval = tick_ms * wheel_size
         self.current_time = start_ms - start_ms % tick_ms
-        self.buckets = [TimerTaskList(counter) for _ in range(wheel_size)]
+        self.level = level
+        self.buckets = [TimerTaskList(counter, level, index) for index in range(wheel_size)]
         self.overflow_wheel: TimingWheel | None = None
         self._counter = counter
         self._offer = offer
@@ -64,7 +67,7 @@ class TimingWheel:
     def _add_overflow_wheel(self) -> TimingWheel:
         if self.overflow_wheel is None:
             self.overflow_wheel = TimingWheel(
-                self.interval, self.wheel_size, self.current_time, self._counter, self._offer
+                self.interval, self.wheel_size, self.current_time, self._counter, self._offer, self.level + 1
             )
         return self.overflow_wheel
 
