@@ -65,6 +65,31 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--speed", type=_speed, help="run at this multiple of real time (default: virtual, instant)"
     )
+
+    run = commands.add_parser(
+        "run",
+        help="run a scenario and check its expectations",
+        description="Run a TOML scenario on an emulated cluster (virtual time unless --speed/--realtime); "
+        "exit 0 if every expectation holds, 1 if one fails, 2 on bad input.",
+    )
+    run.add_argument("file", metavar="FILE.toml")
+    run.add_argument(
+        "--seed", type=_positive_int, help="the seed for same-instant scheduling (default: the file's)"
+    )
+    pace = run.add_mutually_exclusive_group()
+    pace.add_argument("--speed", type=_speed, help="run at X times real time instead of instantly")
+    pace.add_argument("--realtime", action="store_true", help="run in real time (--speed 1)")
+    run.add_argument(
+        "--trace", metavar="PATH", help="write every event to PATH (.jsonl, or .parquet with pyarrow)"
+    )
+    run.add_argument("--json", action="store_true", help="print a machine-readable summary instead of tables")
+    run.add_argument("--quiet", action="store_true", help="print nothing but failures; the exit status tells")
+
+    check = commands.add_parser("check", help="validate scenarios without running them")
+    check.add_argument("files", metavar="FILE.toml", nargs="+")
+
+    listing = commands.add_parser("list", help="show the bundled scenarios")
+    listing.add_argument("--dir", help="where to look (default: ./scenarios, then the checkout's scenarios/)")
     return parser
 
 
@@ -90,6 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo-timer":
             return _demo_timer(args)
+        from minibroker import commands
+
+        handlers = {"run": commands.run, "check": commands.check, "list": commands.list_scenarios}
+        if args.command in handlers:
+            return handlers[args.command](args)
     except UsageError as error:
         print(f"minibroker: {error}", file=sys.stderr)
         return 2

@@ -46,6 +46,8 @@ class Broker:
         self.replica_manager: ReplicaManager | None = None
         self._scope: trio.CancelScope | None = None
         self.starts = 0
+        #: purgatory totals of earlier lives (a crash forgets the purgatories, not what they did)
+        self.retired: dict[str, dict[str, int]] = {}
         self._request_numbers = itertools.count(1)
         network.register(broker_id, self)
 
@@ -61,6 +63,9 @@ class Broker:
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
         manager.request_numbers = self._request_numbers
+        if self.tracer.enabled:
+            manager.timer.tracer = self.tracer
+            manager.timer.trace_context = {"broker": self.broker_id}
         self.replica_manager = manager
         self.starts += 1
         self.network.set_up(self.broker_id, True)
@@ -77,6 +82,8 @@ class Broker:
         """Stop at once: waiting requests are lost, connections reset, the logs stay."""
         if not self.alive:
             return
+        for name, totals in self.purgatory_totals().items():
+            self.retired[name] = totals
         self.network.set_up(self.broker_id, False)
         if self._scope is not None:
             self._scope.cancel()
@@ -96,6 +103,21 @@ class Broker:
             manager.apply_leader_and_isr(message)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
+
+    def purgatory_totals(self) -> dict[str, dict[str, int]]:
+        """Completions, expirations, purges and purged per purgatory, over every life of the broker."""
+        totals = {name: dict(values) for name, values in self.retired.items()}
+        manager = self.replica_manager
+        if manager is not None:
+            for purgatory in (manager.produce_purgatory, manager.fetch_purgatory):
+                into = totals.setdefault(
+                    purgatory.name, {"completions": 0, "expirations": 0, "purges": 0, "purged": 0}
+                )
+                into["completions"] = into.get("completions", 0) + purgatory.completions
+                into["expirations"] = into.get("expirations", 0) + purgatory.expirations
+                into["purges"] = into.get("purges", 0) + purgatory.purges
+                into["purged"] = into.get("purged", 0) + purgatory.purged
+        return totals
 
     def snapshot(self) -> BrokerView:
         """The broker's timer, purgatory figures and fetcher state (empty while it is down)."""

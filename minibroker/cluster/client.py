@@ -57,6 +57,8 @@ class ClientRequest:
     bytes: dict[str, int] = attrs.Factory(dict)
     high_watermarks: dict[str, int] = attrs.Factory(dict)
     response: Any = attrs.field(default=None, repr=False)
+    #: the scenario step's name for the request (or its load generator's), if any
+    label: str | None = None
     done: trio.Event = attrs.field(factory=trio.Event, repr=False)
 
     @property
@@ -91,10 +93,17 @@ class _Client:
     def deliver(self, src: Any, message: Any, respond: Any) -> None:
         raise TypeError(f"client {self.client_id} does not serve requests")
 
-    def _new_request(self, kind: str, broker: int, partitions: Iterable[TopicPartition]) -> ClientRequest:
+    def _new_request(
+        self, kind: str, broker: int, partitions: Iterable[TopicPartition], name: str | None, several: bool
+    ) -> ClientRequest:
+        """A new request record; ``name`` (unique, chosen by the caller) replaces ``<client>#<n>``."""
         self._sequence += 1
+        if name is None:
+            request_id = f"{self.client_id}#{self._sequence}"
+        else:
+            request_id = f"{name}@b{broker}" if several else name
         request = ClientRequest(
-            f"{self.client_id}#{self._sequence}",
+            request_id,
             self.client_id,
             kind,
             broker,
@@ -140,11 +149,17 @@ class Producer(_Client):
         super().__init__(cluster, client_id)
         self.config = config
 
-    def produce(self, data: Mapping[TopicPartition, ProduceData]) -> list[ClientRequest]:
-        """Send now, one request per leader; return the requests (complete later)."""
+    def produce(
+        self, data: Mapping[TopicPartition, ProduceData], name: str | None = None
+    ) -> list[ClientRequest]:
+        """Send now, one request per leader; return the requests (complete later).
+
+        A ``name`` becomes the request id (suffixed ``@b<leader>`` when the data spans leaders).
+        """
         requests = []
-        for leader, tps in sorted(self._group_by_leader(data).items()):
-            request = self._new_request("produce", leader, tps)
+        groups = self._group_by_leader(data)
+        for leader, tps in sorted(groups.items()):
+            request = self._new_request("produce", leader, tps, name, len(groups) > 1)
             requests.append(request)
             if self.cluster.tracer.enabled:
                 self.cluster.tracer.emit(
@@ -218,14 +233,15 @@ class Consumer(_Client):
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
 
-    def fetch(self) -> list[ClientRequest]:
-        """Send a fetch for every assigned partition; return the requests."""
+    def fetch(self, name: str | None = None) -> list[ClientRequest]:
+        """Send a fetch for every assigned partition, one per leader; return the requests."""
         if not self.positions:
             raise ValueError(f"consumer {self.client_id} has no assigned partitions")
         isolation = TXN_COMMITTED if self.config.isolation_level == "read_committed" else HIGH_WATERMARK
         requests = []
-        for leader, tps in sorted(self._group_by_leader(self.positions).items()):
-            request = self._new_request("fetch", leader, tps)
+        groups = self._group_by_leader(self.positions)
+        for leader, tps in sorted(groups.items()):
+            request = self._new_request("fetch", leader, tps, name, len(groups) > 1)
             requests.append(request)
             if self.cluster.tracer.enabled:
                 self.cluster.tracer.emit(

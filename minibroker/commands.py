@@ -1,0 +1,125 @@
+"""The scenario commands of the CLI: ``run``, ``check`` and ``list``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from minibroker.cli import UsageError
+from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
+
+
+def _load(path: str) -> Scenario:
+    try:
+        return load_scenario(path)
+    except ScenarioError as error:
+        raise UsageError(str(error)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    scenario = _load(args.file)
+    speed = 1.0 if args.realtime else args.speed
+    sinks = []
+    trace = None
+    if args.trace:
+        from minibroker.trace import open_sink
+
+        try:
+            trace = open_sink(args.trace)
+        except (ValueError, RuntimeError, OSError) as error:
+            raise UsageError(f"--trace: {error}") from None
+        sinks.append(trace)
+    err_console = Console(stderr=True)
+    show_progress = not (args.quiet or args.json) and err_console.is_terminal
+    try:
+        with progress_bar(err_console, scenario, show_progress) as progress:
+            result = run_scenario(scenario, seed=args.seed, speed=speed, sinks=sinks, progress=progress)
+    finally:
+        if trace is not None:
+            trace.close()
+    if args.json:
+        from minibroker.report import as_json
+
+        print(json.dumps(as_json(result), indent=2, sort_keys=True))
+    elif args.quiet:
+        for item in result.results:
+            if not item.passed:
+                print(f"FAIL {item.where}: expected {item.expected}; seen {item.seen}", file=sys.stderr)
+    else:
+        from minibroker.report import render
+
+        console = Console() if Console().is_terminal else Console(width=120)
+        render(result, console)
+        if trace is not None:
+            console.print(f"trace: {trace.events:,} events written to {args.trace}")
+    return 0 if result.passed else 1
+
+
+@contextlib.contextmanager
+def progress_bar(
+    console: Console, scenario: Scenario, enabled: bool
+) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar in virtual milliseconds, or nothing."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    total = scenario.end_ms or max(1, scenario.last_step_ms)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f} / {task.total:,.0f} ms virtual"),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(scenario.name, total=total)
+        yield lambda now: bar.update(task, completed=min(now, total))
+
+
+def check(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            scenario = load_scenario(path)
+        except ScenarioError as error:
+            print(f"minibroker: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"ok {path}: {len(scenario.steps)} steps, {len(scenario.expectations)} expectations")
+    return 2 if failed else 0
+
+
+def scenario_dirs(explicit: str | None = None) -> list[Path]:
+    """Where bundled scenarios live: ./scenarios, then the checkout's scenarios/ next to the package."""
+    if explicit:
+        return [Path(explicit)]
+    here = Path.cwd() / "scenarios"
+    checkout = Path(__file__).resolve().parent.parent / "scenarios"
+    return [d for d in dict.fromkeys([here, checkout]) if d.is_dir()]
+
+
+def list_scenarios(args: argparse.Namespace) -> int:
+    if args.dir and not Path(args.dir).is_dir():
+        raise UsageError(f"list: no directory {args.dir!r}")
+    dirs = scenario_dirs(args.dir)
+    if not dirs:
+        raise UsageError("list: no scenarios/ directory here or in the checkout; pass --dir")
+    table = Table(title=f"scenarios in {dirs[0]}", title_justify="left")
+    table.add_column("scenario")
+    table.add_column("what it shows")
+    for path in sorted(dirs[0].glob("*.toml")):
+        shown = str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+        try:
+            table.add_row(shown, load_scenario(path).description)
+        except ScenarioError as error:
+            table.add_row(shown, f"[red]invalid: {error}[/]")
+    Console().print(table)
+    return 0

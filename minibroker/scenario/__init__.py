@@ -1,0 +1,7 @@
+"""Layer 5: TOML scenarios: the model, the loader, the runner and the expectations."""
+
+from minibroker.scenario.load import ScenarioError, load_scenario, parse_scenario
+from minibroker.scenario.model import Scenario
+from minibroker.scenario.run import RunResult, run_scenario
+
+__all__ = ["RunResult", "Scenario", "ScenarioError", "load_scenario", "parse_scenario", "run_scenario"]

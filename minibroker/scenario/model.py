@@ -1,0 +1,210 @@
+"""The scenario model: what a TOML scenario says, as frozen attrs classes.
+
+A scenario is a cluster, topics, clients, a timeline of steps at virtual
+milliseconds, and expectations. ``load.py`` builds these from TOML and rejects
+anything it cannot make sense of; ``run.py`` plays them; ``expect.py`` checks
+the expectations. See docs/scenarios.md for the format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+Node = int | str  # a broker id, or a client id
+
+
+# --- setup -------------------------------------------------------------------------------------
+@attrs.frozen
+class ClusterSpec:
+    brokers: int = 3
+    config: dict[str, Any] = attrs.Factory(dict)
+    broker_overrides: dict[int, dict[str, Any]] = attrs.Factory(dict)
+    latency_ms: int = 0
+    isr_commit_delay_ms: int = 0
+    crash_detection_ms: int = 0
+
+
+@attrs.frozen
+class LinkSpec:
+    between: tuple[Node, Node]
+    latency_ms: int
+
+
+@attrs.frozen
+class TopicSpecModel:
+    name: str
+    partitions: int = 1
+    replication_factor: int = 1
+    assignment: tuple[tuple[int, ...], ...] | None = None
+
+
+@attrs.frozen
+class ClientSpec:
+    id: str
+    type: str  # "producer" or "consumer"
+    config: dict[str, Any] = attrs.Factory(dict)
+    assign: tuple[tuple[str, int, int], ...] = ()  # consumers: (topic, partition, offset)
+
+
+# --- steps -------------------------------------------------------------------------------------
+@attrs.frozen
+class Step:
+    at: int
+    index: int  # position in the file: steps at the same ms run in file order
+
+
+@attrs.frozen
+class Produce(Step):
+    client: str
+    topic: str
+    partition: int
+    records: int = 1
+    bytes: int = 100
+    id: str | None = None
+
+
+@attrs.frozen
+class Fetch(Step):
+    client: str
+    id: str | None = None
+
+
+@attrs.frozen
+class Poll(Step):
+    """A consumer fetching again as soon as each fetch returns, for ``duration_ms``."""
+
+    client: str
+    duration_ms: int
+    id: str | None = None
+
+
+@attrs.frozen
+class Load(Step):
+    """``rate`` produce requests per second for ``duration_ms``, spread over ``partitions``."""
+
+    client: str
+    topic: str
+    rate: int
+    duration_ms: int
+    partitions: tuple[int, ...] | None = None
+    records: int = 1
+    bytes: int = 100
+    id: str | None = None
+
+
+@attrs.frozen
+class BrokerFault(Step):
+    """pause / resume (a follower's fetchers), crash / restart / shutdown (a broker)."""
+
+    action: str
+    broker: int
+
+
+@attrs.frozen
+class LinkFault(Step):
+    """latency / drop / heal on the link between two nodes (both directions)."""
+
+    action: str
+    between: tuple[Node, Node]
+    latency_ms: int = 0
+
+
+@attrs.frozen
+class SetConfig(Step):
+    """Change Kafka-named broker settings, on one broker or (broker None) all of them."""
+
+    settings: dict[str, Any]
+    broker: int | None = None
+
+
+# --- expectations ------------------------------------------------------------------------------
+@attrs.frozen
+class Expectation:
+    index: int
+    where: str  # "expect[3]", for messages
+
+
+@attrs.frozen
+class RequestOutcome(Expectation):
+    request: str
+    error: str | dict[str, str] | None = None
+    cause: str | None = None
+    completed_at: int | None = None
+    completed_within: tuple[int, int] | None = None
+    records: int | None = None
+
+
+@attrs.frozen
+class PartitionState(Expectation):
+    at: int
+    partition: str
+    replica: int | None = None  # whose LEO/HW; default: the leader
+    leader: int | None = None
+    epoch: int | None = None
+    isr: tuple[int, ...] | None = None
+    hw: int | None = None
+    leo: int | None = None
+
+
+@attrs.frozen
+class PurgatoryFigures(Expectation):
+    at: int
+    broker: int
+    purgatory: str  # "Produce" or "Fetch"
+    num_delayed: int | None = None
+    watched: int | None = None
+    watched_keys: int | None = None
+    expirations: int | None = None
+    purges: int | None = None
+
+
+@attrs.frozen
+class Count(Expectation):
+    """A count over the run: requests matching filters, purgatory totals, or trace events."""
+
+    count: str  # requests | expirations | completions | purges | purged | events
+    equals: int | None = None
+    at_least: int | None = None
+    at_most: int | None = None
+    filters: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen
+class Event(Expectation):
+    """At least one (or exactly ``count``) trace events with these fields."""
+
+    fields: dict[str, Any]
+    count: int | None = None
+
+
+TimedExpectation = PartitionState | PurgatoryFigures
+
+
+@attrs.frozen
+class Scenario:
+    name: str
+    description: str
+    path: str
+    seed: int
+    end_ms: int | None
+    cluster: ClusterSpec
+    links: tuple[LinkSpec, ...]
+    topics: tuple[TopicSpecModel, ...]
+    clients: tuple[ClientSpec, ...]
+    steps: tuple[Step, ...]
+    expectations: tuple[Expectation, ...]
+
+    @property
+    def request_ids(self) -> set[str]:
+        return {s.id for s in self.steps if getattr(s, "id", None)}
+
+    @property
+    def last_step_ms(self) -> int:
+        ends = [0]
+        for step in self.steps:
+            ends.append(step.at + getattr(step, "duration_ms", 0))
+        for expectation in self.expectations:
+            ends.append(getattr(expectation, "at", 0))
+        return max(ends)

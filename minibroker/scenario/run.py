@@ -1,0 +1,297 @@
+"""Play a scenario on an emulated cluster and check its expectations.
+
+The timeline (steps and timed expectations) is played by one driver task in
+time order; items at the same ms run in file order, steps before the
+expectations of that ms. A timed expectation looks at the cluster at the *end*
+of its millisecond, once every task has run out of things to do at that
+instant. Load generators and pollers run as tasks of their own.
+
+Without ``end_ms`` the run ends once the timeline is done and every request
+has been answered (or given up on by its client).
+
+Virtual time (the default) is instant and, for a given seed, deterministic:
+``deterministic_scheduling(seed)`` fixes trio's order among tasks woken in the
+same instant. ``speed`` runs at that multiple of real time instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from minibroker.cluster import ClientRequest, Cluster, ProduceData, TopicPartition, TopicSpec, open_cluster
+from minibroker.cluster.client import Consumer, Producer
+from minibroker.cluster.snapshot import ClusterView
+from minibroker.runtime import deterministic_scheduling
+from minibroker.scenario import expect
+from minibroker.scenario.model import (
+    BrokerFault,
+    Count,
+    Event,
+    Expectation,
+    Fetch,
+    LinkFault,
+    Load,
+    PartitionState,
+    Poll,
+    Produce,
+    PurgatoryFigures,
+    RequestOutcome,
+    Scenario,
+    SetConfig,
+    Step,
+)
+from minibroker.trace import NULL_TRACER, RecordingTracer
+from minibroker.trace import Event as TraceEvent
+
+Progress = Callable[[int], None]
+
+
+@attrs.define
+class RunResult:
+    scenario: Scenario
+    seed: int
+    end_ms: int
+    requests: list[ClientRequest]
+    named: dict[str, list[ClientRequest]]
+    final: ClusterView
+    purgatory_totals: dict[int, dict[str, dict[str, int]]]
+    results: list[expect.ExpectationResult]
+    trace_events: int
+
+    @property
+    def passed(self) -> bool:
+        return all(result.passed for result in self.results)
+
+
+class _Runner:
+    def __init__(
+        self, scenario: Scenario, sinks: Sequence[Callable[[TraceEvent], object]], progress: Progress | None
+    ):
+        self.scenario = scenario
+        self.progress = progress or (lambda now: None)
+        self.named: dict[str, list[ClientRequest]] = {}
+        self.results: dict[int, expect.ExpectationResult] = {}
+        self.kept: list[dict[str, Any]] = []
+        self.keep_kinds = self._kinds_to_keep()
+        self.events = 0
+        sink_list = list(sinks)
+        if self.keep_kinds:
+            sink_list.append(self._keep)
+        if sink_list:
+            sink_list.append(self._count)
+        self.tracer = RecordingTracer(lambda: 0, sink_list) if sink_list else NULL_TRACER
+
+    def _kinds_to_keep(self) -> set[str]:
+        kinds = set()
+        for expectation in self.scenario.expectations:
+            if isinstance(expectation, Event):
+                kinds.add(expectation.fields["kind"])
+            elif isinstance(expectation, Count) and expectation.count == "events":
+                kinds.add(expectation.filters["event"]["kind"])
+        return kinds
+
+    def _keep(self, event: TraceEvent) -> None:
+        if event["kind"] in self.keep_kinds:
+            self.kept.append(dict(event))
+
+    def _count(self, event: TraceEvent) -> None:
+        self.events += 1
+
+    # --- the run ---------------------------------------------------------------------------------
+    async def run(self, seed: int) -> RunResult:
+        spec = self.scenario.cluster
+        async with open_cluster(
+            spec.brokers,
+            [
+                TopicSpec(t.name, t.partitions, t.replication_factor, t.assignment)
+                for t in self.scenario.topics
+            ],
+            spec.config,
+            broker_configs={b: {**spec.config, **o} for b, o in spec.broker_overrides.items()},
+            latency_ms=spec.latency_ms,
+            isr_commit_delay_ms=spec.isr_commit_delay_ms,
+            crash_detection_ms=spec.crash_detection_ms,
+            tracer=self.tracer,
+        ) as cluster:
+            if isinstance(self.tracer, RecordingTracer):
+                self.tracer.clock = cluster.now
+            self.cluster = cluster
+            self.clients: dict[str, Producer | Consumer] = {}
+            for client in self.scenario.clients:
+                if client.type == "producer":
+                    self.clients[client.id] = cluster.producer(client.id, client.config)
+                else:
+                    consumer = cluster.consumer(client.id, client.config)
+                    for topic, partition, offset in client.assign:
+                        consumer.assign([TopicPartition(topic, partition)], offset)
+                    self.clients[client.id] = consumer
+            for link in self.scenario.links:
+                cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
+            async with trio.open_nursery() as workers:
+                await self._timeline(workers)
+            await self._settle()
+            final = cluster.snapshot()
+            totals = {b.broker_id: b.purgatory_totals() for b in cluster.brokers}
+            end = cluster.now()
+            self.progress(end)
+            requests = list(cluster.requests)
+        results = [
+            self.results[e.index] if e.index in self.results else self._check_at_end(e, requests, totals)
+            for e in self.scenario.expectations
+        ]
+        return RunResult(self.scenario, seed, end, requests, self.named, final, totals, results, self.events)
+
+    async def _timeline(self, workers: trio.Nursery) -> None:
+        timed: list[tuple[int, int, int, Step | Expectation]] = [
+            (s.at, 0, s.index, s) for s in self.scenario.steps
+        ]
+        timed += [
+            (e.at, 1, e.index, e)
+            for e in self.scenario.expectations
+            if isinstance(e, (PartitionState, PurgatoryFigures))
+        ]
+        clock = self.cluster.clock
+        for at, _, _, item in sorted(timed, key=lambda x: x[:3]):
+            await clock.sleep_until(at)
+            self.progress(at)
+            if isinstance(item, Step):
+                await self._step(item, workers)
+            else:
+                await trio.testing.wait_all_tasks_blocked()
+                view = self.cluster.snapshot()
+                if isinstance(item, PartitionState):
+                    self.results[item.index] = expect.check_partition(item, view)
+                else:
+                    assert isinstance(item, PurgatoryFigures)
+                    self.results[item.index] = expect.check_purgatory(item, view)
+        if self.scenario.end_ms is not None:
+            await clock.sleep_until(self.scenario.end_ms)
+
+    async def _settle(self) -> None:
+        if self.scenario.end_ms is None:
+            for request in list(self.cluster.requests):
+                await request.wait()
+        await trio.testing.wait_all_tasks_blocked()
+
+    def _name(self, requests: list[ClientRequest], name: str | None, label: str | None = None) -> None:
+        for request in requests:
+            request.label = label or name
+        if name is not None:
+            self.named.setdefault(name, []).extend(requests)
+
+    async def _step(self, step: Step, workers: trio.Nursery) -> None:
+        cluster = self.cluster
+        if isinstance(step, Produce):
+            producer = self.clients[step.client]
+            assert isinstance(producer, Producer)
+            data = {TopicPartition(step.topic, step.partition): ProduceData(step.records, step.bytes)}
+            self._name(producer.produce(data, step.id), step.id)
+        elif isinstance(step, Fetch):
+            consumer = self.clients[step.client]
+            assert isinstance(consumer, Consumer)
+            self._name(consumer.fetch(step.id), step.id)
+        elif isinstance(step, Poll):
+            workers.start_soon(self._poll, step)
+        elif isinstance(step, Load):
+            workers.start_soon(self._load, step)
+        elif isinstance(step, BrokerFault):
+            if step.action == "pause":
+                cluster.pause_fetcher(step.broker)
+            elif step.action == "resume":
+                cluster.resume_fetcher(step.broker)
+            elif step.action == "crash":
+                cluster.crash(step.broker)
+            elif step.action == "restart":
+                await cluster.restart(step.broker)
+            else:
+                cluster.shutdown(step.broker)
+        elif isinstance(step, LinkFault):
+            a, b = step.between
+            if step.action == "latency":
+                cluster.set_latency(a, b, step.latency_ms)
+            elif step.action == "drop":
+                cluster.drop_link(a, b)
+            else:
+                cluster.heal_link(a, b)
+        elif isinstance(step, SetConfig):
+            targets = [step.broker] if step.broker is not None else range(len(cluster.brokers))
+            for broker in targets:
+                cluster.set_broker_config(broker, step.settings)
+
+    async def _poll(self, step: Poll) -> None:
+        consumer = self.clients[step.client]
+        assert isinstance(consumer, Consumer)
+        clock = self.cluster.clock
+        end = step.at + step.duration_ms
+        round_number = 0
+        while clock.now_ms() < end:
+            round_number += 1
+            requests = consumer.fetch(None if step.id is None else f"{step.id}#{round_number}")
+            self._name(requests, step.id)
+            for request in requests:
+                await request.wait()
+            if (
+                clock.now_ms() < end
+                and all(not r.records for r in requests)
+                and all(r.latency_ms == 0 for r in requests)
+            ):
+                await clock.sleep_until(clock.now_ms() + 1)  # an empty instant answer: don't spin
+
+    async def _load(self, step: Load) -> None:
+        producer = self.clients[step.client]
+        assert isinstance(producer, Producer)
+        clock = self.cluster.clock
+        spec = next(t for t in self.scenario.topics if t.name == step.topic)
+        partitions = step.partitions or tuple(range(spec.partitions))
+        total = step.rate * step.duration_ms // 1000
+        label = step.id or f"load@{step.at}"
+        sent = 0
+        while sent < total:
+            # request k goes out at step.at + floor(k * 1000 / rate): send every one due now
+            due = min(total, (clock.now_ms() - step.at) * step.rate // 1000 + 1)
+            while sent < due:
+                tp = TopicPartition(step.topic, partitions[sent % len(partitions)])
+                self._name(producer.produce({tp: ProduceData(step.records, step.bytes)}), step.id, label)
+                sent += 1
+            self.progress(clock.now_ms())
+            if sent < total:
+                await clock.sleep_until(step.at + (sent * 1000 + step.rate - 1) // step.rate)
+
+    def _check_at_end(
+        self,
+        expectation: Expectation,
+        requests: list[ClientRequest],
+        totals: dict[int, dict[str, dict[str, int]]],
+    ) -> expect.ExpectationResult:
+        if isinstance(expectation, RequestOutcome):
+            return expect.check_request(expectation, self.named.get(expectation.request, []))
+        if isinstance(expectation, Event):
+            return expect.check_event(expectation, self.kept)
+        assert isinstance(expectation, Count)
+        return expect.check_count(expectation, expect.count_value(expectation, requests, totals, self.kept))
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    seed: int | None = None,
+    speed: float | None = None,
+    sinks: Sequence[Callable[[TraceEvent], object]] = (),
+    progress: Progress | None = None,
+) -> RunResult:
+    """Run ``scenario`` (virtual time unless ``speed`` is given) and check its expectations."""
+    seed = scenario.seed if seed is None else seed
+    runner = _Runner(scenario, sinks, progress)
+    if speed is None:
+        clock = trio.testing.MockClock(autojump_threshold=0)
+        with deterministic_scheduling(seed):
+            return trio.run(runner.run, seed, clock=clock)
+    return trio.run(runner.run, seed, clock=trio.testing.MockClock(rate=speed))
+
+
+__all__ = ["Cluster", "RunResult", "run_scenario"]
