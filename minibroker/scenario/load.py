@@ -531,7 +531,10 @@ def _expectation(
     made: dict[str, int],
 ) -> Expectation:
     where = table.path
-    kinds = [k for k in ("request", "partition", "purgatory", "count", "event") if table.has(k)]
+    kinds = [k for k in ("request", "partition", "count") if table.has(k)]
+    for secondary in ("event", "purgatory"):  # in a count, these two are filters
+        if not kinds and table.has(secondary):
+            kinds = [secondary]
     if len(kinds) != 1:
         raise table.ctx.error(
             where, "expected exactly one of the keys request, partition, purgatory, count or event"
