@@ -92,8 +92,9 @@ class _Context:
                     start = number
                     break
         if start is None:
-            return None
-        for key in keys[-1:]:
+            plain = re.compile(rf'^\s*"?{re.escape(table)}"?\s*=')
+            return next((n + 1 for n, line in enumerate(self.lines) if plain.match(line)), None)
+        for key in reversed(keys):  # the innermost key written on a line of its own
             pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
             for number in range(start + 1, len(self.lines)):
                 if re.match(r"^\s*\[", self.lines[number]):

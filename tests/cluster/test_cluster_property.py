@@ -120,6 +120,7 @@ async def scenario(steps) -> Checker:
             elif name == "heal":
                 cluster.heal_link(args[0], args[1])
         await cluster.clock.sleep_until(cluster.now() + 5000)
+        await trio.testing.wait_all_tasks_blocked()  # let everything due at this instant run
         assert all(request.completed for request in cluster.requests), [
             r for r in cluster.requests if not r.completed
         ]

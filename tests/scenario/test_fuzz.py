@@ -1,0 +1,117 @@
+"""Hypothesis: mutated scenario documents load or fail with one ScenarioError line, nothing else."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minibroker.cli import main
+from minibroker.scenario import ScenarioError, parse_scenario
+
+LIBRARY = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+DOCUMENTS = [tomllib.loads(p.read_text()) for p in LIBRARY]
+ODD_VALUES = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.text(max_size=8),
+    st.lists(st.integers(-3, 5), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+
+
+def paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix] if prefix else []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            out += paths(value, (*prefix, key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            out += paths(value, (*prefix, i))
+    return out
+
+
+def to_toml(value: Any) -> str:
+    """A tiny TOML writer for what these documents hold (inline tables everywhere)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(to_toml(v) for v in value) + "]"
+    return "{" + ", ".join(f"{to_toml(str(k))} = {to_toml(v)}" for k, v in value.items()) + "}"
+
+
+def dump(doc: dict) -> str:
+    return "\n".join(f"{to_toml(str(k))} = {to_toml(v)}" for k, v in doc.items()) + "\n"
+
+
+@st.composite
+def mutated(draw) -> str:
+    import copy
+
+    doc = copy.deepcopy(draw(st.sampled_from(DOCUMENTS)))
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(st.sampled_from(paths(doc)))
+        parent = doc
+        for key in where[:-1]:
+            parent = parent[key]
+        last = where[-1]
+        action = draw(st.sampled_from(["replace", "delete", "rename"]))
+        if action == "replace":
+            parent[last] = draw(ODD_VALUES)
+        elif action == "delete":
+            del parent[last]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(min_size=1, max_size=6)) + "_"] = parent.pop(last)
+        if not paths(doc):
+            break
+    text = dump(doc)
+    if draw(st.booleans()):
+        cut = draw(st.integers(0, len(text)))
+        text = (
+            text[:cut]
+            + draw(st.sampled_from(["", "[", "]]", "=", '"', "\x00", "é", "\n[[steps]]\n"]))
+            + text[cut:]
+        )
+    return text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_mutated_documents_load_or_fail_with_one_line(text):
+    try:
+        parse_scenario(text, "fuzz.toml")
+    except ScenarioError as error:
+        message = str(error)
+        assert message.startswith("fuzz.toml")
+        assert "\n" not in message
+        assert "Traceback" not in message
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_check_command_exits_0_or_2_with_one_line(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("fuzz") / "s.toml"
+    path.write_text(text, encoding="utf-8")
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["check", str(path)])
+    assert code in (0, 2)
+    if code == 2:
+        assert len(err.getvalue().strip().splitlines()) == 1
+
+
+def test_the_writer_round_trips_the_library():
+    for doc in DOCUMENTS:
+        assert tomllib.loads(dump(doc)) == doc
+        parse_scenario(dump(doc), "round-trip.toml")

@@ -1,0 +1,176 @@
+"""Bad scenarios: one clear line naming the file, the line or key path and the expected form."""
+
+import pytest
+
+from minibroker.scenario import ScenarioError, parse_scenario
+
+BASE = """\
+[cluster]
+brokers = 3
+
+[[topics]]
+name = "t"
+partitions = 2
+replication_factor = 3
+
+[[clients]]
+id = "p"
+type = "producer"
+config = { acks = "all" }
+
+[[clients]]
+id = "c"
+type = "consumer"
+assign = ["t-0"]
+
+[[steps]]
+at = 10
+action = "produce"
+client = "p"
+topic = "t"
+id = "first"
+"""
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(text, "x.toml")
+    message = str(raised.value)
+    assert "\n" not in message
+    return message
+
+
+def test_base_is_valid():
+    scenario = parse_scenario(BASE, "x.toml")
+    assert [c.id for c in scenario.clients] == ["p", "c"]
+    assert scenario.clients[0].config["acks"] == -1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            '[[steps]]\nat = -5\naction = "pause"\nbroker = 1\n',
+            "x.toml:27: steps[1].at: expected a whole number of ms >= 0, got -5",
+        ),
+        (
+            '[[steps]]\nat = 1.5\naction = "pause"\nbroker = 1\n',
+            "x.toml:27: steps[1].at: expected a whole number of ms >= 0, got 1.5",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "explode"\n',
+            "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
+            "restart, shutdown, latency, drop, heal, config, got 'explode'",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "pause"\nbroker = 7\n',
+            "x.toml:29: steps[1].broker: expected a broker id 0..2, got 7",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "produce"\nclient = "p"\ntopic = "nope"\n',
+            "x.toml:30: steps[1].topic: unknown topic 'nope'; expected one of: t",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "produce"\nclient = "p"\ntopic = "t"\npartition = 2\n',
+            "x.toml:30: steps[1].topic: topic 't' has partitions 0..1, not 2",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "fetch"\nclient = "p"\n',
+            "x.toml:29: steps[1].client: expected a consumer client: c; got 'p'",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "pause"\nbroker = 1\ncolour = "red"\n',
+            "x.toml:30: steps[1].colour: unknown key 'colour'; expected one of: action, at, broker",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "produce"\nclient = "p"\ntopic = "t"\nid = "first"\n',
+            "x.toml:31: steps[1].id: request name 'first' is used twice; expected a new name",
+        ),
+        (
+            '[[expect]]\nrequest = "later"\nerror = "NONE"\n',
+            "x.toml:27: expect[0].request: no step makes a request named 'later'; expected one of: first",
+        ),
+        (
+            '[[expect]]\nrequest = "first"\ncompleted_at = 3\n',
+            "x.toml:28: expect[0].completed_at: request 'first' is made at 10 ms; "
+            "expected a time after that, got 3",
+        ),
+        (
+            '[[expect]]\nrequest = "first"\nerror = "OOPS"\n',
+            "x.toml:28: expect[0].error: expected a Kafka error name (NONE, OFFSET_OUT_OF_RANGE, ",
+        ),
+        (
+            '[[expect]]\npartition = "t-0"\nat = 5\nhw = "three"\n',
+            "x.toml:29: expect[0].hw: expected a whole number >= 0, got 'three'",
+        ),
+        (
+            "[[expect]]\nat = 5\n",
+            "x.toml:26: expect[0]: expected exactly one of the keys "
+            "request, partition, purgatory, count or event",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
+            "x.toml:29: steps[1].settings: unknown setting 'min.insync.replica'; expected one of: "
+            "fetch.purgatory.purge.interval.requests, log.segment.bytes, min.insync.replicas,",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "latency"\nbetween = [0, "ghost"]\nlatency_ms = 3\n',
+            "x.toml:29: steps[1].between: expected a broker id 0..2 or a client id, got 'ghost'",
+        ),
+        (
+            "[surprise]\nx = 1\n",
+            "x.toml:26: surprise: unknown key 'surprise'; expected one of: clients, cluster, expect, links, "
+            "scenario, steps, topics",
+        ),
+    ],
+)
+def test_bad_steps_and_expectations(extra, message):
+    assert error_of(BASE + "\n" + extra).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[cluster\nbrokers = 3\n",
+            "x.toml: malformed TOML: Expected ']' at the end of a table declaration (at line 1, column 9)",
+        ),
+        ("[cluster]\nbrokers = 0\n", "x.toml:2: cluster.brokers: expected a whole number >= 1, got 0"),
+        ("[cluster]\nbrokers = true\n", "x.toml:2: cluster.brokers: expected a whole number >= 1, got True"),
+        (
+            '[cluster]\nconfig = { "min.insync.replicas" = "two" }\n',
+            "x.toml:2: cluster.config.min.insync.replicas: expected a whole number, got 'two'",
+        ),
+        (
+            '[[topics]]\nname = "t"\nreplication_factor = 4\n',
+            "x.toml:3: topics[0].replication_factor: expected at most 3 (the number of brokers), got 4",
+        ),
+        (
+            '[[topics]]\nname = "t"\n[[topics]]\nname = "t"\n',
+            "x.toml:4: topics[1].name: 't' is defined twice; expected a unique name",
+        ),
+        (
+            '[[clients]]\nid = "p"\ntype = "producer"\nconfig = { acks = 2 }\n',
+            "x.toml:4: clients[0].config.acks: expected all, -1, 0 or 1, got 2",
+        ),
+        (
+            '[[clients]]\nid = "c"\ntype = "consumer"\nassign = ["nope-0"]\n',
+            "x.toml:4: clients[0].assign[0]: unknown topic 'nope'; expected one of: ",
+        ),
+        (
+            '[[clients]]\nid = "c"\ntype = "robot"\n',
+            "x.toml:3: clients[0].type: expected one of producer, consumer, got 'robot'",
+        ),
+        ("steps = 3\n", "x.toml:1: steps: expected an array, got 3"),
+        ('[[steps]]\naction = "pause"\nbroker = 0\n', "x.toml:1: steps[0]: missing key 'at'"),
+    ],
+)
+def test_bad_documents(text, message):
+    assert error_of(text).startswith(message)
+
+
+def test_missing_file(tmp_path):
+    from minibroker.scenario import load_scenario
+
+    with pytest.raises(ScenarioError, match="no such file"):
+        load_scenario(tmp_path / "absent.toml")
