@@ -27,6 +27,9 @@ from collections.abc import Callable
 from minibroker.timer.bucket import TaskCounter, TimerTaskList
 from minibroker.timer.task import TimerTaskEntry
 
+#: matches no real expiration (expirations may be negative: a task added with a negative delay)
+_NO_EXPIRATION = -(2**63)
+
 
 class TimingWheel:
     """One level of the wheel; ``overflow_wheel`` is the next, coarser level."""
@@ -41,6 +44,8 @@ class TimingWheel:
         "_counter",
         "_offer",
         "level",
+        "_last_expiration",
+        "_last_bucket",
     )
 
     def __init__(
@@ -63,6 +68,10 @@ class TimingWheel:
         self.overflow_wheel: TimingWheel | None = None
         self._counter = counter
         self._offer = offer
+        # the last placement, valid until the clock next moves (placement is a pure function of the
+        # expiration and the levels' clocks): a burst of equal expirations skips the level walk
+        self._last_expiration = _NO_EXPIRATION
+        self._last_bucket: TimerTaskList | None = None
 
     def _add_overflow_wheel(self) -> TimingWheel:
         if self.overflow_wheel is None:
@@ -81,27 +90,33 @@ class TimingWheel:
         if entry.task._entry is not entry:
             return False
         expiration = entry.expiration_ms
-        wheel = self
-        if expiration < wheel.current_time + wheel.tick_ms:
-            return False
-        while expiration >= wheel.current_time + wheel.interval:
-            wheel = wheel.overflow_wheel or wheel._add_overflow_wheel()
-        tick = wheel.tick_ms
-        virtual_id = expiration // tick
-        bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+        if expiration == self._last_expiration:
+            bucket = self._last_bucket
+        else:
+            wheel = self
+            if expiration < wheel.current_time + wheel.tick_ms:
+                return False
+            while expiration >= wheel.current_time + wheel.interval:
+                wheel = wheel.overflow_wheel or wheel._add_overflow_wheel()
+            tick = wheel.tick_ms
+            virtual_id = expiration // tick
+            bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+            self._last_expiration = expiration
+            self._last_bucket = bucket
+            start = virtual_id * tick
+            if bucket.expiration != start:
+                bucket.expiration = start
+                self._offer(bucket)
         bucket[entry] = None
         entry.bucket = bucket
         self._counter.value += 1
-        expiration = virtual_id * tick
-        if bucket.expiration != expiration:
-            bucket.expiration = expiration
-            self._offer(bucket)
         return True
 
     def advance_clock(self, time_ms: int) -> None:
         """Move this level, and every overflow level, forward to ``time_ms`` rounded down to the tick."""
         if time_ms >= self.current_time + self.tick_ms:
             self.current_time = time_ms - time_ms % self.tick_ms
+            self._last_expiration = _NO_EXPIRATION
             if self.overflow_wheel is not None:
                 self.overflow_wheel.advance_clock(self.current_time)
 

@@ -224,3 +224,17 @@ def test_timer_with_a_clock_arms_against_it():
 def test_unknown_timer_name():
     with pytest.raises(ValueError, match="unknown timer 'wheel'"):
         make_timer("wheel")
+
+
+def test_repeated_expirations_reuse_a_placement_only_until_the_clock_moves():
+    timer, rec = make()
+    first, second = IdTask(25, "a"), IdTask(25, "b")
+    timer.add(first)
+    timer.add(second)  # same expiration: same level-2 bucket [20, 40)
+    assert timer.locate(first) == timer.locate(second) == (2, 1, 20)
+    timer.advance_clock(20)  # that bucket is due: both fall to level 1
+    late = IdTask(5, "c")  # also due at 25, added after the clock moved
+    timer.add(late)
+    assert timer.locate(late) == timer.locate(first) == (1, 5, 25)
+    timer.advance_clock(25)
+    assert rec.ran == [("a", 25), ("b", 25), ("c", 25)]
