@@ -126,6 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("minibroker: interrupted", file=sys.stderr)
         return 130
+    except BaseExceptionGroup as group:  # trio may deliver Ctrl-C inside a nursery
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        print("minibroker: interrupted", file=sys.stderr)
+        return 130
     parser.error(f"unknown command {args.command!r}")
     return 2
 

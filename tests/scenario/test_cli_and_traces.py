@@ -143,3 +143,34 @@ def test_parquet_trace_holds_the_same_rows_as_jsonl(tmp_path):
     table = pq.read_table(tmp_path / "t.parquet")
     assert table.column_names == [*COLUMNS, "data"]
     assert table.to_pylist() == [json.loads(line) for line in jsonl.splitlines()]
+
+
+def test_ctrl_c_exits_130_with_one_line_and_closes_the_trace(tmp_path):
+    import signal
+    import time
+
+    trace = tmp_path / "interrupted.jsonl"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "minibroker",
+            "run",
+            str(ROOT / "scenarios" / "load_lagging_follower.toml"),
+            "--realtime",
+            "--quiet",
+            "--trace",
+            str(trace),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert err.strip().splitlines() == ["minibroker: interrupted"]
+    lines = trace.read_text().splitlines()
+    assert lines and all(line.startswith("{") and line.endswith("}") for line in lines)
