@@ -12,8 +12,41 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from minibroker.cli import UsageError
+from minibroker.cliutil import UsageError, speed, whole_ms
 from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """``run``, ``check`` and ``list``."""
+    run_parser = commands.add_parser(
+        "run",
+        help="run a scenario and check its expectations",
+        description="Run a TOML scenario on an emulated cluster (virtual time unless --speed/--realtime); "
+        "exit 0 if every expectation holds, 1 if one fails, 2 on bad input.",
+    )
+    run_parser.add_argument("file", metavar="FILE.toml")
+    run_parser.add_argument(
+        "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
+    )
+    pace = run_parser.add_mutually_exclusive_group()
+    pace.add_argument("--speed", type=speed, help="run at X times real time instead of instantly")
+    pace.add_argument("--realtime", action="store_true", help="run in real time (--speed 1)")
+    run_parser.add_argument(
+        "--trace", metavar="PATH", help="write every event to PATH (.jsonl, or .parquet with pyarrow)"
+    )
+    run_parser.add_argument(
+        "--json", action="store_true", help="print a machine-readable summary instead of tables"
+    )
+    run_parser.add_argument(
+        "--quiet", action="store_true", help="print nothing but failures; the exit status tells"
+    )
+    check_parser = commands.add_parser("check", help="validate scenarios without running them")
+    check_parser.add_argument("files", metavar="FILE.toml", nargs="+")
+    list_parser = commands.add_parser("list", help="show the bundled scenarios")
+    list_parser.add_argument(
+        "--dir", help="where to look (default: ./scenarios, then the checkout's scenarios/)"
+    )
+    return {"run": run, "check": check, "list": list_scenarios}
 
 
 def _load(path: str) -> Scenario:

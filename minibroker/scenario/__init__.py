@@ -2,6 +2,14 @@
 
 from minibroker.scenario.load import ScenarioError, load_scenario, parse_scenario
 from minibroker.scenario.model import Scenario
-from minibroker.scenario.run import RunResult, run_scenario
+from minibroker.scenario.run import RunResult, ScenarioRunner, run_scenario
 
-__all__ = ["RunResult", "Scenario", "ScenarioError", "load_scenario", "parse_scenario", "run_scenario"]
+__all__ = [
+    "RunResult",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioRunner",
+    "load_scenario",
+    "parse_scenario",
+    "run_scenario",
+]

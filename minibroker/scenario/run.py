@@ -68,7 +68,12 @@ class RunResult:
         return all(result.passed for result in self.results)
 
 
-class _Runner:
+class ScenarioRunner:
+    """Plays one scenario; ``run`` is async so a front end (the TUI) can run beside it.
+
+    ``ready`` is set once the cluster and clients exist (``cluster`` is then usable).
+    """
+
     def __init__(
         self, scenario: Scenario, sinks: Sequence[Callable[[TraceEvent], object]], progress: Progress | None
     ):
@@ -85,6 +90,8 @@ class _Runner:
         if sink_list:
             sink_list.append(self._count)
         self.tracer = RecordingTracer(lambda: 0, sink_list) if sink_list else NULL_TRACER
+        self.cluster: Cluster | None = None
+        self.ready = trio.Event()
 
     def _kinds_to_keep(self) -> set[str]:
         kinds = set()
@@ -132,6 +139,7 @@ class _Runner:
                     self.clients[client.id] = consumer
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
+            self.ready.set()
             async with trio.open_nursery() as workers:
                 await self._timeline(workers)
             await self._settle()
@@ -286,7 +294,7 @@ def run_scenario(
 ) -> RunResult:
     """Run ``scenario`` (virtual time unless ``speed`` is given) and check its expectations."""
     seed = scenario.seed if seed is None else seed
-    runner = _Runner(scenario, sinks, progress)
+    runner = ScenarioRunner(scenario, sinks, progress)
     if speed is None:
         clock = trio.testing.MockClock(autojump_threshold=0)
         with deterministic_scheduling(seed):
@@ -294,4 +302,4 @@ def run_scenario(
     return trio.run(runner.run, seed, clock=trio.testing.MockClock(rate=speed))
 
 
-__all__ = ["Cluster", "RunResult", "run_scenario"]
+__all__ = ["RunResult", "ScenarioRunner", "run_scenario"]
