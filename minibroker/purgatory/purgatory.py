@@ -90,16 +90,17 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Complete ``operation`` now if it can; otherwise watch it on ``keys`` and arm it.
 
         True only if this call completed it. An empty key list is an error.
+        (``DelayedOperation.safe_try_complete_or_else`` inlined: check, watch, check again.)
         """
-        keys = list(keys)
+        if not isinstance(keys, (list, tuple)):
+            keys = list(keys)
         if not keys:
             raise ValueError(f"purgatory {self.name}: the watch key list can't be empty")
         operation._purgatory = self
-        if operation.op_id is None:
-            operation.op_id = f"{self.name}-{self._next_id}"
-            self._next_id += 1
         tracer = self.tracer
         if tracer.enabled:
+            if operation.op_id is None:
+                operation.op_id = f"{self.name}-{self._next_id}"
             tracer.emit(
                 "op.create",
                 broker=self.broker_id,
@@ -108,28 +109,34 @@ class DelayedOperationPurgatory(Generic[Op]):
                 keys=[str(key) for key in keys],
                 delay_ms=operation.delay_ms,
             )
-
-        def watch_all() -> None:
+        self._next_id += 1
+        operation._lock_depth += 1
+        try:
+            if operation.try_complete():
+                self.completions += 1
+                return True
+            watchers = self._watchers
             for key in keys:
-                if operation.is_completed:
+                if operation._completed:
                     break
-                watchers = self._watchers.get(key)
-                if watchers is None:
-                    self._watchers[key] = [operation]
+                watching = watchers.get(key)
+                if watching is None:
+                    watchers[key] = [operation]
                 else:
-                    watchers.append(operation)
+                    watching.append(operation)
             self.estimated_total += 1
-
-        if operation.safe_try_complete_or_else(watch_all):
-            self.completions += 1
-            return True
+            if operation.try_complete():
+                self.completions += 1
+                return True
+        finally:
+            operation._lock_depth -= 1
         if tracer.enabled:
             tracer.emit("op.watch", broker=self.broker_id, purgatory=self.name, op=operation.op_id)
-        if not operation.is_completed and self.timer_enabled:
+        if not operation._completed and self.timer_enabled:
             operation._armed = True
             self._num_delayed += 1
             self.timer.add(operation)
-            if operation.is_completed:
+            if operation._completed:
                 operation.cancel()
         return False
 
@@ -182,10 +189,9 @@ class DelayedOperationPurgatory(Generic[Op]):
         if self.estimated_total - num_delayed <= self.purge_interval:
             return 0
         self.estimated_total = num_delayed
-        before = self.watched()
+        unlinked = 0
         for key in list(self._watchers):
-            self._unlink_completed(key)
-        unlinked = before - self.watched()
+            unlinked += self._unlink_completed(key)
         self.purges += 1
         self.purged += unlinked
         self.last_purge = (self.timer.now() if now_ms is None else now_ms, unlinked)
@@ -210,16 +216,18 @@ class DelayedOperationPurgatory(Generic[Op]):
             cause=operation.cause,
         )
 
-    def _unlink_completed(self, key: Hashable) -> None:
+    def _unlink_completed(self, key: Hashable) -> int:
+        """Drop completed operations from ``key``'s list (and the key if none is left); how many went."""
         watchers = self._watchers.get(key)
         if watchers is None:
-            return
-        live = [operation for operation in watchers if not operation.is_completed]
+            return 0
+        live = [operation for operation in watchers if not operation._completed]
         if live:
             if len(live) != len(watchers):
                 self._watchers[key] = live
         else:
             del self._watchers[key]
+        return len(watchers) - len(live)
 
     # --- figures ---------------------------------------------------------------------------
     def watched(self) -> int:

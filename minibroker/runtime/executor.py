@@ -2,9 +2,10 @@
 
 Due timer tasks are submitted synchronously (``submit`` never blocks) into an
 unbounded FIFO channel; one consumer task runs them one at a time, in
-submission order. A task whose ``run()`` returns an awaitable is awaited before
-the next task starts. An exception from a task propagates: in an emulator it is
-a bug, not something to log and forget.
+submission order, draining whatever is queued before it yields to trio. A
+task whose ``run()`` returns an awaitable is awaited before the next starts.
+An exception from a task propagates: in an emulator it is a bug, not
+something to log and forget.
 """
 
 from __future__ import annotations
@@ -38,8 +39,16 @@ class TaskExecutor:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Consume the queue forever; cancel the surrounding nursery to stop."""
         task_status.started()
+        receive_nowait = self._receive.receive_nowait
         async for task in self._receive:
-            result = task.run()
-            if inspect.isawaitable(result):
-                await result
-            self.completed += 1
+            # drain everything already queued in this pass: a backlog of expired operations must not
+            # wait one scheduler pass each (FIFO order is unchanged)
+            while True:
+                result = task.run()
+                if result is not None and inspect.isawaitable(result):
+                    await result
+                self.completed += 1
+                try:
+                    task = receive_nowait()
+                except trio.WouldBlock:
+                    break
