@@ -106,6 +106,13 @@ class BrokerConfig(_KafkaNamed):
     reaper_poll_ms: int = _int_field("minibroker.reaper.poll.ms", 200, 1)
     #: Kafka >= 3.7 (KAFKA-15583) holds the HW while the ISR is below min ISR; false replays older Kafka
     freeze_hw_under_min_isr: bool = _bool_field("minibroker.hw.freeze.under.min.isr", True)
+    #: topics a client names in Metadata (or produces to) are created on first use, like Kafka's default
+    auto_create_topics_enable: bool = _bool_field("auto.create.topics.enable", True)
+    #: partitions and replication factor of an auto-created topic
+    num_partitions: int = _int_field("num.partitions", 1, 1)
+    default_replication_factor: int = _int_field("default.replication.factor", 1, 1)
+    #: the largest request frame a wire connection accepts (a bigger one closes the connection)
+    socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
 
     @property
     def isr_expiration_period_ms(self) -> int:

@@ -25,7 +25,11 @@ import attrs
 
 @attrs.frozen(slots=True)
 class RecordBatch:
-    """``count`` records written by the leader of ``leader_epoch``; ``size`` bytes on disk."""
+    """``count`` records written by the leader of ``leader_epoch``; ``size`` bytes on disk.
+
+    ``raw`` holds the producer's record batch bytes (Kafka's v2 format) when the records came
+    over the wire; replication copies this object, so every replica holds the same bytes.
+    """
 
     base_offset: int
     count: int
@@ -33,6 +37,7 @@ class RecordBatch:
     leader_epoch: int
     append_time_ms: int = 0
     values: tuple[bytes, ...] | None = None
+    raw: bytes | None = attrs.field(default=None, repr=False)
 
     @property
     def last_offset(self) -> int:
@@ -147,10 +152,10 @@ class Log:
             self.epochs.append((batch.leader_epoch, batch.base_offset))
 
     def append_as_leader(
-        self, count: int, size: int, leader_epoch: int, now_ms: int, values=None
+        self, count: int, size: int, leader_epoch: int, now_ms: int, values=None, raw: bytes | None = None
     ) -> RecordBatch:
         """Assign offsets from the LEO and append; return the batch written."""
-        batch = RecordBatch(self.log_end_offset, count, size, leader_epoch, now_ms, values)
+        batch = RecordBatch(self.log_end_offset, count, size, leader_epoch, now_ms, values, raw)
         self.append(batch)
         return batch
 

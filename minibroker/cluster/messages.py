@@ -25,11 +25,15 @@ class TopicPartition:
 # --- produce ---------------------------------------------------------------------------------
 @attrs.frozen(slots=True)
 class ProduceData:
-    """Records for one partition: ``count`` records of ``size`` bytes in all."""
+    """Records for one partition: ``count`` records of ``size`` bytes in all.
+
+    ``raw``: the record batch bytes as a Kafka client sent them (the wire front end), kept as-is.
+    """
 
     count: int
     size: int
     values: tuple[bytes, ...] | None = None
+    raw: bytes | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen(slots=True)

@@ -75,6 +75,17 @@ class Network:
     def register(self, node: Node, endpoint: Endpoint) -> None:
         self._endpoints[node] = endpoint
 
+    def unregister(self, node: Node) -> None:
+        """Forget a node that is gone for good (a closed client connection) and its requests."""
+        self._endpoints.pop(node, None)
+        self._down.discard(node)
+        for correlation, pending in list(self._pending.items()):
+            if pending.src == node:
+                self._forget(correlation)
+        for links in (self._latency, self._last_arrival):
+            for key in [key for key in links if node in key]:
+                del links[key]
+
     def is_up(self, node: Node) -> bool:
         return node in self._endpoints and node not in self._down
 

@@ -175,7 +175,13 @@ class Partition:
 
     # --- produce ---------------------------------------------------------------------------
     def append_records_to_leader(
-        self, count: int, size: int, acks: int, now_ms: int, values: tuple[bytes, ...] | None = None
+        self,
+        count: int,
+        size: int,
+        acks: int,
+        now_ms: int,
+        values: tuple[bytes, ...] | None = None,
+        raw: bytes | None = None,
     ) -> tuple[RecordBatch, bool]:
         """Append as leader; return the batch and whether the HW rose."""
         self.require_leader()
@@ -184,7 +190,7 @@ class Partition:
                 Errors.NOT_ENOUGH_REPLICAS,
                 f"ISR {list(self.isr)} is smaller than min.insync.replicas {self.effective_min_isr}",
             )
-        batch = self.log.append_as_leader(count, size, self.leader_epoch, now_ms, values)
+        batch = self.log.append_as_leader(count, size, self.leader_epoch, now_ms, values, raw)
         return batch, self.maybe_increment_leader_hw(now_ms)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:

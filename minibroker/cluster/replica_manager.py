@@ -168,7 +168,7 @@ class ReplicaManager:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
                 batch, raised = partition.append_records_to_leader(
-                    data.count, data.size, request.acks, now, data.values
+                    data.count, data.size, request.acks, now, data.values, data.raw
                 )
             except PartitionError as failure:
                 statuses[tp] = ProducePartitionStatus(-1, PartitionProduceResponse(failure.error))

@@ -111,7 +111,8 @@ def test_base_is_valid():
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
             "x.toml:29: steps[1].settings: unknown setting 'min.insync.replica'; expected one of: "
-            "fetch.purgatory.purge.interval.requests, log.segment.bytes, min.insync.replicas,",
+            "auto.create.topics.enable, default.replication.factor, fetch.purgatory.purge.interval.requests, "
+            "log.segment.bytes, min.insync.replicas,",
         ),
         (
             '[[steps]]\nat = 5\naction = "latency"\nbetween = [0, "ghost"]\nlatency_ms = 3\n',
