@@ -29,17 +29,18 @@ from minibroker.purgatory import DelayedOperation
 
 @attrs.define(slots=True)
 class ProducePartitionStatus:
-    """One partition of a delayed produce: the offset it needs and its answer so far."""
+    """One partition of a delayed produce: the offset it needs, the append's answer, and its error so far."""
 
     required_offset: int
     response: PartitionProduceResponse
     acks_pending: bool = False
+    error: Errors | None = None  # while waiting: REQUEST_TIMED_OUT, what a timeout answers
 
 
 class DelayedProduce(DelayedOperation):
     """Completes when every partition's HW reaches its required offset, or on timeout."""
 
-    __slots__ = ("statuses", "lookup", "respond", "expired_partitions")
+    __slots__ = ("statuses", "lookup", "respond", "expired_partitions", "_pending")
 
     def __init__(
         self,
@@ -54,12 +55,15 @@ class DelayedProduce(DelayedOperation):
         self.lookup = lookup
         self.respond = respond
         self.expired_partitions: list[TopicPartition] = []
+        self._pending = 0
         for status in statuses.values():
             if status.response.error is Errors.NONE:
                 status.acks_pending = True
-                status.response = attrs.evolve(status.response, error=Errors.REQUEST_TIMED_OUT)
+                status.error = Errors.REQUEST_TIMED_OUT
+                self._pending += 1
             else:
                 status.acks_pending = False
+                status.error = status.response.error
 
     def try_complete(self) -> bool:
         leadership = False
@@ -73,9 +77,10 @@ class DelayedProduce(DelayedOperation):
                 enough, error = partition.check_enough_replicas_reach_offset(status.required_offset)
             if error is not Errors.NONE or enough:
                 status.acks_pending = False
-                status.response = attrs.evolve(status.response, error=error)
+                status.error = error
+                self._pending -= 1
                 leadership = leadership or error is Errors.NOT_LEADER_OR_FOLLOWER
-        if any(status.acks_pending for status in self.statuses.values()):
+        if self._pending:
             return False
         if leadership and self.cause is None:
             self.cause = "leadership"
@@ -89,5 +94,12 @@ class DelayedProduce(DelayedOperation):
                 purgatory.expires_by_key[tp] = purgatory.expires_by_key.get(tp, 0) + 1
 
     def on_complete(self) -> None:
-        responses = {tp: status.response for tp, status in self.statuses.items()}
+        responses = {}
+        for tp, status in self.statuses.items():
+            response = status.response
+            if status.error is not response.error:
+                response = PartitionProduceResponse(
+                    status.error, response.base_offset, response.log_append_time_ms, response.log_start_offset
+                )
+            responses[tp] = response
         self.respond(ProduceResponse(responses, self.cause or "condition"))

@@ -3,6 +3,7 @@
 from minibroker.runtime.clock import MsClock
 from minibroker.runtime.determinism import deterministic_scheduling
 from minibroker.runtime.executor import TaskExecutor
+from minibroker.runtime.memory import quiet_gc
 from minibroker.runtime.reaper import DEFAULT_POLL_INTERVAL_MS, Reaper
 from minibroker.runtime.scheduler import Scheduler
 
@@ -13,4 +14,5 @@ __all__ = [
     "Scheduler",
     "TaskExecutor",
     "deterministic_scheduling",
+    "quiet_gc",
 ]

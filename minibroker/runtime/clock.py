@@ -21,14 +21,19 @@ _TOLERANCE_MS = 1e-6
 class MsClock:
     """Integer milliseconds since ``origin`` (trio seconds; default: trio's time at creation)."""
 
-    __slots__ = ("origin",)
+    __slots__ = ("origin", "_read")
 
     def __init__(self, origin: float | None = None) -> None:
         self.origin = trio.current_time() if origin is None else origin
+        self._read = None
 
     def now_ms(self) -> int:
         """Whole milliseconds elapsed since the origin."""
-        return math.floor((trio.current_time() - self.origin) * 1000 + _TOLERANCE_MS)
+        read = self._read
+        if read is None:
+            # bind the run's clock once (created outside trio.run, the clock is not known yet)
+            read = self._read = trio.lowlevel.current_clock().current_time
+        return math.floor((read() - self.origin) * 1000 + _TOLERANCE_MS)
 
     def to_seconds(self, ms: int) -> float:
         """The trio time at which ``now_ms()`` becomes ``ms``."""

@@ -26,7 +26,7 @@ import trio.testing
 from minibroker.cluster import ClientRequest, Cluster, ProduceData, TopicPartition, TopicSpec, open_cluster
 from minibroker.cluster.client import Consumer, Producer
 from minibroker.cluster.snapshot import ClusterView
-from minibroker.runtime import deterministic_scheduling
+from minibroker.runtime import deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
 from minibroker.scenario.model import (
     BrokerFault,
@@ -295,11 +295,12 @@ def run_scenario(
     """Run ``scenario`` (virtual time unless ``speed`` is given) and check its expectations."""
     seed = scenario.seed if seed is None else seed
     runner = ScenarioRunner(scenario, sinks, progress)
-    if speed is None:
-        clock = trio.testing.MockClock(autojump_threshold=0)
-        with deterministic_scheduling(seed):
-            return trio.run(runner.run, seed, clock=clock)
-    return trio.run(runner.run, seed, clock=trio.testing.MockClock(rate=speed))
+    with quiet_gc():
+        if speed is None:
+            clock = trio.testing.MockClock(autojump_threshold=0)
+            with deterministic_scheduling(seed):
+                return trio.run(runner.run, seed, clock=clock)
+        return trio.run(runner.run, seed, clock=trio.testing.MockClock(rate=speed))
 
 
 __all__ = ["RunResult", "ScenarioRunner", "run_scenario"]

@@ -84,6 +84,7 @@ class HashedWheelTimer(TimerBase):
         current = self._tick
         if tick < current:
             HashedEntry(task, expiration, 0, self)
+            task._entry = None
             self.executor(task)
             return
         was_idle = self._size == 0
@@ -112,6 +113,7 @@ class HashedWheelTimer(TimerBase):
                         del bucket[entry]
                         entry.bucket = None
                         self._size -= 1
+                        entry.task._entry = None
                         due.append(entry.task)
                     else:
                         entry.rounds -= 1

@@ -72,6 +72,7 @@ class HeapTimer(TimerBase):
         entry = HeapEntry(task, expiration, self)
         if expiration <= self._now:
             entry.owner = None
+            task._entry = None
             self.executor(task)
             return
         heap = self._heap
@@ -102,6 +103,7 @@ class HeapTimer(TimerBase):
                 self._cancelled -= 1
             else:
                 entry.owner = None
+                entry.task._entry = None
                 due.append(entry.task)
         executor = self.executor
         for task in due:

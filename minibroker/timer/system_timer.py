@@ -23,7 +23,8 @@ rule, not MockTimer's strict ``>``). Without a ``clock`` the timer is manual:
 
 Invariants: ``size`` is the number of entries in buckets (not cancelled, not
 yet handed to the executor); each bucket is in the delay queue at most once,
-exactly while its expiration is not -1.
+exactly while its expiration is not -1; a task handed to the executor is
+unbound from its entry (so a fired task holds no reference cycle).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class SystemTimer(TimerBase):
         elif task._entry is entry:
             if self.tracer is not None:
                 self._trace_fire(task, entry.expiration_ms)
+            task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
             self.executor(task)
 
     def advance_clock(self, now_ms: int) -> bool:
@@ -107,7 +109,7 @@ class SystemTimer(TimerBase):
                     entry.bucket = None
                 elif entry.expiration_ms < expired_before:
                     entry.bucket = None
-                    due.append(task)
+                    due.append(entry)
                 else:
                     add(entry)
             if self.tracer is not None:
@@ -116,9 +118,11 @@ class SystemTimer(TimerBase):
                         self._trace_entry("timer.reinsert", entry, expiration)
         executor = self.executor
         tracing = self.tracer is not None
-        for task in due:
+        for entry in due:
+            task = entry.task
             if tracing:
-                self._trace_fire(task, task._entry.expiration_ms)
+                self._trace_fire(task, entry.expiration_ms)
+            task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
             executor(task)
         return True
 

@@ -181,19 +181,25 @@ async def test_crashed_broker_restarts_truncates_and_rejoins_the_isr(autojump_cl
     async with open_cluster(3, RF3) as cluster:
         producer = cluster.producer("p", acks=1)
         await producer.send_and_wait("t", 0, count=2)
+        await trio.testing.wait_all_tasks_blocked()  # both followers have fetched again and wait
         cluster.pause_fetcher(1)
         cluster.pause_fetcher(2)
-        await producer.send_and_wait("t", 0, count=3)  # acks=1: only the leader has offsets 2..4
+        # a fetch already parked on the leader still delivers the next record (offset 2)...
+        await producer.send_and_wait("t", 0, count=1)
+        await trio.testing.wait_all_tasks_blocked()
+        # ...after which the paused followers ask for nothing: offsets 3..5 are only on the leader
+        await producer.send_and_wait("t", 0, count=3)
+        assert [cluster.brokers[b].logs[TP].log_end_offset for b in (0, 1, 2)] == [6, 3, 3]
         cluster.crash(0)
         cluster.resume_fetcher(1)
         cluster.resume_fetcher(2)
         await trio.testing.wait_all_tasks_blocked()
-        await producer.send_and_wait("t", 0, count=1)  # new leader 1 writes offset 2 in epoch 1
+        await producer.send_and_wait("t", 0, count=1)  # new leader 1 writes offset 3 in epoch 1
         await cluster.restart(0)
         await cluster.clock.sleep_until(cluster.now() + 100)
         old_leader = cluster.brokers[0].logs[TP]
-        assert old_leader.log_end_offset == 3  # offsets 2..4 of epoch 0 were truncated away
-        assert [b.leader_epoch for b in old_leader.batches()] == [0, 1]
+        assert old_leader.log_end_offset == 4  # offsets 3..5 of epoch 0 were truncated away
+        assert [(b.base_offset, b.leader_epoch) for b in old_leader.batches()] == [(0, 0), (2, 0), (3, 1)]
         assert cluster.snapshot().partition("t-0").isr == (0, 1, 2)  # in replica order
 
 
