@@ -106,7 +106,15 @@ class _Context:
     def error(self, key_path: str, problem: str) -> ScenarioError:
         line = self.line_of(key_path) if key_path else None
         where = f"{self.path}:{line}" if line else self.path
-        return ScenarioError(f"{where}: {key_path}: {problem}" if key_path else f"{where}: {problem}")
+        message = f"{where}: {key_path}: {problem}" if key_path else f"{where}: {problem}"
+        return ScenarioError(_printable(message))
+
+
+def _printable(text: str) -> str:
+    """The message on one line: control and line-breaking characters (as in a hostile key) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _describe(value: Any) -> str:
