@@ -56,10 +56,9 @@ class ClientRequest:
     records: dict[str, int] = attrs.Factory(dict)
     bytes: dict[str, int] = attrs.Factory(dict)
     high_watermarks: dict[str, int] = attrs.Factory(dict)
-    response: Any = attrs.field(default=None, repr=False)
     #: the scenario step's name for the request (or its load generator's), if any
     label: str | None = None
-    done: trio.Event = attrs.field(factory=trio.Event, repr=False)
+    _done: trio.Event | None = attrs.field(default=None, repr=False, alias="_done")
 
     @property
     def completed(self) -> bool:
@@ -79,7 +78,11 @@ class ClientRequest:
         return values.pop()
 
     async def wait(self) -> ClientRequest:
-        await self.done.wait()
+        """Until the request completes (an event is made only for requests someone waits on)."""
+        if self.completed_ms is None:
+            if self._done is None:
+                self._done = trio.Event()
+            await self._done.wait()
         return self
 
 
@@ -128,7 +131,8 @@ class _Client:
                 cause=cause,
                 latency_ms=request.latency_ms,
             )
-        request.done.set()
+        if request._done is not None:
+            request._done.set()
 
     def _fail_all(self, request: ClientRequest, error: Errors, cause: str) -> None:
         for tp in request.partitions:
@@ -205,7 +209,6 @@ class Producer(_Client):
         return await self.send(topic, partition, count, size).wait()
 
     def _on_response(self, request: ClientRequest, response: ProduceResponse | NetworkError) -> None:
-        request.response = response
         if isinstance(response, NetworkError):
             self._fail_all(request, response.error, "network")
             return
@@ -285,7 +288,6 @@ class Consumer(_Client):
         return requests
 
     def _on_response(self, request: ClientRequest, response: FetchResponse | NetworkError) -> None:
-        request.response = response
         if isinstance(response, NetworkError):
             self._fail_all(request, response.error, "network")
             return
