@@ -179,7 +179,10 @@ class Producer(_Client):
                 self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
                 continue
             message = ProduceRequest(
-                self.config.acks, self.config.request_timeout_ms, {tp: data[tp] for tp in tps}, request.id
+                self.config.acks,
+                self.config.request_timeout_ms,
+                data if len(groups) == 1 else {tp: data[tp] for tp in tps},
+                request.id,
             )
             if self.config.acks == 0:
                 self.cluster.network.send(self.client_id, leader, message)

@@ -8,7 +8,7 @@ from minibroker.cluster.errors import Errors
 from minibroker.cluster.log import RecordBatch
 
 
-@attrs.frozen(slots=True, order=True)
+@attrs.frozen(slots=True, order=True, cache_hash=True)
 class TopicPartition:
     """A partition of a topic; also the purgatory watch key (Kafka's TopicPartitionOperationKey)."""
 

@@ -116,7 +116,7 @@ class Network:
         self._dropped.discard(frozenset((a, b)))
 
     def is_dropped(self, a: Node, b: Node) -> bool:
-        return frozenset((a, b)) in self._dropped
+        return bool(self._dropped) and frozenset((a, b)) in self._dropped
 
     # --- messages ----------------------------------------------------------------------------
     def send(self, src: Node, dst: Node, message: Any, respond: Respond | None = None) -> bool:

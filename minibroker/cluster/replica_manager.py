@@ -194,8 +194,7 @@ class ReplicaManager:
                     leo=log.log_end_offset,
                     hw=log.high_watermark,
                 )
-        succeeded = any(s.response.error is Errors.NONE for s in statuses.values())
-        if request.acks == -1 and request.data and succeeded:
+        if request.acks == -1 and (hw_raised or leo_moved):  # at least one partition appended
             operation = DelayedProduce(
                 request.timeout_ms,
                 statuses,
