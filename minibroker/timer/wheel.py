@@ -46,6 +46,8 @@ class TimingWheel:
         "level",
         "_last_expiration",
         "_last_bucket",
+        "_due_before",
+        "_limit",
     )
 
     def __init__(
@@ -63,6 +65,9 @@ class TimingWheel:
         self.wheel_size = wheel_size
         self.interval = tick_ms * wheel_size
         self.current_time = start_ms - start_ms % tick_ms
+        # kept equal to current_time + tick_ms and current_time + interval (the two bounds of add)
+        self._due_before = self.current_time + tick_ms
+        self._limit = self.current_time + self.interval
         self.level = level
         self.buckets = [TimerTaskList(counter, level, index) for index in range(wheel_size)]
         self.overflow_wheel: TimingWheel | None = None
@@ -93,10 +98,10 @@ class TimingWheel:
         if expiration == self._last_expiration:
             bucket = self._last_bucket
         else:
-            wheel = self
-            if expiration < wheel.current_time + wheel.tick_ms:
+            if expiration < self._due_before:
                 return False
-            while expiration >= wheel.current_time + wheel.interval:
+            wheel = self
+            while expiration >= wheel._limit:
                 wheel = wheel.overflow_wheel or wheel._add_overflow_wheel()
             tick = wheel.tick_ms
             virtual_id = expiration // tick
@@ -114,8 +119,10 @@ class TimingWheel:
 
     def advance_clock(self, time_ms: int) -> None:
         """Move this level, and every overflow level, forward to ``time_ms`` rounded down to the tick."""
-        if time_ms >= self.current_time + self.tick_ms:
-            self.current_time = time_ms - time_ms % self.tick_ms
+        if time_ms >= self._due_before:
+            current = self.current_time = time_ms - time_ms % self.tick_ms
+            self._due_before = current + self.tick_ms
+            self._limit = current + self.interval
             self._last_expiration = _NO_EXPIRATION
             if self.overflow_wheel is not None:
                 self.overflow_wheel.advance_clock(self.current_time)
