@@ -13,7 +13,7 @@ stale metadata) and do not retry.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -139,6 +139,44 @@ class _Client:
             request.errors[str(tp)] = error.name
         self._finish(request, cause)
 
+    def _open(
+        self,
+        kind: str,
+        leader: int,
+        tps: list[TopicPartition],
+        name: str | None,
+        several: bool,
+        trace_fields: Callable[[], dict[str, Any]],
+    ) -> ClientRequest:
+        """Record a new request to ``leader`` and trace it; with no leader it fails at once."""
+        request = self._new_request(kind, leader, tps, name, several)
+        tracer = self.cluster.tracer
+        if tracer.enabled:
+            tracer.emit(
+                f"client.{kind}",
+                client=self.client_id,
+                op=request.id,
+                broker=leader,
+                keys=[str(tp) for tp in tps],
+                **trace_fields(),
+            )
+        if leader < 0:
+            self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+        return request
+
+    def _send(self, request: ClientRequest, message: Any, timeout_ms: int, grace_ms: int) -> None:
+        """Send ``message`` to the request's broker; its answer (or a network error) completes it.
+
+        Each client class reads its own answers in ``_on_response``.
+        """
+        self.cluster.network.request(
+            self.client_id,
+            request.broker,
+            message,
+            timeout_ms + grace_ms,
+            lambda response: self._on_response(request, response),
+        )
+
     def _group_by_leader(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
         groups: dict[int, list[TopicPartition]] = {}
         for tp in partitions:
@@ -162,21 +200,18 @@ class Producer(_Client):
         """
         requests = []
         groups = self._group_by_leader(data)
+        config = self.config
         for leader, tps in sorted(groups.items()):
-            request = self._new_request("produce", leader, tps, name, len(groups) > 1)
+            request = self._open(
+                "produce",
+                leader,
+                tps,
+                name,
+                len(groups) > 1,
+                lambda tps=tps: {"acks": config.acks, "records": sum(data[tp].count for tp in tps)},
+            )
             requests.append(request)
-            if self.cluster.tracer.enabled:
-                self.cluster.tracer.emit(
-                    "client.produce",
-                    client=self.client_id,
-                    op=request.id,
-                    broker=leader,
-                    keys=[str(tp) for tp in tps],
-                    acks=self.config.acks,
-                    records=sum(data[tp].count for tp in tps),
-                )
-            if leader < 0:
-                self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+            if request.completed:
                 continue
             message = ProduceRequest(
                 self.config.acks,
@@ -191,14 +226,7 @@ class Producer(_Client):
                     request.base_offsets[str(tp)] = -1
                 self._finish(request, "immediate")
                 continue
-            timeout = self.config.request_timeout_ms + self.config.response_grace_ms
-            self.cluster.network.request(
-                self.client_id,
-                leader,
-                message,
-                timeout,
-                lambda response, r=request: self._on_response(r, response),
-            )
+            self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
         return requests
 
     def send(self, topic: str, partition: int = 0, count: int = 1, size: int = 100) -> ClientRequest:
@@ -246,20 +274,18 @@ class Consumer(_Client):
         isolation = TXN_COMMITTED if self.config.isolation_level == "read_committed" else HIGH_WATERMARK
         requests = []
         groups = self._group_by_leader(self.positions)
+        positions = self.positions
         for leader, tps in sorted(groups.items()):
-            request = self._new_request("fetch", leader, tps, name, len(groups) > 1)
+            request = self._open(
+                "fetch",
+                leader,
+                tps,
+                name,
+                len(groups) > 1,
+                lambda tps=tps: {"offset": min(positions[tp] for tp in tps)},
+            )
             requests.append(request)
-            if self.cluster.tracer.enabled:
-                self.cluster.tracer.emit(
-                    "client.fetch",
-                    client=self.client_id,
-                    op=request.id,
-                    broker=leader,
-                    keys=[str(tp) for tp in tps],
-                    offset=min(self.positions[tp] for tp in tps),
-                )
-            if leader < 0:
-                self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+            if request.completed:
                 continue
             parts = {
                 tp: FetchPartition(self.positions[tp], self.config.max_partition_fetch_bytes) for tp in tps
@@ -273,14 +299,7 @@ class Consumer(_Client):
                 isolation,
                 request.id,
             )
-            timeout = self.config.request_timeout_ms + self.config.response_grace_ms
-            self.cluster.network.request(
-                self.client_id,
-                leader,
-                message,
-                timeout,
-                lambda response, r=request: self._on_response(r, response),
-            )
+            self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
         return requests
 
     async def poll(self) -> list[ClientRequest]:
