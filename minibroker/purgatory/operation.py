@@ -5,7 +5,8 @@ It ends exactly once, by one of two paths:
 
 - early: ``try_complete`` finds the condition true and calls ``force_complete``;
 - timeout: the timer runs it (``run``), which calls ``force_complete`` and then
-  ``on_expiration`` (``on_complete`` always runs first).
+  ``on_expiration`` (``on_complete`` always runs first). A traced purgatory emits
+  ``op.complete`` (cause ``expiry``) from the first and ``op.expire`` after the second.
 
 ``force_complete`` is the single gate: the first caller marks the operation
 completed, cancels its timer entry (so the purgatory's delayed count drops at
@@ -128,5 +129,7 @@ class DelayedOperation(TimerTask, abc.ABC):
                     purgatory.expirations += 1
                 self.force_complete()
                 self.on_expiration()
+                if purgatory is not None and purgatory.tracer.enabled:
+                    purgatory.trace_expiration(self)
         finally:
             self._lock_depth -= 1

@@ -216,6 +216,10 @@ class DelayedOperationPurgatory(Generic[Op]):
             cause=operation.cause,
         )
 
+    def trace_expiration(self, operation: Op) -> None:
+        """Emit ``op.expire``: ``on_expiration`` of ``operation`` has run (the timeout path's end)."""
+        self.tracer.emit("op.expire", broker=self.broker_id, purgatory=self.name, op=operation.op_id)
+
     def _unlink_completed(self, key: Hashable) -> int:
         """Drop completed operations from ``key``'s list (and the key if none is left); how many went."""
         watchers = self._watchers.get(key)
