@@ -1,0 +1,114 @@
+"""What a request handler sees: the server's shared state and its own connection.
+
+A wire connection is a client node of the emulated network (``wire-b<broker>-c<n>``)
+talking to one broker, so latency, dropped links and crashes in scenarios apply
+to it: produce and fetch go through ``Network.request`` like the emulator's own
+clients. Metadata, ListOffsets and OffsetForLeaderEpoch read the controller's
+and the leader's state directly (as Kafka answers them from its metadata cache
+and log without a purgatory), but only while the broker is reachable.
+
+Kafka error codes the cluster never produces itself live here too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from minibroker.cluster import Cluster
+from minibroker.cluster.messages import NetworkError
+from minibroker.cluster.replica_manager import ReplicaManager
+
+# Kafka error codes used only on the wire (the cluster's own are in minibroker.cluster.errors)
+UNKNOWN_SERVER_ERROR = -1
+INVALID_TOPIC_EXCEPTION = 17
+UNSUPPORTED_VERSION = 35
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REQUEST = 42
+FETCH_SESSION_ID_NOT_FOUND = 70
+
+#: how long past a request's own deadline a connection waits for the emulated broker's answer
+RESPONSE_GRACE_MS = 5_000
+
+
+class CloseConnection(Exception):
+    """The connection must close (Kafka closes it, or the broker went away); the message says why."""
+
+
+@attrs.define
+class ServerState:
+    """Shared by every connection of one ``minibroker serve``."""
+
+    cluster: Cluster
+    #: broker id -> (host, port) as Metadata advertises it
+    listeners: dict[int, tuple[str, int]]
+    #: wall-clock ms at the cluster's time 0 (timestamps of batches built from scenario steps)
+    epoch_origin_ms: int
+    log: Callable[[str], None]
+    cluster_id: str = "minibroker"
+    producer_ids: itertools.count = attrs.Factory(lambda: itertools.count(1000))
+    connections: itertools.count = attrs.Factory(lambda: itertools.count(1))
+
+
+@attrs.define
+class Connection:
+    """One client connection to broker ``broker_id``; ``node`` is its name on the emulated network."""
+
+    state: ServerState
+    broker_id: int
+    node: str
+    peer: str
+    requests: int = 0
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.state.cluster
+
+    def log(self, message: str) -> None:
+        self.state.log(f"broker {self.broker_id}: {self.peer}: {message}")
+
+    def unreachable(self) -> str | None:
+        """Why the broker cannot be reached from this connection now, or None."""
+        network = self.cluster.network
+        if not network.is_up(self.broker_id):
+            return f"broker {self.broker_id} is down"
+        if network.is_dropped(self.node, self.broker_id):
+            return f"the link {self.node} - broker {self.broker_id} is dropped"
+        return None
+
+    def replica_manager(self) -> ReplicaManager:
+        manager = self.cluster.brokers[self.broker_id].replica_manager
+        if manager is None:
+            raise CloseConnection(f"broker {self.broker_id} is down")
+        return manager
+
+    def request_id(self, correlation_id: int) -> str:
+        return f"{self.node}#{correlation_id}"
+
+    async def call(self, message: Any, timeout_ms: int) -> Any:
+        """Send ``message`` to the broker over the emulated network and wait for its answer."""
+        done = trio.Event()
+        box: list[Any] = []
+
+        def on_response(response: Any) -> None:
+            box.append(response)
+            done.set()
+
+        self.cluster.network.request(self.node, self.broker_id, message, timeout_ms, on_response)
+        await done.wait()
+        response = box[0]
+        if isinstance(response, NetworkError):
+            raise CloseConnection(f"{response.error.name}: {response.reason}")
+        return response
+
+    def send(self, message: Any) -> None:
+        """Send without waiting for an answer (acks=0)."""
+        self.cluster.network.send(self.node, self.broker_id, message)
+
+    def deliver(self, src: Any, message: Any, respond: Any) -> None:
+        """Network endpoint: nobody sends requests to a client connection."""
+        raise TypeError(f"{self.node} does not serve requests")

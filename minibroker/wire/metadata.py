@@ -1,0 +1,126 @@
+"""ApiVersions and Metadata: what the cluster looks like to a Kafka client.
+
+Metadata lists the live brokers at their listeners, a controller id (the
+lowest live broker: KRaft brokers also name a live broker there), and per
+partition the controller's leader, leader epoch, replicas, ISR and offline
+replicas. A partition without a leader answers LEADER_NOT_AVAILABLE.
+
+Topics a client names that do not exist are created when the broker's
+``auto.create.topics.enable`` is true and the request allows it (Metadata v4+),
+with ``num.partitions`` and ``default.replication.factor``; otherwise they are
+UNKNOWN_TOPIC_OR_PARTITION. One deviation: Kafka answers the request that
+creates a topic with LEADER_NOT_AVAILABLE (creation is asynchronous there) and
+the client asks again; here creation is immediate and the answer already
+carries the new partitions.
+
+Topic ids (Metadata v10+) are stable UUIDs derived from the topic name.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kafka.protocol.metadata import MetadataResponse
+
+from minibroker.cluster import TopicSpec
+from minibroker.cluster.config import ConfigError
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.messages import TopicPartition
+from minibroker.wire.codec import Request, api_versions_body
+from minibroker.wire.context import INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, Connection
+from minibroker.wire.topics import topic_error
+
+_TOPIC_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-746f70696373")  # namespace: "minibrokertopics"
+
+Broker = MetadataResponse.MetadataResponseBroker
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
+
+
+def topic_id(name: str) -> uuid.UUID:
+    return uuid.uuid5(_TOPIC_IDS, name)
+
+
+async def api_versions(request: Request, conn: Connection) -> MetadataResponse:
+    return api_versions_body(request.api_version)
+
+
+async def metadata(request: Request, conn: Connection) -> MetadataResponse:
+    body = request.body
+    version = request.api_version
+    cluster = conn.cluster
+    if body.topics is None or (version == 0 and not body.topics):
+        names: list[str | None] = sorted(cluster.topics)
+    else:
+        by_id = {topic_id(name): name for name in cluster.topics}
+        names = [t.name if t.name is not None else by_id.get(t.topic_id) for t in body.topics]
+    allow_create = body.allow_auto_topic_creation if version >= 4 else True
+    alive = [b.broker_id for b in cluster.brokers if b.alive]
+    brokers = [
+        Broker(node_id=b, host=conn.state.listeners[b][0], port=conn.state.listeners[b][1], rack=None)
+        for b in alive
+        if b in conn.state.listeners
+    ]
+    topics = [_topic(conn, name, allow_create, alive) for name in dict.fromkeys(names)]
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=conn.state.cluster_id,
+        controller_id=alive[0] if alive else -1,
+        topics=topics,
+        error_code=0,
+    )
+
+
+def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[int]) -> Topic:
+    cluster = conn.cluster
+    if name is None:
+        return Topic(error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION, name=None, partitions=[])
+    if name not in cluster.topics:
+        error = _maybe_create(conn, name, allow_create)
+        if error is not None:
+            return Topic(error_code=error, name=name, topic_id=topic_id(name), partitions=[])
+    spec = cluster.topics[name]
+    partitions = []
+    for p in range(spec.partitions):
+        state = cluster.controller.state[TopicPartition(name, p)]
+        partitions.append(
+            Partition(
+                error_code=Errors.NONE if state.leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
+                partition_index=p,
+                leader_id=state.leader,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=list(state.replicas),
+                isr_nodes=list(state.isr),
+                offline_replicas=[b for b in state.replicas if b not in alive],
+            )
+        )
+    return Topic(
+        error_code=Errors.NONE,
+        name=name,
+        topic_id=topic_id(name),
+        is_internal=False,
+        partitions=partitions,
+    )
+
+
+def _maybe_create(conn: Connection, name: str, allow_create: bool) -> int | None:
+    """Create ``name`` if this broker and the request allow it; the topic's error code otherwise."""
+    config = conn.cluster.brokers[conn.broker_id].config
+    invalid = topic_error(name)
+    if invalid is not None:
+        conn.log(f"Metadata: {invalid}")
+        return INVALID_TOPIC_EXCEPTION
+    if not (config.auto_create_topics_enable and allow_create):
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
+    spec = TopicSpec(name, config.num_partitions, config.default_replication_factor)
+    try:
+        conn.cluster.create_topic(spec)
+    except ConfigError as error:
+        conn.log(f"Metadata: cannot auto-create {name!r}: {error}")
+        return INVALID_REPLICATION_FACTOR
+    conn.log(
+        f"auto-created topic {name!r}: {spec.partitions} partition(s), replication factor "
+        f"{spec.replication_factor}"
+    )
+    return None

@@ -1,0 +1,137 @@
+"""Produce and InitProducerId.
+
+Produce: each partition's record batches are validated (``records.py``); bad
+ones answer CORRUPT_MESSAGE and are not sent on. The rest goes to the broker as
+one emulated ``ProduceRequest`` with the request's ``acks`` and ``timeout_ms``,
+which becomes the DelayedProduce's delay when ``acks=-1`` has to wait for the
+ISR. The answer keeps the request's topic and partition order.
+
+``acks=0``: the broker appends and answers nothing. As in Kafka, a partition
+error that can be seen at once (corrupt records, unknown topic, not the leader)
+closes the connection instead, so the producer refreshes its metadata.
+
+InitProducerId hands out producer ids from 1000 up with epoch 0 (an existing
+id and epoch asked for again, v3+, get the epoch bumped). Idempotence is not
+enforced: sequence numbers are stored as sent and duplicates are appended.
+Transactional ids are refused with INVALID_REQUEST (no transaction coordinator).
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.messages import (
+    PartitionProduceResponse,
+    ProduceData,
+    ProduceRequest,
+    TopicPartition,
+)
+from minibroker.cluster.messages import (
+    ProduceResponse as ClusterProduceResponse,
+)
+from minibroker.wire.codec import Request
+from minibroker.wire.context import (
+    INVALID_REQUEST,
+    RESPONSE_GRACE_MS,
+    UNKNOWN_SERVER_ERROR,
+    CloseConnection,
+    Connection,
+)
+from minibroker.wire.records import InvalidRecords, validate_records
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+
+
+async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
+    body = request.body
+    order = [TopicPartition(t.name, p.index) for t in body.topic_data for p in t.partition_data]
+    if body.transactional_id is not None:
+        conn.log(f"Produce with transactional id {body.transactional_id!r}: transactions are not supported")
+        return _response([(tp, None) for tp in order], error=INVALID_REQUEST)
+    local: dict[TopicPartition, PartitionProduceResponse] = {}
+    data: dict[TopicPartition, ProduceData] = {}
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            tp = TopicPartition(topic.name, part.index)
+            try:
+                records = validate_records(part.records)
+            except InvalidRecords as invalid:
+                conn.log(f"Produce to {tp}: {invalid.error.name} ({invalid})")
+                local[tp] = PartitionProduceResponse(invalid.error)
+                continue
+            if records.count == 0:
+                local[tp] = PartitionProduceResponse(Errors.NONE)
+            else:
+                data[tp] = ProduceData(records.count, len(records.raw), raw=records.raw)
+    message = ProduceRequest(body.acks, body.timeout_ms, data, conn.request_id(request.correlation_id))
+    if body.acks == 0:
+        _check_acks_zero(conn, local, data)
+        if data:
+            conn.send(message)
+        return None
+    answered = dict(local)
+    if data:
+        response: ClusterProduceResponse = await conn.call(message, body.timeout_ms + RESPONSE_GRACE_MS)
+        answered.update(response.partitions)
+    return _response([(tp, answered.get(tp)) for tp in order])
+
+
+def _check_acks_zero(
+    conn: Connection,
+    local: dict[TopicPartition, PartitionProduceResponse],
+    data: dict[TopicPartition, ProduceData],
+) -> None:
+    """acks=0: an error known before the append closes the connection (Kafka's way to tell the producer)."""
+    for tp, part in local.items():
+        if part.error is not Errors.NONE:
+            raise CloseConnection(f"acks=0 Produce to {tp} failed with {part.error.name}")
+    for tp in data:
+        if not conn.cluster.known(tp):
+            raise CloseConnection(f"acks=0 Produce to {tp} failed with UNKNOWN_TOPIC_OR_PARTITION")
+        if conn.cluster.leader_of(tp) != conn.broker_id:
+            raise CloseConnection(f"acks=0 Produce to {tp} failed with NOT_LEADER_OR_FOLLOWER")
+
+
+def _response(
+    parts: list[tuple[TopicPartition, PartitionProduceResponse | None]], error: int | None = None
+) -> ProduceResponse:
+    topics: dict[str, list] = {}
+    for tp, part in parts:
+        code = error if error is not None else (part.error if part is not None else UNKNOWN_SERVER_ERROR)
+        topics.setdefault(tp.topic, []).append(
+            PartitionResponse(
+                index=tp.partition,
+                error_code=int(code),
+                base_offset=part.base_offset if part is not None and error is None else -1,
+                log_append_time_ms=-1,
+                log_start_offset=part.log_start_offset if part is not None and error is None else -1,
+                record_errors=[],
+                error_message=None,
+            )
+        )
+    return ProduceResponse(
+        responses=[TopicResponse(name=name, partition_responses=ps) for name, ps in topics.items()],
+        throttle_time_ms=0,
+    )
+
+
+async def init_producer_id(request: Request, conn: Connection) -> InitProducerIdResponse:
+    body = request.body
+    if body.transactional_id is not None:
+        conn.log(
+            f"InitProducerId for transactional id {body.transactional_id!r}: transactions are not supported"
+        )
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+        )
+    producer_id = body.producer_id if request.api_version >= 3 else -1
+    epoch = body.producer_epoch if request.api_version >= 3 else -1
+    if producer_id >= 0 and epoch >= 0:
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=(epoch + 1) % 32767
+        )
+    return InitProducerIdResponse(
+        throttle_time_ms=0, error_code=0, producer_id=next(conn.state.producer_ids), producer_epoch=0
+    )

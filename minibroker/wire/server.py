@@ -1,0 +1,196 @@
+"""trio TCP listeners speaking Kafka's protocol, one per emulated broker.
+
+``WireServer(cluster, host, port).run`` listens on ``port + i`` for broker ``i``
+(or on an ephemeral port each when ``port`` is 0) and advertises those
+addresses in Metadata. Each connection has two tasks:
+
+- the reader splits the byte stream into frames (``FrameReader``, with the
+  broker's ``socket.request.max.bytes``) and queues them (at most
+  ``queue_size``; a full queue stops reading, which pushes back on the client);
+- the processor answers the queued requests **one at a time, in order**, as
+  Kafka does (its network layer mutes a connection until the response to its
+  current request is sent), so responses always go out in request order.
+
+A connection closes, with one line on the log naming the broker, the peer and
+the problem, when: a frame's size is negative or too large (requests already
+read are answered first), a request cannot be decoded, its api key is unknown
+or its version unsupported (except ApiVersions, answered with
+UNSUPPORTED_VERSION and our version table, as Kafka does), the broker is down
+or the link to it dropped, or a handler fails. Nothing else is affected: other
+connections go on, and what the broker accepted stays in its log.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import trio
+
+from minibroker.cluster import Cluster
+from minibroker.wire.codec import (
+    API_VERSIONS_KEY,
+    RequestError,
+    UnsupportedVersion,
+    decode_request,
+    encode_response,
+    unsupported_api_versions_response,
+)
+from minibroker.wire.context import CloseConnection, Connection, ServerState
+from minibroker.wire.frames import FrameError, FrameReader
+from minibroker.wire.handlers import HANDLERS
+
+#: bytes asked of the socket at a time
+RECEIVE_BYTES = 65_536
+
+
+def stderr_log(line: str) -> None:
+    print(f"minibroker serve: {line}", file=sys.stderr, flush=True)
+
+
+class WireServer:
+    """Kafka listeners for every broker of ``cluster``; ``run`` serves until cancelled."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        *,
+        log: Callable[[str], None] = stderr_log,
+        queue_size: int = 16,
+    ) -> None:
+        if not 0 <= port <= 65535 or (port and port + len(cluster.brokers) - 1 > 65535):
+            raise ValueError(f"port {port}: broker i listens on port + i, which must stay within 1..65535")
+        self.cluster = cluster
+        self.host = host
+        self.port = port
+        self.queue_size = queue_size
+        origin = round(time.time() * 1000) - cluster.now()
+        self.state = ServerState(cluster, {}, origin, log)
+
+    @property
+    def listeners(self) -> dict[int, tuple[str, int]]:
+        """broker id -> (host, port), once ``run`` has started."""
+        return self.state.listeners
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[dict[int, tuple[str, int]]] = trio.TASK_STATUS_IGNORED
+    ):
+        """Bind every listener (``OSError`` if one cannot be), report them, then serve."""
+        bound: dict[int, list[trio.SocketListener]] = {}
+        try:
+            for broker in self.cluster.brokers:
+                port = self.port + broker.broker_id if self.port else 0
+                listeners = await trio.open_tcp_listeners(port, host=self.host)
+                bound[broker.broker_id] = listeners
+                self.state.listeners[broker.broker_id] = (self.host, listeners[0].socket.getsockname()[1])
+        except BaseException:
+            for listeners in bound.values():
+                for listener in listeners:
+                    await listener.aclose()
+            raise
+        async with trio.open_nursery() as nursery:
+            for broker_id, listeners in bound.items():
+                nursery.start_soon(trio.serve_listeners, functools.partial(self._serve, broker_id), listeners)
+            task_status.started(dict(self.state.listeners))
+
+    async def _serve(self, broker_id: int, stream: trio.SocketStream) -> None:
+        state = self.state
+        peer = _peer(stream)
+        conn = Connection(state, broker_id, f"wire-b{broker_id}-c{next(state.connections)}", peer)
+        network = self.cluster.network
+        network.register(conn.node, conn)
+        max_bytes = self.cluster.brokers[broker_id].config.socket_request_max_bytes
+        try:
+            async with stream:
+                send, receive = trio.open_memory_channel[bytes](self.queue_size)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read, conn, stream, FrameReader(max_bytes), send)
+                    async with receive:
+                        async for frame in receive:
+                            if not await self._answer(conn, stream, frame):
+                                break
+                    nursery.cancel_scope.cancel()
+        finally:
+            network.unregister(conn.node)
+
+    async def _read(
+        self, conn: Connection, stream: trio.SocketStream, reader: FrameReader, send: trio.MemorySendChannel
+    ) -> None:
+        async with send:
+            while True:
+                try:
+                    data = await stream.receive_some(RECEIVE_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if not data:
+                    unfinished = reader.unfinished()
+                    if unfinished is not None:
+                        conn.log(f"the client closed the connection after {unfinished}; closing")
+                    return
+                reader.feed(data)
+                while True:
+                    try:
+                        frame = reader.next_frame()
+                    except FrameError as error:
+                        conn.log(f"{error}; closing")
+                        return
+                    if frame is None:
+                        break
+                    try:
+                        await send.send(frame)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+
+    async def _answer(self, conn: Connection, stream: trio.SocketStream, frame: bytes) -> bool:
+        """Answer one request; False when the connection must close."""
+        conn.requests += 1
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as error:
+            if error.api_key != API_VERSIONS_KEY:
+                conn.log(f"{error}; closing")
+                return False
+            return await _send(stream, unsupported_api_versions_response(error.correlation_id))
+        except RequestError as error:
+            conn.log(f"{error}; closing")
+            return False
+        reason = conn.unreachable()
+        if reason is not None:
+            conn.log(f"{request.name} v{request.api_version}: {reason}; closing")
+            return False
+        try:
+            body = await HANDLERS[request.api_key](request, conn)
+            data = encode_response(request, body) if body is not None else None
+        except CloseConnection as error:
+            conn.log(f"{request.name} v{request.api_version}: {error}; closing")
+            return False
+        except Exception as error:
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            conn.log(
+                f"{request.name} v{request.api_version}: internal error {type(error).__name__}: {error} "
+                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno}); closing"
+            )
+            return False
+        return data is None or await _send(stream, data)
+
+
+async def _send(stream: trio.SocketStream, data: bytes) -> bool:
+    try:
+        await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    return True
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        address = stream.socket.getpeername()
+    except OSError:
+        return "?"
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
