@@ -40,6 +40,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     run_parser.add_argument(
         "--quiet", action="store_true", help="print nothing but failures; the exit status tells"
     )
+    run_parser.add_argument(
+        "--tui",
+        action="store_true",
+        help="watch it live: timing wheel, delay queue, purgatories, ISR (keys: space pause, n step, "
+        "+/- speed, b broker, q quit); default speed plays the scenario in about 20 s; "
+        "plain frames when stdout is not a terminal",
+    )
     check_parser = commands.add_parser("check", help="validate scenarios without running them")
     check_parser.add_argument("files", metavar="FILE.toml", nargs="+")
     list_parser = commands.add_parser("list", help="show the bundled scenarios")
@@ -58,6 +65,10 @@ def _load(path: str) -> Scenario:
 
 def run(args: argparse.Namespace) -> int:
     scenario = _load(args.file)
+    if args.tui:
+        from minibroker.tui.app import run_tui
+
+        return run_tui(scenario, args)
     speed = 1.0 if args.realtime else args.speed
     sinks = []
     trace = None
