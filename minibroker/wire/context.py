@@ -12,6 +12,7 @@ Kafka error codes the cluster never produces itself live here too.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,8 @@ class ServerState:
     cluster_id: str = "minibroker"
     producer_ids: itertools.count = attrs.Factory(lambda: itertools.count(1000))
     connections: itertools.count = attrs.Factory(lambda: itertools.count(1))
+    #: requests decoded so far, by API name (what a benchmark or a summary counts)
+    requests: collections.Counter[str] = attrs.Factory(collections.Counter)
 
 
 @attrs.define

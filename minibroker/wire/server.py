@@ -159,6 +159,7 @@ class WireServer:
         except RequestError as error:
             conn.log(f"{error}; closing")
             return False
+        self.state.requests[request.name] += 1
         reason = conn.unreachable()
         if reason is not None:
             conn.log(f"{request.name} v{request.api_version}: {reason}; closing")

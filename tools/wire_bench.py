@@ -1,0 +1,364 @@
+"""Real Kafka producers against ``minibroker serve``: acks=all throughput on RF 3, and end-to-end latency.
+
+Usage::
+
+    python tools/wire_bench.py            # 50,000 records (kafka-python), 200,000 (confluent-kafka)
+    python tools/wire_bench.py --quick    # a tenth of that, and a shorter latency run
+    python tools/wire_bench.py --json     # the same figures, machine-readable
+
+For each client library (kafka-python, confluent-kafka) a fresh server runs in a
+process of its own (so the client and the emulated cluster do not share a GIL):
+3 brokers, topic ``bench`` with 1 partition, replication factor 3,
+``min.insync.replicas=2``, on loopback, in real time. Then:
+
+throughput   one producer with acks=all sends ``--records`` records of ``--size`` bytes
+             as fast as it can (the library's default batching: kafka-python
+             batch_size 16384, linger_ms 0; librdkafka linger.ms 5) and flushes. Every
+             produce request waits in broker 0's Produce purgatory until both
+             followers have fetched it. records/s and MB/s are over the wall time from
+             the first send to the end of the flush; requests/s counts the Produce
+             requests the *server* decoded in that time (exact, not a client metric).
+latency      a producer sends ``--rate`` records/s for ``--seconds`` s to topic ``latency``
+             (acks=all) while an assign()-based consumer of the same library polls it
+             (fetch.min.bytes 1, max wait 500 ms). A record's end-to-end latency is the
+             consumer's receive time minus the send time written in its value (one
+             process, one monotonic clock): append, replication to both followers, the
+             HW move that makes it visible, and the consumer's parked fetch completing.
+
+The server's log must stay empty (no bad frames, no closed connections): the tool
+fails otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CLIENTS = ("kafka-python", "confluent-kafka")
+TIMEOUT_S = 120.0
+
+
+# --- the server, in a process of its own -----------------------------------------------------------
+def _server(conn: Any) -> None:
+    import trio
+
+    trio.run(_server_main, conn)
+
+
+async def _server_main(conn: Any) -> None:
+    import trio
+
+    from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
+    from minibroker.wire.serve import for_serving, open_served
+
+    topics = (TopicSpecModel("bench", 1, 3), TopicSpecModel("latency", 1, 3))
+    cluster = ClusterSpec(3, config={"min.insync.replicas": 2})
+    scenario = for_serving(Scenario("wire-bench", "", "", 0, None, cluster, (), topics, (), (), ()))
+    problems: list[str] = []
+    async with open_served(scenario, "127.0.0.1", 0, log=problems.append) as served:
+        conn.send(served.bootstrap_servers)
+        while await trio.to_thread.run_sync(conn.recv) == "stats":
+            produce = served.cluster.brokers[0].purgatory_totals().get("Produce", {})
+            conn.send(
+                {
+                    "requests": dict(served.server.state.requests),
+                    "produce_purgatory": produce,
+                    "problems": list(problems),
+                }
+            )
+
+
+class Server:
+    """``with Server() as server:`` a served cluster in a child process; ``stats()`` asks it for figures."""
+
+    def __enter__(self) -> Server:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_server, args=(child,), daemon=True)
+        self.process.start()
+        if not self.conn.poll(30):
+            raise RuntimeError("the server process did not start")
+        self.bootstrap: str = self.conn.recv()
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        self.conn.send("stats")
+        if not self.conn.poll(30):
+            raise RuntimeError("the server process did not answer")
+        return self.conn.recv()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.conn.send("stop")
+        self.process.join(10)
+        if self.process.is_alive():
+            self.process.kill()
+
+
+# --- clients -------------------------------------------------------------------------------------
+class KafkaPython:
+    name = "kafka-python"
+
+    def __init__(self, bootstrap: str) -> None:
+        from kafka import KafkaProducer
+
+        self.bootstrap = bootstrap
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2**20)
+
+    def send(self, topic: str, value: bytes) -> None:
+        self.producer.send(topic, value, partition=0)
+
+    def flush(self) -> None:
+        self.producer.flush(timeout=TIMEOUT_S)
+
+    def close(self) -> None:
+        self.producer.close(timeout=TIMEOUT_S)
+
+    def consume(self, topic: str, on_value: Callable[[bytes], None], stop: threading.Event) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_min_bytes=1,
+            fetch_max_wait_ms=500,
+        )
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_end(tp)
+        consumer.position(tp)
+        self.ready.set()
+        while not stop.is_set():
+            for records in consumer.poll(timeout_ms=100).values():
+                for record in records:
+                    on_value(record.value)
+        consumer.close()
+
+
+class Confluent:
+    name = "confluent-kafka"
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        self.bootstrap = bootstrap
+        self.errors: list[Any] = []
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "error_cb": self.errors.append}
+        )
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.errors.append(error)
+
+    def send(self, topic: str, value: bytes) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value, partition=0, on_delivery=self._delivered)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self.producer.poll(0.01)
+        self.producer.poll(0)
+
+    def flush(self) -> None:
+        if self.producer.flush(TIMEOUT_S):
+            raise RuntimeError("confluent-kafka: messages left undelivered")
+        if self.errors:
+            raise RuntimeError(f"confluent-kafka: {self.errors[:3]}")
+
+    def close(self) -> None:
+        self.flush()
+
+    def consume(self, topic: str, on_value: Callable[[bytes], None], stop: threading.Event) -> None:
+        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "wire-bench",
+                "enable.auto.commit": False,
+                "fetch.min.bytes": 1,
+                "fetch.wait.max.ms": 500,
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+        self.ready.set()
+        while not stop.is_set():
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                on_value(message.value())
+        consumer.close()
+
+
+def make_client(name: str, bootstrap: str) -> KafkaPython | Confluent:
+    client = KafkaPython(bootstrap) if name == "kafka-python" else Confluent(bootstrap)
+    client.ready = threading.Event()
+    return client
+
+
+# --- measurements --------------------------------------------------------------------------------
+def throughput(server: Server, client: KafkaPython | Confluent, records: int, size: int) -> dict[str, Any]:
+    value = os.urandom(size)
+    client.send("bench", value)  # metadata, connections, producer id: before the clock starts
+    client.flush()
+    before = server.stats()["requests"].get("Produce", 0)
+    start = time.perf_counter()
+    for _ in range(records):
+        client.send("bench", value)
+    client.flush()
+    seconds = time.perf_counter() - start
+    requests = server.stats()["requests"].get("Produce", 0) - before
+    return {
+        "records": records,
+        "record_bytes": size,
+        "seconds": round(seconds, 3),
+        "records_per_s": round(records / seconds),
+        "mb_per_s": round(records * size / seconds / 1e6, 2),
+        "produce_requests": requests,
+        "requests_per_s": round(requests / seconds),
+        "records_per_request": round(records / max(1, requests), 1),
+    }
+
+
+def latency(client: KafkaPython | Confluent, rate: int, seconds: float) -> dict[str, Any]:
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def on_value(value: bytes) -> None:
+        (sent,) = struct.unpack_from(">q", value)
+        samples.append((time.monotonic_ns() - sent) / 1e6)
+
+    consumer = threading.Thread(target=client.consume, args=("latency", on_value, stop), daemon=True)
+    consumer.start()
+    if not client.ready.wait(30):
+        raise RuntimeError(f"{client.name}: the consumer did not start")
+    time.sleep(0.5)  # let its first fetch park
+    total = int(rate * seconds)
+    start = time.monotonic()
+    for i in range(total):
+        due = start + i / rate
+        pause = due - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        client.send("latency", struct.pack(">q", time.monotonic_ns()) + bytes(92))
+    client.flush()
+    deadline = time.monotonic() + 30
+    while len(samples) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    consumer.join(30)
+    if len(samples) < total:
+        raise RuntimeError(f"{client.name}: the consumer got {len(samples)} of {total} records")
+    ordered = sorted(samples)
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 2)
+
+    return {
+        "records": total,
+        "rate": rate,
+        "p50_ms": pct(50),
+        "p90_ms": pct(90),
+        "p99_ms": pct(99),
+        "max_ms": round(ordered[-1], 2),
+        "mean_ms": round(statistics.fmean(ordered), 2),
+    }
+
+
+def run(name: str, records: int, size: int, rate: int, seconds: float) -> dict[str, Any]:
+    with Server() as server:
+        client = make_client(name, server.bootstrap)
+        try:
+            result = {"client": name, "throughput": throughput(server, client, records, size)}
+            result["latency"] = latency(client, rate, seconds)
+        finally:
+            client.close()
+            del client  # librdkafka closes its connections when its handle goes: before the server stops
+            gc.collect()
+        stats = server.stats()
+    if stats["problems"]:
+        raise RuntimeError(f"{name}: the server logged problems: {stats['problems'][:3]}")
+    result["server_requests"] = stats["requests"]
+    result["produce_purgatory"] = stats["produce_purgatory"]
+    return result
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    return {
+        package: version(package) for package in ("kafka-python", "confluent-kafka", "trio", "crc32c")
+    } | {"python": platform.python_version(), "librdkafka": _librdkafka()}
+
+
+def _librdkafka() -> str:
+    import confluent_kafka
+
+    return confluent_kafka.libversion()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the records, a 1 s latency run")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--records", type=int, help="records per throughput run (default: per client)")
+    parser.add_argument("--size", type=int, default=100, help="bytes per record value (default 100)")
+    parser.add_argument("--rate", type=int, default=500, help="records/s in the latency run (default 500)")
+    parser.add_argument("--seconds", type=float, help="length of the latency run (default 3, --quick 1)")
+    parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated: " + ", ".join(CLIENTS))
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.clients.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CLIENTS]
+    if unknown or not names:
+        parser.error(f"--clients: expected some of {', '.join(CLIENTS)}, got {args.clients!r}")
+    scale = 10 if args.quick else 1
+    seconds = args.seconds or (1.0 if args.quick else 3.0)
+    results = []
+    for name in names:
+        records = args.records or (50_000 if name == "kafka-python" else 200_000) // scale
+        results.append(run(name, records, args.size, args.rate, seconds))
+    report = {
+        "setup": "3 brokers, 1 partition, replication factor 3, min.insync.replicas 2, acks=all, loopback",
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "versions": versions(),
+        "results": results,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return 0
+    print(
+        f"# {report['setup']}; {os.cpu_count()} CPUs; "
+        + ", ".join(f"{k} {v}" for k, v in report["versions"].items())
+    )
+    print(
+        f"{'client':<16}{'records':>9}{'bytes':>7}{'records/s':>11}{'MB/s':>7}{'requests/s':>12}"
+        f"{'rec/req':>9}{'e2e p50':>9}{'p90':>8}{'p99':>8}{'max':>8}  (ms)"
+    )
+    for result in results:
+        t, lat = result["throughput"], result["latency"]
+        print(
+            f"{result['client']:<16}{t['records']:>9,}{t['record_bytes']:>7}{t['records_per_s']:>11,}"
+            f"{t['mb_per_s']:>7}{t['requests_per_s']:>12,}{t['records_per_request']:>9}"
+            f"{lat['p50_ms']:>9}{lat['p90_ms']:>8}{lat['p99_ms']:>8}{lat['max_ms']:>8}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
