@@ -14,8 +14,9 @@ creates them. When a row does not fit the width, each level's figures go on a li
 and its cells on the line(s) under it.
 
 The delay queue is every queued bucket (expiration not -1) in expiration order,
-the order the reaper will take them: ``340 ms ×1 L2·17``. A timer without a wheel
-(the heap baseline) shows its queue head only.
+the order the reaper will take them: ``340 ms ×1 L2·17``. The baselines have no
+delay queue of buckets: the heap timer shows its next expirations, the hashed wheel
+its single level and its next tick.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ class WheelView:
 
     def _queue(self) -> Text:
         queue = delay_queue(self.timer)
-        text = Text("delay queue ", style="bold")
+        kafka = self.timer.kind == "kafka"
+        text = Text("delay queue " if kafka else "next expirations ", style="bold")
         if not queue:
             text.append("empty", style="dim")
             return text
@@ -158,7 +160,8 @@ class WheelView:
             if n:
                 text.append(" → ", style="dim")
             text.append(_ms(expiration), style="bold")
-            text.append(f" ×{size}")
+            if kafka or size:
+                text.append(f" ×{size}")
             if level is not None:
                 text.append(f" L{level}·{slot}", style="dim")
         if len(queue) > self.queue_items:

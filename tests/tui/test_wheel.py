@@ -63,8 +63,14 @@ def test_cells_wrap_when_the_wheel_is_wider_than_the_screen():
 
 def test_a_timer_without_a_wheel_shows_its_queue_head():
     heap = TimerView("heap", 5, 2, (), ((30, 1), (45, 1)))
-    assert text_of(WheelView(heap)) == ["delay queue 30 ms ×1 → 45 ms ×1"]
-    assert text_of(WheelView(TimerView("heap", 0, 0, (), ()))) == ["delay queue empty"]
+    assert text_of(WheelView(heap)) == ["next expirations 30 ms ×1 → 45 ms ×1"]
+    assert text_of(WheelView(TimerView("heap", 0, 0, (), ()))) == ["next expirations empty"]
+    hashed = TimerView("hashed", 5, 1, (LevelView(1, 1, 4, 4, 5, (BucketView(2, -1, 1),)),), ((6, 0),))
+    assert text_of(WheelView(hashed)) == [
+        "tick ms   0  1  2  3  interval  currentTime",
+        "L1    1   ·▸ ·  1  ·         4            5",
+        "next expirations 6 ms",
+    ]
 
 
 def test_a_long_queue_is_cut():
