@@ -137,18 +137,6 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     return _FIXED_HEADER.unpack_from(frame)
 
 
-def api_name(api_key: int) -> str:
-    spec = SUPPORTED.get(api_key)
-    if spec is not None:
-        return spec.name
-    from kafka.protocol.api_key import ApiKey
-
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return f"api key {api_key}"
-
-
 def decode_request(frame: bytes) -> Request:
     """Decode one frame's payload; raise a ``RequestError`` subclass if it cannot be answered."""
     api_key, version, correlation_id = peek_header(frame)

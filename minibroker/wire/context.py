@@ -27,7 +27,6 @@ from minibroker.cluster.replica_manager import ReplicaManager
 # Kafka error codes used only on the wire (the cluster's own are in minibroker.cluster.errors)
 UNKNOWN_SERVER_ERROR = -1
 INVALID_TOPIC_EXCEPTION = 17
-UNSUPPORTED_VERSION = 35
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REQUEST = 42
 FETCH_SESSION_ID_NOT_FOUND = 70
