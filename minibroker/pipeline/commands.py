@@ -1,0 +1,188 @@
+"""The Spark commands of the CLI: ``analyze`` and ``sweep``.
+
+pyspark is imported only inside the handlers, so ``minibroker --help`` stays fast.
+Exit status: 0 done; 1 ``analyze`` found exactly-once problems; 2 bad input (no
+trace matched, an invalid sweep file), no usable Java, an unreachable master, or a
+Spark job that failed on its input: always one line on stderr, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from minibroker.cliutil import UsageError
+
+DEFAULT_MASTER = "local[*]"
+
+
+def _bucket(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of ms, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of ms >= 1, got {value}")
+    return value
+
+
+def _spark_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--master",
+        default=DEFAULT_MASTER,
+        help=f"Spark master: local[N], local[*] (default {DEFAULT_MASTER}, embedded), spark://HOST:PORT, ...",
+    )
+    parser.add_argument(
+        "--driver-memory", default="2g", metavar="SIZE", help="Spark driver memory (default 2g)"
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON summary instead of tables")
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """``analyze`` and ``sweep``."""
+    analyze = commands.add_parser(
+        "analyze",
+        help="analyse traces on Spark: latency, audit, timer precision, timelines",
+        description="Analyse traces (JSONL or Parquet files, directories, globs) with PySpark; write "
+        "Parquet tables, report.md and PNG charts to DIR. Exit 1 if the exactly-once audit finds "
+        "a problem, 2 on bad input or when Spark cannot run.",
+    )
+    analyze.add_argument("traces", metavar="TRACE", nargs="+")
+    analyze.add_argument("--out", required=True, metavar="DIR", help="where the tables and report go")
+    analyze.add_argument(
+        "--bucket-ms", type=_bucket, default=1000, help="time bucket of the timelines (default 1000)"
+    )
+    _spark_options(analyze)
+    sweep = commands.add_parser(
+        "sweep",
+        help="run a grid of scenario variants as Spark tasks",
+        description="Run every variant of a sweep file (a base scenario and a grid of settings) as a "
+        "Spark task; write variants.parquet, sweep.md and heatmaps to DIR.",
+    )
+    sweep.add_argument("file", metavar="SWEEP.toml")
+    sweep.add_argument("--out", required=True, metavar="DIR", help="where the table and report go")
+    sweep.add_argument("--trace", action="store_true", help="write every variant's trace (Parquet)")
+    _spark_options(sweep)
+    return {"analyze": analyze_command, "sweep": sweep_command}
+
+
+def _out_dir(path: str) -> Path:
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {path!r} is a file; expected a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--out {path!r}: {error.strerror or error}") from None
+    return out
+
+
+@contextmanager
+def _spark(command: str, args: argparse.Namespace, out: Path) -> Iterator[Any]:
+    """The session, with every way Spark can fail turned into one line for exit status 2."""
+    from minibroker.pipeline.session import SparkUnavailable, spark_session
+
+    log = out / "spark.log"
+    try:
+        with spark_session(
+            args.master, app_name=f"minibroker {command}", driver_memory=args.driver_memory, log_path=log
+        ) as spark:
+            try:
+                yield spark
+            except Exception as error:
+                _raise_if_spark_error(command, error, log)
+                raise
+    except SparkUnavailable as error:
+        raise UsageError(f"{command}: {error}") from None
+
+
+def _raise_if_spark_error(command: str, error: Exception, log: Path) -> None:
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    if isinstance(error, (PySparkException, Py4JError)):
+        text = str(error).strip().splitlines()
+        first = next((line.strip() for line in text if line.strip()), type(error).__name__)
+        raise UsageError(f"{command}: Spark failed: {first[:300]} (Spark's log: {log})") from None
+
+
+def _command_line() -> str:
+    return "minibroker " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "minibroker"
+
+
+def analyze_command(args: argparse.Namespace) -> int:
+    from minibroker.pipeline.inputs import NoTraces, resolve
+
+    try:
+        inputs = resolve(args.traces)
+    except NoTraces as error:
+        raise UsageError(f"analyze: {error}") from None
+    out = _out_dir(args.out)
+    with _spark("analyze", args, out) as spark:
+        from minibroker.pipeline.analyze import analyze, write_tables
+
+        analysis = analyze(spark, inputs, bucket_ms=args.bucket_ms)
+        master = spark.sparkContext.master
+    write_tables(analysis, out)
+    from minibroker.pipeline.report import analysis_report
+
+    report = analysis_report(analysis, out, _command_line())
+    if args.json:
+        print(
+            json.dumps({**analysis.as_json(), "report": str(report)}, indent=2, sort_keys=True, default=str)
+        )
+    else:
+        from rich.console import Console
+
+        from minibroker.pipeline.summary import print_analysis
+
+        console = Console() if Console().is_terminal else Console(width=130)
+        print_analysis(analysis, console, master)
+        console.print(f"tables, report and charts in {out}/ (report: {report})")
+    return 1 if analysis.audit_total else 0
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    from minibroker.pipeline.sweepfile import load_sweep
+    from minibroker.scenario import ScenarioError
+
+    try:
+        sweep = load_sweep(args.file)
+    except ScenarioError as error:
+        raise UsageError(str(error)) from None
+    if args.trace:
+        import attrs
+
+        sweep = attrs.evolve(sweep, trace=True)
+    out = _out_dir(args.out)
+    started = time.perf_counter()
+    with _spark("sweep", args, out) as spark:
+        from minibroker.pipeline.sweep_job import run_sweep
+
+        rows = run_sweep(spark, sweep, out)
+        master = spark.sparkContext.master
+    seconds = time.perf_counter() - started
+    from minibroker.pipeline.report import sweep_report
+    from minibroker.pipeline.sweep_job import columns, write_table
+
+    table = write_table(sweep, rows, out)
+    report = sweep_report(sweep, rows, columns(sweep), out, _command_line())
+    if args.json:
+        summary = {"sweep": sweep.name, "variants": rows, "table": str(table), "report": str(report)}
+        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    else:
+        from rich.console import Console
+
+        from minibroker.pipeline.summary import print_sweep
+
+        console = Console() if Console().is_terminal else Console(width=130)
+        print_sweep(sweep, rows, console, seconds, master)
+        console.print(f"table {table}, report {report}")
+    return 0

@@ -1,0 +1,403 @@
+"""Reports: Markdown with PNG charts (matplotlib, no display needed) for analyze and sweep.
+
+The Markdown and the charts depend only on the collected tables, never on the
+clock or the machine, so the same traces give the same report. Charts use
+matplotlib's object API (``Figure``), not pyplot: no global state, no GUI backend.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from minibroker.pipeline.analyze import Analysis
+    from minibroker.pipeline.sweepfile import Heatmap, Sweep
+
+MAX_ROWS = 50
+
+
+def _figure(width: float = 8.0, height: float = 4.0) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _save(figure: Any, path: Path) -> Path:
+    figure.savefig(path, metadata={"Software": None})
+    return path
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit: int = MAX_ROWS) -> str:
+    """A GitHub Markdown table of ``rows`` (at most ``limit``, then a line saying how many more)."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows[:limit]:
+        lines.append("| " + " | ".join(_cell(row.get(column)) for column in columns) + " |")
+    if len(rows) > limit:
+        lines.append(f"\n… and {len(rows) - limit:,} more rows (see the Parquet table).")
+    return "\n".join(lines)
+
+
+# --- analyze charts ---------------------------------------------------------------------------------
+def latency_chart(analysis: Analysis, path: Path) -> Path | None:
+    rows = [row for row in analysis.rows("latency") if row["cause"] == "all"]
+    if not rows:
+        return None
+    figure = _figure()
+    axes = figure.subplots()
+    names = ["p50", "p90", "p99", "p999", "max"]
+    width = 0.8 / len(rows)
+    for i, row in enumerate(rows):
+        positions = [n + i * width for n in range(len(names))]
+        axes.bar(positions, [max(row[name], 0.5) for name in names], width, label=row["op_kind"])
+    axes.set_xticks([n + 0.4 - width / 2 for n in range(len(names))], names)
+    axes.set_yscale("log")
+    axes.set_ylabel("completion latency (ms, log)")
+    axes.set_title("completion latency by operation kind (all causes)")
+    axes.legend(fontsize="small")
+    return _save(figure, path)
+
+
+def _series(rows: Iterable[dict[str, Any]], key: Any, x: str, y: str) -> dict[Any, tuple[list, list]]:
+    series: dict[Any, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for row in rows:
+        xs, ys = series[key(row)]
+        xs.append(row[x] / 1000)
+        ys.append(row[y])
+    return dict(sorted(series.items()))
+
+
+def rate_chart(analysis: Analysis, path: Path) -> Path | None:
+    rows = analysis.rows("rate")
+    if not rows:
+        return None
+    figure = _figure()
+    axes = figure.subplots()
+    for kind, (xs, ys) in _series(rows, lambda r: r["op_kind"], "bucket_ms", "created_per_s").items():
+        axes.step(xs, ys, where="post", label=kind)
+    axes.set_xlabel("virtual time (s)")
+    axes.set_ylabel("operations created per second")
+    axes.set_title(f"purgatory operations per second ({analysis.bucket_ms} ms buckets, all traces)")
+    axes.legend(fontsize="small")
+    return _save(figure, path)
+
+
+def timer_chart(analysis: Analysis, path: Path) -> Path | None:
+    rows = analysis.rows("timer_precision")
+    if not rows:
+        return None
+    figure = _figure(6, 3.5)
+    axes = figure.subplots()
+    axes.bar([row["delta_ms"] for row in rows], [row["fires"] for row in rows], width=0.8)
+    axes.set_xlabel("fire time − expiration (ms)")
+    axes.set_ylabel("tasks")
+    axes.set_title("timer precision")
+    return _save(figure, path)
+
+
+def waiting_totals(rows: list[dict[str, Any]]) -> dict[tuple[int, str], dict[int, int]]:
+    """Per (broker, purgatory): bucket -> operations waiting, summed over traces.
+
+    A trace's level holds from its row until its next row, so a bucket where one
+    trace has no row still counts that trace's last level.
+    """
+    changes: dict[tuple[int, str], dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        changes[(row["broker"], row["purgatory"])][row["bucket_ms"]][row["trace"]] = row["waiting"]
+    totals: dict[tuple[int, str], dict[int, int]] = {}
+    for key, by_bucket in changes.items():
+        level: dict[str, int] = {}
+        points = {}
+        for bucket_ms in sorted(by_bucket):
+            level.update(by_bucket[bucket_ms])
+            points[bucket_ms] = sum(level.values())
+        totals[key] = points
+    return totals
+
+
+def purgatory_chart(analysis: Analysis, path: Path) -> Path | None:
+    rows = analysis.rows("purgatory_size")
+    if not rows:
+        return None
+    waiting = waiting_totals(rows)
+    figure = _figure()
+    axes = figure.subplots()
+    for (broker, purgatory), points in sorted(waiting.items()):
+        xs = sorted(points)
+        axes.step(
+            [x / 1000 for x in xs],
+            [points[x] for x in xs],
+            where="post",
+            label=f"broker {broker} {purgatory}",
+        )
+    purges = [row for row in rows if row["watched"] is not None]
+    if purges:
+        axes.scatter(
+            [row["bucket_ms"] / 1000 for row in purges],
+            [row["watched"] for row in purges],
+            marker="x",
+            color="black",
+            label="PurgatorySize at a purge",
+        )
+    axes.set_xlabel("virtual time (s)")
+    axes.set_ylabel("operations")
+    axes.set_title("operations waiting in each purgatory (end of bucket)")
+    axes.legend(fontsize="small", ncol=2)
+    return _save(figure, path)
+
+
+def _first_trace(rows: list[dict[str, Any]]) -> str | None:
+    return rows[0]["trace"] if rows else None
+
+
+def partition_chart(analysis: Analysis, table: str, column: str, label: str, path: Path) -> Path | None:
+    rows = analysis.rows(table)
+    trace = _first_trace(rows)
+    if trace is None:
+        return None
+    rows = [row for row in rows if row["trace"] == trace]
+    figure = _figure()
+    axes = figure.subplots()
+    for partition, (xs, ys) in _series(rows, lambda r: r["partition"], "bucket_ms", column).items():
+        axes.step(xs, ys, where="post", label=partition)
+    axes.set_xlabel("virtual time (s)")
+    axes.set_ylabel(label)
+    axes.set_title(f"{label} per partition — {Path(trace).name}")
+    axes.legend(fontsize="small", ncol=3)
+    return _save(figure, path)
+
+
+# --- the analyze report ---------------------------------------------------------------------------
+def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
+    """``out/report.md`` and its charts; returns the report's path."""
+    charts = {
+        "latency": latency_chart(analysis, out / "latency.png"),
+        "rate": rate_chart(analysis, out / "rate.png"),
+        "timer": timer_chart(analysis, out / "timer_precision.png"),
+        "purgatory": purgatory_chart(analysis, out / "purgatory_size.png"),
+        "hw": partition_chart(analysis, "hw", "hw", "high watermark", out / "hw.png"),
+        "isr": partition_chart(analysis, "isr", "isr_size", "ISR size", out / "isr.png"),
+    }
+
+    def image(name: str, alt: str) -> str:
+        chart = charts[name]
+        return f"![{alt}]({chart.name})" if chart is not None else f"_(no data for {alt})_"
+
+    traces = analysis.rows("traces")
+    timer = analysis.timer_summary()
+    audit = analysis.rows("audit")
+    lines = [
+        "# minibroker trace analysis",
+        "",
+        f"`{command}`",
+        "",
+        f"{len(traces):,} trace(s), {analysis.events:,} events, {analysis.bucket_ms} ms buckets.",
+        "",
+        "## Traces",
+        "",
+        markdown_table(traces, ["trace", "events", "unreadable", "start_ms", "end_ms", "has_expire"]),
+        "",
+        "## Operations",
+        "",
+        "Per purgatory and operation kind: operations by status (completed, cancelled, crashed, waiting "
+        "at the end, lost) and by the cause of their first completion; expiry rate = expiry / completed.",
+        "",
+        markdown_table(
+            analysis.rows("operations"),
+            [
+                "purgatory",
+                "op_kind",
+                "created",
+                "completed",
+                "condition",
+                "expiry",
+                "leadership",
+                "waiting",
+                "crashed",
+                "cancelled",
+                "lost",
+                "expiry_rate",
+            ],
+        ),
+        "",
+        "## Completion latency (ms)",
+        "",
+        "`op.complete` − `op.create` of each operation's first completion; nearest-rank percentiles.",
+        "",
+        markdown_table(
+            analysis.rows("latency"),
+            ["purgatory", "op_kind", "cause", "count", "p50", "p90", "p99", "p999", "max", "mean"],
+        ),
+        "",
+        image("latency", "completion latency"),
+        "",
+        "## Requests per second",
+        "",
+        image("rate", "operations per second"),
+        "",
+        "## Exactly-once audit",
+        "",
+    ]
+    if analysis.audit_total == 0:
+        lines.append(
+            "No problem: every operation completed exactly once, or was still waiting, cancelled "
+            "or on a crashed broker when its trace ended."
+        )
+    else:
+        counts = ", ".join(
+            f"{problem}: {count:,}" for problem, count in sorted(analysis.audit_counts().items())
+        )
+        lines += [
+            f"**{analysis.audit_total:,} problem(s)** ({counts}).",
+            "",
+            markdown_table(
+                audit,
+                [
+                    "trace",
+                    "broker",
+                    "purgatory",
+                    "op_kind",
+                    "op",
+                    "created_ms",
+                    "deadline_ms",
+                    "completions",
+                    "expirations",
+                    "problem",
+                ],
+            ),
+        ]
+    lines += ["", "## Timer precision", ""]
+    if timer["fires"]:
+        lines.append(
+            f"{timer['fires']:,} tasks fired; fire time − expiration: min {timer['min']} ms, "
+            f"p50 {timer['p50']} ms, p99 {timer['p99']} ms, max {timer['max']} ms, "
+            f"mean {timer['mean']:.3f} ms."
+        )
+    else:
+        lines.append("No `timer.fire` event.")
+    lines += [
+        "",
+        image("timer", "timer precision"),
+        "",
+        "## Purgatory size",
+        "",
+        "Operations waiting (created − completed so far) per broker and purgatory, summed over traces; "
+        "crosses: PurgatorySize (`watched`) when a purge ran.",
+        "",
+        image("purgatory", "purgatory size"),
+        "",
+        "## High watermark and ISR",
+        "",
+        image("hw", "high watermark"),
+        "",
+        image("isr", "ISR size"),
+        "",
+        "## Tables",
+        "",
+    ]
+    for name, table in analysis.tables.items():
+        lines.append(
+            f"- `{name}.parquet`: {len(table.rows):,} rows; " + ", ".join(c for c, _ in table.columns)
+        )
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# --- the sweep report -----------------------------------------------------------------------------
+def heatmap_grid(rows: list[dict[str, Any]], heatmap: Heatmap) -> tuple[list, list, list[list[float | None]]]:
+    """(x values, y values, mean of the metric per cell) over the rows matching ``where``."""
+    cells: dict[tuple[Any, Any], list[float]] = defaultdict(list)
+    xs: dict[Any, None] = {}
+    ys: dict[Any, None] = {}
+    for row in rows:
+        if any(row[key] != value for key, value in heatmap.where):
+            continue
+        xs[row[heatmap.x]] = None
+        ys[row[heatmap.y]] = None
+        if row[heatmap.metric] is not None:
+            cells[(row[heatmap.x], row[heatmap.y])].append(float(row[heatmap.metric]))
+    x_values, y_values = sorted(xs), sorted(ys)
+    grid = [
+        [sum(cells[(x, y)]) / len(cells[(x, y)]) if cells[(x, y)] else None for x in x_values]
+        for y in y_values
+    ]
+    return x_values, y_values, grid
+
+
+def heatmap_chart(rows: list[dict[str, Any]], heatmap: Heatmap, path: Path) -> Path:
+    x_values, y_values, grid = heatmap_grid(rows, heatmap)
+    figure = _figure(1.6 + 1.1 * max(3, len(x_values)), 1.4 + 0.6 * max(3, len(y_values)))
+    axes = figure.subplots()
+    values = [[float("nan") if v is None else v for v in line] for line in grid]
+    image = axes.imshow(values, origin="lower", aspect="auto", cmap="viridis")
+    axes.set_xticks(range(len(x_values)), [str(v) for v in x_values])
+    axes.set_yticks(range(len(y_values)), [str(v) for v in y_values])
+    axes.set_xlabel(heatmap.x)
+    axes.set_ylabel(heatmap.y)
+    where = ", ".join(f"{k} = {v}" for k, v in heatmap.where)
+    axes.set_title(
+        f"{heatmap.metric}" + (f" ({where})" if where else " (mean over the other axes and seeds)")
+    )
+    finite = [v for line in grid for v in line if v is not None]
+    middle = (min(finite) + max(finite)) / 2 if finite else 0
+    for j, line in enumerate(grid):
+        for i, value in enumerate(line):
+            if value is not None:
+                axes.text(
+                    i,
+                    j,
+                    f"{value:.3g}",
+                    ha="center",
+                    va="center",
+                    fontsize="small",
+                    color="black" if value > middle else "white",
+                )
+    figure.colorbar(image, ax=axes)
+    return _save(figure, path)
+
+
+def heatmap_name(index: int, heatmap: Heatmap) -> str:
+    safe = "".join(c if c.isalnum() else "_" for c in f"{heatmap.metric}_{heatmap.x}_{heatmap.y}")
+    return f"heatmap-{index}-{safe}.png"
+
+
+def sweep_report(
+    sweep: Sweep, rows: list[dict[str, Any]], columns: list[str], out: Path, command: str
+) -> Path:
+    """``out/sweep.md`` with one heatmap per ``[[heatmaps]]``; returns the report's path."""
+    lines = [
+        f"# sweep {sweep.name}",
+        "",
+        f"`{command}`",
+        "",
+        sweep.description or "",
+        "",
+        f"Base scenario: `{sweep.scenario.path}`; {len(rows)} variants = "
+        + " × ".join(f"{axis.name} ({len(axis.values)})" for axis in sweep.axes)
+        + f" × seeds ({len(sweep.seeds)}).",
+        "",
+    ]
+    for index, heatmap in enumerate(sweep.heatmaps):
+        chart = heatmap_chart(rows, heatmap, out / heatmap_name(index, heatmap))
+        lines += [
+            f"## {heatmap.metric} over {heatmap.x} × {heatmap.y}",
+            "",
+            f"![{heatmap.metric}]({chart.name})",
+            "",
+        ]
+    shown = [c for c in columns if c not in ("trace", "wall_ms")]
+    lines += ["## Variants", "", markdown_table(rows, shown, limit=500), ""]
+    path = out / "sweep.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

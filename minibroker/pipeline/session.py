@@ -1,0 +1,271 @@
+"""Building the SparkSession: Java check, master check, quiet embedded local mode.
+
+``spark_session(master)`` is the only way the pipeline gets Spark. Before the JVM
+starts it checks, in this order, and raises ``SparkUnavailable`` (one line, for
+exit status 2) when:
+
+- ``master`` is not a form Spark accepts (``local``, ``local[N]``, ``local[*]``,
+  ``local[N,F]``, ``spark://HOST:PORT[,HOST:PORT]``, ``k8s://URL``, ``yarn``);
+- a ``spark://`` or ``k8s://`` master does not accept a TCP connection within
+  ``connect_timeout`` seconds;
+- pyspark is not installed (the ``spark`` extra);
+- no Java 17 or newer is found the way Spark finds it (``$JAVA_HOME/bin/java``
+  when JAVA_HOME is set, else ``java`` on PATH).
+
+Local mode is embedded: driver and executors in one JVM bound to 127.0.0.1, the UI
+off, the console progress bar off, executors running this interpreter
+(``PYSPARK_PYTHON = sys.executable``). The JVM's stdout and stderr (Spark's own
+log, WARN and above, and the Python workers' stderr) go to a log file, never to
+the terminal; errors still reach Python as exceptions.
+
+If a SparkContext is already running in this process (a test session, a notebook),
+it is reused and left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: the Java Spark 4 needs
+JAVA_MAJOR = 17
+JAVA_HINT = "install it (Debian: apt-get install openjdk-17-jre-headless) and check with `java -version`"
+LOCAL = re.compile(r"^local(?:\[(\*|[1-9]\d*)(?:,([1-9]\d*))?\])?$")
+LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
+STANDALONE = re.compile(r"^spark://([^,/:]+:\d+)(,[^,/:]+:\d+)*$")
+
+
+class SparkUnavailable(Exception):
+    """Spark cannot run as asked; ``str()`` is the one-line message for the user."""
+
+
+# --- checks ----------------------------------------------------------------------------------------
+def find_java() -> str:
+    """The java binary Spark will run, or SparkUnavailable saying why there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if not java.is_file():
+            raise SparkUnavailable(
+                f"Spark needs Java {JAVA_MAJOR} or newer, and JAVA_HOME={home} has no bin/java: "
+                f"fix or unset JAVA_HOME, or {JAVA_HINT}"
+            )
+        return str(java)
+    java = shutil.which("java")
+    if java is None:
+        raise SparkUnavailable(
+            f"Spark needs Java {JAVA_MAJOR} or newer, and no `java` is on PATH (JAVA_HOME is not set): "
+            f"{JAVA_HINT}"
+        )
+    return java
+
+
+def java_major(version_text: str) -> int | None:
+    """The major version in ``java -version`` output (``"17.0.15"`` → 17, ``"1.8.0_392"`` → 8)."""
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', version_text)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2) is not None:
+        major = int(match.group(2))
+    return major
+
+
+def check_java() -> tuple[str, int]:
+    """(java path, major version) of a usable Java, or SparkUnavailable."""
+    java = find_java()
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SparkUnavailable(
+            f"Spark needs Java {JAVA_MAJOR} or newer; {java} does not run ({error})"
+        ) from None
+    major = java_major(out.stderr + out.stdout)
+    if out.returncode != 0 or major is None:
+        raise SparkUnavailable(
+            f"Spark needs Java {JAVA_MAJOR} or newer; `{java} -version` did not say which Java it is: "
+            f"{JAVA_HINT}"
+        )
+    if major < JAVA_MAJOR:
+        raise SparkUnavailable(
+            f"Spark needs Java {JAVA_MAJOR} or newer; {java} is Java {major}: "
+            f"{JAVA_HINT}, or point JAVA_HOME at a newer one"
+        )
+    return java, major
+
+
+def is_local(master: str) -> bool:
+    return bool(LOCAL.match(master) or LOCAL_CLUSTER.match(master))
+
+
+def local_cores(master: str) -> int | None:
+    """Executor threads of a ``local[...]`` master (None for other masters)."""
+    match = LOCAL.match(master)
+    if match is None:
+        return None
+    if match.group(1) is None:
+        return 1
+    if match.group(1) == "*":
+        return os.cpu_count() or 1
+    return int(match.group(1))
+
+
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs to reach for ``master``; SparkUnavailable if it is no master URL."""
+    if is_local(master) or master == "yarn":
+        return []
+    if STANDALONE.match(master):
+        pairs = []
+        for item in master[len("spark://") :].split(","):
+            host, _, port = item.rpartition(":")
+            pairs.append((host, int(port)))
+        return pairs
+    if master.startswith("k8s://"):
+        url = urlparse(master[len("k8s://") :] if "://" in master[6:] else "https://" + master[6:])
+        if url.hostname:
+            return [(url.hostname, url.port or (443 if url.scheme == "https" else 80))]
+    raise SparkUnavailable(
+        f"--master {master!r}: expected local, local[N], local[*], spark://HOST:PORT, k8s://URL or yarn"
+    )
+
+
+def check_master(master: str, connect_timeout: float = 3.0) -> None:
+    """SparkUnavailable unless ``master`` is well formed and (for spark://, k8s://) reachable."""
+    addresses = master_addresses(master)
+    problems = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=connect_timeout):
+                return
+        except OSError as error:
+            problems.append(error.strerror or type(error).__name__.replace("Error", " error").lower())
+    if addresses:
+        raise SparkUnavailable(
+            f"cannot reach the Spark master {master} ({'; '.join(dict.fromkeys(problems))}): "
+            "start it, or run locally with --master 'local[*]'"
+        )
+
+
+# --- the session -----------------------------------------------------------------------------------
+def spark_conf_pairs(
+    master: str, app_name: str, shuffle_partitions: int | None, driver_memory: str | None
+) -> dict[str, str]:
+    """The Spark settings the pipeline runs with (what ``spark_session`` passes to the JVM)."""
+    pairs = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.adaptive.enabled": "true",
+        # the cached projection is read a few times and dropped: building it fast beats its size
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    }
+    if is_local(master):
+        pairs["spark.driver.host"] = "127.0.0.1"
+        pairs["spark.driver.bindAddress"] = "127.0.0.1"
+        cores = local_cores(master) or 2
+        pairs["spark.sql.shuffle.partitions"] = str(shuffle_partitions or max(2, 2 * cores))
+        pairs["spark.default.parallelism"] = str(max(2, 2 * cores))
+        # one run's trace is a few MB of Parquet: split it by row groups so every core reads
+        pairs["spark.sql.files.maxPartitionBytes"] = "16m"
+        pairs["spark.sql.files.openCostInBytes"] = "1m"
+    elif shuffle_partitions:
+        pairs["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    if driver_memory:
+        pairs["spark.driver.memory"] = driver_memory
+    return pairs
+
+
+def default_log_path() -> Path:
+    return Path(tempfile.gettempdir()) / f"minibroker-spark-{os.getpid()}.log"
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    errors = [line for line in lines if "Exception" in line or "Error" in line]
+    return (errors or lines or [""])[-1][:300]
+
+
+@contextlib.contextmanager
+def spark_session(
+    master: str = "local[*]",
+    *,
+    app_name: str = "minibroker",
+    shuffle_partitions: int | None = None,
+    driver_memory: str | None = "2g",
+    log_path: str | Path | None = None,
+) -> Iterator[SparkSession]:
+    """A SparkSession for ``master``, stopped on exit unless it was already running."""
+    check_master(master)
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkUnavailable("the Spark pipeline needs pyspark: pip install 'minibroker[spark]'") from None
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is not None:
+        yield SparkSession.builder.getOrCreate()
+        return
+    check_java()
+    if is_local(master):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    else:  # workers may have their own Python; PYSPARK_PYTHON set by the user wins
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    log = Path(log_path) if log_path is not None else default_log_path()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    conf = SparkConf()
+    conf.setAll(list(spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory).items()))
+    context = _start(conf, log)
+    try:
+        yield SparkSession(context)
+    finally:
+        context.stop()
+
+
+def _start(conf: Any, log: Path) -> Any:
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # an earlier session's JVM: pyspark reuses it
+        return _context(conf, None, log)
+    with log.open("ab") as sink:
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
+        except Exception as error:  # PySparkRuntimeError: the JVM exited before it said its port
+            raise SparkUnavailable(
+                f"Spark did not start ({_last_line(log) or type(error).__name__}); its log: {log}"
+            ) from None
+    return _context(conf, gateway, log)
+
+
+def _context(conf: Any, gateway: Any, log: Path) -> Any:
+    from pyspark import SparkContext
+
+    try:
+        context = SparkContext(conf=conf, gateway=gateway)
+    except Exception as error:
+        message = str(error).strip().splitlines()
+        raise SparkUnavailable(
+            f"Spark did not start ({(message or [type(error).__name__])[0][:300]}); its log: {log}"
+        ) from None
+    context.setLogLevel("WARN")
+    return context

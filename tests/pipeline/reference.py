@@ -1,0 +1,283 @@
+"""The analyze metrics computed in plain Python, straight from docs/pipeline.md, for the tests.
+
+Nothing here imports the pipeline: every figure is derived again from the trace files,
+so a test that compares the two checks the Spark job against the definitions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+CAUSES = ("condition", "expiry", "leadership")
+ISR_KINDS = ("isr.commit", "controller.isr", "controller.elect")
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """Every event of a JSONL or Parquet trace, with ``data`` parsed into ``fields``."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
+    else:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for row in rows:
+        row["fields"] = json.loads(row["data"]) if row["data"] else {}
+    return rows
+
+
+def nearest_rank(values: list[int], fraction: float) -> int:
+    ordered = sorted(values)
+    rank = 1
+    while rank < len(ordered) and rank < fraction * len(ordered):
+        rank += 1
+    return ordered[rank - 1]
+
+
+def op_kind(purgatory: str, op: str) -> str:
+    if purgatory == "Produce":
+        return "produce"
+    if purgatory == "Fetch":
+        return "follower-fetch" if re.fullmatch(r"b\d+-replica-fetch-\d+", op) else "consumer-fetch"
+    return purgatory.lower()
+
+
+def operations(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    end_ms = max(e["time_ms"] for e in events)
+    has_expire = any(e["kind"] == "op.expire" for e in events)
+    crashes = [
+        (e["broker"], e["seq"])
+        for e in events
+        if e["kind"] == "fault" and e["fields"]["fault"] in ("crash", "shutdown")
+    ]
+    cancelled = {(e["broker"], op) for e in events if e["kind"] == "op.cancel" for op in e["fields"]["ops"]}
+    by_op: dict[tuple, list[dict]] = defaultdict(list)
+    for e in events:
+        if e["kind"] in ("op.create", "op.complete", "op.expire"):
+            by_op[(e["broker"], e["purgatory"], e["op"])].append(e)
+    ops = []
+    for (broker, purgatory, op), mine in by_op.items():
+        creates = [e for e in mine if e["kind"] == "op.create"]
+        completes = sorted((e for e in mine if e["kind"] == "op.complete"), key=lambda e: e["seq"])
+        expires = [e for e in mine if e["kind"] == "op.expire"]
+        created_seq = min((e["seq"] for e in creates), default=None)
+        created_ms = min((e["time_ms"] for e in creates), default=None)
+        delay_ms = max((e["fields"]["delay_ms"] for e in creates), default=None)
+        deadline = None if created_ms is None else created_ms + delay_ms
+        cause = None
+        if completes:
+            cause = completes[0]["cause"] if completes[0]["cause"] in CAUSES else "other"
+        if completes:
+            status = "completed"
+        elif (broker, op) in cancelled:
+            status = "cancelled"
+        elif created_seq is not None and any(b == broker and s > created_seq for b, s in crashes):
+            status = "crashed"
+        elif deadline is not None and deadline >= end_ms:
+            status = "waiting"
+        else:
+            status = "lost"
+        expiry_seqs = [e["seq"] for e in completes if e["cause"] == "expiry"]
+        expire_seq = min((e["seq"] for e in expires), default=None)
+        problems = []
+        if status == "lost":
+            problems.append("completed 0 times")
+        if len(completes) >= 2:
+            problems.append("completed 2+ times")
+        if expires and (not expiry_seqs or min(expiry_seqs) > expire_seq):
+            problems.append("on_expiration without on_complete")
+        if len(expires) >= 2:
+            problems.append("on_expiration 2+ times")
+        if has_expire and cause == "expiry" and not expires:
+            problems.append("expiry without on_expiration")
+        if len(creates) >= 2:
+            problems.append("created 2+ times")
+        if not creates:
+            problems.append("no op.create")
+        ops.append(
+            {
+                "trace": name,
+                "broker": broker,
+                "purgatory": purgatory,
+                "op_kind": op_kind(purgatory, op),
+                "op": op,
+                "created_ms": created_ms,
+                "deadline_ms": deadline,
+                "completions": len(completes),
+                "expirations": len(expires),
+                "status": status,
+                "cause": cause,
+                "latency_ms": None
+                if not completes or created_ms is None
+                else completes[0]["time_ms"] - created_ms,
+                "problems": problems,
+            }
+        )
+    return ops
+
+
+def _bucket(time_ms: int, bucket_ms: int) -> int:
+    return time_ms // bucket_ms * bucket_ms
+
+
+def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]]:
+    """Every table of ``minibroker analyze``, rows in the job's order."""
+    traces, ops = [], []
+    rate: dict[tuple, dict] = {}
+    fires: dict[int, int] = defaultdict(int)
+    sizes: dict[tuple, dict] = {}
+    hw: dict[tuple, dict] = {}
+    isr: dict[tuple, dict] = {}
+    for path in paths:
+        name = str(path.resolve())
+        events = read_trace(path)
+        traces.append(
+            {
+                "trace": name,
+                "events": len(events),
+                "unreadable": 0,
+                "start_ms": min(e["time_ms"] for e in events),
+                "end_ms": max(e["time_ms"] for e in events),
+                "has_expire": any(e["kind"] == "op.expire" for e in events),
+            }
+        )
+        ops += operations(name, events)
+        for e in sorted(events, key=lambda e: e["seq"]):
+            kind, b = e["kind"], _bucket(e["time_ms"], bucket_ms)
+            if kind in ("op.create", "op.complete"):
+                created, completed = int(kind == "op.create"), int(kind == "op.complete")
+                row = rate.setdefault(
+                    (b, e["purgatory"], op_kind(e["purgatory"], e["op"])),
+                    {"created": 0, "completed": 0, "expired": 0},
+                )
+                row["created"] += created
+                row["completed"] += completed
+                row["expired"] += int(kind == "op.complete" and e["cause"] == "expiry")
+            if kind in ("op.create", "op.complete", "purge"):
+                size = sizes.setdefault(
+                    (name, e["broker"], e["purgatory"], b),
+                    {
+                        "created": 0,
+                        "completed": 0,
+                        "purges": 0,
+                        "purged": 0,
+                        "watched": None,
+                        "num_delayed": None,
+                    },
+                )
+                if kind == "purge":
+                    size["purges"] += 1
+                    size["purged"] += e["count"]
+                    size["watched"] = e["fields"]["watched"]
+                    size["num_delayed"] = e["fields"]["num_delayed"]
+                else:
+                    size["created"] += int(kind == "op.create")
+                    size["completed"] += int(kind == "op.complete")
+            if kind == "timer.fire":
+                fires[e["time_ms"] - e["fields"]["expiration"]] += 1
+            if kind == "hw":
+                row = hw.setdefault((name, e["partition"], b), {"changes": 0})
+                row.update(hw=e["fields"]["hw"], leader=e["broker"], changes=row["changes"] + 1)
+            if kind in ISR_KINDS:
+                members = e["fields"]["isr"]
+                row = isr.setdefault((name, e["partition"], b), {"changes": 0, "min_isr_size": len(members)})
+                row.update(
+                    isr=json.dumps(members, separators=(",", ":")),
+                    isr_size=len(members),
+                    min_isr_size=min(row["min_isr_size"], len(members)),
+                    changes=row["changes"] + 1,
+                )
+    waiting: dict[tuple, int] = defaultdict(int)
+    size_rows = []
+    for key in sorted(sizes):
+        row = sizes[key]
+        waiting[key[:3]] += row["created"] - row["completed"]
+        size_rows.append(
+            dict(zip(("trace", "broker", "purgatory", "bucket_ms"), key, strict=True))
+            | row
+            | {"waiting": waiting[key[:3]]}
+        )
+    return {
+        "traces": sorted(traces, key=lambda r: r["trace"]),
+        "operations": _summary(ops),
+        "latency": _latency(ops),
+        "rate": [
+            {"bucket_ms": k[0], "purgatory": k[1], "op_kind": k[2]}
+            | v
+            | {"created_per_s": v["created"] * 1000.0 / bucket_ms}
+            for k, v in sorted(rate.items())
+        ],
+        "timer_precision": [{"delta_ms": d, "fires": n} for d, n in sorted(fires.items())],
+        "purgatory_size": size_rows,
+        "hw": [
+            dict(zip(("trace", "partition", "bucket_ms"), k, strict=True)) | v for k, v in sorted(hw.items())
+        ],
+        "isr": [
+            dict(zip(("trace", "partition", "bucket_ms"), k, strict=True)) | v for k, v in sorted(isr.items())
+        ],
+        "audit": sorted(
+            (
+                {
+                    k: op[k]
+                    for k in (
+                        "trace",
+                        "broker",
+                        "purgatory",
+                        "op_kind",
+                        "op",
+                        "created_ms",
+                        "deadline_ms",
+                        "completions",
+                        "expirations",
+                        "status",
+                    )
+                }
+                | {"problem": problem}
+                for op in ops
+                for problem in op["problems"]
+            ),
+            key=lambda r: (r["trace"], r["broker"], r["op"], r["problem"]),
+        ),
+    }
+
+
+def _summary(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple, list] = defaultdict(list)
+    for op in ops:
+        groups[(op["purgatory"], op["op_kind"])].append(op)
+    rows = []
+    for (purgatory, kind), mine in sorted(groups.items()):
+        row = {
+            "purgatory": purgatory,
+            "op_kind": kind,
+            "created": sum(op["created_ms"] is not None for op in mine),
+        }
+        for status in ("completed", "cancelled", "crashed", "waiting", "lost"):
+            row[status] = sum(op["status"] == status for op in mine)
+        for cause in CAUSES:
+            row[cause] = sum(op["cause"] == cause for op in mine)
+        row["with_problems"] = sum(bool(op["problems"]) for op in mine)
+        row["expiry_rate"] = row["expiry"] / row["completed"] if row["completed"] else None
+        rows.append(row)
+    return rows
+
+
+def _latency(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for op in ops:
+        if op["latency_ms"] is None:
+            continue
+        groups[(op["purgatory"], op["op_kind"], op["cause"])].append(op["latency_ms"])
+        groups[(op["purgatory"], op["op_kind"], "all")].append(op["latency_ms"])
+    rows = []
+    for (purgatory, kind, cause), values in sorted(groups.items()):
+        row = {"purgatory": purgatory, "op_kind": kind, "cause": cause, "count": len(values)}
+        for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)):
+            row[name] = nearest_rank(values, fraction)
+        row["max"] = max(values)
+        row["mean"] = sum(values) / len(values)
+        rows.append(row)
+    return rows

@@ -1,0 +1,63 @@
+"""Every table of ``minibroker analyze`` equals the plain-Python computation over the same events."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from minibroker.pipeline.analyze import KEYS
+from tests.pipeline import reference
+from tests.pipeline.conftest import TRACED
+
+BUCKET_MS = 100
+
+
+@pytest.fixture(scope="module")
+def expected(trace_dir):
+    return reference.analyze(sorted(trace_dir.iterdir()), BUCKET_MS)
+
+
+def table(out, name):
+    return pq.read_table(out / f"{name}.parquet").to_pylist()
+
+
+@pytest.mark.parametrize("name", list(KEYS))
+def test_table_equals_the_plain_python_computation(analyzed, expected, name):
+    code, out, _ = analyzed
+    assert code == 0
+    rows = table(out, name)
+    assert rows == expected[name]
+    assert rows == sorted(
+        rows, key=lambda row: tuple((v is not None, v) for v in (row[k] for k in KEYS[name]))
+    )
+
+
+def test_the_traces_cover_what_the_tables_measure(expected):
+    assert len(expected["traces"]) == len(TRACED)
+    causes = {row["cause"] for row in expected["latency"]}
+    assert causes == {"all", "condition", "expiry", "leadership"}
+    assert {row["op_kind"] for row in expected["operations"]} == {
+        "produce",
+        "follower-fetch",
+        "consumer-fetch",
+    }
+    assert expected["audit"] == []  # the bundled scenarios keep exactly-once
+    assert {row["isr_size"] for row in expected["isr"]} == {2, 3}  # a shrink and an expand
+    assert any(row["purges"] for row in expected["purgatory_size"])
+    assert sum(row["fires"] for row in expected["timer_precision"]) > 0
+
+
+def test_json_summary_and_report(analyzed, expected):
+    _, out, summary = analyzed
+    assert summary["events"] == sum(row["events"] for row in expected["traces"])
+    assert summary["latency"] == expected["latency"]
+    assert summary["operations"] == expected["operations"]
+    assert summary["audit"] == {"problems": 0, "by_problem": {}}
+    fires = [(row["delta_ms"], row["fires"]) for row in expected["timer_precision"]]
+    assert summary["timer_precision"]["fires"] == sum(n for _, n in fires)
+    assert summary["timer_precision"]["max"] == max(d for d, _ in fires)
+    report = (out / "report.md").read_text()
+    for chart in ("latency", "rate", "timer_precision", "purgatory_size", "hw", "isr"):
+        assert f"({chart}.png)" in report
+        assert (out / f"{chart}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "No problem" in report
