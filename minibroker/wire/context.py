@@ -64,7 +64,6 @@ class Connection:
     broker_id: int
     node: str
     peer: str
-    requests: int = 0
 
     @property
     def cluster(self) -> Cluster:

@@ -16,7 +16,8 @@ the problem, when: a frame's size is negative or too large (requests already
 read are answered first), a request cannot be decoded, its api key is unknown
 or its version unsupported (except ApiVersions, answered with
 UNSUPPORTED_VERSION and our version table, as Kafka does), the broker is down
-or the link to it dropped, or a handler fails. Nothing else is affected: other
+or the link to it dropped, or a handler fails; the client ending its side in
+the middle of a frame is logged too. Nothing else is affected: other
 connections go on, and what the broker accepted stays in its log.
 """
 
@@ -148,7 +149,6 @@ class WireServer:
 
     async def _answer(self, conn: Connection, stream: trio.SocketStream, frame: bytes) -> bool:
         """Answer one request; False when the connection must close."""
-        conn.requests += 1
         try:
             request = decode_request(frame)
         except UnsupportedVersion as error:
