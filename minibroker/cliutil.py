@@ -8,6 +8,8 @@ arguments and returns the exit status, raising ``UsageError`` for bad input.
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 
 
 class UsageError(Exception):
@@ -21,23 +23,43 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def whole_ms(text: str) -> int:
-    """An argument that is a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of ms, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+def whole_number(
+    minimum: int = 0, maximum: int | None = None, noun: str = "a whole number"
+) -> Callable[[str], int]:
+    """An argument type: a whole number in [minimum, maximum], refused in one line naming ``noun``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if maximum is not None and not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"expected {noun} {minimum}..{maximum}, got {value}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def speed(text: str) -> float:
-    """An argument that is a positive number (a multiple of real time)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+#: an argument that is a whole number of ms >= 0
+whole_ms = whole_number(0, noun="a whole number of ms")
+
+
+def positive_number(noun: str = "a positive number") -> Callable[[str], float]:
+    """An argument type: a finite number > 0, refused in one line naming ``noun``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}")
+        return value
+
+    return parse
+
+
+#: an argument that is a multiple of real time
+speed = positive_number()

@@ -18,19 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from minibroker.cliutil import UsageError
+from minibroker.cliutil import UsageError, whole_number
 
 DEFAULT_MASTER = "local[*]"
 
 
-def _bucket(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of ms, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of ms >= 1, got {value}")
-    return value
+_bucket = whole_number(1, noun="a whole number of ms")
 
 
 def _spark_options(parser: argparse.ArgumentParser) -> None:

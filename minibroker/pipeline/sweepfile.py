@@ -41,15 +41,14 @@ A broker setting set for every broker replaces it in per-broker overrides too; a
 from __future__ import annotations
 
 import itertools
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
-from minibroker.scenario import Scenario, ScenarioError, load_scenario
-from minibroker.scenario.load import _Context, _describe, _fix_acks, _Table
+from minibroker.scenario import Scenario, load_scenario
+from minibroker.scenario.load import _describe, _fix_acks, _Table, parse_document, read_document
 from minibroker.scenario.model import LinkSpec, Node
 
 #: what each variant reports (sweep_job.variant_metrics), in table order
@@ -176,23 +175,12 @@ def apply(scenario: Scenario, axis: Axis, value: Any) -> Scenario:
 # --- loading -------------------------------------------------------------------------------------
 def load_sweep(path: str | Path) -> Sweep:
     """Read and validate a sweep file and its base scenario."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(f"{path}: cannot read the file: {error}") from None
-    return parse_sweep(text, str(path))
+    return parse_sweep(read_document(path), str(path))
 
 
 def parse_sweep(text: str, path: str = "<sweep>") -> Sweep:
-    ctx = _Context(path, text)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: malformed TOML: {error}") from None
-    root = _Table(data, "", ctx)
+    root = parse_document(text, path)
+    ctx = root.ctx
     meta = root.table("sweep")
     name = meta.str("name", Path(path).stem)
     description = meta.str("description", "")

@@ -190,25 +190,33 @@ class _Table:
 
 
 # --- the document ------------------------------------------------------------------------------
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
-    path = Path(path)
+def read_document(path: str | Path) -> str:
+    """The text of a scenario-like file; a missing or unreadable one is a one-line ScenarioError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ScenarioError(f"{path}: cannot read the file: {error}") from None
-    return parse_scenario(text, str(path))
 
 
-def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
-    ctx = _Context(path, text)
+def parse_document(text: str, path: str) -> _Table:
+    """The TOML root table of a scenario-like file, ready for checked reading."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ScenarioError(f"{path}: malformed TOML: {error}") from None
-    root = _Table(data, "", ctx)
+    return _Table(data, "", _Context(path, text))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    return parse_scenario(read_document(path), str(path))
+
+
+def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
+    root = parse_document(text, path)
+    ctx = root.ctx
     meta = root.table("scenario")
     name = meta.str("name", Path(path).stem)
     description = meta.str("description", "")

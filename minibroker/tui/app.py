@@ -225,7 +225,7 @@ def _trace_sink(path: str | None) -> contextlib.AbstractContextManager:
 
 
 @contextlib.contextmanager
-def _terminal(console: Console, key_fd: int | None) -> Iterator[Live]:
+def terminal_screen(console: Console, key_fd: int | None) -> Iterator[Live]:
     """Key mode (if any) and the alternate screen; both restored however the block ends."""
     with contextlib.ExitStack() as stack:
         if key_fd is not None:
@@ -263,7 +263,7 @@ def run_tui(scenario: Scenario, args: argparse.Namespace) -> int:
             key_fd=key_fd,
             sinks=[trace] if trace is not None else [],
         )
-        with _terminal(console, key_fd) as live:
+        with terminal_screen(console, key_fd) as live:
             app.display = LiveDisplay(live)
             with deterministic_scheduling(seed):
                 trio.run(app.main, clock=app.clock)

@@ -7,7 +7,6 @@ missing) in an install without the ``wire`` extra.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tomllib
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import Any
 import attrs
 import trio
 
-from minibroker.cliutil import UsageError
+from minibroker.cliutil import UsageError, positive_number, whole_number
 from minibroker.cluster import BrokerConfig, ConfigError
 from minibroker.scenario import ScenarioError, load_scenario
 from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
@@ -58,34 +57,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"serve": serve}
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port 0..65535, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+_port = whole_number(0, 65535, "a port")
+_positive = whole_number(1)
+_seconds = positive_number("a positive number of seconds")
 
 
 def parse_setting(text: str) -> tuple[str, Any]:

@@ -14,14 +14,11 @@ modules, so it follows their frame format.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator
 
 import attrs
 import trio
 from rich.console import Console
-from rich.live import Live
 
 from minibroker.cliutil import UsageError
 from minibroker.scenario import Scenario
@@ -33,6 +30,7 @@ FRAME_S = 0.25
 
 def run_live(scenario: Scenario, args: argparse.Namespace) -> int:
     try:
+        from minibroker.tui.app import terminal_screen
         from minibroker.tui.render import render_frame
         from minibroker.tui.state import EventLog, Status, capture
     except ImportError as error:
@@ -62,7 +60,7 @@ def run_live(scenario: Scenario, args: argparse.Namespace) -> int:
                     nursery.start_soon(_keys, key_fd, view, nursery.cancel_scope)
                 if args.duration is not None:
                     nursery.cancel_scope.deadline = trio.current_time() + args.duration
-                with _screen(console, key_fd) as live:
+                with terminal_screen(console, key_fd) as live:
                     while not view["quit"]:
                         frame = capture(
                             served.runner, events, view["broker"], Status("running", 1.0, note=note)
@@ -87,22 +85,3 @@ async def _keys(fd: int, view: dict, scope: trio.CancelScope) -> None:
             scope.cancel()
 
     await read_keys(fd, handle)
-
-
-@contextlib.contextmanager
-def _screen(console: Console, key_fd: int | None) -> Iterator[Live]:
-    with contextlib.ExitStack() as stack:
-        if key_fd is not None:
-            from minibroker.tui.keys import cbreak
-
-            stack.enter_context(cbreak(key_fd))
-        live = Live(
-            console=console,
-            screen=True,
-            auto_refresh=False,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        stack.enter_context(live)
-        yield live
