@@ -7,6 +7,7 @@ missing) in an install without the ``wire`` extra.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tomllib
 from collections.abc import Callable
@@ -138,7 +139,9 @@ def serve(args: argparse.Namespace) -> int:
             from minibroker.wire.live import run_live
 
             return run_live(scenario, args)
-        trio.run(_serve, scenario, args)
+        if trio.run(_serve, scenario, args):
+            print("minibroker: interrupted", file=sys.stderr)
+            return 130
     except (OSError, BaseExceptionGroup) as error:
         failure = _listen_error(error)
         if failure is None:
@@ -154,13 +157,31 @@ def _listen_error(error: BaseException) -> OSError | None:
     return error if isinstance(error, OSError) else None
 
 
-async def _serve(scenario: Scenario, args: argparse.Namespace) -> None:
+async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
+    """Serve until ``--duration`` or Ctrl-C; True if interrupted.
+
+    Ctrl-C is taken as a signal and cancels the server cleanly, rather than as a
+    KeyboardInterrupt thrown into whichever socket call happens to be running.
+    """
     from minibroker.wire.serve import for_serving, open_served
 
-    async with open_served(for_serving(scenario), args.host, args.port) as served:
-        for broker, (host, port) in served.listeners.items():
-            print(f"broker {broker} listening on {host}:{port}", flush=True)
-        if args.duration is None:
-            await trio.sleep_forever()
-        await trio.sleep(args.duration)
-    print(f"minibroker serve: stopped after {args.duration:g} s", file=sys.stderr, flush=True)
+    interrupted = False
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with open_served(for_serving(scenario), args.host, args.port) as served:
+            for broker, (host, port) in served.listeners.items():
+                print(f"broker {broker} listening on {host}:{port}", flush=True)
+            async with trio.open_nursery() as nursery:
+
+                async def on_ctrl_c() -> None:
+                    nonlocal interrupted
+                    async for _ in signals:
+                        interrupted = True
+                        nursery.cancel_scope.cancel()
+
+                nursery.start_soon(on_ctrl_c)
+                if args.duration is not None:
+                    await trio.sleep(args.duration)
+                    nursery.cancel_scope.cancel()
+    if not interrupted:
+        print(f"minibroker serve: stopped after {args.duration:g} s", file=sys.stderr, flush=True)
+    return interrupted
