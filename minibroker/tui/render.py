@@ -77,10 +77,10 @@ def wheel_panel(frame: Frame) -> Panel:
     return Panel(body, title=title, title_align="left", border_style="blue")
 
 
-def purgatory_table(frame: Frame, only_chosen: bool = False) -> Table:
-    """Both purgatories of every broker (or of the chosen one only), the chosen broker in bold."""
-    table = Table(
-        title="purgatories · watched = PurgatorySize · delayed = NumDelayedOperations",
+def _section_table(title: str) -> Table:
+    """A compact table with a bold title on the left, as every section of the frame draws one."""
+    return Table(
+        title=title,
         title_justify="left",
         title_style="bold",
         box=box.SIMPLE_HEAD,
@@ -88,6 +88,11 @@ def purgatory_table(frame: Frame, only_chosen: bool = False) -> Table:
         pad_edge=False,
         collapse_padding=True,
     )
+
+
+def purgatory_table(frame: Frame, only_chosen: bool = False) -> Table:
+    """Both purgatories of every broker (or of the chosen one only), the chosen broker in bold."""
+    table = _section_table("purgatories · watched = PurgatorySize · delayed = NumDelayedOperations")
     table.add_column("purgatory", no_wrap=True)
     for column in PURGATORY_COLUMNS:
         table.add_column(column, justify="right")
@@ -129,15 +134,7 @@ def _replica(partition_leader: int, replica: ReplicaView) -> Text:
 
 def partition_table(frame: Frame) -> Table:
     """Leader, epoch, the controller's ISR (a change the leader proposed marked pending), LEO/HW."""
-    table = Table(
-        title="partitions (replicas: LEO/HW, * leader)",
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = _section_table("partitions (replicas: LEO/HW, * leader)")
     for column in ("partition", "leader", "epoch", "ISR", "replicas"):
         table.add_column(column, justify="right" if column in ("leader", "epoch") else "left")
     for partition in frame.view.partitions:
