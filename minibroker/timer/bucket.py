@@ -1,19 +1,35 @@
 """TimerTaskList: one bucket of a timing wheel.
 
 A bucket holds the entries whose expirations fall in one tick of one wheel level.
-It is FIFO (entries leave ``flush`` in insertion order) and removal is O(1): the
-bucket *is* an insertion-ordered dict of entries used as a linked set, which
-keeps the hot path in C.
+It is FIFO (entries leave ``flush`` in insertion order) and removal is O(1)
+amortised: the bucket *is* a Python list of entries, an entry knows its bucket,
+and ``remove`` only detaches the entry (``entry.bucket = None``) and counts it in
+``removed``. ``flush`` skips removed entries; ``compact`` drops them from the list
+once more have piled up than ``compact_after``, which is twice the live entries at
+the previous compaction plus ``COMPACT_MIN`` (asyncio's "more than half cancelled"
+rule for its timer heap, applied per bucket and checked without a ``len`` call). A
+compaction is paid for: it scans the L entries kept by the previous one after more
+than 2L removals, and each entry appended since once. Kafka's bucket is a doubly
+linked list; in CPython a list keeps append and iteration in C, and a removal
+touches only the entry and the bucket, not its neighbours, which matters when a
+million entries do not fit in the cache.
 
-All buckets of one timer share a ``TaskCounter``: ``add`` increments it and
-``remove`` decrements it, so the counter is the number of entries sitting in
-buckets, which is what ``SystemTimer.size`` reports.
+All buckets of one timer share a ``TaskCounter`` whose ``value`` is the number of
+live entries in all of them, which is what ``SystemTimer.size`` reports. Kafka
+increments and decrements one atomic counter on every add and remove; here each
+bucket already counts its holes, so the counter adds the buckets' sizes up when it
+is read (O(buckets), and only snapshots read it) and adding or removing an entry
+pays for no counter at all.
 
 A bucket's ``expiration`` is the start of the tick it covers, or -1 while it is
 not queued. ``set_expiration`` reports whether the value changed: the wheel
 offers the bucket to the delay queue only then, i.e. once per wheel cycle.
 ``flush`` empties the bucket and resets the expiration to -1 so a reused bucket
 can be offered again.
+
+Invariants: an entry is live in bucket ``b`` exactly when ``entry.bucket is b``,
+and then it sits in ``b``'s list exactly once; ``removed`` is the number of list
+items that are not live, at most ``compact_after``; ``size == len(list) - removed``.
 """
 
 from __future__ import annotations
@@ -22,34 +38,54 @@ from collections.abc import Callable
 
 from minibroker.timer.task import TimerTask, TimerTaskEntry
 
+_list_len = list.__len__
+
+#: removed entries a bucket may hold beyond twice its live ones at the last compaction
+COMPACT_MIN = 64
+
 
 class TaskCounter:
-    """The number of entries in all buckets of one timer."""
+    """The number of live entries in all buckets that share this counter."""
 
-    __slots__ = ("value",)
+    __slots__ = ("_buckets",)
 
     def __init__(self) -> None:
-        self.value = 0
+        self._buckets: list[TimerTaskList] = []
+
+    @property
+    def value(self) -> int:
+        """Entries in the buckets now (each bucket's list length minus its holes)."""
+        return sum(_list_len(bucket) - bucket.removed for bucket in self._buckets)
 
 
-class TimerTaskList(dict):
-    """A FIFO bucket of timer task entries with O(1) removal and a shared counter.
+class TimerTaskList(list):
+    """A FIFO bucket of timer task entries with amortised O(1) removal and a shared counter.
 
-    The dict's keys are the entries; values are unused.
+    The list's items are the entries, live and removed; iterate with ``entries()``.
     """
 
-    __slots__ = ("_counter", "expiration", "level", "index")
+    __slots__ = ("_counter", "expiration", "level", "index", "removed", "compact_after")
 
     def __init__(self, counter: TaskCounter, level: int = 1, index: int = 0) -> None:
         super().__init__()
         self._counter = counter
+        counter._buckets.append(self)
         self.expiration = -1
         #: where the bucket sits: wheel level (1 = finest) and slot
         self.level = level
         self.index = index
+        #: list items whose entry has left the bucket
+        self.removed = 0
+        #: the number of removed items above which the list is compacted
+        self.compact_after = COMPACT_MIN
 
     __hash__ = object.__hash__
     __eq__ = object.__eq__
+
+    @property
+    def size(self) -> int:
+        """Live entries in the bucket."""
+        return list.__len__(self) - self.removed
 
     def set_expiration(self, expiration_ms: int) -> bool:
         """Set the bucket's expiration; True only if the stored value changed."""
@@ -63,26 +99,42 @@ class TimerTaskList(dict):
         return max(self.expiration - now_ms, 0)
 
     def add(self, entry: TimerTaskEntry) -> None:
-        """Append ``entry`` at the tail, first detaching it from any other bucket."""
+        """Append ``entry`` at the tail, first detaching it from any other bucket.
+
+        An entry that was removed from this very bucket may still sit in its list, so the
+        bucket is compacted first in that case (the wheel never does this: an entry that
+        left a bucket is never placed again, a re-armed task gets a new entry).
+        """
         if entry.bucket is not None:
             entry.bucket.remove(entry)
-        self[entry] = None
+        if self.removed:
+            self.compact()
+        self.append(entry)
         entry.bucket = self
-        self._counter.value += 1
 
-    def remove(self, entry: TimerTaskEntry) -> None:
-        """Remove ``entry`` if it sits in this bucket. O(1)."""
+    def remove(self, entry: TimerTaskEntry) -> None:  # type: ignore[override]
+        """Remove ``entry`` if it is live in this bucket. O(1) amortised."""
         if entry.bucket is self:
-            del self[entry]
-            entry.bucket = None
-            self._counter.value -= 1
+            entry.remove()
+
+    def compact(self) -> None:
+        """Drop the removed entries from the list, keeping the live ones in order."""
+        live = [entry for entry in self if entry.bucket is self]
+        self[:] = live
+        self.removed = 0
+        self.compact_after = 2 * len(live) + COMPACT_MIN
+
+    def entries(self) -> list[TimerTaskEntry]:
+        """The live entries, head first."""
+        return [entry for entry in self if entry.bucket is self]
 
     def drain(self) -> list[TimerTaskEntry]:
-        """Empty the bucket and reset its expiration to -1; return the entries, head first."""
-        entries = list(self)
+        """Empty the bucket and reset its expiration to -1; return the live entries, head first."""
+        entries = self.entries()
         self.clear()
+        self.removed = 0
+        self.compact_after = COMPACT_MIN
         self.expiration = -1
-        self._counter.value -= len(entries)
         for entry in entries:
             entry.bucket = None
         return entries
@@ -97,9 +149,9 @@ class TimerTaskList(dict):
 
     def foreach(self, f: Callable[[TimerTask], object]) -> None:
         """Call ``f`` on the task of every entry that is not cancelled, in FIFO order."""
-        for entry in list(self):
+        for entry in self.entries():
             if not entry.cancelled():
                 f(entry.task)
 
     def __repr__(self) -> str:
-        return f"TimerTaskList(expiration={self.expiration}, size={len(self)})"
+        return f"TimerTaskList(expiration={self.expiration}, size={self.size})"

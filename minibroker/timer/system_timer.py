@@ -34,10 +34,12 @@ import itertools
 from collections.abc import Callable
 
 from minibroker.timer.base import Clock, Executor, TimerBase, task_label
-from minibroker.timer.bucket import TaskCounter, TimerTaskList
+from minibroker.timer.bucket import COMPACT_MIN, TaskCounter, TimerTaskList
 from minibroker.timer.snapshot import BucketView, LevelView, TimerView
 from minibroker.timer.task import TimerTask, TimerTaskEntry
 from minibroker.timer.wheel import TimingWheel
+
+_new_entry = object.__new__  # an entry without an __init__ frame: SystemTimer.add sets its fields
 
 
 class SystemTimer(TimerBase):
@@ -60,7 +62,6 @@ class SystemTimer(TimerBase):
         self._queue: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
         self.timing_wheel = TimingWheel(tick_ms, wheel_size, start_ms, self._counter, self._offer)
-        self._wheel_add = self.timing_wheel.add
 
     def _offer(self, bucket: TimerTaskList) -> None:
         queue = self._queue
@@ -70,17 +71,37 @@ class SystemTimer(TimerBase):
             self.on_earlier_expiration(expiration)
 
     def add(self, task: TimerTask) -> None:
-        """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already)."""
+        """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already).
+
+        ``TimerTaskEntry(task, e)`` and ``TimingWheel.add`` inlined: one Python frame per add
+        when the expiration equals the previous placement's, two otherwise.
+        """
         clock = self.clock
-        entry = TimerTaskEntry(task, task.delay_ms + (self._now if clock is None else clock()))
-        if self._wheel_add(entry):
-            if self.tracer is not None:
-                self._trace_entry("timer.add", entry)
-        elif task._entry is entry:
-            if self.tracer is not None:
-                self._trace_fire(task, entry.expiration_ms)
-            task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
-            self.executor(task)
+        expiration = task.delay_ms + (self._now if clock is None else clock())
+        entry = _new_entry(TimerTaskEntry)
+        entry.task = task
+        entry.expiration_ms = expiration
+        old = task._entry
+        if old is not None:
+            old.remove()
+        task._entry = entry
+        task._cancelled = False
+        wheel = self.timing_wheel
+        if expiration == wheel._last_expiration:
+            bucket = wheel._last_bucket
+        else:
+            bucket = wheel.place(expiration)
+            if bucket is None:
+                entry.bucket = None
+                if self.tracer is not None:
+                    self._trace_fire(task, expiration)
+                task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
+                self.executor(task)
+                return
+        bucket.append(entry)
+        entry.bucket = bucket
+        if self.tracer is not None:
+            self._trace_entry("timer.add", entry)
 
     def advance_clock(self, now_ms: int) -> bool:
         """Flush every bucket due at ``now_ms``; True if at least one bucket was due."""
@@ -89,35 +110,40 @@ class SystemTimer(TimerBase):
         if not queue or queue[0][0] > now_ms:
             return False
         wheel = self.timing_wheel
-        add = self._wheel_add
+        place = wheel.place
         pop = heapq.heappop
-        counter = self._counter
+        tracing = self.tracer is not None
         due = []
         while queue and queue[0][0] <= now_ms:
             expiration, _, bucket = pop(queue)
             wheel.advance_clock(expiration)
-            expired_before = wheel.current_time + wheel.tick_ms
-            # TimerTaskList.drain, then the wheel's add from the bottom level, with the
-            # two outcomes that need no bucket (cancelled: drop; expired: run) inlined
+            expired_before = wheel._due_before
+            # TimerTaskList.drain, then the wheel's add from the bottom level (inlined: a
+            # removed entry is skipped, an expired one is due, the rest fall to a finer bucket).
+            # Emptying the list first lets the finer buckets grow into the memory it held.
             entries = list(bucket)
             bucket.clear()
+            bucket.removed = 0
+            bucket.compact_after = COMPACT_MIN
             bucket.expiration = -1
-            counter.value -= len(entries)
+            last_expiration = None
+            target = bucket
             for entry in entries:
-                task = entry.task
-                if task._entry is not entry:
-                    entry.bucket = None
-                elif entry.expiration_ms < expired_before:
+                if entry.bucket is not bucket:
+                    continue  # removed (cancelled, or its task was re-armed): already uncounted
+                at = entry.expiration_ms
+                if at < expired_before:
                     entry.bucket = None
                     due.append(entry)
-                else:
-                    add(entry)
-            if self.tracer is not None:
-                for entry in entries:
-                    if entry.bucket is not None:
-                        self._trace_entry("timer.reinsert", entry, expiration)
+                    continue
+                if at != last_expiration:
+                    target = place(at)
+                    last_expiration = at
+                target.append(entry)
+                entry.bucket = target
+                if tracing:
+                    self._trace_entry("timer.reinsert", entry, expiration)
         executor = self.executor
-        tracing = self.tracer is not None
         for entry in due:
             task = entry.task
             if tracing:
@@ -167,9 +193,9 @@ class SystemTimer(TimerBase):
         levels = []
         for number, wheel in enumerate(self.timing_wheel.levels(), start=1):
             buckets = tuple(
-                BucketView(index, bucket.expiration, len(bucket))
+                BucketView(index, bucket.expiration, bucket.size)
                 for index, bucket in enumerate(wheel.buckets)
-                if len(bucket) or bucket.expiration != -1
+                if bucket.size or bucket.expiration != -1
             )
             levels.append(
                 LevelView(
@@ -182,6 +208,6 @@ class SystemTimer(TimerBase):
                 )
             )
         head = tuple(
-            (expiration, len(bucket)) for expiration, _, bucket in heapq.nsmallest(queue_head, self._queue)
+            (expiration, bucket.size) for expiration, _, bucket in heapq.nsmallest(queue_head, self._queue)
         )
         return TimerView(self.name, self._now, self.size, tuple(levels), head)

@@ -44,7 +44,17 @@ class TimerTask:
         entry = self._entry
         if entry is not None:
             self._entry = None
-            entry.remove()
+            if entry.__class__ is TimerTaskEntry:  # TimerTaskEntry.remove inlined (the hot path)
+                bucket = entry.bucket
+                if bucket is not None:
+                    entry.bucket = None
+                    removed = bucket.removed + 1
+                    if removed > bucket.compact_after:
+                        bucket.compact()
+                    else:
+                        bucket.removed = removed
+            else:
+                entry.remove()
         self._cancelled = True
 
     @property
@@ -88,12 +98,17 @@ class TimerTaskEntry:
         return self.task._entry is not self
 
     def remove(self) -> None:
-        """Detach from the current bucket, if any. O(1). (``TimerTaskList.remove`` inlined.)"""
+        """Detach from the current bucket, if any. O(1) amortised: the entry stays in the
+        bucket's list, counted as removed, until the bucket is flushed or compacted.
+        """
         bucket = self.bucket
         if bucket is not None:
-            del bucket[self]
             self.bucket = None
-            bucket._counter.value -= 1
+            removed = bucket.removed + 1
+            if removed > bucket.compact_after:
+                bucket.compact()
+            else:
+                bucket.removed = removed
 
     def __repr__(self) -> str:
         return f"TimerTaskEntry({self.task!r}, expiration_ms={self.expiration_ms})"

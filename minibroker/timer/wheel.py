@@ -85,6 +85,30 @@ class TimingWheel:
             )
         return self.overflow_wheel
 
+    def place(self, expiration: int) -> TimerTaskList | None:
+        """The bucket an entry expiring at ``expiration`` belongs in, or None if it is already expired.
+
+        Walks up from this level to the first one whose span holds the expiration (creating
+        overflow levels on demand), sets the bucket's expiration to the start of its tick and
+        offers the bucket to the delay queue when that changed. Remembers the answer until the
+        clock next moves: callers may reuse ``_last_bucket`` while ``_last_expiration`` matches.
+        """
+        if expiration < self._due_before:
+            return None
+        wheel = self
+        while expiration >= wheel._limit:
+            wheel = wheel.overflow_wheel or wheel._add_overflow_wheel()
+        tick = wheel.tick_ms
+        virtual_id = expiration // tick
+        bucket = wheel.buckets[virtual_id % wheel.wheel_size]
+        self._last_expiration = expiration
+        self._last_bucket = bucket
+        start = virtual_id * tick
+        if bucket.expiration != start:
+            bucket.expiration = start
+            self._offer(bucket)
+        return bucket
+
     def add(self, entry: TimerTaskEntry) -> bool:
         """Store ``entry`` on this level or an overflow level.
 
@@ -98,23 +122,11 @@ class TimingWheel:
         if expiration == self._last_expiration:
             bucket = self._last_bucket
         else:
-            if expiration < self._due_before:
+            bucket = self.place(expiration)
+            if bucket is None:
                 return False
-            wheel = self
-            while expiration >= wheel._limit:
-                wheel = wheel.overflow_wheel or wheel._add_overflow_wheel()
-            tick = wheel.tick_ms
-            virtual_id = expiration // tick
-            bucket = wheel.buckets[virtual_id % wheel.wheel_size]
-            self._last_expiration = expiration
-            self._last_bucket = bucket
-            start = virtual_id * tick
-            if bucket.expiration != start:
-                bucket.expiration = start
-                self._offer(bucket)
-        bucket[entry] = None
+        bucket.append(entry)
         entry.bucket = bucket
-        self._counter.value += 1
         return True
 
     def advance_clock(self, time_ms: int) -> None:

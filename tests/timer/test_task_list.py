@@ -67,7 +67,7 @@ def test_flush_is_fifo_resets_expiration_and_the_counter():
     assert all(entry.bucket is None for entry in flushed)
     assert bucket.expiration == -1
     assert counter.value == 0
-    assert len(bucket) == 0
+    assert bucket.size == 0
 
 
 def test_cancel_twice_and_cancelled_flag():
@@ -80,4 +80,4 @@ def test_cancel_twice_and_cancelled_flag():
     task.cancel()
     task.cancel()
     assert task.is_cancelled and entry.cancelled()
-    assert counter.value == 0 and len(bucket) == 0
+    assert counter.value == 0 and bucket.size == 0

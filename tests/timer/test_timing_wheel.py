@@ -88,7 +88,7 @@ def test_bucket_offered_once_per_cycle_and_again_after_flush(wheel_and_queue):
     assert wheel.add(entry(1025))  # same virtual id 102: same bucket, same expiration
     assert len(queue) == 1
     bucket = queue[0]
-    assert len(bucket) == 2 and counter.value == 2
+    assert bucket.size == 2 and counter.value == 2
     wheel.advance_clock(1020)
     bucket.flush(lambda e: None)
     assert bucket.expiration == -1
