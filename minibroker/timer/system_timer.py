@@ -85,7 +85,6 @@ class SystemTimer(TimerBase):
         if old is not None:
             old.remove()
         task._entry = entry
-        task._cancelled = False
         wheel = self.timing_wheel
         if expiration == wheel._last_expiration:
             bucket = wheel._last_bucket
@@ -110,7 +109,7 @@ class SystemTimer(TimerBase):
         if not queue or queue[0][0] > now_ms:
             return False
         wheel = self.timing_wheel
-        place = wheel.place
+        offer = self._offer
         pop = heapq.heappop
         tracing = self.tracer is not None
         due = []
@@ -137,7 +136,17 @@ class SystemTimer(TimerBase):
                     due.append(entry)
                     continue
                 if at != last_expiration:
-                    target = place(at)
+                    # TimingWheel.place inlined (the clock does not move during a flush)
+                    level = wheel
+                    while at >= level._limit:
+                        level = level.overflow_wheel
+                    tick = level.tick_ms
+                    virtual_id = at // tick
+                    target = level.buckets[virtual_id % level.wheel_size]
+                    start = virtual_id * tick
+                    if target.expiration != start:
+                        target.expiration = start
+                        offer(target)
                     last_expiration = at
                 target.append(entry)
                 entry.bucket = target

@@ -9,7 +9,8 @@ re-adding a task moves it rather than duplicating it. ``cancel()`` unbinds the
 task and removes its entry in O(1); a cancelled task never runs.
 
 Invariants:
-- ``task._entry`` is the one live entry of the task, or ``None``.
+- ``task._entry`` is the one live entry of the task, ``None`` (never armed, or
+  handed to the executor) or ``CANCELLED`` (cancelled since it was last armed).
 - an entry is *cancelled* exactly when its task is no longer bound to it.
 """
 
@@ -22,12 +23,11 @@ from typing import Any
 class TimerTask:
     """A unit of delayed work. Subclass and override ``run``, or pass ``action``."""
 
-    __slots__ = ("delay_ms", "_entry", "_cancelled", "_action")
+    __slots__ = ("delay_ms", "_entry", "_action")
 
     def __init__(self, delay_ms: int, action: Callable[[], Any] | None = None) -> None:
         self.delay_ms = delay_ms
         self._entry: Any = None
-        self._cancelled = False
         self._action = action
 
     def run(self) -> Any:
@@ -42,25 +42,14 @@ class TimerTask:
         Cancelling twice is a no-op the second time.
         """
         entry = self._entry
+        self._entry = CANCELLED
         if entry is not None:
-            self._entry = None
-            if entry.__class__ is TimerTaskEntry:  # TimerTaskEntry.remove inlined (the hot path)
-                bucket = entry.bucket
-                if bucket is not None:
-                    entry.bucket = None
-                    removed = bucket.removed + 1
-                    if removed > bucket.compact_after:
-                        bucket.compact()
-                    else:
-                        bucket.removed = removed
-            else:
-                entry.remove()
-        self._cancelled = True
+            entry.remove()
 
     @property
     def is_cancelled(self) -> bool:
         """True once ``cancel()`` was called and the task was not added again since."""
-        return self._cancelled
+        return self._entry is CANCELLED
 
     def _bind(self, entry: Any) -> None:
         """Make ``entry`` the task's current entry, removing any previous one."""
@@ -68,10 +57,26 @@ class TimerTask:
         if old is not None and old is not entry:
             old.remove()
         self._entry = entry
-        self._cancelled = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(delay_ms={self.delay_ms})"
+
+
+class _Cancelled:
+    """What a cancelled task is bound to: an entry that is in no bucket."""
+
+    __slots__ = ()
+    bucket = None
+
+    def remove(self) -> None:
+        """Nothing to detach."""
+
+    def __repr__(self) -> str:
+        return "CANCELLED"
+
+
+#: the binding of a cancelled task (one flag fewer to store on every add and cancel)
+CANCELLED = _Cancelled()
 
 
 class TimerTaskEntry:
@@ -91,7 +96,6 @@ class TimerTaskEntry:
         if old is not None:
             old.remove()
         task._entry = self
-        task._cancelled = False
 
     def cancelled(self) -> bool:
         """True when the task has been cancelled or re-bound to another entry."""
@@ -104,11 +108,9 @@ class TimerTaskEntry:
         bucket = self.bucket
         if bucket is not None:
             self.bucket = None
-            removed = bucket.removed + 1
-            if removed > bucket.compact_after:
+            bucket.removed += 1
+            if bucket.removed > bucket.compact_after:
                 bucket.compact()
-            else:
-                bucket.removed = removed
 
     def __repr__(self) -> str:
         return f"TimerTaskEntry({self.task!r}, expiration_ms={self.expiration_ms})"

@@ -110,21 +110,16 @@ class TimingWheel:
         return bucket
 
     def add(self, entry: TimerTaskEntry) -> bool:
-        """Store ``entry`` on this level or an overflow level.
+        """Store ``entry`` on this level or an overflow level (Kafka's ``TimingWheel.add``).
 
         False when the entry is cancelled or already expired (``e < current_time + tick_ms``):
-        the caller drops or runs it. (The bucket insert is ``TimerTaskList.add`` inlined:
-        a fresh or drained entry is never in another bucket.)
+        the caller drops or runs it. ``SystemTimer`` inlines this, with the placement memo.
         """
         if entry.task._entry is not entry:
             return False
-        expiration = entry.expiration_ms
-        if expiration == self._last_expiration:
-            bucket = self._last_bucket
-        else:
-            bucket = self.place(expiration)
-            if bucket is None:
-                return False
+        bucket = self.place(entry.expiration_ms)
+        if bucket is None:
+            return False
         bucket.append(entry)
         entry.bucket = bucket
         return True
