@@ -1,6 +1,11 @@
-"""Reference §6 items 3-4: TimerTaskList, the shared counter, moves and cancels."""
+"""Reference §6 items 3-4: TimerTaskList, the shared counter, moves and cancels; lazy removal."""
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from minibroker.timer import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList
+from minibroker.timer.bucket import COMPACT_MIN
 
 
 def _size(bucket: TimerTaskList) -> int:
@@ -81,3 +86,109 @@ def test_cancel_twice_and_cancelled_flag():
     task.cancel()
     assert task.is_cancelled and entry.cancelled()
     assert counter.value == 0 and bucket.size == 0
+
+
+def test_removed_entries_stay_until_the_bucket_compacts_past_its_threshold():
+    counter = TaskCounter()
+    bucket = TimerTaskList(counter)
+    tasks = [TimerTask(1) for _ in range(200)]
+    for task in tasks:
+        bucket.add(TimerTaskEntry(task, 1))
+    for task in tasks[:COMPACT_MIN]:
+        task.cancel()
+    # detached and counted, not yet dropped from the list
+    assert (len(bucket), bucket.removed, bucket.size, counter.value) == (200, 64, 136, 136)
+    tasks[COMPACT_MIN].cancel()  # one more than compact_after (64): the list is compacted
+    assert (len(bucket), bucket.removed, bucket.size, counter.value) == (135, 0, 135, 135)
+    assert bucket.compact_after == 2 * 135 + COMPACT_MIN
+    assert [entry.task for entry in bucket] == tasks[65:]
+    flushed = []
+    bucket.flush(flushed.append)
+    assert [entry.task for entry in flushed] == tasks[65:]
+    assert (len(bucket), bucket.removed, bucket.compact_after, counter.value) == (0, 0, COMPACT_MIN, 0)
+
+
+def test_an_entry_moved_away_and_back_is_flushed_once():
+    counter = TaskCounter()
+    list1, list2 = TimerTaskList(counter), TimerTaskList(counter)
+    task, other = TimerTask(1), TimerTask(1)
+    entry = TimerTaskEntry(task, 1)
+    list1.add(entry)
+    list1.add(TimerTaskEntry(other, 1))
+    list2.add(entry)
+    list1.add(entry)
+    assert (list1.size, list2.size, counter.value) == (2, 0, 2)
+    flushed = []
+    list1.flush(flushed.append)
+    assert [e.task for e in flushed] == [other, task]
+    list2.flush(flushed.append)
+    assert len(flushed) == 2 and counter.value == 0
+
+
+class BucketModel(RuleBasedStateMachine):
+    """Three buckets against plain lists: FIFO, removal, moves, flushes, compaction bounds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counter = TaskCounter()
+        self.buckets = [TimerTaskList(self.counter) for _ in range(3)]
+        self.model: list[list[TimerTaskEntry]] = [[], [], []]
+        self.entries: list[TimerTaskEntry] = []
+
+    def _detach(self, entry: TimerTaskEntry) -> None:
+        for items in self.model:
+            if entry in items:
+                items.remove(entry)
+
+    @rule(which=st.integers(0, 2), count=st.integers(1, 40))
+    def add_new(self, which, count):
+        for _ in range(count):
+            entry = TimerTaskEntry(TimerTask(1), 1)
+            self.entries.append(entry)
+            self.buckets[which].add(entry)
+            self.model[which].append(entry)
+
+    @precondition(lambda self: self.entries)
+    @rule(data=st.data(), which=st.integers(0, 2))
+    def move(self, data, which):
+        entry = data.draw(st.sampled_from(self.entries))
+        if entry.cancelled():
+            return  # the wheel never places a cancelled entry (and a cancel would not reach it)
+        self._detach(entry)
+        self.buckets[which].add(entry)
+        self.model[which].append(entry)
+
+    @precondition(lambda self: self.entries)
+    @rule(data=st.data(), count=st.integers(1, 60))
+    def cancel_some(self, data, count):
+        for _ in range(count):
+            entry = data.draw(st.sampled_from(self.entries))
+            entry.task.cancel()
+            self._detach(entry)
+
+    @precondition(lambda self: self.entries)
+    @rule(data=st.data())
+    def remove_through_the_bucket(self, data):
+        entry = data.draw(st.sampled_from(self.entries))
+        for bucket in self.buckets:
+            bucket.remove(entry)
+        self._detach(entry)
+
+    @rule(which=st.integers(0, 2))
+    def flush(self, which):
+        flushed = []
+        self.buckets[which].flush(flushed.append)
+        assert flushed == self.model[which]
+        self.model[which] = []
+
+    @invariant()
+    def buckets_match_the_model(self):
+        for bucket, items in zip(self.buckets, self.model, strict=True):
+            assert bucket.entries() == items
+            assert bucket.size == len(items) == len(bucket) - bucket.removed
+            assert bucket.removed <= bucket.compact_after
+        assert self.counter.value == sum(len(items) for items in self.model)
+
+
+TestBucketModel = BucketModel.TestCase
+TestBucketModel.settings = settings(max_examples=100, stateful_step_count=60, deadline=None)

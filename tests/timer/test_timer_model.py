@@ -105,6 +105,23 @@ class TimerModel(RuleBasedStateMachine):
     def size_is_the_live_count(self):
         assert self.timer.size == sum(1 for t in self.tasks if t.state == "armed")
 
+    @invariant()
+    def wheel_buckets_hold_exactly_the_armed_entries(self):
+        if self.kind != "kafka":
+            return
+        live = []
+        for level in self.timer.timing_wheel.levels():
+            for bucket in level.buckets:
+                mine = [entry for entry in bucket if entry.bucket is bucket]
+                assert len(bucket) - bucket.removed == len(mine) == bucket.size
+                assert bucket.removed <= bucket.compact_after
+                assert not mine or bucket.expiration != -1  # a bucket holding entries is queued
+                live += mine
+        assert sorted(entry.task.id for entry in live) == sorted(
+            t.id for t in self.tasks if t.state == "armed"
+        )
+        assert all(entry.task._entry is entry for entry in live)
+
 
 def machine(kind: str, **options):
     return type(f"{kind.title()}Model", (TimerModel,), {"kind": kind, "options": options})
