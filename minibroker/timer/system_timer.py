@@ -36,10 +36,8 @@ from collections.abc import Callable
 from minibroker.timer.base import Clock, Executor, TimerBase, task_label
 from minibroker.timer.bucket import COMPACT_MIN, TaskCounter, TimerTaskList
 from minibroker.timer.snapshot import BucketView, LevelView, TimerView
-from minibroker.timer.task import TimerTask, TimerTaskEntry
+from minibroker.timer.task import BareEntry, TimerTask, TimerTaskEntry
 from minibroker.timer.wheel import TimingWheel
-
-_new_entry = object.__new__  # an entry without an __init__ frame: SystemTimer.add sets its fields
 
 
 class SystemTimer(TimerBase):
@@ -78,17 +76,19 @@ class SystemTimer(TimerBase):
         """
         clock = self.clock
         expiration = task.delay_ms + (self._now if clock is None else clock())
-        entry = _new_entry(TimerTaskEntry)
+        entry = BareEntry()
         entry.task = task
-        entry.expiration_ms = expiration
         old = task._entry
         if old is not None:
             old.remove()
         task._entry = entry
         wheel = self.timing_wheel
         if expiration == wheel._last_expiration:
+            # a burst of equal expirations shares one int object (less to free later)
+            entry.expiration_ms = wheel._last_expiration
             bucket = wheel._last_bucket
         else:
+            entry.expiration_ms = expiration
             bucket = wheel.place(expiration)
             if bucket is None:
                 entry.bucket = None

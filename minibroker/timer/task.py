@@ -108,9 +108,21 @@ class TimerTaskEntry:
         bucket = self.bucket
         if bucket is not None:
             self.bucket = None
-            bucket.removed += 1
-            if bucket.removed > bucket.compact_after:
+            removed = bucket.removed + 1
+            bucket.removed = removed
+            if removed > bucket.compact_after:
                 bucket.compact()
 
     def __repr__(self) -> str:
         return f"TimerTaskEntry({self.task!r}, expiration_ms={self.expiration_ms})"
+
+
+class BareEntry(TimerTaskEntry):
+    """A ``TimerTaskEntry`` made without arguments, for ``SystemTimer.add`` to fill in.
+
+    Its ``__init__`` is object's own, so creating one runs no Python frame; the
+    caller sets ``task``, ``expiration_ms`` and ``bucket`` and binds the task.
+    """
+
+    __slots__ = ()
+    __init__ = object.__init__  # type: ignore[assignment]
