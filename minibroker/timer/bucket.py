@@ -4,15 +4,17 @@ A bucket holds the entries whose expirations fall in one tick of one wheel level
 It is FIFO (entries leave ``flush`` in insertion order) and removal is O(1)
 amortised: the bucket *is* a Python list of entries, an entry knows its bucket,
 and ``remove`` only detaches the entry (``entry.bucket = None``) and counts it in
-``removed``. ``flush`` skips removed entries; ``compact`` drops them from the list
-once more have piled up than ``compact_after``, which is twice the live entries at
-the previous compaction plus ``COMPACT_MIN`` (asyncio's "more than half cancelled"
-rule for its timer heap, applied per bucket and checked without a ``len`` call). A
-compaction is paid for: it scans the L entries kept by the previous one after more
-than 2L removals, and each entry appended since once. Kafka's bucket is a doubly
-linked list; in CPython a list keeps append and iteration in C, and a removal
-touches only the entry and the bucket, not its neighbours, which matters when a
-million entries do not fit in the cache.
+``removed``. ``flush`` skips removed entries. Once ``removed`` passes
+``compact_after`` the bucket looks at its list (``maybe_compact``): when removed
+entries outnumber live ones it drops them (asyncio's "more than half cancelled"
+rule for its timer heap, applied per bucket); either way the next look comes when
+removed entries reach twice the live ones plus ``COMPACT_MIN``. The hot path thus
+compares two attributes and never calls ``len``; a compaction scans at most
+``2 * removed`` items, all paid for by those removals; and a bucket never holds more
+removed entries than twice its live ones at its last look, plus ``COMPACT_MIN``.
+Kafka's bucket is a doubly linked list; in CPython a list keeps append and iteration
+in C, and a removal touches only the entry and the bucket, not its neighbours,
+which matters when a million entries do not fit in the cache.
 
 All buckets of one timer share a ``TaskCounter`` whose ``value`` is the number of
 live entries in all of them, which is what ``SystemTimer.size`` reports. Kafka
@@ -40,7 +42,7 @@ from minibroker.timer.task import TimerTask, TimerTaskEntry
 
 _list_len = list.__len__
 
-#: removed entries a bucket may hold beyond twice its live ones at the last compaction
+#: removed entries a bucket may hold beyond twice its live ones at its last look
 COMPACT_MIN = 64
 
 
@@ -76,7 +78,7 @@ class TimerTaskList(list):
         self.index = index
         #: list items whose entry has left the bucket
         self.removed = 0
-        #: the number of removed items above which the list is compacted
+        #: the number of removed items above which the bucket looks at its list again
         self.compact_after = COMPACT_MIN
 
     __hash__ = object.__hash__
@@ -123,6 +125,14 @@ class TimerTaskList(list):
         self[:] = live
         self.removed = 0
         self.compact_after = 2 * len(live) + COMPACT_MIN
+
+    def maybe_compact(self) -> None:
+        """Compact if removed entries outnumber live ones; in any case set the next look."""
+        live = _list_len(self) - self.removed
+        if self.removed > live:
+            self.compact()
+        else:
+            self.compact_after = 2 * live + COMPACT_MIN
 
     def entries(self) -> list[TimerTaskEntry]:
         """The live entries, head first."""

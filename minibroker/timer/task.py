@@ -111,7 +111,7 @@ class TimerTaskEntry:
             removed = bucket.removed + 1
             bucket.removed = removed
             if removed > bucket.compact_after:
-                bucket.compact()
+                bucket.maybe_compact()
 
     def __repr__(self) -> str:
         return f"TimerTaskEntry({self.task!r}, expiration_ms={self.expiration_ms})"

@@ -88,24 +88,43 @@ def test_cancel_twice_and_cancelled_flag():
     assert counter.value == 0 and bucket.size == 0
 
 
-def test_removed_entries_stay_until_the_bucket_compacts_past_its_threshold():
+def _filled(count: int) -> tuple[TaskCounter, TimerTaskList, list[TimerTask]]:
     counter = TaskCounter()
     bucket = TimerTaskList(counter)
-    tasks = [TimerTask(1) for _ in range(200)]
+    tasks = [TimerTask(1) for _ in range(count)]
     for task in tasks:
         bucket.add(TimerTaskEntry(task, 1))
+    return counter, bucket, tasks
+
+
+def test_removed_entries_stay_until_they_outnumber_the_live_ones():
+    counter, bucket, tasks = _filled(100)
     for task in tasks[:COMPACT_MIN]:
         task.cancel()
     # detached and counted, not yet dropped from the list
-    assert (len(bucket), bucket.removed, bucket.size, counter.value) == (200, 64, 136, 136)
-    tasks[COMPACT_MIN].cancel()  # one more than compact_after (64): the list is compacted
-    assert (len(bucket), bucket.removed, bucket.size, counter.value) == (135, 0, 135, 135)
-    assert bucket.compact_after == 2 * 135 + COMPACT_MIN
+    assert (len(bucket), bucket.removed, bucket.size, counter.value) == (100, 64, 36, 36)
+    tasks[COMPACT_MIN].cancel()  # past compact_after (64), and 65 removed > 35 live: compacted
+    assert (len(bucket), bucket.removed, bucket.size, counter.value) == (35, 0, 35, 35)
+    assert bucket.compact_after == 2 * 35 + COMPACT_MIN
     assert [entry.task for entry in bucket] == tasks[65:]
     flushed = []
     bucket.flush(flushed.append)
     assert [entry.task for entry in flushed] == tasks[65:]
     assert (len(bucket), bucket.removed, bucket.compact_after, counter.value) == (0, 0, COMPACT_MIN, 0)
+
+
+def test_a_large_bucket_with_few_removals_is_not_scanned_but_looked_at_later():
+    counter, bucket, tasks = _filled(1000)
+    for task in tasks[: COMPACT_MIN + 1]:
+        task.cancel()
+    # 65 removed < 935 live: no compaction; the next look waits for 2 * 935 + 64 removals
+    assert (len(bucket), bucket.removed, bucket.size, bucket.compact_after) == (1000, 65, 935, 1934)
+    for task in tasks[COMPACT_MIN + 1 :]:
+        task.cancel()
+    assert (len(bucket), bucket.removed, bucket.size, counter.value) == (1000, 1000, 0, 0)
+    flushed = []
+    bucket.flush(flushed.append)
+    assert flushed == [] and len(bucket) == 0
 
 
 def test_an_entry_moved_away_and_back_is_flushed_once():
