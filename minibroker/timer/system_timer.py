@@ -129,7 +129,7 @@ class SystemTimer(TimerBase):
             target = bucket
             for entry in entries:
                 if entry.bucket is not bucket:
-                    continue  # removed (cancelled, or its task was re-armed): already uncounted
+                    continue  # removed (cancelled, or its task re-armed): dropped with the list
                 at = entry.expiration_ms
                 if at < expired_before:
                     entry.bucket = None

@@ -37,7 +37,7 @@ class TimerTask:
         return None
 
     def cancel(self) -> None:
-        """Disarm the task: remove its entry from its timer in O(1). Never runs it.
+        """Disarm the task: remove its entry from its timer in O(1) (amortised on the wheel). Never runs it.
 
         Cancelling twice is a no-op the second time.
         """

@@ -113,7 +113,8 @@ class TimingWheel:
         """Store ``entry`` on this level or an overflow level (Kafka's ``TimingWheel.add``).
 
         False when the entry is cancelled or already expired (``e < current_time + tick_ms``):
-        the caller drops or runs it. ``SystemTimer`` inlines this, with the placement memo.
+        the caller drops or runs it. The entry must be in no bucket (fresh or drained), as
+        every entry the wheel sees is. ``SystemTimer`` inlines this, with the placement memo.
         """
         if entry.task._entry is not entry:
             return False
