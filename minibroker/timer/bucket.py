@@ -57,7 +57,7 @@ class TaskCounter:
     @property
     def value(self) -> int:
         """Entries in the buckets now (each bucket's list length minus its holes)."""
-        return sum(_list_len(bucket) - bucket.removed for bucket in self._buckets)
+        return sum(bucket.size for bucket in self._buckets)
 
 
 class TimerTaskList(list):
@@ -87,7 +87,7 @@ class TimerTaskList(list):
     @property
     def size(self) -> int:
         """Live entries in the bucket."""
-        return list.__len__(self) - self.removed
+        return _list_len(self) - self.removed
 
     def set_expiration(self, expiration_ms: int) -> bool:
         """Set the bucket's expiration; True only if the stored value changed."""
@@ -121,14 +121,14 @@ class TimerTaskList(list):
 
     def compact(self) -> None:
         """Drop the removed entries from the list, keeping the live ones in order."""
-        live = [entry for entry in self if entry.bucket is self]
+        live = self.entries()
         self[:] = live
         self.removed = 0
         self.compact_after = 2 * len(live) + COMPACT_MIN
 
     def maybe_compact(self) -> None:
         """Compact if removed entries outnumber live ones; in any case set the next look."""
-        live = _list_len(self) - self.removed
+        live = self.size
         if self.removed > live:
             self.compact()
         else:
