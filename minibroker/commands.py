@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from minibroker.cliutil import UsageError, speed, whole_ms
 from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
@@ -161,9 +162,9 @@ def list_scenarios(args: argparse.Namespace) -> int:
     table.add_column("what it shows")
     for path in sorted(dirs[0].glob("*.toml")):
         shown = str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
-        try:
-            table.add_row(shown, load_scenario(path).description)
+        try:  # Text: a description is not markup
+            table.add_row(Text(shown), Text(load_scenario(path).description))
         except ScenarioError as error:
-            table.add_row(shown, f"[red]invalid: {error}[/]")
+            table.add_row(Text(shown), Text(f"invalid: {error}", style="red"))
     Console().print(table)
     return 0

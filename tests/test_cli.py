@@ -1,11 +1,16 @@
 """The command line: help, the timer demo, and one-line errors."""
 
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
-from minibroker.cli import main
+from minibroker import cli
+from minibroker.cli import WHEEL_SIZES, main
 from minibroker.demo import run_demo
 
 
@@ -44,5 +49,61 @@ def test_bad_argument_is_one_line_and_exit_2():
 
 
 def test_zero_tick_is_refused(capsys):
-    assert main(["demo-timer", "--tick", "0"]) == 2
-    assert capsys.readouterr().err == "minibroker: demo-timer: --tick and --wheel-size must be >= 1\n"
+    with pytest.raises(SystemExit) as exited:
+        main(["demo-timer", "--tick", "0"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "minibroker demo-timer: error: argument --tick: expected a whole number of ms 1..3600000, got 0 "
+        "(see minibroker demo-timer --help)\n"
+    )
+
+
+@pytest.mark.parametrize("size", ["1", "0", "1025"])
+def test_a_wheel_of_one_bucket_is_refused(capsys, size):
+    # a one-bucket level never widens: every overflow level as fine as the last, endlessly (1.6 GB in 20 s)
+    with pytest.raises(SystemExit) as exited:
+        main(["demo-timer", "--wheel-size", size])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "minibroker demo-timer: error: argument --wheel-size: "
+        f"expected a number of buckets 2..1024, got {size} (see minibroker demo-timer --help)\n"
+    )
+
+
+def test_the_demo_bounds_are_the_loaders():
+    from minibroker.scenario.load.limits import SETTING_LIMITS
+
+    assert SETTING_LIMITS["minibroker.timer.wheel.size"] == WHEEL_SIZES
+
+
+def test_ctrl_c_while_the_commands_are_imported_is_one_line(monkeypatch, capsys):
+    import importlib
+
+    real = importlib.import_module
+
+    def interrupted(name, *args):
+        if name == "minibroker.tui.commands":
+            raise KeyboardInterrupt
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", interrupted)
+    assert main(["check", "scenarios/acks_all.toml"]) == 130
+    assert capsys.readouterr().err == "minibroker: interrupted\n"
+
+
+@pytest.mark.parametrize("delay_s", [0.3, 0.6, 1.0])
+def test_ctrl_c_at_start_up_is_one_line_and_130(delay_s):
+    # the delays fall inside the ~2 s of imports on a loaded machine (past the interpreter's own start-up)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "minibroker", "check", "scenarios/acks_all.toml"],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(delay_s)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    if process.returncode == 0:  # it had already finished: nothing to interrupt
+        return
+    assert (process.returncode, err) == (130, "minibroker: interrupted\n")

@@ -1,0 +1,25 @@
+"""The bounds a scenario must stay within, so that every run fits this machine.
+
+Each is far beyond what a scenario about purgatories needs; past them a run would
+exhaust memory or take hours of wall time, so the loader refuses it before it starts
+(docs/scenarios.md lists them for users). ``budget`` projects the work of a whole run.
+"""
+
+from __future__ import annotations
+
+#: every time in a scenario (``at``, ``end_ms``, ``duration_ms``, latencies, ``*.ms`` settings): one day
+MAX_MS = 86_400_000
+MAX_BROKERS = 1000
+#: partitions times replication factor, over all topics
+MAX_PARTITION_REPLICAS = 100_000
+#: the projected events of a run (see budget.py): a few minutes of wall time
+MAX_EVENTS = 1_000_000
+#: problems reported for one file; the rest are counted
+MAX_PROBLEMS = 20
+#: Kafka-named settings with bounds of their own: (minimum, maximum or None)
+SETTING_LIMITS: dict[str, tuple[int, int | None]] = {
+    # a level of one bucket never widens: each overflow level is as fine as the last, without end
+    "minibroker.timer.wheel.size": (2, 1024),
+    # Kafka 3.x's own minimum (a v0 record's overhead); Kafka 4.0 raised it to 1 MiB
+    "log.segment.bytes": (14, None),
+}
