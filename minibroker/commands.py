@@ -135,7 +135,8 @@ def check(args: argparse.Namespace) -> int:
         try:
             scenario = load_scenario(path)
         except ScenarioError as error:
-            print(f"minibroker: {error}", file=sys.stderr)
+            for problem in error.problems:
+                print(f"minibroker: {problem}", file=sys.stderr)
             failed += 1
             continue
         print(f"ok {path}: {len(scenario.steps)} steps, {len(scenario.expectations)} expectations")
@@ -165,6 +166,6 @@ def list_scenarios(args: argparse.Namespace) -> int:
         try:  # Text: a description is not markup
             table.add_row(Text(shown), Text(load_scenario(path).description))
         except ScenarioError as error:
-            table.add_row(Text(shown), Text(f"invalid: {error}", style="red"))
+            table.add_row(Text(shown), Text(f"invalid: {error.problems[0]}", style="red"))
     Console().print(table)
     return 0

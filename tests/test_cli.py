@@ -107,3 +107,29 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(delay_s):
     if process.returncode == 0:  # it had already finished: nothing to interrupt
         return
     assert (process.returncode, err) == (130, "minibroker: interrupted\n")
+
+
+def test_scenario_text_is_printed_as_it_is_without_markup_or_highlighting(monkeypatch):
+    import attrs
+    from rich.highlighter import ReprHighlighter
+
+    from minibroker.report import render
+    from minibroker.scenario import load_scenario, run_scenario
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "timing_wheel_cascade.toml"
+    result = run_scenario(load_scenario(path))
+    scenario = attrs.evolve(result.scenario, name="[/oops]", description="[bold]x[/bold] " + "y" * 100_000)
+    result = attrs.evolve(result, scenario=scenario)
+
+    highlight = ReprHighlighter.highlight
+
+    def quadratic(self, text):  # rich's repr highlighter: its regexes take seconds on a long word
+        assert "yyyy" not in text.plain, "scenario text went through the repr highlighter"
+        highlight(self, text)
+
+    monkeypatch.setattr(ReprHighlighter, "highlight", quadratic)
+    console = Console(record=True, width=120)
+    render(result, console)  # a '[/oops]' parsed as markup was a MarkupError
+    text = console.export_text()
+    assert text.startswith("[/oops] — [bold]x[/bold]")
+    assert "y" * 100 in text

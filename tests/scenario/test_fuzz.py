@@ -1,4 +1,4 @@
-"""Hypothesis: mutated scenario documents load or fail with one ScenarioError line, nothing else."""
+"""Hypothesis: mutated scenario documents load or fail with one ScenarioError line per problem."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from minibroker.cli import main
 from minibroker.scenario import ScenarioError, parse_scenario
+from minibroker.scenario.load.limits import MAX_PROBLEMS
 
 LIBRARY = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
 DOCUMENTS = [tomllib.loads(p.read_text()) for p in LIBRARY]
@@ -89,10 +90,12 @@ def test_mutated_documents_load_or_fail_with_one_line(text):
     try:
         parse_scenario(text, "fuzz.toml")
     except ScenarioError as error:
-        message = str(error)
-        assert message.startswith("fuzz.toml")
-        assert "\n" not in message
-        assert "Traceback" not in message
+        assert 1 <= len(error.problems) <= MAX_PROBLEMS + 1
+        assert str(error) == "\n".join(error.problems)
+        for line in error.problems:
+            assert line.startswith("fuzz.toml") or line.startswith("... and ")
+            assert "\n" not in line
+            assert "Traceback" not in line
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -108,7 +111,12 @@ def test_check_command_exits_0_or_2_with_one_line(tmp_path_factory, text):
         code = main(["check", str(path)])
     assert code in (0, 2)
     if code == 2:
-        assert len(err.getvalue().strip().splitlines()) == 1
+        lines = err.getvalue().splitlines()
+        assert 1 <= len(lines) <= MAX_PROBLEMS + 1
+        assert all(
+            line.startswith(f"minibroker: {path}") or line.startswith("minibroker: ... and ")
+            for line in lines
+        )
 
 
 def test_the_writer_round_trips_the_library():

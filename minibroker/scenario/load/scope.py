@@ -123,7 +123,9 @@ def topic_of(table: Table, key: str, topic: str, topics: tuple[TopicSpecModel, .
     spec = next((t for t in topics if t.name == topic), None)
     if spec is None:
         raise table.error(
-            key, f"unknown topic {describe(topic)}; expected one of: {listing([t.name for t in topics])}"
+            key,
+            f"unknown topic {describe(topic)}; "
+            f"expected one of: {listing([t.name for t in topics]) or '(no topic is defined)'}",
         )
     return spec
 
