@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,9 +10,8 @@ from hypothesis import strategies as st
 from minibroker.cli import main
 from minibroker.scenario import ScenarioError, parse_scenario
 from minibroker.scenario.load.limits import MAX_PROBLEMS
+from tests.scenario.corpus import DOCUMENTS, dump, paths
 
-LIBRARY = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
-DOCUMENTS = [tomllib.loads(p.read_text()) for p in LIBRARY]
 ODD_VALUES = st.one_of(
     st.integers(-(2**40), 2**40),
     st.floats(allow_nan=False, allow_infinity=False),
@@ -23,34 +20,6 @@ ODD_VALUES = st.one_of(
     st.lists(st.integers(-3, 5), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
-
-
-def paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix] if prefix else []
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            out += paths(value, (*prefix, i))
-    return out
-
-
-def to_toml(value: Any) -> str:
-    """A tiny TOML writer for what these documents hold (inline tables everywhere)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(to_toml(v) for v in value) + "]"
-    return "{" + ", ".join(f"{to_toml(str(k))} = {to_toml(v)}" for k, v in value.items()) + "}"
-
-
-def dump(doc: dict) -> str:
-    return "\n".join(f"{to_toml(str(k))} = {to_toml(v)}" for k, v in doc.items()) + "\n"
 
 
 @st.composite

@@ -139,11 +139,15 @@ CASES = {
         "",
         "x.toml: an empty scenario; expected [cluster], [[topics]], [[clients]] and [[steps]]",
     ),
-    "a 10 MB topic name, echoed": (
-        BASE.replace('name = "t"', 'name = "' + "t" * 10_000_000 + '"')
+    "a 1 MB topic name, echoed": (
+        BASE.replace('name = "t"', 'name = "' + "t" * 1_000_000 + '"')
         + '\n[[steps]]\nat = 1\naction = "produce"\nclient = "p"\ntopic = "u"\n',
         "x.toml:16: clients[1].assign[0]: unknown topic 't'; "
-        "expected one of: 'tttttttttttttttttttttttttttttttttttt... (10,000,000 characters)",
+        "expected one of: 'tttttttttttttttttttttttttttttttttttt... (1,000,000 characters)",
+    ),
+    "a 10 MB document": (
+        BASE.replace('name = "t"', 'name = "' + "t" * 10_000_000 + '"'),
+        "x.toml: the document is larger than 2,097,152 characters; expected a scenario",
     ),
     "a 20,000-item list, echoed": (
         BASE

@@ -20,7 +20,7 @@ from typing import Any
 from minibroker.scenario.load.limits import MAX_MS
 
 MISSING = object()
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+MAX_DOCUMENT_BYTES = 2 * 1024 * 1024  # a scenario is kilobytes; TOML parsing takes seconds per MB
 MAX_NESTING = 32
 INT64 = (-(2**63), 2**63 - 1)
 ECHO = 40  # characters of a value echoed in a message
@@ -227,6 +227,10 @@ _TOKENS = re.compile(
 def parse_document(text: str, path: str) -> Table:
     """The TOML root table of a scenario-like file, ready for checked reading."""
     text = text.removeprefix("\ufeff")
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise ScenarioError(
+            f"{path}: the document is larger than {MAX_DOCUMENT_BYTES:,} characters; expected a scenario"
+        )
     lines = text.count("\n") + 1
     deep = _too_deep(text)
     if deep is not None:
@@ -287,15 +291,26 @@ def _too_deep(text: str) -> int | None:
 
 
 def _huge_integers(data: dict) -> list[tuple[str, int]]:
-    """(key path, value) of every integer outside 64 bits, in document order (a few at most)."""
+    """(key path, value) of integers outside 64 bits (the first 20 found)."""
     found: list[tuple[str, int]] = []
-    stack: list[tuple[str, Any]] = [("", data)]
+    low, high = INT64
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
     while stack and len(found) < 20:
         path, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(reversed([(f"{path}.{k}" if path else k, v) for k, v in value.items()]))
-        elif isinstance(value, list):
-            stack.extend(reversed([(f"{path}[{i}]", v) for i, v in enumerate(value)]))
-        elif isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
-            found.append((path, value))
+        items = enumerate(value) if isinstance(value, list) else value.items()
+        nested = []
+        for key, item in items:
+            if type(item) is int and not low <= item <= high:
+                found.append((_key_path((*path, key)), item))
+            elif isinstance(item, (dict, list)):
+                nested.append(((*path, key), item))
+        stack.extend(reversed(nested))
     return found
+
+
+def _key_path(keys: tuple[str | int, ...]) -> str:
+    """``steps[3].bytes`` from ("steps", 3, "bytes")."""
+    text = ""
+    for key in keys:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return text
