@@ -22,7 +22,6 @@ from minibroker.cli import main
 from minibroker.scenario import load_scenario
 from minibroker.scenario.load.budget import projected_events
 from minibroker.scenario.load.limits import MAX_PROBLEMS
-from minibroker.scenario.load.scope import Scope
 from tests.scenario.corpus import corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,11 +48,7 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 
 def _events(path: Path) -> int:
-    scenario = load_scenario(path)
-    scope = Scope(None)  # type: ignore[arg-type]
-    for field in ("end_ms", "cluster", "topics", "clients", "steps", "expectations"):
-        setattr(scope, field, getattr(scenario, field))
-    background, requests, _ = projected_events(scope)
+    background, requests, _ = projected_events(load_scenario(path))
     return background + requests
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +241,35 @@ def test_the_timer_refuses_a_wheel_of_one_bucket():
 
     with pytest.raises(ValueError, match="wheel_size >= 2, got 1 and 1"):
         SystemTimer(tick_ms=1, wheel_size=1)
+
+
+def test_the_model_keeps_settings_within_limits_however_it_is_made():
+    import attrs
+
+    from minibroker.cluster.config import ConfigError
+    from minibroker.scenario.model import ClusterSpec
+
+    with pytest.raises(
+        ConfigError, match=r"^config.minibroker.timer.wheel.size: expected a number from 2 to 1024"
+    ):
+        attrs.evolve(ClusterSpec(), config={"minibroker.timer.wheel.size": 1})
+    with pytest.raises(
+        ConfigError, match=r"^config.replica.lag.time.max.ms: expected a number at most 86400000"
+    ):
+        ClusterSpec(broker_overrides={1: {"replica.lag.time.max.ms": 10**12}})
+
+
+def test_a_sweep_cannot_override_a_setting_past_its_limit(tmp_path):
+    from minibroker.pipeline.sweepfile import load_sweep
+
+    path = tmp_path / "sweep.toml"
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "acks_all.toml"
+    path.write_text(
+        f'[sweep]\nscenario = "{scenario}"\n\n'
+        '[[axes]]\nconfig = "minibroker.timer.wheel.size"\nvalues = [20, 1]\n'
+    )
+    with pytest.raises(ScenarioError) as raised:
+        load_sweep(path)
+    assert str(raised.value) == (
+        f"{path}:6: axes[0].values[1]: expected a number from 2 to 1024, got 1 (minibroker.timer.wheel.size)"
+    )

@@ -124,7 +124,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
                 f"{path}: an empty scenario; expected [cluster], [[topics]], [[clients]] and [[steps]]"
             )
         else:
-            scope.problems.extend(filter(None, [check_budget(scope)]))
+            scope.problems.extend(filter(None, [check_budget(scope, path)]))
     if scope.problems:
         raise ScenarioError(*_capped(scope.problems))
     return Scenario(

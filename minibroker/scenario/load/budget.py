@@ -15,13 +15,16 @@ from __future__ import annotations
 from minibroker.cluster.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.load.limits import MAX_EVENTS
 from minibroker.scenario.load.scope import Scope
-from minibroker.scenario.model import Fetch, Load, Poll, Produce, SetConfig
+from minibroker.scenario.model import Fetch, Load, Poll, Produce, Scenario, SetConfig
+
+#: a Scenario, or the Scope it is loaded from (the same fields)
+Planned = Scenario | Scope
 
 #: steps that make client requests
 REQUESTS = (Produce, Fetch, Poll, Load)
 
 
-def projected_span(scope: Scope) -> int:
+def projected_span(scope: Planned) -> int:
     """The last virtual ms the run may reach."""
     ends = [0 if scope.end_ms is None else scope.end_ms]
     ends += [step.at + getattr(step, "duration_ms", 0) for step in scope.steps]
@@ -38,14 +41,14 @@ def _client_wait(kind: str, config: dict) -> int:
     return settings.request_timeout_ms + settings.response_grace_ms
 
 
-def _smallest(scope: Scope, key: str, default: int) -> int:
+def _smallest(scope: Planned, key: str, default: int) -> int:
     values = [scope.cluster.config.get(key, default)]
     values += [o[key] for o in scope.cluster.broker_overrides.values() if key in o]
     values += [s.settings[key] for s in scope.steps if isinstance(s, SetConfig) and key in s.settings]
     return max(1, min(values))
 
 
-def projected_events(scope: Scope) -> tuple[int, int, int]:
+def projected_events(scope: Planned) -> tuple[int, int, int]:
     """(background wake-ups, request events, span in ms) of the whole run."""
     span = projected_span(scope)
     followers = sum(t.partitions * (t.replication_factor - 1) for t in scope.topics)
@@ -70,13 +73,16 @@ def projected_events(scope: Scope) -> tuple[int, int, int]:
     return background, requests, span
 
 
-def check_budget(scope: Scope) -> str | None:
-    """The problem when the run is projected past ``MAX_EVENTS``, else None."""
+def check_budget(scope: Planned, path: str) -> str | None:
+    """The problem (naming ``path``) when the run is projected past ``MAX_EVENTS``, else None.
+
+    A sweep can check each variant (a Scenario) with it, as the loader checks the file.
+    """
     background, requests, span = projected_events(scope)
     if background + requests <= MAX_EVENTS:
         return None
     return (
-        f"{scope.ctx.path}: the run is too big: a projected {background + requests:,} events, "
+        f"{path}: the run is too big: a projected {background + requests:,} events, "
         f"expected at most {MAX_EVENTS:,} ({background:,} background wake-ups over {span:,} ms "
         f"of virtual time, {requests:,} for requests); shorten the run, lower load rates or raise "
         "minibroker.reaper.poll.ms / replica.fetch.wait.max.ms"

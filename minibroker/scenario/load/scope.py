@@ -12,9 +12,9 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
+from minibroker.cluster.config import ConfigError
 from minibroker.scenario.load.document import Context, ScenarioError, Table, describe, listing
-from minibroker.scenario.load.limits import MAX_MS, SETTING_LIMITS
+from minibroker.scenario.load.limits import setting_problem
 from minibroker.scenario.model import (
     ClientSpec,
     ClusterSpec,
@@ -58,15 +58,6 @@ class Scope:
         return tuple(items)
 
 
-#: every Kafka-named setting in ms: at most MAX_MS, like every other time
-_MS_SETTINGS = frozenset(
-    name
-    for config in (BrokerConfig, ProducerConfig, ConsumerConfig)
-    for name in config.kafka_names()
-    if name.endswith(".ms")
-)
-
-
 def unique(values: list[str], table: str, key: str, ctx: Context) -> None:
     seen: set[str] = set()
     for i, value in enumerate(values):
@@ -87,18 +78,9 @@ def kafka(
     if fix is not None:
         values = fix(values)
     for name, value in values.items():  # bounds of our own first: they are the narrower
-        low, high = SETTING_LIMITS.get(name, (None, MAX_MS if name in _MS_SETTINGS else None))
-        if (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and ((low is not None and value < low) or (high is not None and value > high))
-        ):
-            expected = (
-                f"from {low} to {high}"
-                if low is not None and high is not None
-                else (f">= {low}" if low is not None else f"at most {high}")
-            )
-            raise settings.ctx.error(f"{settings.path}.{name}", f"expected a number {expected}, got {value}")
+        problem = setting_problem(name, value)
+        if problem is not None:
+            raise settings.ctx.error(f"{settings.path}.{name}", problem)
     try:
         factory(values, settings.path)
     except ConfigError as error:
