@@ -15,32 +15,8 @@ import pytest
 from minibroker.cli import main
 from minibroker.scenario import ScenarioError, parse_scenario
 from minibroker.scenario.load.limits import MAX_PROBLEMS
+from tests.scenario.test_load_errors import BASE  # the producer says acks = "all" on line 12
 
-BASE = """\
-[cluster]
-brokers = 3
-
-[[topics]]
-name = "t"
-partitions = 2
-replication_factor = 3
-
-[[clients]]
-id = "p"
-type = "producer"
-
-[[clients]]
-id = "c"
-type = "consumer"
-assign = ["t-0"]
-
-[[steps]]
-at = 10
-action = "produce"
-client = "p"
-topic = "t"
-id = "first"
-"""
 CONFIG = 'brokers = 3\nconfig = { "%s" = %s }'
 LOAD = '\n[[steps]]\nat = 0\naction = "load"\nclient = "p"\ntopic = "t"\nrate = %d\nduration_ms = %d\n'
 TOO_BIG = (
@@ -94,43 +70,43 @@ CASES = {
     ),
     "at of 2^64": (
         BASE.replace("at = 10", "at = 18446744073709551616"),
-        "x.toml:19: steps[0].at: expected a whole number that fits in 64 bits, got 18446744073709551616",
+        "x.toml:20: steps[0].at: expected a whole number that fits in 64 bits, got 18446744073709551616",
     ),
     "bytes of 10^30": (
         BASE + "bytes = 1000000000000000000000000000000\n",
-        "x.toml:24: steps[0].bytes: expected a whole number that fits in 64 bits, "
+        "x.toml:25: steps[0].bytes: expected a whole number that fits in 64 bits, "
         "got 1000000000000000000000000000000",
     ),
     "an integer of 5000 digits": (
         BASE + "bytes = " + "9" * 5000 + "\n",
-        "x.toml:24: expected a whole number that fits in 64 bits, got one of thousands of digits",
+        "x.toml:25: expected a whole number that fits in 64 bits, got one of thousands of digits",
     ),
     "fetch by a consumer with nothing assigned": (
         BASE.replace('assign = ["t-0"]', "assign = []")
         + '\n[[steps]]\nat = 20\naction = "fetch"\nclient = "c"\n',
-        "x.toml:28: steps[1].client: consumer 'c' has no assigned partitions; expected assign = [...] on it",
+        "x.toml:29: steps[1].client: consumer 'c' has no assigned partitions; expected assign = [...] on it",
     ),
     "inline tables 1000 deep": (
         BASE + "x = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n",
-        "x.toml:24: tables and arrays nested more than 32 deep; expected a flatter document",
+        "x.toml:25: tables and arrays nested more than 32 deep; expected a flatter document",
     ),
     "at_least above at_most": (
         BASE + '\n[[expect]]\ncount = "requests"\nat_least = 5\nat_most = 2\n',
-        "x.toml:28: expect[0].at_most: expected at_most >= at_least (5), got 2",
+        "x.toml:29: expect[0].at_most: expected at_most >= at_least (5), got 2",
     ),
     "unknown event kind": (
         BASE + '\n[[expect]]\nevent = { kind = "timer.fired" }\n',
-        "x.toml:26: expect[0].event.kind: unknown event kind 'timer.fired'; expected one of: append, "
+        "x.toml:27: expect[0].event.kind: unknown event kind 'timer.fired'; expected one of: append, "
         "append.rejected, client.fetch,",
     ),
     "unknown event field": (
         BASE + '\n[[expect]]\nevent = { kind = "timer.fire", levle = 2 }\n',
-        "x.toml:26: expect[0].event.levle: timer.fire events have no field 'levle'; "
+        "x.toml:27: expect[0].event.levle: timer.fire events have no field 'levle'; "
         "expected one of: broker, expiration, kind, op, seq, time_ms",
     ),
     "unknown event kind in a count": (
         BASE + '\n[[expect]]\ncount = "events"\nevent = { kind = "nope" }\nequals = 1\n',
-        "x.toml:27: expect[0].event.kind: unknown event kind 'nope'; expected one of: append,",
+        "x.toml:28: expect[0].event.kind: unknown event kind 'nope'; expected one of: append,",
     ),
     "an empty scenario": (
         '[scenario]\nname = "nothing"\n',
@@ -143,7 +119,7 @@ CASES = {
     "a 1 MB topic name, echoed": (
         BASE.replace('name = "t"', 'name = "' + "t" * 1_000_000 + '"')
         + '\n[[steps]]\nat = 1\naction = "produce"\nclient = "p"\ntopic = "u"\n',
-        "x.toml:16: clients[1].assign[0]: unknown topic 't'; "
+        "x.toml:17: clients[1].assign[0]: unknown topic 't'; "
         "expected one of: 'tttttttttttttttttttttttttttttttttttt... (1,000,000 characters)",
     ),
     "a 10 MB document": (
@@ -156,12 +132,12 @@ CASES = {
         + "partitions = ["
         + ", ".join(["7"] * 20000)
         + "]\n",
-        "x.toml:32: steps[1].partitions: expected a list of partitions of 't' (0..1), "
+        "x.toml:33: steps[1].partitions: expected a list of partitions of 't' (0..1), "
         "got [7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, ... (20,000 items)",
     ),
     "a syntax error": (
         BASE + "\n[[steps]\n",
-        "x.toml:25: malformed TOML: Expected ']]' at the end of an array declaration (column 8)",
+        "x.toml:26: malformed TOML: Expected ']]' at the end of an array declaration (column 8)",
     ),
 }
 
@@ -197,8 +173,8 @@ def test_every_problem_is_reported_one_line_each():
     text = BASE + '\n[[steps]]\nat = -1\naction = "pause"\nbroker = 0\n'
     text += '\n[[steps]]\nat = 5\naction = "pause"\nbroker = 9\n'
     assert problems_of(text) == [
-        "x.toml:26: steps[1].at: expected a whole number of ms >= 0, got -1",
-        "x.toml:33: steps[2].broker: expected a broker id 0..2, got 9",
+        "x.toml:27: steps[1].at: expected a whole number of ms >= 0, got -1",
+        "x.toml:34: steps[2].broker: expected a broker id 0..2, got 9",
     ]
 
 
@@ -206,7 +182,7 @@ def test_problems_are_capped_and_counted():
     text = BASE + "".join(f'\n[[steps]]\nat = -{i}\naction = "pause"\nbroker = 0\n' for i in range(1, 26))
     problems = problems_of(text)
     assert len(problems) == MAX_PROBLEMS + 1
-    assert problems[0] == "x.toml:26: steps[1].at: expected a whole number of ms >= 0, got -1"
+    assert problems[0] == "x.toml:27: steps[1].at: expected a whole number of ms >= 0, got -1"
     assert problems[-1] == "... and 5 more problems"
 
 
