@@ -249,3 +249,14 @@ def test_a_sweep_cannot_override_a_setting_past_its_limit(tmp_path):
     assert str(raised.value) == (
         f"{path}:6: axes[0].values[1]: expected a number from 2 to 1024, got 1 (minibroker.timer.wheel.size)"
     )
+
+
+def test_thousands_of_problems_are_counted_in_linear_time():
+    import time
+
+    text = BASE + "".join(f'\n[[steps]]\nat = -{i}\naction = "pause"\nbroker = 0\n' for i in range(1, 5001))
+    started = time.monotonic()
+    problems = problems_of(text)
+    # a hang guard, not a speed figure: finding each step's line by rescanning the file took minutes
+    assert time.monotonic() - started < 30
+    assert problems[-1] == "... and 4,980 more problems"

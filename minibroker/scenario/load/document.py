@@ -36,11 +36,28 @@ class ScenarioError(Exception):
 
 
 class Context:
-    """The file being read: its name, and its text for finding line numbers."""
+    """The file being read: its name, and its text for finding line numbers.
+
+    Where each table starts is found once per table name, so that reporting a problem
+    in each of thousands of steps stays linear in the size of the file.
+    """
 
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.lines = text.splitlines()
+        self._starts: dict[str, tuple[list[int], int | None, int | None]] = {}
+
+    def _table_starts(self, table: str) -> tuple[list[int], int | None, int | None]:
+        """Lines (0-based) of each ``[[table]]``, of the first ``[table]``, of the first ``table =``."""
+        if table not in self._starts:
+            array = re.compile(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]")
+            header = re.compile(rf"^\s*\[\s*{re.escape(table)}[\].]")
+            plain = re.compile(rf'^\s*"?{re.escape(table)}"?\s*=')
+            arrays = [n for n, line in enumerate(self.lines) if array.match(line)]
+            first = next((n for n, line in enumerate(self.lines) if header.match(line)), None)
+            inline = next((n for n, line in enumerate(self.lines) if plain.match(line)), None)
+            self._starts[table] = (arrays, first, inline)
+        return self._starts[table]
 
     def line_of(self, key_path: str) -> int | None:
         """Best effort: the line of ``steps[3].at`` (the 4th ``[[steps]]``, then ``at =``)."""
@@ -49,25 +66,12 @@ class Context:
             return None
         table, index, rest = match.group(1), match.group(2), match.group(3)
         keys = [k.strip('"') for k in rest.split(".") if k]
-        start = None
+        arrays, first, inline = self._table_starts(table)
+        start = first
         if index is not None:
-            header = re.compile(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]")
-            seen = -1
-            for number, line in enumerate(self.lines):
-                if header.match(line):
-                    seen += 1
-                    if seen == int(index):
-                        start = number
-                        break
-        else:
-            header = re.compile(rf"^\s*\[\s*{re.escape(table)}[\].]")
-            for number, line in enumerate(self.lines):
-                if header.match(line):
-                    start = number
-                    break
+            start = arrays[int(index)] if int(index) < len(arrays) else None
         if start is None:
-            plain = re.compile(rf'^\s*"?{re.escape(table)}"?\s*=')
-            return next((n + 1 for n, line in enumerate(self.lines) if plain.match(line)), None)
+            return None if inline is None else inline + 1
         for key in reversed(keys):  # the innermost key written on a line of its own
             pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=')
             for number in range(start + 1, len(self.lines)):
