@@ -151,8 +151,9 @@ def problems_of(text: str) -> list[str]:
 
 @pytest.mark.parametrize(("text", "message"), CASES.values(), ids=CASES.keys())
 def test_refused_before_the_run_in_one_line(text, message):
-    assert problems_of(text)[0].startswith(message)
-    assert all(len(line) < 1100 for line in problems_of(text))
+    problems = problems_of(text)
+    assert problems[0].startswith(message)
+    assert all(len(line) < 1100 for line in problems)
 
 
 @pytest.mark.parametrize(
