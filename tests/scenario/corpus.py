@@ -136,14 +136,15 @@ def _mutate(rng: random.Random, doc: dict) -> None:
         where, value = rng.choice(LIMITS)
         _set(doc, where, value)
         return
-    if action == "duplicate" and doc.get("steps"):
-        doc["steps"] = doc["steps"] * rng.choice((2, 10))
+    steps, clients = doc.get("steps"), doc.get("clients")
+    if action == "duplicate" and isinstance(steps, list):
+        doc["steps"] = steps * rng.choice((2, 10))
         return
-    if action == "empty-assign":
-        for client in doc.get("clients", []):
+    if action == "empty-assign" and isinstance(clients, list) and isinstance(steps, list):
+        for client in clients:
             if isinstance(client, dict) and client.get("type") == "consumer":
                 client["assign"] = []
-        doc.setdefault("steps", []).append({"at": 1, "action": "fetch", "client": "consumer"})
+        steps.append({"at": 1, "action": "fetch", "client": "consumer"})
         return
     if not every:
         return

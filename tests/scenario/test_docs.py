@@ -23,6 +23,7 @@ def test_documented_example_runs():
 def test_the_documented_limits_are_the_loaders():
     from minibroker.scenario.load.document import MAX_DOCUMENT_BYTES, MAX_NESTING
     from minibroker.scenario.load.limits import (
+        MAX_BATCH,
         MAX_BROKERS,
         MAX_EVENTS,
         MAX_MS,
@@ -33,6 +34,7 @@ def test_the_documented_limits_are_the_loaders():
 
     limits = DOC.read_text().split("## Limits")[1]
     assert f"| `brokers` | {MAX_BROKERS} |" in limits
+    assert f"| `records` and `bytes` of a `produce` or `load` step | {MAX_BATCH:,} " in limits
     assert f"over all topics | {MAX_PARTITION_REPLICAS:,} |" in limits
     assert f"one day, {MAX_MS:,} ms |" in limits
     assert f"| the projected run | {MAX_EVENTS:,} events" in limits

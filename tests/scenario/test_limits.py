@@ -77,6 +77,10 @@ CASES = {
         "x.toml:25: steps[0].bytes: expected a whole number that fits in 64 bits, "
         "got 1000000000000000000000000000000",
     ),
+    "a batch of 10^15 records": (
+        BASE + "records = 1000000000000000\n",
+        "x.toml:25: steps[0].records: expected a whole number from 1 to 2147483647, got 1000000000000000",
+    ),
     "an integer of 5000 digits": (
         BASE + "bytes = " + "9" * 5000 + "\n",
         "x.toml:25: expected a whole number that fits in 64 bits, got one of thousands of digits",

@@ -14,6 +14,9 @@ from minibroker.cluster.config import BrokerConfig, ConsumerConfig, ProducerConf
 #: every time in a scenario (``at``, ``end_ms``, ``duration_ms``, latencies, ``*.ms`` settings): one day
 MAX_MS = 86_400_000
 MAX_BROKERS = 1000
+#: records and bytes of one produce: Kafka's record count and batch length are 32-bit, and offsets
+#: (64-bit) cannot overflow within MAX_EVENTS produces of at most this many records
+MAX_BATCH = 2**31 - 1
 #: partitions times replication factor, over all topics
 MAX_PARTITION_REPLICAS = 100_000
 #: the projected events of a run (see budget.py): a few minutes of wall time

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from minibroker.cluster.config import BrokerConfig
 from minibroker.scenario.load.document import Table, describe
+from minibroker.scenario.load.limits import MAX_BATCH
 from minibroker.scenario.load.scope import (
     Scope,
     assigned_consumer,
@@ -48,8 +49,8 @@ def _produce(table: Table, scope: Scope, at: int, index: int, action: str) -> St
         client,
         topic,
         partition,
-        table.int("records", 1, 1),
-        table.int("bytes", 100, 0),
+        table.int("records", 1, 1, maximum=MAX_BATCH),
+        table.int("bytes", 100, 0, maximum=MAX_BATCH),
         table.str("id", None),
     )
 
@@ -87,8 +88,8 @@ def _load(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
         table.int("rate", what="a whole number of requests per second", minimum=1),
         table.ms("duration_ms"),
         partitions,
-        table.int("records", 1, 1),
-        table.int("bytes", 100, 0),
+        table.int("records", 1, 1, maximum=MAX_BATCH),
+        table.int("bytes", 100, 0, maximum=MAX_BATCH),
         table.str("id", None),
     )
 
