@@ -18,6 +18,7 @@ from minibroker.cluster.config import BrokerConfig
 from minibroker.cluster.log import Log
 from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
 from minibroker.cluster.network import Network
+from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.cluster.replica_manager import ReplicaManager
 from minibroker.cluster.snapshot import BrokerView, PurgatoryView
 from minibroker.runtime import MsClock
@@ -101,6 +102,8 @@ class Broker:
             manager.fetch_messages(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
+        elif isinstance(message, BrokerRegistrations):
+            manager.apply_registrations(message)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
 

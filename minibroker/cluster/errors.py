@@ -22,6 +22,7 @@ class Errors(enum.IntEnum):
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    INELIGIBLE_REPLICA = 107
 
     def __str__(self) -> str:
         return self.name

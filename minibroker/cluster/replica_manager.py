@@ -12,6 +12,7 @@ Kafka's trigger table says (reference §4):
 | ISR change committed, or becoming leader raised the HW | fetch, produce              |
 | leadership lost (they answer NOT_LEADER_OR_FOLLOWER)   | produce, fetch              |
 | follower appended replicated data                      | fetch                       |
+| broker registrations changed and the HW rose           | fetch, produce              |
 
 Append triggers run after the request's own delayed operation is registered
 (Kafka's action queue, KAFKA-8334).
@@ -48,6 +49,7 @@ from minibroker.cluster.messages import (
 )
 from minibroker.cluster.network import Network
 from minibroker.cluster.partition import Partition, PartitionError
+from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.purgatory import DelayedOperationPurgatory
 from minibroker.runtime import MsClock, Reaper
 from minibroker.timer import make_timer
@@ -101,6 +103,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.fetchers_paused = False
+        #: the metadata cache's broker states (fenced, controlled shutdown), as the controller last said
+        self.registrations = BrokerRegistrations()
         self._nursery: trio.Nursery | None = None
         #: set once the broker's tasks have stopped (crash): late answers are ignored
         self.stopped = False
@@ -421,6 +425,7 @@ class ReplicaManager:
                 self.config.min_insync_replicas,
                 self.config.replica_lag_time_max_ms,
                 self.config.freeze_hw_under_min_isr,
+                self.is_replica_isr_eligible,
             )
             self.partitions[tp] = partition
         elif state.leader_epoch < partition.leader_epoch:
@@ -456,6 +461,21 @@ class ReplicaManager:
         self._remove_from_fetchers(tp)
         if state.leader >= 0:
             self._fetcher_for(state.leader).add_partition(tp)
+
+    def is_replica_isr_eligible(self, broker: int) -> bool:
+        return self.registrations.is_isr_eligible(broker)
+
+    def apply_registrations(self, registrations: BrokerRegistrations) -> None:
+        """New broker states from the controller; a fenced follower stops holding the HW at once."""
+        self.registrations = registrations
+        now = self.now()
+        for tp, partition in list(self.partitions.items()):
+            if not partition.is_leader:
+                continue
+            before = partition.high_watermark
+            if partition.maybe_increment_leader_hw(now):
+                self._trace_hw(partition, before)
+                self.try_complete_delayed_requests(tp)
 
     def stop_replica(self, tp: TopicPartition, delete: bool = False) -> None:
         """Stop hosting ``tp`` (Kafka's StopReplica); waiting requests answer NOT_LEADER_OR_FOLLOWER."""
