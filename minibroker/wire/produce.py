@@ -4,7 +4,9 @@ Produce: each partition's record batches are validated (``records.py``); bad
 ones answer CORRUPT_MESSAGE and are not sent on. The rest goes to the broker as
 one emulated ``ProduceRequest`` with the request's ``acks`` and ``timeout_ms``,
 which becomes the DelayedProduce's delay when ``acks=-1`` has to wait for the
-ISR. The answer keeps the request's topic and partition order.
+ISR (zero or negative: the records are appended and the answer is an immediate
+REQUEST_TIMED_OUT unless the ISR already has them, as in Kafka). The answer keeps
+the request's topic and partition order.
 
 ``acks=0``: the broker appends and answers nothing. As in Kafka, a partition
 error that can be seen at once (corrupt records, unknown topic, not the leader)
@@ -73,7 +75,10 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
         return None
     answered = dict(local)
     if data:
-        response: ClusterProduceResponse = await conn.call(message, body.timeout_ms + RESPONSE_GRACE_MS)
+        # the DelayedProduce takes timeout_ms as it is (a negative one expires at once: REQUEST_TIMED_OUT,
+        # as Kafka's timer runs an already-expired task); the connection waits at least the grace
+        wait_ms = max(0, body.timeout_ms) + RESPONSE_GRACE_MS
+        response: ClusterProduceResponse = await conn.call(message, wait_ms)
         answered.update(response.partitions)
     return _response([(tp, answered.get(tp)) for tp in order])
 
