@@ -52,6 +52,10 @@ class ServerState:
     cluster_id: str = "minibroker"
     producer_ids: itertools.count = attrs.Factory(lambda: itertools.count(1000))
     connections: itertools.count = attrs.Factory(lambda: itertools.count(1))
+    #: topics Metadata requests auto-created (bounded by minibroker.auto.create.topics.max)
+    auto_created: int = 0
+    #: auto-creations refused past that bound (the first is logged, the rest only counted)
+    auto_create_refusals: int = 0
     #: requests decoded so far, by API name (what a benchmark or a summary counts)
     requests: collections.Counter[str] = attrs.Factory(collections.Counter)
 

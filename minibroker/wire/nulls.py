@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+#: simple types with a null encoding (a uuid has none: kafka-python reads the all-zero uuid as None)
+_NULLABLE_KINDS = frozenset({"string", "bytes", "records"})
+
 
 def non_nullable_null(struct: Any, body: Any, version: int, path: str = "") -> str | None:
     """The dotted path of the first non-nullable field of ``body`` that is null, or None.
@@ -23,7 +26,8 @@ def non_nullable_null(struct: Any, body: Any, version: int, path: str = "") -> s
         value = getattr(body, field.name, None)
         where = f"{path}{field.name}"
         if value is None:
-            if not field.nullable_for_version_q(version):
+            has_null = field.is_array() or field.is_struct() or field.type_str in _NULLABLE_KINDS
+            if has_null and not field.nullable_for_version_q(version):
                 return where
             continue
         if field.is_struct_array():

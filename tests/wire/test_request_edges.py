@@ -100,3 +100,30 @@ def test_a_negative_produce_timeout_appends_and_answers_request_timed_out_at_onc
     server.wait_for(lambda: server.cluster.snapshot().partition("t-0").replica(0).high_watermark == 1, "HW 1")
     client.close()
     assert server.logs == []
+
+
+def test_auto_creation_stops_at_its_bound_and_answers_unknown_topic_after(serve):
+    server = serve(scenario(config='"minibroker.auto.create.topics.max" = 3'))
+    client = RawClient(server.port(0))
+    names = [f"fuzz-{i}" for i in range(6)]
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names])
+    response = client.request(request, MetadataResponse, 12)
+    assert [(t.name, t.error_code, len(t.partitions)) for t in response.topics] == [
+        ("fuzz-0", 0, 1),
+        ("fuzz-1", 0, 1),
+        ("fuzz-2", 0, 1),
+        ("fuzz-3", 3, 0),  # UNKNOWN_TOPIC_OR_PARTITION, as with auto.create.topics.enable=false
+        ("fuzz-4", 3, 0),
+        ("fuzz-5", 3, 0),
+    ]
+    again = client.request(request, MetadataResponse, 12)  # the created ones stay, the rest stay out
+    assert [t.error_code for t in again.topics] == [0, 0, 0, 3, 3, 3]
+    client.close()
+    assert sorted(server.cluster.topics) == ["fuzz-0", "fuzz-1", "fuzz-2", "t"]
+    refusals = [line for line in server.logs if "not auto-creating" in line]
+    assert refusals == [
+        f"broker 0: {server.logs[-1].split(': ')[1]}: Metadata: not auto-creating 'fuzz-3': 3 topics were "
+        "auto-created, the most minibroker.auto.create.topics.max allows; answering "
+        "UNKNOWN_TOPIC_OR_PARTITION (further refusals are counted, not logged)"
+    ]
+    assert server.served.server.state.auto_create_refusals == 6
