@@ -9,10 +9,12 @@ from __future__ import annotations
 import struct
 
 import pytest
+import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
 from minibroker.wire.codec import MalformedRequest, decode_request
+from minibroker.wire.context import ServerState
 from tests.wire.conftest import RawClient, scenario
 from tests.wire.test_purgatories import produce_request
 from tests.wire.test_robustness import PEER, closed_after
@@ -127,3 +129,20 @@ def test_auto_creation_stops_at_its_bound_and_answers_unknown_topic_after(serve)
         "UNKNOWN_TOPIC_OR_PARTITION (further refusals are counted, not logged)"
     ]
     assert server.served.server.state.auto_create_refusals == 6
+
+
+async def test_a_repeated_log_line_goes_out_once_a_second_with_the_count_held_back(autojump_clock):
+    lines: list[str] = []
+    state = ServerState(None, {}, 0, lines.append)  # the limiter needs nothing of the cluster
+    key = (0, "broker 0 is down")
+    written = []
+    for _ in range(24):  # a client reconnecting every 125 ms for 3 s
+        written.append(state.log_limited(key, "x: broker 0 is down; closing"))
+        await trio.sleep(0.125)
+    assert written == ([True] + [False] * 7) * 3
+    assert lines == [
+        "x: broker 0 is down; closing",
+        "x: broker 0 is down; closing (7 more like this in the last 1.0 s were not logged)",
+        "x: broker 0 is down; closing (7 more like this in the last 1.0 s were not logged)",
+    ]
+    assert state.log_limited((1, "other"), "y") and lines[-1] == "y"  # keys are independent
