@@ -1,7 +1,9 @@
 """Produce and InitProducerId.
 
 Produce: each partition's record batches are validated (``records.py``); bad
-ones answer CORRUPT_MESSAGE and are not sent on. The rest goes to the broker as
+ones answer Kafka's code for the fault (CORRUPT_MESSAGE, INVALID_RECORD, ...)
+and are not sent on; before v7 an unknown compression codec fails the whole
+request, as in Kafka. The rest goes to the broker as
 one emulated ``ProduceRequest`` with the request's ``acks`` and ``timeout_ms``,
 which becomes the DelayedProduce's delay when ``acks=-1`` has to wait for the
 ISR (zero or negative: the records are appended and the answer is an immediate
@@ -40,7 +42,7 @@ from minibroker.wire.context import (
     CloseConnection,
     Connection,
 )
-from minibroker.wire.records import InvalidRecords, validate_records
+from minibroker.wire.records import InvalidRecords, WholeRequest, validate_records
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
@@ -54,11 +56,19 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
         return _response([(tp, None) for tp in order], error=INVALID_REQUEST)
     local: dict[TopicPartition, PartitionProduceResponse] = {}
     data: dict[TopicPartition, ProduceData] = {}
+    limit = conn.cluster.brokers[conn.broker_id].config.socket_request_max_bytes
     for topic in body.topic_data:
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, part.index)
             try:
-                records = validate_records(part.records)
+                records = validate_records(part.records, request.api_version, limit)
+            except WholeRequest as invalid:
+                conn.log(f"Produce to {tp}: {invalid.error.name} for the whole request ({invalid})")
+                if body.acks == 0:
+                    raise CloseConnection(
+                        f"acks=0 Produce to {tp} failed with {invalid.error.name}"
+                    ) from None
+                return _response([(tp, None) for tp in order], error=int(invalid.error))
             except InvalidRecords as invalid:
                 conn.log(f"Produce to {tp}: {invalid.error.name} ({invalid})")
                 local[tp] = PartitionProduceResponse(invalid.error)
