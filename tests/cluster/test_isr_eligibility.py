@@ -17,6 +17,7 @@ from minibroker.cluster.registrations import (
     UNFENCED,
     BrokerRegistrations,
 )
+from minibroker.trace import ListSink, RecordingTracer
 
 from .conftest import TP
 
@@ -122,3 +123,22 @@ async def test_controller_answers_ineligible_replica_for_a_fenced_or_shutting_do
         assert controller.registrations.state_of(2) == UNFENCED
         assert propose((0, 2)) is Errors.NONE
         assert controller.state[tp].isr == (0, 2)
+
+
+async def test_a_fetch_arriving_after_its_broker_was_fenced_does_not_propose_it_for_the_isr(autojump_clock):
+    """Broker 2's fetch is on a 100 ms link when it crashes; it lands after the fencing, caught up."""
+    sink = ListSink()
+    tracer = RecordingTracer(lambda: 0, [sink])
+    async with open_cluster(3, [TopicSpec("t", 1, 3)], tracer=tracer) as cluster:
+        tracer.clock = cluster.now
+        cluster.set_latency(2, 0, 100)
+        # broker 2's first fetch lands at 100 and parks 500 ms; its answer is back at 700, the next
+        # fetch leaves at once and lands at 800: crash in between, with the fencing at once (no delay)
+        await cluster.clock.sleep_until(750)
+        cluster.crash(2)
+        await cluster.clock.sleep_until(1000)
+        late = [e for e in sink if e["kind"] == "follower.fetch" and e["replica"] == 2 and e["time_ms"] > 750]
+        assert [e["time_ms"] for e in late] == [800]
+        assert cluster.controller.state[TP].isr == (0, 1)
+        proposals = [e for e in sink if e["kind"] == "isr.propose"]
+        assert proposals == []  # before the fix: an expansion to [0, 1, 2], rejected by the controller
