@@ -46,6 +46,7 @@ KINDS: dict[str, frozenset[str]] = {
         "isr.rejected": ("broker", "partition", "error"),
         "controller.isr": ("partition", "isr", "leader", "epoch"),
         "controller.elect": ("partition", "isr", "leader", "epoch"),
+        "controller.broker": ("broker", "state"),
         "leader": ("broker", "partition", "leader", "epoch", "isr"),
         "leader.lost": ("broker", "partition", "leader", "epoch"),
         "replica.stopped": ("broker", "partition", "deleted"),
