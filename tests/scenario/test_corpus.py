@@ -88,7 +88,7 @@ def test_check_accepts_or_refuses_every_case_in_bounded_lines(checked):
         for line in lines:
             assert line.startswith(f"minibroker: {path}") or line.startswith("minibroker: ... and "), line
             assert len(line) <= 1000 + len(f"minibroker: {path}:99999: "), name
-    assert len(checked) - accepted > 150 and accepted > 15, accepted
+    assert len(checked) - accepted > 150 and accepted >= 10, accepted
     # memory stayed bounded over the whole corpus (a wheel of one bucket took 1.6 GB in 20 s)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB
 
