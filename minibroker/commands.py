@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from minibroker.cliutil import UsageError, speed, whole_ms
 from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
@@ -134,7 +135,8 @@ def check(args: argparse.Namespace) -> int:
         try:
             scenario = load_scenario(path)
         except ScenarioError as error:
-            print(f"minibroker: {error}", file=sys.stderr)
+            for problem in error.problems:
+                print(f"minibroker: {problem}", file=sys.stderr)
             failed += 1
             continue
         print(f"ok {path}: {len(scenario.steps)} steps, {len(scenario.expectations)} expectations")
@@ -175,9 +177,9 @@ def list_scenarios(args: argparse.Namespace) -> int:
     table.add_column("scenario", no_wrap=True, min_width=max(map(len, names), default=8))
     table.add_column("what it shows")
     for path, shown in zip(paths, names, strict=True):
-        try:
-            table.add_row(shown, load_scenario(path).description)
+        try:  # Text: a description is not markup
+            table.add_row(Text(shown), Text(load_scenario(path).description))
         except ScenarioError as error:
-            table.add_row(shown, f"[red]invalid: {error}[/]")
+            table.add_row(Text(shown), Text(f"invalid: {error.problems[0]}", style="red"))
     Console().print(table)
     return 0

@@ -16,11 +16,28 @@ Node = int | str  # a broker id, or a client id
 
 
 # --- setup -------------------------------------------------------------------------------------
+def _within_limits(instance: Any, attribute: attrs.Attribute, settings: dict[str, Any]) -> None:
+    """Kafka-named settings stay within load/limits.py's bounds, however the model is made or
+    evolved (a sweep overrides settings with attrs.evolve); ConfigError, like the config classes."""
+    from minibroker.cluster.config import ConfigError
+    from minibroker.scenario.load.limits import setting_problem
+
+    for name, value in settings.items():
+        problem = setting_problem(name, value)
+        if problem is not None:
+            raise ConfigError(f"config.{name}: {problem}")
+
+
 @attrs.frozen
 class ClusterSpec:
     brokers: int = 3
-    config: dict[str, Any] = attrs.Factory(dict)
-    broker_overrides: dict[int, dict[str, Any]] = attrs.Factory(dict)
+    config: dict[str, Any] = attrs.field(factory=dict, validator=_within_limits)
+    broker_overrides: dict[int, dict[str, Any]] = attrs.field(
+        factory=dict,
+        validator=attrs.validators.deep_mapping(
+            attrs.validators.instance_of(int), _within_limits, attrs.validators.instance_of(dict)
+        ),
+    )
     latency_ms: int = 0
     isr_commit_delay_ms: int = 0
     crash_detection_ms: int = 0
@@ -44,7 +61,7 @@ class TopicSpecModel:
 class ClientSpec:
     id: str
     type: str  # "producer" or "consumer"
-    config: dict[str, Any] = attrs.Factory(dict)
+    config: dict[str, Any] = attrs.field(factory=dict, validator=_within_limits)
     assign: tuple[tuple[str, int, int], ...] = ()  # consumers: (topic, partition, offset)
 
 

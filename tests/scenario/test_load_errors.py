@@ -134,7 +134,7 @@ def test_bad_steps_and_expectations(extra, message):
     [
         (
             "[cluster\nbrokers = 3\n",
-            "x.toml: malformed TOML: Expected ']' at the end of a table declaration (at line 1, column 9)",
+            "x.toml:1: malformed TOML: Expected ']' at the end of a table declaration (column 9)",
         ),
         ("[cluster]\nbrokers = 0\n", "x.toml:2: cluster.brokers: expected a whole number >= 1, got 0"),
         ("[cluster]\nbrokers = true\n", "x.toml:2: cluster.brokers: expected a whole number >= 1, got True"),
