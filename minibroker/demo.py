@@ -17,7 +17,7 @@ import trio.testing
 from rich.console import Console
 from rich.table import Table
 
-from minibroker.runtime import MsClock, Reaper
+from minibroker.runtime import MsClock, PacedClock, Reaper
 from minibroker.timer import SystemTimer, TimerTask
 
 
@@ -107,8 +107,6 @@ def run_demo(
 ) -> list[tuple[int, int | None]]:
     """Run the demo; return (delay, fired_at) per task. Virtual time unless ``speed`` is given."""
     console = console or Console()
-    clock = (
-        trio.testing.MockClock(autojump_threshold=0) if speed is None else trio.testing.MockClock(rate=speed)
-    )
+    clock = trio.testing.MockClock(autojump_threshold=0) if speed is None else PacedClock(speed)
     tasks = trio.run(_run, console, delays, tick_ms, wheel_size, clock=clock)
     return [(t.delay_ms, t.fired_at) for t in tasks]

@@ -36,7 +36,7 @@ from minibroker.cliutil import UsageError
 from minibroker.runtime import deterministic_scheduling
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.trace import Event as TraceEvent
-from minibroker.tui.clock import PacedClock
+from minibroker.runtime.paced import PacedClock
 from minibroker.tui.keys import cbreak, read_keys
 from minibroker.tui.render import render_frame
 from minibroker.tui.state import EventLog, Frame, Status, capture, default_speed

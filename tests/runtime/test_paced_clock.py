@@ -11,7 +11,7 @@ import trio.testing
 
 from minibroker.scenario import load_scenario, run_scenario
 from minibroker.trace import ListSink
-from minibroker.tui.clock import PacedClock
+from minibroker.runtime.paced import PacedClock
 from tests.tui.helpers import CASCADE
 
 
