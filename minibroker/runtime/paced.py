@@ -66,6 +66,10 @@ class PacedClock(trio.abc.Clock):
         self.current_time()  # settle any idle time at the old rate
         self._rate = float(rate)
 
+    def real_time(self) -> float:
+        """The real clock the pace is measured against, in seconds."""
+        return self._real()
+
     def advance_to(self, seconds: float) -> None:
         """Jump virtual time forward to ``seconds`` (no effect if that is not ahead)."""
         self.current_time()

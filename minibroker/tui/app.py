@@ -7,7 +7,10 @@ virtual time, exact milliseconds included). Three tasks share one trio run:
 - the runner plays the scenario;
 - the main task captures a ``Frame`` and draws it (rich ``Live``, auto refresh
   off, so nothing renders from another thread) about four times a second of
-  real time, and at once when a key asks for it;
+  real time, and at once when a key asks for it; the header shows the speed
+  asked for and, when the run falls behind it (virtual time stands still while
+  tasks or the drawing compute), the speed it actually kept over the last few
+  seconds (``PaceMeter``);
 - the key task (when stdin is a terminal) handles space (pause/resume), ``n``
   (pause and step to the next instant where something happens), ``+``/``-``
   (double/halve the speed), ``b`` (next broker), ``q`` (quit).
@@ -34,9 +37,9 @@ from rich.live import Live
 
 from minibroker.cliutil import UsageError
 from minibroker.runtime import deterministic_scheduling
+from minibroker.runtime.paced import PacedClock, PaceMeter
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.trace import Event as TraceEvent
-from minibroker.runtime.paced import PacedClock
 from minibroker.tui.keys import cbreak, read_keys
 from minibroker.tui.render import render_frame
 from minibroker.tui.state import EventLog, Frame, Status, capture, default_speed
@@ -89,6 +92,7 @@ class TuiApp:
         self.log = EventLog()
         self.runner = ScenarioRunner(scenario, [self.log, *sinks], None)
         self.clock = PacedClock(0.0 if paused else speed)
+        self.meter = PaceMeter()
         self.broker = 0
         self.result: RunResult | None = None
         self.quit = False
@@ -104,7 +108,9 @@ class TuiApp:
             failed = sum(1 for r in self.result.results if not r.passed)
             verdict = "all expectations hold" if not failed else f"{failed} expectation(s) failed"
             return Status("finished", None, keys, verdict + (" — q to quit" if keys else ""))
-        return Status("paused" if self.paused else "running", self.speed, keys)
+        if self.paused:
+            return Status("paused", self.speed, keys)
+        return Status("running", self.speed, keys, achieved=self.meter.behind(self.speed))
 
     def frame(self) -> Frame:
         frame = capture(self.result or self.runner, self.log, self.broker, self.status())
@@ -118,12 +124,14 @@ class TuiApp:
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
         self.clock.rate = 0.0 if paused else self.speed
+        self.meter.reset()
 
     def set_speed(self, speed: float) -> None:
         low, high = SPEED_RANGE
         self.speed = min(high, max(low, speed))
         if not self.paused:
             self.clock.rate = self.speed
+        self.meter.reset()
 
     def next_broker(self) -> None:
         self.broker = (self.broker + 1) % self.scenario.cluster.brokers
@@ -199,6 +207,8 @@ class TuiApp:
 
     async def _frames(self) -> None:
         while True:
+            if self.result is None and not self.paused:
+                self.meter.sample(self.clock.real_time(), trio.current_time())
             self.display.show(self.frame())
             self.frames += 1
             if self.result is not None and self.key_fd is None:

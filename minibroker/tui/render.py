@@ -54,6 +54,8 @@ def header(frame: Frame) -> Group:
     line.append(f"   {mode}", style=f"bold {styles.get(mode, '')}")
     if status.speed is not None:
         line.append(f" {speed_text(status.speed)}")
+    if status.achieved is not None:
+        line.append(f"   behind: ×{status.achieved:.2g}", style="bold red")
     if status.note:
         line.append(f"   {status.note}", style="bold")
     line.append(f"   broker {frame.broker}", style="bold")

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _trace(tmp_path: Path, scenario: str, *pace: str) -> tuple[int, bytes, float]:
     out = tmp_path / f"{scenario}{'-'.join(pace)}.jsonl"
     started = time.perf_counter()
-    status = main(["run", str(ROOT / "scenarios" / f"{scenario}.toml"), "--quiet", "--trace", str(out), *pace])
+    path = ROOT / "scenarios" / f"{scenario}.toml"
+    status = main(["run", str(path), "--quiet", "--trace", str(out), *pace])
     return status, out.read_bytes(), time.perf_counter() - started
 
 
