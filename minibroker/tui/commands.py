@@ -17,6 +17,7 @@ from rich.console import Console
 
 from minibroker.cliutil import UsageError, whole_ms
 from minibroker.scenario import ScenarioError, ScenarioRunner, load_scenario
+from minibroker.scenario.library import resolve
 from minibroker.tui.picture import frame_svg
 from minibroker.tui.render import render_frame
 from minibroker.tui.state import EventLog, Frame, Status, capture
@@ -55,7 +56,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
 def snapshot_frame(path: str, at: int, *, broker: int = 0, seed: int | None = None) -> Frame:
     """The frame at the end of ms ``at`` (or at the end of the run, if it ends before)."""
     try:
-        scenario = load_scenario(path)
+        scenario = load_scenario(resolve(path))
     except ScenarioError as error:
         raise UsageError(str(error)) from None
     if broker >= scenario.cluster.brokers:
