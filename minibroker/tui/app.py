@@ -16,7 +16,9 @@ virtual time, exact milliseconds included). Three tasks share one trio run:
   (double/halve the speed), ``b`` (next broker), ``q`` (quit).
 
 When the run ends, the last frame stays until ``q`` (or ends the view at once
-when there is no keyboard), then the usual summary is printed. The terminal
+when there is no keyboard), then the usual summary is printed and the exit status
+is the run's (0 or 1). ``q`` before the end prints how far the run got and exits
+0, or 1 if an expectation checked so far failed. The terminal
 (alternate screen, cursor, key mode) is restored on exit, Ctrl-C and errors.
 With stdout not a terminal, ``run_plain`` prints plain frames instead.
 """
@@ -278,15 +280,31 @@ def run_tui(scenario: Scenario, args: argparse.Namespace) -> int:
             with deterministic_scheduling(seed):
                 trio.run(app.main, clock=app.clock)
     if app.result is None:
-        message = f"quit at {app.shown_ms:,} ms (virtual), before the scenario ended"
-        print(f"minibroker: {message}", file=sys.stderr)
-        return 1
+        return _quit_early(app)
     from minibroker.report import render
 
     render(app.result, console)
     if trace is not None:
         console.print(f"trace: {trace.events:,} events written to {args.trace}")
     return 0 if app.result.passed else 1
+
+
+def _quit_early(app: TuiApp) -> int:
+    """``q`` before the end: say how far the run got; exit 0, or 1 if an expectation checked so far failed.
+
+    A user quit is not a failure, but a run that has already shown a failed expectation keeps
+    the exit status 1 it would have ended with.
+    """
+    checked = list(app.runner.results.values())
+    failed = sum(1 for result in checked if not result.passed)
+    total = len(app.scenario.expectations)
+    verdict = f"{failed} failed" if failed else "all held"
+    print(
+        f"minibroker: quit at {app.shown_ms:,} ms (virtual), before the scenario ended; "
+        f"{len(checked)} of {total} expectations checked, {verdict}",
+        file=sys.stderr,
+    )
+    return 1 if failed else 0
 
 
 class _NoDisplay:

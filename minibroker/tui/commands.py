@@ -47,7 +47,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
     )
     parser.add_argument(
-        "--width", type=whole_ms, default=DEFAULT_WIDTH, help=f"columns (default {DEFAULT_WIDTH})"
+        "--width",
+        type=whole_ms,
+        default=DEFAULT_WIDTH,
+        help=f"width of the --svg/--png picture, in terminal columns (default {DEFAULT_WIDTH}); "
+        "printed on the terminal, the frame takes the terminal's width"
     )
     parser.add_argument("--events", type=whole_ms, default=14, help="latest events shown (default 14)")
     return {"snapshot": snapshot}

@@ -197,3 +197,21 @@ def test_the_meter_reports_a_run_behind_only_against_the_speed_asked_for():
     assert meter.rate() == 3.0 / 3.0
     meter.reset()
     assert meter.rate() is None
+
+
+def test_quitting_before_the_end_exits_0_unless_an_expectation_checked_so_far_failed(capsys):
+    from minibroker.scenario.expect import ExpectationResult
+    from minibroker.tui.app import _quit_early
+
+    app, _ = _app()
+    app.shown_ms = 120
+    app.runner.results[0] = ExpectationResult("expect[0]", "hw 5", True, "hw 5")
+    assert _quit_early(app) == 0
+    app.runner.results[1] = ExpectationResult("expect[1]", "hw 5", False, "hw 3")
+    assert _quit_early(app) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "minibroker: quit at 120 ms (virtual), before the scenario ended; 1 of 10 expectations checked, "
+        "all held",
+        "minibroker: quit at 120 ms (virtual), before the scenario ended; 2 of 10 expectations checked, "
+        "1 failed",
+    ]
