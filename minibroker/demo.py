@@ -2,8 +2,8 @@
 
 Arms a few tasks on a SystemTimer driven by the trio Reaper, then prints each
 reaper advance: where every task sits (level, slot, bucket expiration) and
-which tasks fired. By default it replays the worked example of the seed
-articles: tick 1 ms, 20 buckets; a 350 ms task lands in level 2 slot 17, a
+which tasks fired. By default it replays the classic worked example of
+Kafka's timing wheel: tick 1 ms, 20 buckets; a 350 ms task lands in level 2 slot 17, a
 450 ms task in level 3 slot 1, which is reinserted into level 2 with 50 ms
 left, then level 1 with 10 ms left, and fires at exactly 450 ms.
 
