@@ -61,7 +61,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
 
 def _load(name: str) -> Scenario:
     path = resolve(name)
-    if not path.exists() and path.parent == Path("."):
+    if not path.exists() and path.parent == Path(".") and path.suffix != ".toml":
         raise UsageError(f"{name}: no such file, and no bundled scenario of that name (minibroker list)")
     try:
         return load_scenario(path)
