@@ -14,7 +14,7 @@ from rich.table import Table
 
 from minibroker.cliutil import UsageError, speed, whole_ms
 from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
-from minibroker.scenario.library import library_dirs, resolve
+from minibroker.scenario.library import bundled_scenarios, library_dirs, resolve
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -154,12 +154,14 @@ def list_scenarios(args: argparse.Namespace) -> int:
     if not dirs:
         raise UsageError("list: no scenarios/ directory here and none bundled; pass --dir")
     table = Table(title=f"scenarios in {dirs[0]}", title_justify="left")
-    table.add_column("scenario")
-    table.add_column("what it shows")
+    paths = bundled_scenarios(dirs[0])
     here = Path.cwd().resolve()
-    for path in sorted(dirs[0].glob("*.toml")):
-        # a file under the current directory by its relative path, a bundled one by the name run takes
-        shown = str(path.relative_to(here)) if path.is_relative_to(here) else path.stem
+    # a file under the current directory by its relative path, a bundled one by the name run takes
+    names = [str(p.relative_to(here)) if p.is_relative_to(here) else p.stem for p in paths]
+    # file names whole (they are what one types), the descriptions wrap
+    table.add_column("scenario", no_wrap=True, min_width=max(map(len, names), default=8))
+    table.add_column("what it shows")
+    for path, shown in zip(paths, names, strict=True):
         try:
             table.add_row(shown, load_scenario(path).description)
         except ScenarioError as error:

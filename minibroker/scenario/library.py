@@ -2,8 +2,9 @@
 
 The library is ``./scenarios`` when the current directory has one, then the bundled
 scenarios shipped inside the package (``minibroker/scenarios``, package data; in a
-checkout it links to the top-level ``scenarios/``). ``resolve`` turns ``acks_all`` or
-``acks_all.toml`` into the first library file of that name; anything that names an
+checkout it links to the top-level ``scenarios/``), each with its ``regressions/``
+sub-folder. ``resolve`` turns ``acks_all`` or ``acks_all.toml`` into the first library
+file of that name; anything that names an
 existing file, or looks like a path (it has a directory part), is taken as it is.
 """
 
@@ -13,6 +14,16 @@ from pathlib import Path
 
 #: the scenarios shipped with the package
 BUNDLED = Path(__file__).resolve().parent.parent / "scenarios"
+#: sub-folders of a scenario directory that hold bundled scenarios too (sweeps/ holds sweep files)
+SCENARIO_SUBDIRS = ("regressions",)
+
+
+def bundled_scenarios(directory: Path) -> list[Path]:
+    """The scenario files of ``directory``: its own ``*.toml``, then those of ``regressions/``."""
+    found = sorted(directory.glob("*.toml"))
+    for sub in SCENARIO_SUBDIRS:
+        found += sorted((directory / sub).glob("*.toml"))
+    return found
 
 
 def library_dirs(explicit: str | None = None) -> list[Path]:
@@ -33,7 +44,7 @@ def resolve(name: str) -> Path:
         return path
     stem = name.removesuffix(".toml")
     for directory in library_dirs():
-        candidate = directory / f"{stem}.toml"
-        if candidate.is_file():
-            return candidate
+        for candidate in bundled_scenarios(directory):
+            if candidate.stem == stem:
+                return candidate
     return path

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from minibroker.scenario.library import bundled_scenarios
+
 ROOT = Path(__file__).resolve().parents[2]
 #: what pip prints when it cannot reach the package index
 OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "No matching distribution found")
@@ -64,7 +66,7 @@ def _minibroker(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProces
 def test_list_shows_the_bundled_scenarios_from_any_directory(installed, tmp_path):
     out = _minibroker(installed, tmp_path, "list")
     assert out.returncode == 0, out.stderr
-    bundled = sorted(path.stem for path in (ROOT / "scenarios").glob("*.toml"))
+    bundled = [path.stem for path in bundled_scenarios(ROOT / "scenarios")]
     shown = [
         line.split()[1]
         for line in out.stdout.splitlines()
