@@ -11,7 +11,9 @@ has been answered (or given up on by its client).
 
 Virtual time (the default) is instant and, for a given seed, deterministic:
 ``deterministic_scheduling(seed)`` fixes trio's order among tasks woken in the
-same instant. ``speed`` runs at that multiple of real time instead.
+same instant. ``speed`` paces the same virtual time at that multiple of real
+time (``PacedClock``: time moves only while every task waits), so a paced run
+is event for event, millisecond for millisecond, the instant one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import trio.testing
 from minibroker.cluster import ClientRequest, Cluster, ProduceData, TopicPartition, TopicSpec, open_cluster
 from minibroker.cluster.client import Consumer, Producer
 from minibroker.cluster.snapshot import ClusterView
-from minibroker.runtime import deterministic_scheduling, quiet_gc
+from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
 from minibroker.scenario.model import (
     BrokerFault,
@@ -295,12 +297,9 @@ def run_scenario(
     """Run ``scenario`` (virtual time unless ``speed`` is given) and check its expectations."""
     seed = scenario.seed if seed is None else seed
     runner = ScenarioRunner(scenario, sinks, progress)
-    with quiet_gc():
-        if speed is None:
-            clock = trio.testing.MockClock(autojump_threshold=0)
-            with deterministic_scheduling(seed):
-                return trio.run(runner.run, seed, clock=clock)
-        return trio.run(runner.run, seed, clock=trio.testing.MockClock(rate=speed))
+    clock = trio.testing.MockClock(autojump_threshold=0) if speed is None else PacedClock(speed)
+    with quiet_gc(), deterministic_scheduling(seed):
+        return trio.run(runner.run, seed, clock=clock)
 
 
 __all__ = ["RunResult", "ScenarioRunner", "run_scenario"]
