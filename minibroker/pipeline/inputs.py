@@ -13,6 +13,7 @@ Invariant: ``resolve`` returns each file at most once, in sorted order, and rais
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import re
 from pathlib import Path
@@ -47,6 +48,16 @@ class TraceInputs:
     @property
     def count(self) -> int:
         return len(self.jsonl) + len(self.parquet)
+
+    @property
+    def local_bytes(self) -> int:
+        """The size of the local files (URIs count 0: their size is not known here)."""
+        total = 0
+        for name in (*self.jsonl, *self.parquet):
+            if not _URI.match(name):
+                with contextlib.suppress(OSError):
+                    total += Path(name).stat().st_size
+        return total
 
 
 def trace_format(name: str) -> str | None:

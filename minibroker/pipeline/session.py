@@ -18,6 +18,21 @@ off, the console progress bar off, executors running this interpreter
 log, WARN and above, and the Python workers' stderr) go to a log file, never to
 the terminal; errors still reach Python as exceptions.
 
+Start-up is bounded (``start_timeout`` seconds, ``--spark-timeout``): once the JVM is
+up, the SparkContext has that long to start (register with the master), and then, on
+a cluster master, its first executor that long to register; else ``SparkUnavailable``
+says which of the two did not happen and where the log is.
+A master port that answers something else than Spark's RPC (its web UI, another
+server) fails as soon as Spark's log says it could not talk to it (one address) or at
+the deadline (several); a master that accepts the application but gives it no
+executor (no worker with the cores and memory it asks for) fails at the deadline,
+and one that removes it (its executors keep failing) at once.
+
+Settings, lowest precedence first: the pipeline's own (``spark_conf_pairs``), a
+spark-defaults file, ``--conf KEY=VALUE`` (``conf`` here); ``PYSPARK_SUBMIT_ARGS``
+(spark-submit options for the JVM, e.g. ``--packages``) is honoured, and treated as
+unset when it is empty.
+
 If a SparkContext is already running in this process (a test session, a notebook),
 it is reused and left running.
 """
@@ -25,13 +40,17 @@ it is reused and left running.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +65,8 @@ JAVA_HINT = "install it (Debian: apt-get install openjdk-17-jre-headless) and ch
 LOCAL = re.compile(r"^local(?:\[(\*|[1-9]\d*)(?:,([1-9]\d*))?\])?$")
 LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 STANDALONE = re.compile(r"^spark://([^,/:]+:\d+)(,[^,/:]+:\d+)*$")
+#: seconds the SparkContext and (on a cluster) its first executor have to start
+START_TIMEOUT = 60.0
 
 
 class SparkUnavailable(Exception):
@@ -161,9 +182,13 @@ def check_master(master: str, connect_timeout: float = 3.0) -> None:
 
 # --- the session -----------------------------------------------------------------------------------
 def spark_conf_pairs(
-    master: str, app_name: str, shuffle_partitions: int | None, driver_memory: str | None
+    master: str,
+    app_name: str,
+    shuffle_partitions: int | None,
+    driver_memory: str | None,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The Spark settings the pipeline runs with (what ``spark_session`` passes to the JVM)."""
+    """The Spark settings the pipeline runs with: its own, then ``conf`` (the user's) over them."""
     pairs = {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -173,6 +198,9 @@ def spark_conf_pairs(
         "spark.sql.adaptive.enabled": "true",
         # the cached projection is read a few times and dropped: building it fast beats its size
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        # one run's trace is a few MB of Parquet: split it by row groups so every core reads
+        "spark.sql.files.maxPartitionBytes": "16m",
+        "spark.sql.files.openCostInBytes": "1m",
     }
     if is_local(master):
         pairs["spark.driver.host"] = "127.0.0.1"
@@ -180,14 +208,35 @@ def spark_conf_pairs(
         cores = local_cores(master) or 2
         pairs["spark.sql.shuffle.partitions"] = str(shuffle_partitions or max(2, 2 * cores))
         pairs["spark.default.parallelism"] = str(max(2, 2 * cores))
-        # one run's trace is a few MB of Parquet: split it by row groups so every core reads
-        pairs["spark.sql.files.maxPartitionBytes"] = "16m"
-        pairs["spark.sql.files.openCostInBytes"] = "1m"
     elif shuffle_partitions:
         pairs["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if driver_memory:
         pairs["spark.driver.memory"] = driver_memory
+    pairs.update(conf or {})
+    pairs["spark.master"] = master
     return pairs
+
+
+def shuffle_partitions(cores: int, input_bytes: int) -> int:
+    """Shuffle partitions for ``input_bytes`` of traces on ``cores`` executor cores.
+
+    Two per core (a task per core and one to balance), more only for inputs above
+    256 MiB a partition, at most 400: Spark's default of 200 costs a task per
+    partition and stage however small the input (a 500k-event trace made 1,426 tasks).
+    """
+    return min(400, max(2, 2 * cores, -(-input_bytes // (256 << 20))))
+
+
+def size_shuffle(spark: SparkSession, input_bytes: int, conf: dict[str, str] | None = None) -> int:
+    """Set ``spark.sql.shuffle.partitions`` from the input unless the user's ``conf`` sets it."""
+    key = "spark.sql.shuffle.partitions"
+    if conf and key in conf:
+        return int(spark.conf.get(key) or 200)
+    master = spark.sparkContext.master
+    cores = local_cores(master) if LOCAL.match(master) else spark.sparkContext.defaultParallelism
+    partitions = shuffle_partitions(cores or 2, input_bytes)
+    spark.conf.set(key, str(partitions))
+    return partitions
 
 
 def default_log_path() -> Path:
@@ -211,6 +260,8 @@ def spark_session(
     shuffle_partitions: int | None = None,
     driver_memory: str | None = "2g",
     log_path: str | Path | None = None,
+    conf: dict[str, str] | None = None,
+    start_timeout: float = START_TIMEOUT,
 ) -> Iterator[SparkSession]:
     """A SparkSession for ``master``, stopped on exit unless it was already running."""
     check_master(master)
@@ -230,23 +281,43 @@ def spark_session(
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     else:  # workers may have their own Python; PYSPARK_PYTHON set by the user wins
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _fix_submit_args()
     log = Path(log_path) if log_path is not None else default_log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
-    conf = SparkConf()
-    conf.setAll(list(spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory).items()))
-    context = _start(conf, log)
+    spark_conf = SparkConf()
+    spark_conf.setAll(
+        list(spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory, conf).items())
+    )
+    context = _start(spark_conf, log, master, start_timeout)
     try:
         yield SparkSession(context)
     finally:
         context.stop()
 
 
-def _start(conf: Any, log: Path) -> Any:
+def _fix_submit_args() -> None:
+    """PYSPARK_SUBMIT_ARGS as pyspark needs it: unset when blank, ending in ``pyspark-shell``."""
+    value = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    if value is None:
+        return
+    try:
+        words = shlex.split(value)
+    except ValueError as error:
+        raise SparkUnavailable(
+            f"PYSPARK_SUBMIT_ARGS={value!r}: {error}; expected spark-submit options"
+        ) from None
+    if not words:
+        del os.environ["PYSPARK_SUBMIT_ARGS"]
+    elif words[-1] != "pyspark-shell":
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"{value} pyspark-shell"
+
+
+def _start(conf: Any, log: Path, master: str, timeout: float) -> Any:
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None:  # an earlier session's JVM: pyspark reuses it
-        return _context(conf, None, log)
+        return _context(conf, None, log, master, timeout)
     with log.open("ab") as sink:
         try:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
@@ -254,18 +325,128 @@ def _start(conf: Any, log: Path) -> Any:
             raise SparkUnavailable(
                 f"Spark did not start ({_last_line(log) or type(error).__name__}); its log: {log}"
             ) from None
-    return _context(conf, gateway, log)
+    return _context(conf, gateway, log, master, timeout)
 
 
-def _context(conf: Any, gateway: Any, log: Path) -> Any:
+def _context(conf: Any, gateway: Any, log: Path, master: str, timeout: float) -> Any:
+    """The SparkContext, started within ``timeout`` s and (on a cluster) given an executor within as long."""
     from pyspark import SparkContext
 
-    try:
-        context = SparkContext(conf=conf, gateway=gateway)
-    except Exception as error:
-        message = str(error).strip().splitlines()
+    outcome: dict[str, Any] = {}
+
+    def create() -> None:
+        try:
+            outcome["context"] = SparkContext(conf=conf, gateway=gateway)
+        except BaseException as error:
+            outcome["error"] = error
+
+    offset = log.stat().st_size if log.exists() else 0
+    thread = threading.Thread(target=create, name="minibroker-spark-start", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    refused = None
+    while thread.is_alive() and time.monotonic() < deadline and refused is None:
+        thread.join(0.25)
+        refused = _master_refused(log, offset, master)
+    if thread.is_alive():
+        _abandon()
+        if refused is not None:
+            raise SparkUnavailable(f"{refused}; its log: {log}")
         raise SparkUnavailable(
-            f"Spark did not start ({(message or [type(error).__name__])[0][:300]}); its log: {log}"
-        ) from None
+            f"Spark did not start within {timeout:g} s on {master} (the master did not accept the "
+            f"application: is it a Spark master's RPC port, 7077 by default?); raise --spark-timeout or "
+            f"see its log: {log}"
+        )
+    if "error" in outcome:
+        message = str(outcome["error"]).strip().splitlines()
+        raise SparkUnavailable(
+            f"Spark did not start ({(message or [type(outcome['error']).__name__])[0][:300]}); its log: {log}"
+        )
+    context = outcome["context"]
     context.setLogLevel("WARN")
+    if not is_local(master) and context.getConf().get("spark.dynamicAllocation.enabled") != "true":
+        _await_executor(context, log, master, time.monotonic() + timeout, timeout)
     return context
+
+
+def _master_refused(log: Path, offset: int, master: str) -> str | None:
+    """Why a one-address master cannot be this application's master, once Spark's log says so."""
+    addresses = master_addresses(master)
+    if len(addresses) != 1:
+        return None  # standby masters of an HA list refuse too: wait for the deadline
+    try:
+        with log.open("rb") as file:
+            file.seek(offset)
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return None
+    if "Failed to connect to master" not in text:
+        return None
+    host, port = addresses[0]
+    return f"{host}:{port} answers, but not as a Spark master{_http_hint(host, port)}"
+
+
+def _http_hint(host: str, port: int) -> str:
+    """``: it is a web server ...`` when the port speaks HTTP (a master's web UI names its URL)."""
+    import http.client
+    import json
+
+    connection = http.client.HTTPConnection(host, port, timeout=3)
+    try:
+        connection.request("GET", "/json/")
+        response = connection.getresponse()
+        body = response.read(1 << 20)
+    except (OSError, http.client.HTTPException):
+        return " (it does not speak Spark's RPC protocol); --master expects spark://HOST:PORT of the master"
+    finally:
+        connection.close()
+    try:
+        url = json.loads(body).get("url")
+    except (ValueError, AttributeError):
+        url = None
+    if isinstance(url, str) and url.startswith("spark://"):
+        return f": it is the web UI of the master {url}; use --master {url}"
+    return ": it is a web server; --master expects the master's RPC port (spark://HOST:7077 by default)"
+
+
+def _await_executor(context: Any, log: Path, master: str, deadline: float, timeout: float) -> None:
+    """Return once an executor has registered; SparkUnavailable at ``deadline`` or if the master gives up."""
+    conf = context.getConf()
+    tracker = context._jsc.sc()
+    while True:
+        if tracker.isStopped():
+            _abandon()
+            raise SparkUnavailable(
+                f"{master} removed this application: its executors failed to start (each worker's log "
+                f"and work dir say why); Spark's log: {log}"
+            )
+        if len(tracker.statusTracker().getExecutorInfos()) > 1:  # the driver is one of them
+            return
+        if time.monotonic() >= deadline:
+            memory = conf.get("spark.executor.memory", "1g")
+            cores = conf.get("spark.executor.cores", "a worker's free cores")
+            _abandon()
+            raise SparkUnavailable(
+                f"no executor started on {master} within {timeout:g} s: no worker has the free memory and "
+                f"cores this application asks for (spark.executor.memory={memory}, spark.executor.cores="
+                f"{cores}), or none can start one; ask for less with --conf, raise --spark-timeout, or see "
+                f"Spark's log: {log}"
+            )
+        time.sleep(0.25)
+
+
+def _abandon() -> None:
+    """Kill the JVM this process started and forget it (a start-up that cannot finish)."""
+    from pyspark import SparkContext
+
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)  # the dying gateway's errors are expected
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        process.kill()
+        process.wait(10)
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
