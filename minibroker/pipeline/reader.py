@@ -321,7 +321,7 @@ class TraceRead:
         for path in (*self.inputs.jsonl, *self.inputs.parquet):
             if not any(_same_file(path, trace) for trace in traces):
                 raise BadTrace(f"{display_name(path)} holds no event: expected a trace (see docs/trace.md)")
-        for trace, item in traces.items():
+        for trace, item in sorted(traces.items(), key=lambda pair: display_name(pair[0])):
             if item["events"] == 0:
                 reasons = sorted((r for r in bad if r["trace"] == trace), key=lambda r: -r["rows"])
                 detail = "; ".join(
