@@ -232,12 +232,13 @@ def sweep_command(args: argparse.Namespace) -> int:
     out = _out_dir(args.out)
     from rich.console import Console
 
-    errors = Console(stderr=True)
-    errors.print(f"sweep {sweep.name}: {sweep.count:,} variants ({sweep.shape()})", highlight=False)
     started = time.perf_counter()
     with _spark("sweep", args, out) as spark:
         from minibroker.pipeline.sweep_job import run_sweep
 
+        # once Spark is up (a failed start stays one line), before the first variant runs
+        print(f"sweep {sweep.name}: {sweep.count:,} variants ({sweep.shape()})", file=sys.stderr, flush=True)
+        errors = Console(stderr=True)
         with _progress_bar(errors, sweep.count) as progress:
             rows = run_sweep(spark, sweep, out, progress)
         master = spark.sparkContext.master

@@ -349,7 +349,7 @@ def _context(conf: Any, gateway: Any, log: Path, master: str, timeout: float) ->
         thread.join(0.25)
         refused = _master_refused(log, offset, master)
     if thread.is_alive():
-        _abandon()
+        _abandon(starting=thread)
         if refused is not None:
             raise SparkUnavailable(f"{refused}; its log: {log}")
         raise SparkUnavailable(
@@ -415,7 +415,7 @@ def _await_executor(context: Any, log: Path, master: str, deadline: float, timeo
     tracker = context._jsc.sc()
     while True:
         if tracker.isStopped():
-            _abandon()
+            _abandon(context)
             raise SparkUnavailable(
                 f"{master} removed this application: its executors failed to start (each worker's log "
                 f"and work dir say why); Spark's log: {log}"
@@ -425,7 +425,7 @@ def _await_executor(context: Any, log: Path, master: str, deadline: float, timeo
         if time.monotonic() >= deadline:
             memory = conf.get("spark.executor.memory", "1g")
             cores = conf.get("spark.executor.cores", "a worker's free cores")
-            _abandon()
+            _abandon(context)
             raise SparkUnavailable(
                 f"no executor started on {master} within {timeout:g} s: no worker has the free memory and "
                 f"cores this application asks for (spark.executor.memory={memory}, spark.executor.cores="
@@ -435,16 +435,31 @@ def _await_executor(context: Any, log: Path, master: str, deadline: float, timeo
         time.sleep(0.25)
 
 
-def _abandon() -> None:
-    """Kill the JVM this process started and forget it (a start-up that cannot finish)."""
+def _abandon(context: Any = None, starting: threading.Thread | None = None) -> None:
+    """Give up a start-up that cannot finish: stop ``context`` (bounded), else kill the JVM; forget it.
+
+    py4j reports a call cut short by the JVM's death through the root logger (which it
+    configures if nobody did): a handler that drops records keeps that off the terminal.
+    """
     from pyspark import SparkContext
 
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)  # the dying gateway's errors are expected
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    if context is not None:
+        stopper = threading.Thread(target=context.stop, name="minibroker-spark-stop", daemon=True)
+        stopper.start()
+        stopper.join(15)
+        if not stopper.is_alive():
+            return
     gateway = SparkContext._gateway
     process = getattr(gateway, "proc", None)
     if process is not None:
         process.kill()
         process.wait(10)
+    if starting is not None:
+        starting.join(10)  # its py4j call fails now: let it finish before the caller reports
     with contextlib.suppress(Exception):
         gateway.shutdown()
     SparkContext._gateway = None

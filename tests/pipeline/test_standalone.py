@@ -127,7 +127,7 @@ def test_the_masters_web_ui_port_is_one_line(cluster, trace_dir, tmp_path):
         "--master",
         f"spark://127.0.0.1:{cluster.ui_port}",
         "--spark-timeout",
-        "120",
+        "600",
     )
     line = one_line(out)
     assert line.startswith(
@@ -135,8 +135,8 @@ def test_the_masters_web_ui_port_is_one_line(cluster, trace_dir, tmp_path):
     )
     assert f"it is the web UI of the master {cluster.url}; use --master {cluster.url}" in line
     assert line.endswith(f"its log: {tmp_path / 'o' / 'spark.log'}")
-    # told as soon as Spark's first connection fails, not at the deadline (real time: generous margin)
-    assert time.monotonic() - started < 110
+    # told as soon as Spark's first connection fails, long before the 600 s deadline (real time)
+    assert time.monotonic() - started < 300
 
 
 def test_no_executor_fits_is_one_line_at_the_timeout(cluster, trace_dir, tmp_path):
@@ -156,8 +156,8 @@ def test_no_executor_fits_is_one_line_at_the_timeout(cluster, trace_dir, tmp_pat
     line = one_line(out)
     assert line.startswith(f"minibroker: analyze: no executor started on {cluster.url} within 25 s:")
     assert "spark.executor.memory=4g" in line
-    # the timeout bounds the start-up; the JVM's own start adds its seconds (real time: generous margin)
-    assert time.monotonic() - started < 25 + 90
+    # the timeout bounds the wait; the JVM's own start adds its seconds (real time: generous margin)
+    assert time.monotonic() - started < 25 + 200
 
 
 class _Garbage:
@@ -188,17 +188,16 @@ class _Garbage:
 
 
 @pytest.mark.parametrize(
-    ("reply", "expected"),
+    ("reply", "timeout", "expected"),
     [
-        (
-            b"\x00garbage\x00" * 64,
-            "answers, but not as a Spark master (it does not speak Spark's RPC protocol)",
-        ),
-        (b"", "Spark did not start within 15 s on spark://127.0.0.1:"),
+        # Spark's first failed connection tells: no waiting for the (600 s) deadline
+        (b"\x00garbage\x00" * 64, 600, "answers, but not as a Spark master (it does not speak Spark's RPC"),
+        # a port that accepts and never answers: the deadline tells
+        (b"", 15, "Spark did not start within 15 s on spark://127.0.0.1:"),
     ],
     ids=["garbage", "silent"],
 )
-def test_a_port_that_is_no_master_is_one_line(reply, expected, trace_dir, tmp_path):
+def test_a_port_that_is_no_master_is_one_line(reply, timeout, expected, trace_dir, tmp_path):
     server = _Garbage(reply)
     try:
         started = time.monotonic()
@@ -210,9 +209,10 @@ def test_a_port_that_is_no_master_is_one_line(reply, expected, trace_dir, tmp_pa
             "--master",
             f"spark://127.0.0.1:{server.port}",
             "--spark-timeout",
-            "15",
+            str(timeout),
         )
     finally:
         server.close()
     assert expected in one_line(out)
-    assert time.monotonic() - started < 15 + 90  # JVM start plus the timeout (real time: generous margin)
+    # JVM start, then the failed connection or the 15 s deadline (real time: generous margin)
+    assert time.monotonic() - started < 300
