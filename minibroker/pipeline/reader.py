@@ -280,20 +280,28 @@ class TraceRead:
     def events(self) -> DataFrame:
         return self.rows.filter(F.col("problem").isNull()).select(*_TRACE_COLUMNS, "trace")
 
-    def check(self) -> TraceCheck:
-        """One pass: per-trace figures and skipped rows; BadTrace if a file has no valid event."""
-        groups = (
-            self.rows.groupBy("trace", "problem")
-            .agg(
-                F.count(F.lit(1)).alias("rows"),
-                F.min("time_ms").alias("start_ms"),
-                F.max("time_ms").alias("end_ms"),
-                F.max((F.col("kind") == "op.expire").cast("int")).alias("expire"),
-                F.min(F.struct("_block", "_pos")).alias("first"),
-                F.first(F.xxhash64("trace")).alias("tid"),
-            )
-            .collect()
+    def tally(self) -> DataFrame:
+        """Per (trace, problem): rows, first and last time, any ``op.expire``, the first row's place, tid.
+
+        Small (a row per trace and reason): collect it alone (``check()``) or with other
+        results in one action, and hand the rows to ``check(rows)``.
+        """
+        return self.rows.groupBy("trace", "problem").agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.min("time_ms").alias("start_ms"),
+            F.max("time_ms").alias("end_ms"),
+            F.max((F.col("kind") == "op.expire").cast("int")).alias("expire"),
+            F.min(F.struct("_block", "_pos")).alias("first"),
+            F.first(F.xxhash64("trace")).alias("tid"),
         )
+
+    def check(self, groups: list[Any] | None = None) -> TraceCheck:
+        """Per-trace figures and skipped rows from ``tally()``'s rows (collected here when not given).
+
+        BadTrace if a file has no valid event.
+        """
+        if groups is None:
+            groups = self.tally().collect()
         traces: dict[str, dict[str, Any]] = {}
         bad: list[Any] = []
         for row in groups:

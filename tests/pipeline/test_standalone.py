@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
-import sys
 import threading
 import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -22,6 +21,7 @@ import pytest
 from minibroker.pipeline.analyze import KEYS
 from minibroker.pipeline.session import SparkUnavailable, check_java
 from tests.pipeline.standalone import ROOT, start_cluster
+from tests.pipeline.test_session import minibroker as run_cli
 
 pytest.importorskip("pyspark")
 
@@ -50,15 +50,12 @@ def cluster(tmp_path_factory):
 
 
 def minibroker(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "minibroker", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=timeout,
-    )
+    return run_cli(*args, timeout=timeout)
+
+
+def analyze_on(master: str, trace_dir: Path, out: Path, *options: str) -> subprocess.CompletedProcess:
+    """``minibroker analyze`` of the test traces on ``master``."""
+    return minibroker("analyze", str(trace_dir), "--out", str(out), "--master", master, *options)
 
 
 def one_line(out: subprocess.CompletedProcess) -> str:
@@ -119,15 +116,8 @@ def test_sweep_on_the_cluster_equals_local_mode(cluster, spark, tmp_path):
 
 def test_the_masters_web_ui_port_is_one_line(cluster, trace_dir, tmp_path):
     started = time.monotonic()
-    out = minibroker(
-        "analyze",
-        str(trace_dir),
-        "--out",
-        str(tmp_path / "o"),
-        "--master",
-        f"spark://127.0.0.1:{cluster.ui_port}",
-        "--spark-timeout",
-        "600",
+    out = analyze_on(
+        f"spark://127.0.0.1:{cluster.ui_port}", trace_dir, tmp_path / "o", "--spark-timeout", "600"
     )
     line = one_line(out)
     assert line.startswith(
@@ -142,17 +132,7 @@ def test_the_masters_web_ui_port_is_one_line(cluster, trace_dir, tmp_path):
 def test_no_executor_fits_is_one_line_at_the_timeout(cluster, trace_dir, tmp_path):
     conf = [c if c != "spark.executor.memory=512m" else "spark.executor.memory=4g" for c in CLUSTER_CONF]
     started = time.monotonic()
-    out = minibroker(
-        "analyze",
-        str(trace_dir),
-        "--out",
-        str(tmp_path / "o"),
-        "--master",
-        cluster.url,
-        *conf,
-        "--spark-timeout",
-        "25",
-    )
+    out = analyze_on(cluster.url, trace_dir, tmp_path / "o", *conf, "--spark-timeout", "25")
     line = one_line(out)
     assert line.startswith(f"minibroker: analyze: no executor started on {cluster.url} within 25 s:")
     assert "spark.executor.memory=4g" in line
@@ -201,15 +181,8 @@ def test_a_port_that_is_no_master_is_one_line(reply, timeout, expected, trace_di
     server = _Garbage(reply)
     try:
         started = time.monotonic()
-        out = minibroker(
-            "analyze",
-            str(trace_dir),
-            "--out",
-            str(tmp_path / "o"),
-            "--master",
-            f"spark://127.0.0.1:{server.port}",
-            "--spark-timeout",
-            str(timeout),
+        out = analyze_on(
+            f"spark://127.0.0.1:{server.port}", trace_dir, tmp_path / "o", "--spark-timeout", str(timeout)
         )
     finally:
         server.close()
