@@ -3,14 +3,10 @@
 ``read_traces(spark, inputs)`` checks every file before Spark reads it and every row
 as Spark reads it; ``TraceRead.check()`` runs the one pass that counts them.
 
-Files (raise ``BadTrace``, one line naming the file):
-
-- a file of 0 bytes;
-- a Parquet file whose footer cannot be read (random bytes, truncated), that lacks
-  one of ``REQUIRED`` columns, or whose column has another type than the trace
-  format's (``INT_COLUMNS`` integers, ``keys`` a list of strings, the rest strings);
-- after the pass: a file without a single valid event (a JSON file of something
-  else, random bytes named ``.jsonl``, only blank lines).
+Files (raise ``BadTrace``, one line naming the file): before the read, what
+``inputs.check_files`` refuses (empty files, Parquet files that are not traces);
+after the pass, a file without a single valid event (a JSON file of something else,
+random bytes named ``.jsonl``, only blank lines).
 
 Rows: ``problem`` is null for a valid event, else the first of these that applies:
 
@@ -36,22 +32,21 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.inputs import SCHEMA_DDL, TraceInputs, display_name
+from minibroker.pipeline.inputs import SCHEMA_DDL, BadTrace, TraceInputs, check_files, display_name, row_group
 from minibroker.pipeline.timelines import ISR_KINDS
 from minibroker.trace import COLUMNS
 from minibroker.trace.sinks import INT_COLUMNS
 
+__all__ = ["BadTrace", "Skipped", "TraceCheck", "TraceRead", "problem_column", "read_traces"]
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-#: columns a Parquet trace must have (``keys``, ``offset`` and ``error`` may be absent: nothing reads them)
-REQUIRED = ("seq", "time_ms", "kind", "broker", "purgatory", "op", "partition", "count", "cause", "data")
 _OP = ("broker", "purgatory", "op")
 #: per kind, the columns and ``data`` fields (``data.NAME``; ``#`` = a whole number) the analysis needs
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -65,10 +60,6 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 _CORRUPT = "_corrupt_record"
 _WHOLE = r"^-?[0-9]{1,18}$"
-
-
-class BadTrace(Exception):
-    """A file that is not a trace; ``str()`` is the one-line message."""
 
 
 @attrs.frozen
@@ -89,95 +80,6 @@ class TraceCheck:
     #: ``path`` (as Spark names it) and ``tid`` (``xxhash64(path)``, the jobs' compact trace key)
     traces: list[dict[str, Any]]
     skipped: list[Skipped]
-
-
-# --- files -------------------------------------------------------------------------------------
-def _local(path: str) -> Path | None:
-    if path.startswith("file:"):
-        return Path(display_name(path))
-    return None if "://" in path else Path(path)
-
-
-def _type_problem(name: str, kind: Any) -> str | None:
-    import pyarrow as pa
-
-    if name in INT_COLUMNS:
-        ok = pa.types.is_integer(kind) and kind != pa.uint64()
-        expected = "int64"
-    elif name == "keys":
-        ok = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
-            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
-        )
-        expected = "list<string>"
-    else:
-        ok = pa.types.is_string(kind) or pa.types.is_large_string(kind)
-        expected = "string"
-    return None if ok or pa.types.is_null(kind) else f"column {name} is {kind}; expected {expected}"
-
-
-def check_parquet(path: str, spark: SparkSession | None = None) -> None:
-    """BadTrace unless ``path`` is a Parquet file with the trace's columns and types.
-
-    A local file's footer is read with pyarrow; a URI's through Spark (its schema).
-    """
-    import pyarrow as pa
-
-    local = _local(path)
-    if local is not None:
-        import pyarrow.parquet as pq
-
-        try:
-            schema = pq.read_schema(local)
-        except (OSError, pa.ArrowException) as error:
-            raise BadTrace(
-                f"{local} is not a Parquet file, or is truncated ({str(error).splitlines()[0][:200]})"
-            ) from None
-        fields = {field.name: field.type for field in schema}
-    else:
-        assert spark is not None
-        try:
-            fields = {field.name: _arrow_type(field.dataType) for field in spark.read.parquet(path).schema}
-        except Exception as error:  # AnalysisException, SparkException: not readable as Parquet
-            first = str(error).strip().splitlines()
-            raise BadTrace(f"{path} is not a readable Parquet file ({(first or ['?'])[0][:200]})") from None
-    name = display_name(path)
-    missing = [column for column in REQUIRED if column not in fields]
-    if missing:
-        raise BadTrace(
-            f"{name} is not a trace: no column {', '.join(missing)} "
-            f"(a trace has {', '.join((*COLUMNS, 'data'))}; see docs/trace.md)"
-        )
-    for column in (*COLUMNS, "data"):
-        if column in fields:
-            problem = _type_problem(column, fields[column])
-            if problem:
-                raise BadTrace(f"{name} is not a trace: {problem} (see docs/trace.md)")
-
-
-def _arrow_type(spark_type: Any) -> Any:
-    """A Spark column type as the pyarrow type ``_type_problem`` judges."""
-    import pyarrow as pa
-    from pyspark.sql import types as T
-
-    if isinstance(spark_type, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
-        return pa.int64()
-    if isinstance(spark_type, T.StringType):
-        return pa.string()
-    if isinstance(spark_type, T.ArrayType) and isinstance(spark_type.elementType, T.StringType):
-        return pa.list_(pa.string())
-    if isinstance(spark_type, T.NullType):
-        return pa.null()
-    return pa.binary() if isinstance(spark_type, T.BinaryType) else pa.float64()
-
-
-def check_files(spark: SparkSession, inputs: TraceInputs) -> None:
-    """BadTrace for the first file that cannot be a trace (empty, or a Parquet file that is not one)."""
-    for path in (*inputs.jsonl, *inputs.parquet):
-        local = _local(path)
-        if local is not None and local.is_file() and local.stat().st_size == 0:
-            raise BadTrace(f"{local} is empty: expected a trace (JSONL or Parquet, see docs/trace.md)")
-    for path in inputs.parquet:
-        check_parquet(path, spark)
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -371,7 +273,7 @@ class TraceRead:
     def _where(self, row: Any) -> str:
         block, position = row["first"]["_block"], row["first"]["_pos"]
         if block < 0:
-            group = _row_group(row["trace"], position)
+            group = row_group(row["trace"], position)
             return f"row {position}" + (f" (row group {group})" if group is not None else "")
         before, first = self._jsonl_offsets().get((row["trace"], block), (0, position))
         return f"line {before + position - first + 1}"
@@ -387,22 +289,6 @@ def _jsonl_lines(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
         F.col("_metadata.file_block_start").alias("_block"),
         F.monotonically_increasing_id().alias("_pos"),
     )
-
-
-def _row_group(spark_path: str, row: int) -> int | None:
-    """The row group holding ``row`` of a local Parquet file (None for a URI)."""
-    local = _local(spark_path)
-    if local is None:
-        return None
-    import pyarrow.parquet as pq
-
-    metadata = pq.ParquetFile(local).metadata
-    end = 0
-    for group in range(metadata.num_row_groups):
-        end += metadata.row_group(group).num_rows
-        if row < end:
-            return group
-    return None
 
 
 def read_traces(spark: SparkSession, inputs: TraceInputs) -> TraceRead:
