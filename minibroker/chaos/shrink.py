@@ -189,7 +189,7 @@ def _each(search: _Search, s: Schedule, field: str, smaller: Callable) -> Schedu
         replacement = smaller(item)
         if replacement is None:
             continue
-        candidate = attrs.evolve(s, **{field: tuple([*items[:i], replacement, *items[i + 1:]])})
+        candidate = attrs.evolve(s, **{field: tuple([*items[:i], replacement, *items[i + 1 :]])})
         if search.ok(candidate) is not None:
             items[i] = replacement
             s = candidate
