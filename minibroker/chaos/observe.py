@@ -367,7 +367,7 @@ class Observer:
                         f"HW {hw} > LEO {leo}",
                         now,
                         f"leader {state.leader}'s HW {hw} is above the LEO {leo} of ISR member {member} "
-                        f"(ISR {list(partition.isr)}), seen at a {event['kind']} event",
+                        f"(ISR {list(partition.isr)}), seen at the {event['kind']} event",
                         evidence,
                     ),
                 )
