@@ -37,10 +37,10 @@ def _weighted(rng: random.Random, weights: dict) -> object:
 def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Schedule:
     """The schedule of run ``index`` of ``seed`` (faults and load within ``duration_ms``)."""
     rng = random.Random(f"minibroker-chaos:{profile.name}:{seed}:{index}:{duration_ms}")
-    brokers = rng.randint(3, 5)
+    brokers = rng.randint(*profile.brokers)
     min_isr = rng.randint(*profile.min_isr)
     config = {
-        "replica.lag.time.max.ms": rng.choice((300, 600, 1000)),
+        "replica.lag.time.max.ms": rng.choice(profile.lag_ms),
         "replica.fetch.wait.max.ms": rng.choice((20, 50, 100)),
         "replica.fetch.backoff.ms": 50,
         "replica.socket.timeout.ms": rng.choice((300, 800)),
@@ -119,6 +119,8 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
             faults.append(FaultSpec(kind, start, end, between=between, latency_ms=latency))
         else:
             faults.append(FaultSpec(kind, start, end, min_isr=rng.randint(1, 3)))
+    if rng.random() < profile.pattern:
+        faults += lagging_then_crashed(rng, brokers, parts, topics, config, duration_ms)
     faults.sort(key=lambda f: (f.start, f.end, f.kind))
     return Schedule(
         run_name(profile.name, seed, index),
@@ -137,3 +139,34 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         tuple(faults),
         duration_ms,
     )
+
+
+def lagging_then_crashed(
+    rng: random.Random,
+    brokers: int,
+    parts: list[tuple[str, int]],
+    topics: list[TopicSpecModel],
+    config: dict,
+    duration_ms: int,
+) -> list[FaultSpec]:
+    """Three ordinary faults that make an unclean election lose data, if it is allowed.
+
+    One replica of a partition is paused long enough to leave the ISR; then its leader
+    crashes, and a little later the last other ISR member: the lagging replica is the only
+    one alive. The shrinker treats these like any other faults.
+    """
+    topic, partition = rng.choice(parts)
+    spec = next(t for t in topics if t.name == topic)
+    replicas = [(partition + i) % brokers for i in range(spec.replication_factor)]
+    if len(replicas) < 3:
+        return []
+    leader, follower, lagging = replicas[0], replicas[1], replicas[2]
+    lag = config["replica.lag.time.max.ms"]
+    start = rng.randint(1, max(1, duration_ms // 5))
+    crash = min(duration_ms - 2, start + 2 * lag + rng.randint(0, max(1, duration_ms // 5)))
+    second = min(duration_ms - 1, crash + rng.randint(20, 200))
+    return [
+        FaultSpec("pause", start, duration_ms, broker=lagging),
+        FaultSpec("crash", crash, duration_ms, broker=leader),
+        FaultSpec("crash", second, duration_ms, broker=follower),
+    ]

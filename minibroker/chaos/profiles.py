@@ -27,6 +27,10 @@ class Profile:
     expected: frozenset[int] = frozenset()  # invariants whose violations this profile expects
     replication: tuple[int, int] = (1, 3)  # replication factor, inclusive range
     min_isr: tuple[int, int] = (1, 3)  # min.insync.replicas, inclusive range
+    brokers: tuple[int, int] = (3, 5)  # brokers, inclusive range
+    lag_ms: tuple[int, ...] = (300, 600, 1000)  # replica.lag.time.max.ms choices
+    #: chance of adding Jepsen's classic unclean-loss pattern (see generate.lagging_then_crashed)
+    pattern: float = 0.0
 
 
 PROFILES = {
@@ -37,6 +41,7 @@ PROFILES = {
         {-1: 6, 1: 2, 0: 1},
         FAULTS_ALL,
         (0, 6),
+        pattern=0.25,
     ),
     "unclean": Profile(
         "unclean",
@@ -44,10 +49,13 @@ PROFILES = {
         True,
         {-1: 1},
         {**FAULTS_ALL, "crash": 6, "pause": 4},
-        (3, 8),
+        (4, 8),
         frozenset({2, 3}),
-        (2, 3),
+        (3, 3),
         (2, 2),
+        (3, 4),
+        (200, 300),
+        0.5,
     ),
     "acks1": Profile(
         "acks1",
@@ -56,6 +64,7 @@ PROFILES = {
         {1: 6, -1: 2, 0: 1},
         {**FAULTS_ALL, "crash": 5},
         (1, 6),
+        pattern=0.25,
     ),
 }
 

@@ -11,16 +11,31 @@ from minibroker.cli import main
 def test_bounded_default_run_has_zero_violations(tmp_path, capsys):
     # 200 short schedules on 2 processes: every fault kind, every invariant checked
     out = tmp_path / "out"
-    status = main(["chaos", "--runs", "200", "--duration-ms", "500", "--workers", "2", "--seed", "14",
-                   "--out", str(out)])
+    status = main(
+        [
+            "chaos",
+            "--runs",
+            "200",
+            "--duration-ms",
+            "500",
+            "--workers",
+            "2",
+            "--seed",
+            "14",
+            "--out",
+            str(out),
+        ]
+    )
     shown = capsys.readouterr().out
     assert status == 0, shown
     table = pq.read_table(out / "runs.parquet").to_pylist()
     assert [row["index"] for row in table] == list(range(200))
     assert sum(row["violations"] for row in table) == 0
     assert sum(row["faults"] for row in table) > 300
-    assert all(sum(row[f"fault_{k}"] for row in table) > 20
-               for k in ("pause", "latency", "drop", "crash", "shutdown", "min_isr"))
+    assert all(
+        sum(row[f"fault_{k}"] for row in table) > 20
+        for k in ("pause", "latency", "drop", "crash", "shutdown", "min_isr")
+    )
     assert sum(row["protected"] for row in table) > 100
     report = (out / "chaos.md").read_text()
     assert "| runs | 200 |" in report and "| violations | 0 |" in report

@@ -18,9 +18,9 @@ def summary(outcome, index):
 
 
 def test_unclean_profile_finds_a_loss_and_shrinks_it_to_a_file_that_replays_it(tmp_path, capsys):
-    # runs 50..55 of seed 0 hold at least one loss (run 53 loses three acknowledged requests)
+    # runs 0..3 of seed 0 hold at least one loss (run 2 loses an acknowledged request)
     found = []
-    for index in range(50, 56):
+    for index in range(4):
         outcome = run_index("unclean", 0, index, 2000)
         assert outcome.violations == []  # losses are expected findings in this profile, not failures
         found += [(index, outcome, v) for v in outcome.expected if v.invariant == 2]
@@ -44,8 +44,11 @@ def test_a_planted_bug_is_caught_and_shrunk(tmp_path):
     assert first.invariant == 4
     assert "is above the LEO 0 of ISR member" in first.message
     assert run_index("default", 0, 1, 1000).violations == []  # the same run without the bug is clean
-    shrunk = write_shrunk("default", 0, summary(outcome, 1), first, 1000, tmp_path, budget=40, plant="hw-ahead")
-    assert shrunk.replay_fails and shrunk.faults == 0 and shrunk.produces == 1
+    shrunk = write_shrunk(
+        "default", 0, summary(outcome, 1), first, 1000, tmp_path, budget=40, plant="hw-ahead"
+    )
+    # one append is enough: the probe's, once every chaos request and fault is shrunk away
+    assert shrunk.replay_fails and shrunk.faults == 0 and shrunk.produces == 0
     assert not replay_fails(Path(shrunk.path))  # without the planted bug the file passes
 
 

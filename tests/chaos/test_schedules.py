@@ -49,10 +49,22 @@ def test_written_toml_loads_back_to_an_equal_model_and_runs_identically():
 
 def test_replay_additions_round_trip_too():
     schedule = generate(PROFILES["default"], 5, 2, 600)
-    read = Violation(2, "t0-0", "1..2", 5, "lost", {"kind": "read", "partition": "t0-0", "offset": 1,
-                                                   "count": 2, "bytes": 105, "op": "w5"})
-    pinned = Violation(4, "t0-0", "", 5, "hw", {"kind": "event", "count": 0,
-                                               "fields": {"kind": "hw", "broker": 1, "time_ms": 5}})
+    read = Violation(
+        2,
+        "t0-0",
+        "1..2",
+        5,
+        "lost",
+        {"kind": "read", "partition": "t0-0", "offset": 1, "count": 2, "bytes": 105, "op": "w5"},
+    )
+    pinned = Violation(
+        4,
+        "t0-0",
+        "",
+        5,
+        "hw",
+        {"kind": "event", "count": 0, "fields": {"kind": "hw", "broker": 1, "time_ms": 5}},
+    )
     scenario = replay_scenario(schedule, [read, pinned])
     assert attrs.evolve(parse_scenario(scenario_toml(scenario), "x.toml"), path=scenario.path) == scenario
     assert [c.id for c in scenario.clients][-3:] == [PROBE, READER, "check-0"]
@@ -63,6 +75,8 @@ def test_a_run_is_deterministic():
     a = run_index("default", 3, 1, 600)
     b = run_index("default", 3, 1, 600)
     strip = {"wall_ms", "cpu_ms"}
-    assert {k: v for k, v in a.row.items() if k not in strip} == {k: v for k, v in b.row.items() if k not in strip}
+    assert {k: v for k, v in a.row.items() if k not in strip} == {
+        k: v for k, v in b.row.items() if k not in strip
+    }
     assert a.row["events"] > 500
     assert a.violations == b.violations == []
