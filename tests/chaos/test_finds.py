@@ -1,4 +1,4 @@
-"""The checker can fail: unclean losses and a planted bug are found, shrunk, and replayed by `minibroker run`."""
+"""The checker can fail: unclean losses and a planted bug are found, shrunk, and replayed."""
 
 from __future__ import annotations
 
