@@ -25,6 +25,7 @@ consumer received, and which broker lives ended (a crash drops its purgatories).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -73,6 +74,10 @@ class Received:
     time_ms: int
 
 
+class RunBudgetExceeded(Exception):
+    """Raised from the sink when a run spends more CPU than its budget (a livelock in virtual time)."""
+
+
 def parse_tp(label: str) -> TopicPartition:
     topic, _, number = label.rpartition("-")
     return TopicPartition(topic, int(number))
@@ -81,7 +86,9 @@ def parse_tp(label: str) -> TopicPartition:
 class Observer:
     """A trace sink (``observer(event)``); ``runner`` is set before the run starts."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget_cpu_s: float = 60.0) -> None:
+        self.budget_cpu_s = budget_cpu_s
+        self._started_cpu = time.process_time()
         self.runner: ScenarioRunner | None = None
         self.violations: list[Violation] = []
         self._seen: set[tuple[Any, ...]] = set()
@@ -109,6 +116,11 @@ class Observer:
     # --- the sink ------------------------------------------------------------------------------
     def __call__(self, event: dict[str, Any]) -> None:
         self.events += 1
+        if not self.events & 0xFFF and time.process_time() - self._started_cpu > self.budget_cpu_s:
+            raise RunBudgetExceeded(
+                f"the run spent over {self.budget_cpu_s:g} s of CPU ({self.events:,} events) and was "
+                f"stopped at {event['time_ms']} ms virtual: a livelock?"
+            )
         kind = event["kind"]
         if kind.startswith("op."):
             self._operation(kind, event)

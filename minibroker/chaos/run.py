@@ -18,7 +18,7 @@ import trio.testing
 from minibroker.chaos import planted
 from minibroker.chaos.generate import generate
 from minibroker.chaos.invariants import Tally, check_end
-from minibroker.chaos.observe import Observer
+from minibroker.chaos.observe import Observer, RunBudgetExceeded
 from minibroker.chaos.profiles import profile as get_profile
 from minibroker.chaos.schedule import FAULT_KINDS, Schedule, compile_schedule
 from minibroker.chaos.violations import Violation
@@ -59,6 +59,17 @@ async def _play(runner: ScenarioRunner, observer: Observer, seed: int) -> RunRes
     return box[0]
 
 
+def _budget_error(error: BaseException) -> RunBudgetExceeded | None:
+    if isinstance(error, RunBudgetExceeded):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _budget_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None) -> RunOutcome:
     """Run ``scenario`` (compiled from ``schedule``) and check every invariant."""
     started_wall, started_cpu = time.perf_counter(), time.process_time()
@@ -73,16 +84,14 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
             result = trio.run(
                 _play, runner, observer, scenario.seed, clock=trio.testing.MockClock(autojump_threshold=0)
             )
-        except Exception as error:  # the emulator itself broke: that is a finding too
-            violations.append(
-                Violation(
-                    0,
-                    None,
-                    "",
-                    runner.cluster.now() if runner.cluster else 0,
-                    f"the emulator raised {type(error).__name__}: {error}",
-                )
-            )
+        except Exception as error:  # the emulator itself broke (or never finished): a finding too
+            now = runner.cluster.now() if runner.cluster else 0
+            stuck = _budget_error(error)
+            if stuck is not None:
+                violations.append(Violation(6, None, "", now, str(stuck), {"kind": "none"}))
+            else:
+                message = f"the emulator raised {type(error).__name__}: {error}"
+                violations.append(Violation(0, None, "", now, message))
     violations[:0] = observer.violations
     if result is not None and runner.cluster is not None:
         end_violations, tally = check_end(schedule, result, observer, runner.cluster)
