@@ -86,7 +86,7 @@ def parse_tp(label: str) -> TopicPartition:
 class Observer:
     """A trace sink (``observer(event)``); ``runner`` is set before the run starts."""
 
-    def __init__(self, budget_cpu_s: float = 60.0) -> None:
+    def __init__(self, budget_cpu_s: float = 20.0) -> None:
         self.budget_cpu_s = budget_cpu_s
         self._started_cpu = time.process_time()
         self.runner: ScenarioRunner | None = None
