@@ -12,9 +12,8 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
-from minibroker.cliutil import UsageError, whole_number
+from minibroker.cliutil import UsageError, out_dir, whole_number
 
 MAX_RUNS = 10_000_000
 
@@ -83,17 +82,6 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"chaos": chaos_command}
 
 
-def _out_dir(path: str) -> Path:
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {path!r} is a file; expected a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"--out {path!r}: {error.strerror or error}") from None
-    return out
-
-
 def chaos_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -101,7 +89,7 @@ def chaos_command(args: argparse.Namespace) -> int:
     from minibroker.chaos.failures import shrink_failures
     from minibroker.chaos.report import ChaosReport, print_report, write_markdown, write_runs
 
-    out = _out_dir(args.out)
+    out = out_dir(args.out)
     job = Job(args.profile, args.seed, args.duration_ms)
     console = Console(stderr=True)
     if args.master:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from minibroker.cliutil import UsageError, whole_number
+from minibroker.cliutil import UsageError, out_dir, whole_number
 
 DEFAULT_MASTER = "local[*]"
 
@@ -66,17 +66,6 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"analyze": analyze_command, "sweep": sweep_command}
 
 
-def _out_dir(path: str) -> Path:
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {path!r} is a file; expected a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"--out {path!r}: {error.strerror or error}") from None
-    return out
-
-
 @contextmanager
 def _spark(command: str, args: argparse.Namespace, out: Path) -> Iterator[Any]:
     """The session, with every way Spark can fail turned into one line for exit status 2."""
@@ -117,7 +106,7 @@ def analyze_command(args: argparse.Namespace) -> int:
         inputs = resolve(args.traces)
     except NoTraces as error:
         raise UsageError(f"analyze: {error}") from None
-    out = _out_dir(args.out)
+    out = out_dir(args.out)
     with _spark("analyze", args, out) as spark:
         from minibroker.pipeline.analyze import analyze, write_tables
 
@@ -154,7 +143,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         import attrs
 
         sweep = attrs.evolve(sweep, trace=True)
-    out = _out_dir(args.out)
+    out = out_dir(args.out)
     started = time.perf_counter()
     with _spark("sweep", args, out) as spark:
         from minibroker.pipeline.sweep_job import run_sweep
