@@ -121,6 +121,8 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
             faults.append(FaultSpec(kind, start, end, min_isr=rng.randint(1, 3)))
     if rng.random() < profile.pattern:
         faults += lagging_then_crashed(rng, brokers, parts, topics, config, duration_ms)
+    if profile.acks1_pattern and rng.random() < profile.acks1_pattern:  # no draw when off: old runs stay
+        faults += paused_then_leader_crashed(rng, brokers, parts, topics, config, duration_ms)
     faults.sort(key=lambda f: (f.start, f.end, f.kind))
     return Schedule(
         run_name(profile.name, seed, index),
@@ -169,4 +171,32 @@ def lagging_then_crashed(
         FaultSpec("pause", start, duration_ms, broker=lagging),
         FaultSpec("crash", crash, duration_ms, broker=leader),
         FaultSpec("crash", second, duration_ms, broker=follower),
+    ]
+
+
+def paused_then_leader_crashed(
+    rng: random.Random,
+    brokers: int,
+    parts: list[tuple[str, int]],
+    topics: list[TopicSpecModel],
+    config: dict,
+    duration_ms: int,
+) -> list[FaultSpec]:
+    """Two ordinary faults that lose acks=1 records: Kafka's documented trade-off.
+
+    The first follower of a partition (the next leader by replica order) is paused for less
+    than replica.lag.time.max.ms, so it stays in the ISR; meanwhile the leader crashes. The
+    follower leads without the records the leader acknowledged during the pause.
+    """
+    topic, partition = rng.choice(parts)
+    spec = next(t for t in topics if t.name == topic)
+    if spec.replication_factor < 2:
+        return []
+    leader, follower = partition % brokers, (partition + 1) % brokers
+    lag = config["replica.lag.time.max.ms"]
+    start = rng.randint(1, max(1, duration_ms // 2))
+    crash = min(duration_ms - 1, start + rng.randint(lag // 4, lag // 2))
+    return [
+        FaultSpec("pause", start, min(duration_ms, crash + lag // 2), broker=follower),
+        FaultSpec("crash", crash, duration_ms, broker=leader),
     ]

@@ -31,6 +31,8 @@ class Profile:
     lag_ms: tuple[int, ...] = (300, 600, 1000)  # replica.lag.time.max.ms choices
     #: chance of adding Jepsen's classic unclean-loss pattern (see generate.lagging_then_crashed)
     pattern: float = 0.0
+    #: chance of adding the acks=1 loss pattern (see generate.paused_then_leader_crashed)
+    acks1_pattern: float = 0.0
 
 
 PROFILES = {
@@ -65,6 +67,7 @@ PROFILES = {
         {**FAULTS_ALL, "crash": 5},
         (1, 6),
         pattern=0.25,
+        acks1_pattern=0.5,
     ),
 }
 

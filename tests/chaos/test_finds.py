@@ -65,3 +65,11 @@ def test_regression_scenarios_pass():
             timeout=300,
         )
         assert out.returncode == 0, (path.name, out.stderr)
+
+
+def test_acks1_profile_counts_acks1_losses_without_violations():
+    # run 5 of seed 0: a follower paused within the lag, the leader crashed, acks=1 records gone
+    outcome = run_index("acks1", 0, 5, 1000)
+    assert outcome.violations == [] and outcome.expected == []
+    assert outcome.tally.acks1_lost == 1
+    assert any(f.kind == "pause" for f in outcome.schedule.faults)
