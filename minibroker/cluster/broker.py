@@ -18,6 +18,7 @@ from minibroker.cluster.config import BrokerConfig
 from minibroker.cluster.log import Log
 from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
 from minibroker.cluster.network import Network
+from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.cluster.replica_manager import ReplicaManager
 from minibroker.cluster.snapshot import BrokerView, PurgatoryView
 from minibroker.runtime import MsClock
@@ -49,7 +50,17 @@ class Broker:
         #: purgatory totals of earlier lives (a crash forgets the purgatories, not what they did)
         self.retired: dict[str, dict[str, int]] = {}
         self._request_numbers = itertools.count(1)
+        #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
+        self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` whenever the broker starts or stops (read ``alive`` for which)."""
+        self._watchers.append(on_change)
+
+    def _notify(self) -> None:
+        for on_change in list(self._watchers):
+            on_change()
 
     @property
     def alive(self) -> bool:
@@ -77,6 +88,7 @@ class Broker:
                 await manager.run(task_status=task_status)
 
         await nursery.start(main)
+        self._notify()
 
     def crash(self) -> None:
         """Stop at once: waiting requests are lost, connections reset, the logs stay."""
@@ -89,6 +101,7 @@ class Broker:
             self._scope.cancel()
         self.replica_manager = None
         self._scope = None
+        self._notify()
 
     def deliver(self, src: Any, message: Any, respond: Callable[[Any], None] | None) -> None:
         manager = self.replica_manager
@@ -101,6 +114,8 @@ class Broker:
             manager.fetch_messages(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
+        elif isinstance(message, BrokerRegistrations):
+            manager.apply_registrations(message)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
 
