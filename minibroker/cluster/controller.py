@@ -11,8 +11,9 @@
 - When a broker crashes the controller learns of it after
   ``crash_detection_ms``; it fences the broker, removes it from every ISR (never
   the last member: an ISR is not emptied) and elects a new leader, from the ISR,
-  for the partitions it led (bumping the leader epoch). With no live ISR member the partition goes offline (leader -1)
-  unless ``unclean.leader.election.enable`` lets any live replica lead.
+  for the partitions it led (bumping the leader epoch). With no live ISR member
+  the partition goes offline (leader -1) unless ``unclean.leader.election.enable``
+  lets any live replica lead.
 - A controlled shutdown marks the broker as shutting down and moves leadership
   and ISR membership off it first, so its waiting requests are answered
   NOT_LEADER_OR_FOLLOWER before it stops.
