@@ -64,3 +64,30 @@ def test_out_that_is_a_file_exits_2(tmp_path, capsys):
     path.write_text("x")
     assert main(["chaos", "--runs", "1", "--out", str(path), "--workers", "1"]) == 2
     assert "is a file; expected a directory" in capsys.readouterr().err
+
+
+def test_unclean_profile_through_the_command_shrinks_its_loss(tmp_path, capsys):
+    out = tmp_path / "out"
+    status = main(
+        [
+            "chaos",
+            "--runs",
+            "3",
+            "--profile",
+            "unclean",
+            "--workers",
+            "1",
+            "--shrink-budget",
+            "30",
+            "--out",
+            str(out),
+        ]
+    )
+    assert status == 0  # losses are what this profile expects
+    shrunk = out / "shrunk" / "unclean-s0-r2.toml"
+    assert shrunk.is_file()
+    report = (out / "chaos.md").read_text()
+    assert "| expected losses (profile) | 1 |" in report
+    assert f"| unclean-s0-r2 | {shrunk} |" in report and "| fails |" in report
+    capsys.readouterr()
+    assert main(["run", str(shrunk), "--quiet"]) == 1
