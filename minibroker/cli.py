@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "minibroker.tui.commands",
     "minibroker.pipeline.commands",
     "minibroker.wire.commands",
+    "minibroker.chaos.commands",
 )
 
 

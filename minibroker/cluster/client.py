@@ -37,6 +37,7 @@ from minibroker.cluster.messages import (
 
 if TYPE_CHECKING:
     from minibroker.cluster.cluster import Cluster
+    from minibroker.cluster.log import RecordBatch
 
 
 @attrs.define(eq=False)
@@ -258,6 +259,8 @@ class Consumer(_Client):
         self.positions: dict[TopicPartition, int] = {}
         #: every batch received, per partition, in order (offsets, for tests and expectations)
         self.received: dict[TopicPartition, list[tuple[int, int]]] = {}
+        #: called with (partition, batch, high watermark of the answer) for each new batch (chaos checks)
+        self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
 
     def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None:
         for tp in partitions:
@@ -325,6 +328,8 @@ class Consumer(_Client):
                 for batch in part.batches:
                     if batch.next_offset > position:
                         self.received[tp].append((batch.base_offset, batch.count))
+                        if self.on_batch is not None:
+                            self.on_batch(tp, batch, part.high_watermark)
                         position = batch.next_offset
                 self.positions[tp] = position
         self._finish(request, response.cause)

@@ -247,7 +247,7 @@ class ScenarioRunner:
                 await request.wait()
             if (
                 clock.now_ms() < end
-                and all(not r.records for r in requests)
+                and all(not any(r.records.values()) for r in requests)
                 and all(r.latency_ms == 0 for r in requests)
             ):
                 await clock.sleep_until(clock.now_ms() + 1)  # an empty instant answer: don't spin
