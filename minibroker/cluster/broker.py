@@ -15,6 +15,8 @@ from typing import Any
 import trio
 
 from minibroker.cluster.config import BrokerConfig
+from minibroker.cluster.coordinator import GroupCoordinator
+from minibroker.cluster.coordinator.messages import GroupRequest
 from minibroker.cluster.log import Log
 from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
 from minibroker.cluster.network import Network
@@ -49,6 +51,10 @@ class Broker:
         #: purgatory totals of earlier lives (a crash forgets the purgatories, not what they did)
         self.retired: dict[str, dict[str, int]] = {}
         self._request_numbers = itertools.count(1)
+        #: the group coordinator of the current life (None while down)
+        self.coordinator: GroupCoordinator | None = None
+        #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
+        self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         network.register(broker_id, self)
 
     @property
@@ -63,6 +69,8 @@ class Broker:
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
         manager.request_numbers = self._request_numbers
+        self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
+        manager.leadership_listeners.append(self.coordinator.on_leadership)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -88,6 +96,7 @@ class Broker:
         if self._scope is not None:
             self._scope.cancel()
         self.replica_manager = None
+        self.coordinator = None
         self._scope = None
 
     def deliver(self, src: Any, message: Any, respond: Callable[[Any], None] | None) -> None:
@@ -101,6 +110,9 @@ class Broker:
             manager.fetch_messages(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
+        elif isinstance(message, GroupRequest) and self.coordinator is not None:
+            assert respond is not None
+            self.coordinator.handle(message, respond)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
 

@@ -113,6 +113,18 @@ class BrokerConfig(_KafkaNamed):
     default_replication_factor: int = _int_field("default.replication.factor", 1, 1)
     #: the largest request frame a wire connection accepts (a bigger one closes the connection)
     socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
+    #: the group coordinator (minibroker.cluster.coordinator): its internal topic, timers and limits
+    offsets_topic_num_partitions: int = _int_field("offsets.topic.num.partitions", 50, 1)
+    #: used as min(this, brokers) (Kafka refuses to create the topic with fewer live brokers)
+    offsets_topic_replication_factor: int = _int_field("offsets.topic.replication.factor", 3, 1)
+    offsets_commit_timeout_ms: int = _int_field("offsets.commit.timeout.ms", 5000, 1)
+    offsets_retention_minutes: int = _int_field("offsets.retention.minutes", 10080, 1)
+    offsets_retention_check_interval_ms: int = _int_field("offsets.retention.check.interval.ms", 600_000, 1)
+    offset_metadata_max_bytes: int = _int_field("offset.metadata.max.bytes", 4096)
+    group_initial_rebalance_delay_ms: int = _int_field("group.initial.rebalance.delay.ms", 3000)
+    group_min_session_timeout_ms: int = _int_field("group.min.session.timeout.ms", 6000)
+    group_max_session_timeout_ms: int = _int_field("group.max.session.timeout.ms", 1_800_000)
+    group_max_size: int = _int_field("group.max.size", 2_147_483_647, 1)
 
     @property
     def isr_expiration_period_ms(self) -> int:
