@@ -259,7 +259,10 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         if record["type"] == "offset":
             tp = TopicPartition(record["topic"], record["partition"])
             if value is None:
-                self.offsets.get(gid, {}).pop(tp, None)
+                committed = self.offsets.get(gid, {})
+                committed.pop(tp, None)
+                if not committed:
+                    self.offsets.pop(gid, None)
                 return
             if gid not in self.groups:
                 self.create_group(gid)

@@ -227,3 +227,33 @@ async def test_static_member_rejoining_with_a_new_id_fences_the_old_one(autojump
         assert (await a.call(0, heartbeat("g", 1, again.member_id, instance="i-1"))).error.name == "NONE"
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_a_member_that_never_syncs_is_removed_when_the_sync_timeout_fires(autojump_clock):
+    cm, cluster, sink = await open_group_cluster()
+    try:
+        a, b = Raw(cluster, "a"), Raw(cluster, "b")
+        ma = await member_join(a, 0, "g", rebalance=20_000)
+        mb = await member_join(b, 0, "g", rebalance=20_000)
+        pa, pb = a.send(0, join("g", ma, rebalance=20_000)), b.send(0, join("g", mb, rebalance=20_000))
+        await cluster.clock.sleep_until(6001)
+        assert (pa.at, pb.at) == (6000, 6000)
+        coordinator = cluster.brokers[0].coordinator
+        assert coordinator.timer.deadline("sync-g") == 26_000
+        leader = a if pa.response.leader == ma else b
+        leader_id = pa.response.leader
+        assert (await leader.call(0, sync("g", 1, leader_id, [(ma, b"x"), (mb, b"y")]))).error.name == "NONE"
+        assert coordinator.groups["g"].state == "Stable"
+        # both keep their sessions alive, but the follower never sends SyncGroup
+        follower, follower_id = (b, mb) if leader is a else (a, ma)
+        for k in range(1, 7):
+            await cluster.clock.sleep_until(6000 + 3000 * k)
+            assert (await follower.call(0, heartbeat("g", 1, follower_id))).error.name == "NONE"
+            assert (await leader.call(0, heartbeat("g", 1, leader_id))).error.name == "NONE"
+        await cluster.clock.sleep_until(26_001)
+        removed = [(e["member"], e["reason"], e["time_ms"]) for e in sink.of_kind("group.member.remove")]
+        assert removed == [(follower_id, "no SyncGroup", 26_000)]
+        assert coordinator.groups["g"].state == "PreparingRebalance"
+        assert (await follower.call(0, heartbeat("g", 1, follower_id))).error.name == "UNKNOWN_MEMBER_ID"
+    finally:
+        await cm.__aexit__(None, None, None)
