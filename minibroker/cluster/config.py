@@ -34,6 +34,11 @@ def _str_field(kafka: str, default: str, choices: tuple[str, ...]) -> Any:
     return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": choices})
 
 
+def _text_field(kafka: str, default: str) -> Any:
+    """A free-form string setting (a group id, an instance id)."""
+    return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": None})
+
+
 class _KafkaNamed:
     """Mixin: build from and show as Kafka-named settings."""
 
@@ -80,6 +85,10 @@ def check_value(field: attrs.Attribute, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a number >= {field.metadata['min']}, got {value}")
         return value
     choices = field.metadata["choices"]
+    if choices is None:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
     if value not in choices:
         raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
     return value
@@ -154,3 +163,15 @@ class ConsumerConfig(_KafkaNamed):
         "isolation.level", "read_uncommitted", ("read_uncommitted", "read_committed")
     )
     response_grace_ms: int = _int_field("minibroker.response.grace.ms", 1000)
+    #: group membership (minibroker.cluster.membership): used once the consumer subscribes
+    group_id: str = _text_field("group.id", "")
+    group_instance_id: str = _text_field("group.instance.id", "")
+    session_timeout_ms: int = _int_field("session.timeout.ms", 45_000, 1)
+    heartbeat_interval_ms: int = _int_field("heartbeat.interval.ms", 3000, 1)
+    max_poll_interval_ms: int = _int_field("max.poll.interval.ms", 300_000, 1)
+    partition_assignment_strategy: str = _str_field(
+        "partition.assignment.strategy", "range", ("range", "roundrobin")
+    )
+    enable_auto_commit: bool = _bool_field("enable.auto.commit", True)
+    auto_commit_interval_ms: int = _int_field("auto.commit.interval.ms", 5000, 1)
+    auto_offset_reset: str = _str_field("auto.offset.reset", "latest", ("earliest", "latest", "none"))
