@@ -279,7 +279,9 @@ def test_find_coordinator_batched_and_single_and_the_internal_topic_in_metadata(
     client = RawClient(server.port(0))
     try:
         batched = client.request(
-            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "test-group"]), FindCoordinatorResponse, 4
+            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "test-group"]),
+            FindCoordinatorResponse,
+            4,
         )
         # partition_for("a") = 97 % 50 = 47, led by broker 47 % 3 = 2; "test-group" -> 12 -> broker 0
         assert [(c.key, c.node_id, c.port, c.error_code) for c in batched.coordinators] == [
@@ -287,12 +289,16 @@ def test_find_coordinator_batched_and_single_and_the_internal_topic_in_metadata(
             ("test-group", 0, server.port(0), 0),
         ]
         assert partition_for("a", 50) == 47
-        single = client.request(FindCoordinatorRequest(key="test-group", key_type=0), FindCoordinatorResponse, 3)
+        single = client.request(
+            FindCoordinatorRequest(key="test-group", key_type=0), FindCoordinatorResponse, 3
+        )
         assert (single.error_code, single.node_id, single.port) == (0, 0, server.port(0))
         txn = client.request(FindCoordinatorRequest(key="tx", key_type=1), FindCoordinatorResponse, 3)
         assert (txn.error_code, txn.node_id) == (15, -1)  # COORDINATOR_NOT_AVAILABLE: no transactions
         topics = [MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)]
-        meta = client.request(MetadataRequest(topics=topics, allow_auto_topic_creation=True), MetadataResponse, 9)
+        meta = client.request(
+            MetadataRequest(topics=topics, allow_auto_topic_creation=True), MetadataResponse, 9
+        )
         (topic,) = meta.topics
         assert (topic.error_code, topic.is_internal, len(topic.partitions)) == (0, True, 50)
         assert {len(p.replica_nodes) for p in topic.partitions} == {3}
