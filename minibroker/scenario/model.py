@@ -46,6 +46,7 @@ class ClientSpec:
     type: str  # "producer" or "consumer"
     config: dict[str, Any] = attrs.Factory(dict)
     assign: tuple[tuple[str, int, int], ...] = ()  # consumers: (topic, partition, offset)
+    subscribe: tuple[str, ...] = ()  # consumers with a group.id: topics, joined at a ``join`` step
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -119,6 +120,18 @@ class SetConfig(Step):
     broker: int | None = None
 
 
+@attrs.frozen
+class MemberAction(Step):
+    """join / leave / stall / hang / commit: a group member's application (a consumer with subscribe).
+
+    ``duration_ms`` (stall, hang): how long until it polls (and heartbeats) again; None: for good.
+    """
+
+    action: str
+    client: str
+    duration_ms: int | None = None
+
+
 # --- expectations ------------------------------------------------------------------------------
 @attrs.frozen
 class Expectation:
@@ -179,7 +192,21 @@ class Event(Expectation):
     count: int | None = None
 
 
-TimedExpectation = PartitionState | PurgatoryFigures
+@attrs.frozen
+class GroupState(Expectation):
+    """A group on its coordinator at the end of ``at``; members and leader by client id."""
+
+    at: int
+    group: str
+    state: str | None = None
+    generation: int | None = None
+    members: tuple[str, ...] | None = None
+    leader: str | None = None
+    assignment: dict[str, tuple[str, ...]] | None = None
+    committed: dict[str, int] | None = None
+
+
+TimedExpectation = PartitionState | PurgatoryFigures | GroupState
 
 
 @attrs.frozen
