@@ -24,6 +24,8 @@ from minibroker.trace import NULL_TRACER, Tracer
 
 
 class _KeyedTask(TimerTask):
+    """A keyed task; the wheel's trace events name it by its key (``op_id``)."""
+
     __slots__ = ("key", "deadline_ms", "owner", "operation")
 
     def __init__(
@@ -34,6 +36,10 @@ class _KeyedTask(TimerTask):
         self.key = key
         self.deadline_ms = deadline_ms
         self.operation = operation
+
+    @property
+    def op_id(self) -> str:
+        return self.key
 
     def run(self) -> None:
         self.owner._fire(self)
