@@ -61,6 +61,7 @@ from minibroker.cluster.coordinator.records import OffsetAndMetadata
 from minibroker.cluster.coordinator.timers import KeyedTimer
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import ProduceData, ProduceRequest, TopicPartition
+from minibroker.cluster.snapshot import CoordinatorView, GroupView, MemberView
 from minibroker.trace import NULL_TRACER, Tracer
 
 _MEMBER_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-67726f757073")  # namespace: "minibrokergroups"
@@ -206,6 +207,33 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
             if (not states or group.state.lower() in states) and (not types or "classic" in types)
         )
         return ListGroupsResponse(Errors.NONE, listed)
+
+    def snapshot(self) -> CoordinatorView:
+        """The loaded partitions, every group with its members' session deadlines, the keyed tasks."""
+        groups = []
+        for gid, group in sorted(self.groups.items()):
+            members = tuple(
+                MemberView(
+                    m.member_id,
+                    m.client_id,
+                    self.timer.deadline(heartbeat_key(gid, m.member_id)) or -1,
+                    "join" if m.awaiting_join is not None else "sync" if m.awaiting_sync is not None else "",
+                )
+                for m in group.members.values()
+            )
+            leader = group.members.get(group.leader_id or "")
+            groups.append(
+                GroupView(
+                    gid,
+                    group.state,
+                    group.generation_id,
+                    group.protocol_name,
+                    leader.client_id if leader is not None else None,
+                    members,
+                    len(group.pending_members),
+                )
+            )
+        return CoordinatorView(tuple(sorted(self.loaded)), tuple(groups), tuple(self.timer.armed()))
 
     # --- loading -----------------------------------------------------------------------------
     def on_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
