@@ -64,7 +64,11 @@ def describe_event(event: dict[str, Any]) -> str:
             f"(watched {event.get('watched')}, delayed {event.get('num_delayed')})"
         )
     if kind in ("timer.schedule", "timer.cancel", "timer.expire"):
-        verb = {"timer.schedule": "armed for", "timer.cancel": "cancelled, was due", "timer.expire": "fired, due"}
+        verb = {
+            "timer.schedule": "armed for",
+            "timer.cancel": "cancelled, was due",
+            "timer.expire": "fired, due",
+        }
         return f"{event['key']} {verb[kind]} {event['deadline_ms']}"
     if kind == "hw":
         return f"{event['partition']} HW {event['previous']} → {event['hw']} (LEO {event['leo']})"

@@ -36,8 +36,8 @@ def test_at_24000_two_members_wait_in_join_the_stalled_one_heartbeats_and_join_g
     ]
     timers = [line for line in lines if line.startswith("keyed timers")]
     assert timers == [
-        "keyed timers (deadline ms): join-g → 25,000 · heartbeat-g-c2… → 34,000 · heartbeat-g-c3… → 305,000 · "
-        "expire-offsets-0 → 600,000"
+        "keyed timers (deadline ms): join-g → 25,000 · heartbeat-g-c2… → 34,000 · "
+        "heartbeat-g-c3… → 305,000 · expire-offsets-0 → 600,000"
     ]
     console = recording_console(160, 60)
     console.print(render_frame(frame, console, height=60))
