@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.scenario import ScenarioError, load_scenario, parse_scenario
+from minibroker.scenario import load_scenario, parse_scenario
 from minibroker.scenario.run import run_scenario
+from tests.scenario.test_load_errors import error_of
 
 BASE = """\
 [cluster]
@@ -26,14 +27,6 @@ id = "plain"
 type = "consumer"
 assign = ["t-0"]
 """
-
-
-def error_of(text: str) -> str:
-    with pytest.raises(ScenarioError) as raised:
-        parse_scenario(text, "x.toml")
-    message = str(raised.value)
-    assert "\n" not in message
-    return message
 
 
 def test_base_is_valid():
