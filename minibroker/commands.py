@@ -150,6 +150,18 @@ def scenario_dirs(explicit: str | None = None) -> list[Path]:
     return [d for d in dict.fromkeys([here, checkout]) if d.is_dir()]
 
 
+#: sub-folders of a scenario directory that hold bundled scenarios too (sweeps/ holds sweep files)
+SCENARIO_SUBDIRS = ("regressions",)
+
+
+def bundled_scenarios(directory: Path) -> list[Path]:
+    """The scenario files of ``directory``: its own ``*.toml``, then those of ``regressions/``."""
+    found = sorted(directory.glob("*.toml"))
+    for sub in SCENARIO_SUBDIRS:
+        found += sorted((directory / sub).glob("*.toml"))
+    return found
+
+
 def list_scenarios(args: argparse.Namespace) -> int:
     if args.dir and not Path(args.dir).is_dir():
         raise UsageError(f"list: no directory {args.dir!r}")
@@ -157,10 +169,12 @@ def list_scenarios(args: argparse.Namespace) -> int:
     if not dirs:
         raise UsageError("list: no scenarios/ directory here or in the checkout; pass --dir")
     table = Table(title=f"scenarios in {dirs[0]}", title_justify="left")
-    table.add_column("scenario")
+    paths = bundled_scenarios(dirs[0])
+    names = [str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(p) for p in paths]
+    # file names whole (they are what one types), the descriptions wrap
+    table.add_column("scenario", no_wrap=True, min_width=max(map(len, names), default=8))
     table.add_column("what it shows")
-    for path in sorted(dirs[0].glob("*.toml")):
-        shown = str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+    for path, shown in zip(paths, names, strict=True):
         try:
             table.add_row(shown, load_scenario(path).description)
         except ScenarioError as error:

@@ -20,6 +20,7 @@ from minibroker.cluster.coordinator.messages import GroupRequest
 from minibroker.cluster.log import Log
 from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
 from minibroker.cluster.network import Network
+from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.cluster.replica_manager import ReplicaManager
 from minibroker.cluster.snapshot import BrokerView, PurgatoryView
 from minibroker.runtime import MsClock
@@ -55,7 +56,17 @@ class Broker:
         self.coordinator: GroupCoordinator | None = None
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
+        #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
+        self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` whenever the broker starts or stops (read ``alive`` for which)."""
+        self._watchers.append(on_change)
+
+    def _notify(self) -> None:
+        for on_change in list(self._watchers):
+            on_change()
 
     @property
     def alive(self) -> bool:
@@ -85,6 +96,7 @@ class Broker:
                 await manager.run(task_status=task_status)
 
         await nursery.start(main)
+        self._notify()
 
     def crash(self) -> None:
         """Stop at once: waiting requests are lost, connections reset, the logs stay."""
@@ -98,6 +110,7 @@ class Broker:
         self.replica_manager = None
         self.coordinator = None
         self._scope = None
+        self._notify()
 
     def deliver(self, src: Any, message: Any, respond: Callable[[Any], None] | None) -> None:
         manager = self.replica_manager
@@ -113,6 +126,8 @@ class Broker:
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
             assert respond is not None
             self.coordinator.handle(message, respond)
+        elif isinstance(message, BrokerRegistrations):
+            manager.apply_registrations(message)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
 

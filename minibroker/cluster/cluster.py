@@ -78,6 +78,7 @@ class Cluster:
             self.scheduler,
             self.is_alive,
             self._apply_direct,
+            brokers=tuple(range(brokers)),
             isr_commit_delay_ms=isr_commit_delay_ms,
             crash_detection_ms=crash_detection_ms,
             unclean_leader_election=self._unclean,

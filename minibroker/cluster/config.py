@@ -120,6 +120,8 @@ class BrokerConfig(_KafkaNamed):
     #: partitions and replication factor of an auto-created topic
     num_partitions: int = _int_field("num.partitions", 1, 1)
     default_replication_factor: int = _int_field("default.replication.factor", 1, 1)
+    #: the most topics Metadata requests may auto-create in the cluster's life (Kafka has no bound)
+    auto_create_topics_max: int = _int_field("minibroker.auto.create.topics.max", 1000)
     #: the largest request frame a wire connection accepts (a bigger one closes the connection)
     socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
     #: the group coordinator (minibroker.cluster.coordinator): its internal topic, timers and limits

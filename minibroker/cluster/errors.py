@@ -14,6 +14,7 @@ class Errors(enum.IntEnum):
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
     LEADER_NOT_AVAILABLE = 5
+    RECORD_TOO_LARGE = 10
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
     OFFSET_METADATA_TOO_LARGE = 12
@@ -38,6 +39,9 @@ class Errors(enum.IntEnum):
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    INVALID_RECORD = 87
+    INELIGIBLE_REPLICA = 107
 
     def __str__(self) -> str:
         return self.name

@@ -105,7 +105,7 @@ def test_check_and_list(tmp_path, capsys):
     assert captured.err == f"minibroker: {bad}:2: cluster.brokers: expected a whole number >= 1, got 'x'\n"
     out = cli("list")
     assert out.returncode == 0
-    for name in ("acks_all", "timing_wheel_cascade", "load_lagging_follower"):
+    for name in ("acks_all", "load_lagging_follower", "regressions/crashed_follower_holds_hw"):
         assert f"scenarios/{name}.toml" in out.stdout
 
 

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from minibroker.commands import bundled_scenarios
 from minibroker.scenario import load_scenario, run_scenario
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+SCENARIOS = bundled_scenarios(Path(__file__).resolve().parents[2] / "scenarios")
 REQUIRED = {
     "acks_all",
     "acks_1_vs_all",
@@ -20,6 +21,9 @@ REQUIRED = {
     "purge_interval",
     "timing_wheel_cascade",
     "load_lagging_follower",
+    # regressions/
+    "crashed_follower_holds_hw",
+    "shutdown_follower_holds_hw",
 }
 
 
