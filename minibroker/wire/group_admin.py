@@ -132,7 +132,6 @@ async def describe_groups(request: Request, conn: Connection) -> DescribeGroupsR
                 )
                 for x in g.members
             ],
-            authorized_operations=-(2**31),
         )
         for g in answer.groups
     ]

@@ -305,3 +305,98 @@ def test_find_coordinator_batched_and_single_and_the_internal_topic_in_metadata(
     finally:
         client.close()
     assert server.logs == []
+
+
+def test_admin_apis_over_the_wire(serve):
+    from kafka.protocol.admin import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+    )
+    from kafka.protocol.consumer import (
+        HeartbeatRequest,
+        HeartbeatResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+
+    from tests.wire.conftest import RawClient
+
+    # one __consumer_offsets partition: broker 0 coordinates every group
+    server = serve(scenario(config='"offsets.topic.num.partitions" = 1', topics=TOPIC))
+    client = RawClient(server.port(0))
+    try:
+        from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+        # before any FindCoordinator there is no __consumer_offsets, hence no coordinator anywhere
+        early = client.request(
+            HeartbeatRequest(group_id="g", generation_id=0, member_id="m"), HeartbeatResponse, 4
+        )
+        assert early.error_code == 16  # NOT_COORDINATOR
+        found = client.request(FindCoordinatorRequest(key="simple", key_type=0), FindCoordinatorResponse, 3)
+        assert (found.error_code, found.node_id) == (0, 0)
+        part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+        topic = OffsetCommitRequest.OffsetCommitRequestTopic(
+            name="t",
+            partitions=[
+                part(partition_index=0, committed_offset=42, committed_metadata="m"),
+                part(partition_index=7, committed_offset=1, committed_metadata=""),
+            ],
+        )
+        # v2, generation -1: a simple commit creates group "simple"; partition 7 does not exist
+        committed = client.request(
+            OffsetCommitRequest(
+                group_id="simple",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                retention_time_ms=-1,
+                topics=[topic],
+            ),
+            OffsetCommitResponse,
+            2,
+        )
+        assert [(p.partition_index, p.error_code) for p in committed.topics[0].partitions] == [(0, 0), (7, 3)]
+        group = OffsetFetchRequest.OffsetFetchRequestGroup
+        fetched = client.request(
+            OffsetFetchRequest(
+                groups=[group(group_id="simple", topics=None), group(group_id="nobody", topics=None)],
+                require_stable=True,
+            ),
+            OffsetFetchResponse,
+            8,
+        )
+        simple, nobody = fetched.groups
+        assert [
+            (t.name, [(p.partition_index, p.committed_offset, p.metadata) for p in t.partitions])
+            for t in simple.topics
+        ] == [("t", [(0, 42, "m")])]
+        assert (nobody.error_code, nobody.topics) == (0, [])
+        listed = client.request(ListGroupsRequest(states_filter=["empty"]), ListGroupsResponse, 4)
+        assert [(g.group_id, g.group_state) for g in listed.groups] == [("simple", "Empty")]
+        described = client.request(
+            DescribeGroupsRequest(groups=["simple", "nobody"]), DescribeGroupsResponse, 5
+        )
+        assert [(g.group_id, g.error_code, g.group_state) for g in described.groups] == [
+            ("simple", 0, "Empty"),
+            ("nobody", 0, "Dead"),
+        ]
+        heartbeat = client.request(
+            HeartbeatRequest(group_id="simple", generation_id=0, member_id="ghost"), HeartbeatResponse, 4
+        )
+        assert heartbeat.error_code == 25  # UNKNOWN_MEMBER_ID
+        left = client.request(LeaveGroupRequest(group_id="simple", member_id="ghost"), LeaveGroupResponse, 0)
+        assert left.error_code == 25  # v0: the one member's error is the top-level one
+        deleted = client.request(
+            DeleteGroupsRequest(groups_names=["simple", "nobody"]), DeleteGroupsResponse, 2
+        )
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [("simple", 0), ("nobody", 69)]
+    finally:
+        client.close()
+    assert server.logs == []
