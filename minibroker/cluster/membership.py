@@ -162,7 +162,7 @@ class GroupMembership:
         self.member_id, self.generation, self.leader = joined.member_id, joined.generation_id, joined.leader
         assignments: tuple[tuple[str, bytes], ...] = ()
         if joined.leader == joined.member_id:
-            subscriptions = {x.member_id: cp.decode_subscription(x.metadata) for x in joined.members}
+            subscriptions = {x.member_id: _subscription(x.metadata) for x in joined.members}
             plan = cp.assign(joined.protocol_name or strategy, subscriptions, self._partitions_of)
             assignments = tuple((member, cp.encode_assignment(plan[member])) for member in sorted(plan))
         sync = m.SyncGroupRequest(
@@ -344,3 +344,11 @@ class GroupMembership:
 
     async def _sleep(self, ms: int) -> None:
         await self.cluster.clock.sleep_until(self.cluster.now() + ms)
+
+
+def _subscription(metadata: bytes) -> list[str]:
+    """A member's topics; a subscription that does not decode (another client's bug) subscribes to none."""
+    try:
+        return cp.decode_subscription(metadata)
+    except ValueError:
+        return []
