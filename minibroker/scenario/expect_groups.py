@@ -5,7 +5,7 @@ from __future__ import annotations
 from minibroker.cluster import Cluster
 from minibroker.cluster.coordinator import OFFSETS_TOPIC, consumer_protocol
 from minibroker.scenario.expect import ExpectationResult, _compare
-from minibroker.scenario.model import GroupState
+from minibroker.scenario.model import GroupState, MemberErrors
 
 
 def check_group(expectation: GroupState, cluster: Cluster) -> ExpectationResult:
@@ -51,3 +51,15 @@ def _show(assignment: dict[str, tuple[str, ...]] | None) -> dict[str, list[str]]
     if assignment is None:
         return None
     return {client: list(parts) for client, parts in sorted(assignment.items())}
+
+
+def check_member(expectation: MemberErrors, seen: list[tuple[int, str, str]]) -> ExpectationResult:
+    """``seen``: the member's (ms, api, error) answers, in order."""
+    errors = [error for _, api, error in seen if expectation.api in (None, api)]
+    which = f"{expectation.api} " if expectation.api else ""
+    return ExpectationResult(
+        expectation.where,
+        f"member {expectation.member}: {which}errors {list(expectation.errors)}",
+        errors == list(expectation.errors),
+        f"{which}errors {errors}",
+    )

@@ -206,6 +206,15 @@ class GroupState(Expectation):
     committed: dict[str, int] | None = None
 
 
+@attrs.frozen
+class MemberErrors(Expectation):
+    """The errors a group member was answered over the run, in order (of one API if ``api`` is set)."""
+
+    member: str
+    errors: tuple[str, ...]
+    api: str | None = None
+
+
 TimedExpectation = PartitionState | PurgatoryFigures | GroupState
 
 

@@ -28,7 +28,7 @@ from minibroker.cluster.client import Consumer, Producer
 from minibroker.cluster.snapshot import ClusterView
 from minibroker.runtime import deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
-from minibroker.scenario.expect_groups import check_group
+from minibroker.scenario.expect_groups import check_group, check_member
 from minibroker.scenario.model import (
     BrokerFault,
     Count,
@@ -39,6 +39,7 @@ from minibroker.scenario.model import (
     LinkFault,
     Load,
     MemberAction,
+    MemberErrors,
     PartitionState,
     Poll,
     Produce,
@@ -316,6 +317,10 @@ class ScenarioRunner:
             return expect.check_request(expectation, self.named.get(expectation.request, []))
         if isinstance(expectation, Event):
             return expect.check_event(expectation, self.kept)
+        if isinstance(expectation, MemberErrors):
+            consumer = self.clients[expectation.member]
+            membership = getattr(consumer, "membership", None)
+            return check_member(expectation, membership.errors if membership is not None else [])
         assert isinstance(expectation, Count)
         return expect.check_count(expectation, expect.count_value(expectation, requests, totals, self.kept))
 

@@ -13,6 +13,7 @@ from minibroker.scenario.model import (
     Event,
     Expectation,
     GroupState,
+    MemberErrors,
     PartitionState,
     PurgatoryFigures,
     RequestOutcome,
@@ -87,6 +88,8 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"count of {expectation.count} (at the end)"
     if isinstance(expectation, GroupState):
         return f"group {expectation.group} at {expectation.at} ms"
+    if isinstance(expectation, MemberErrors):
+        return f"member {expectation.member}'s errors (at the end)"
     assert isinstance(expectation, Event)
     fields = ", ".join(f"{k}={v}" for k, v in expectation.fields.items())
     return f"an event {fields}" if expectation.count is None else f"{expectation.count} events {fields}"

@@ -105,3 +105,16 @@ def test_bundled_group_scenarios_hold_with_their_exact_times(name):
     failed = [(r.where, r.expected, r.seen) for r in result.results if not r.passed]
     assert failed == []
     assert len(result.results) >= 6
+
+
+def test_member_expectation_errors():
+    assert error_of(BASE + '\n[[expect]]\nmember = "plain"\nerrors = []\n').startswith(
+        "x.toml:20: expect[0].member: expected a consumer that subscribes: c1; got 'plain'"
+    )
+    assert error_of(BASE + '\n[[expect]]\nmember = "c1"\nerrors = ["oops"]\n').startswith(
+        'x.toml:21: expect[0].errors: expected a list of Kafka error names like ["MEMBER_ID_REQUIRED"]'
+    )
+    assert error_of(BASE + '\n[[expect]]\nmember = "c1"\nerrors = []\napi = "Fetch"\n').startswith(
+        "x.toml:22: expect[0].api: expected one of JoinGroup, SyncGroup, Heartbeat, OffsetCommit, "
+        "OffsetFetch, LeaveGroup, got 'Fetch'"
+    )

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.groups import group_expectation
+from minibroker.scenario.load.groups import group_expectation, member_expectation
 from minibroker.scenario.load.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
     Count,
@@ -170,6 +170,7 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "count": _count,
     "event": _event,
     "group": group_expectation,
+    "member": member_expectation,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")

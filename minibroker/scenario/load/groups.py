@@ -6,7 +6,9 @@
   optional ``duration_ms``): the client must be a subscribing consumer.
 - ``[[expect]] group = "g"`` with ``at`` and any of ``state``, ``generation``, ``members``
   and ``leader`` (client ids), ``assignment`` (client id -> ["t-0", ...]) and
-  ``committed`` ("t-0" -> offset).
+  ``committed`` ("t-0" -> offset);
+- ``[[expect]] member = "c1"`` with ``errors`` (the error names it was answered, in order)
+  and optionally ``api`` (only that API's).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from minibroker.cluster.coordinator.group import (
 )
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.scope import Scope, check_partition, topic_of
-from minibroker.scenario.model import ClientSpec, Expectation, GroupState, MemberAction, Step
+from minibroker.scenario.model import ClientSpec, Expectation, GroupState, MemberAction, MemberErrors, Step
 
 STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
+APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch", "LeaveGroup")
 
 
 def read_subscribe(table: Table, spec: ClientSpec, scope_topics: tuple) -> ClientSpec:
@@ -124,3 +127,14 @@ def _partition(table: Table, key: str, label: Any, scope: Scope) -> str:
         raise table.error(key, f"expected 'topic-partition' like 't-0', got {describe(label)}")
     check_partition(table, key, topic, int(number), scope.topics)
     return label
+
+
+def member_expectation(table: Table, scope: Scope, index: int) -> Expectation:
+    member = table.str("member")
+    _check_client(table, "member", member, scope)
+    raw = table.raw("errors")
+    if not isinstance(raw, list) or any(not isinstance(e, str) or not e.isupper() for e in raw):
+        raise table.error(
+            "errors", f'expected a list of Kafka error names like ["MEMBER_ID_REQUIRED"], got {describe(raw)}'
+        )
+    return MemberErrors(index, table.path, member, tuple(raw), table.str("api", None, APIS))
