@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from minibroker.cluster.config import ConsumerConfig, ProducerConfig
+from minibroker.cluster.config import ConfigError, ConsumerConfig, ProducerConfig
 from minibroker.cluster.errors import Errors
+from minibroker.cluster.membership import GroupMembership
 from minibroker.cluster.messages import (
     CONSUMER_REPLICA_ID,
     HIGH_WATERMARK,
@@ -261,6 +262,15 @@ class Consumer(_Client):
         self.received: dict[TopicPartition, list[tuple[int, int]]] = {}
         #: called with (partition, batch, high watermark of the answer) for each new batch (chaos checks)
         self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
+        #: the group membership once ``subscribe`` was called (minibroker.cluster.membership)
+        self.membership: GroupMembership | None = None
+
+    def subscribe(self, topics: Iterable[str]) -> GroupMembership:
+        """Join ``group.id`` for ``topics``; run the returned membership's ``run`` in a nursery."""
+        if not self.config.group_id:
+            raise ConfigError(f"consumer {self.client_id}: subscribe needs a group.id")
+        self.membership = GroupMembership(self, list(topics))
+        return self.membership
 
     def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None:
         for tp in partitions:

@@ -63,6 +63,7 @@ class ClientSpec:
     type: str  # "producer" or "consumer"
     config: dict[str, Any] = attrs.field(factory=dict, validator=_within_limits)
     assign: tuple[tuple[str, int, int], ...] = ()  # consumers: (topic, partition, offset)
+    subscribe: tuple[str, ...] = ()  # consumers with a group.id: topics, joined at a ``join`` step
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -136,6 +137,18 @@ class SetConfig(Step):
     broker: int | None = None
 
 
+@attrs.frozen
+class MemberAction(Step):
+    """join / leave / stall / hang / commit: a group member's application (a consumer with subscribe).
+
+    ``duration_ms`` (stall, hang): how long until it polls (and heartbeats) again; None: for good.
+    """
+
+    action: str
+    client: str
+    duration_ms: int | None = None
+
+
 # --- expectations ------------------------------------------------------------------------------
 @attrs.frozen
 class Expectation:
@@ -196,7 +209,30 @@ class Event(Expectation):
     count: int | None = None
 
 
-TimedExpectation = PartitionState | PurgatoryFigures
+@attrs.frozen
+class GroupState(Expectation):
+    """A group on its coordinator at the end of ``at``; members and leader by client id."""
+
+    at: int
+    group: str
+    state: str | None = None
+    generation: int | None = None
+    members: tuple[str, ...] | None = None
+    leader: str | None = None
+    assignment: dict[str, tuple[str, ...]] | None = None
+    committed: dict[str, int] | None = None
+
+
+@attrs.frozen
+class MemberErrors(Expectation):
+    """The errors a group member was answered over the run, in order (of one API if ``api`` is set)."""
+
+    member: str
+    errors: tuple[str, ...]
+    api: str | None = None
+
+
+TimedExpectation = PartitionState | PurgatoryFigures | GroupState
 
 
 @attrs.frozen

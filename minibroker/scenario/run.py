@@ -30,14 +30,18 @@ from minibroker.cluster.client import Consumer, Producer
 from minibroker.cluster.snapshot import ClusterView
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
+from minibroker.scenario.expect_groups import check_group, check_member
 from minibroker.scenario.model import (
     BrokerFault,
     Count,
     Event,
     Expectation,
     Fetch,
+    GroupState,
     LinkFault,
     Load,
+    MemberAction,
+    MemberErrors,
     PartitionState,
     Poll,
     Produce,
@@ -142,8 +146,11 @@ class ScenarioRunner:
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
             self.ready.set()
-            async with trio.open_nursery() as workers:
-                await self._timeline(workers)
+            async with trio.open_nursery() as members:
+                self.members = members  # group memberships run until the timeline is over
+                async with trio.open_nursery() as workers:
+                    await self._timeline(workers)
+                members.cancel_scope.cancel()
             await self._settle()
             final = cluster.snapshot()
             totals = {b.broker_id: b.purgatory_totals() for b in cluster.brokers}
@@ -163,7 +170,7 @@ class ScenarioRunner:
         timed += [
             (e.at, 1, e.index, e)
             for e in self.scenario.expectations
-            if isinstance(e, (PartitionState, PurgatoryFigures))
+            if isinstance(e, (PartitionState, PurgatoryFigures, GroupState))
         ]
         clock = self.cluster.clock
         for at, _, _, item in sorted(timed, key=lambda x: x[:3]):
@@ -173,6 +180,9 @@ class ScenarioRunner:
                 await self._step(item, workers)
             else:
                 await trio.testing.wait_all_tasks_blocked()
+                if isinstance(item, GroupState):
+                    self.results[item.index] = check_group(item, self.cluster)
+                    continue
                 view = self.cluster.snapshot()
                 if isinstance(item, PartitionState):
                     self.results[item.index] = expect.check_partition(item, view)
@@ -228,10 +238,37 @@ class ScenarioRunner:
                 cluster.drop_link(a, b)
             else:
                 cluster.heal_link(a, b)
+        elif isinstance(step, MemberAction):
+            await self._member(step)
         elif isinstance(step, SetConfig):
             targets = [step.broker] if step.broker is not None else range(len(cluster.brokers))
             for broker in targets:
                 cluster.set_broker_config(broker, step.settings)
+
+    async def _member(self, step: MemberAction) -> None:
+        consumer = self.clients[step.client]
+        assert isinstance(consumer, Consumer)
+        membership = consumer.membership
+        if step.action == "join":
+            if membership is None or membership.left:
+                spec = next(c for c in self.scenario.clients if c.id == step.client)
+                self.members.start_soon(consumer.subscribe(spec.subscribe).run)
+            return
+        if membership is None or membership.left:
+            return  # not (or no longer) a member: nothing to do
+        if step.action == "leave":
+            self.members.start_soon(membership.leave)
+        elif step.action == "commit":
+            self.members.start_soon(membership.commit)
+        else:
+            pause = membership.stall if step.action == "stall" else membership.hang
+            pause(True)
+            if step.duration_ms is not None:
+                self.members.start_soon(self._unpause, pause, step.at + step.duration_ms)
+
+    async def _unpause(self, pause: Callable[[bool], None], at: int) -> None:
+        await self.cluster.clock.sleep_until(at)
+        pause(False)
 
     async def _poll(self, step: Poll) -> None:
         consumer = self.clients[step.client]
@@ -282,6 +319,10 @@ class ScenarioRunner:
             return expect.check_request(expectation, self.named.get(expectation.request, []))
         if isinstance(expectation, Event):
             return expect.check_event(expectation, self.kept)
+        if isinstance(expectation, MemberErrors):
+            consumer = self.clients[expectation.member]
+            membership = getattr(consumer, "membership", None)
+            return check_member(expectation, membership.errors if membership is not None else [])
         assert isinstance(expectation, Count)
         return expect.check_count(expectation, expect.count_value(expectation, requests, totals, self.kept))
 

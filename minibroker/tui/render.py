@@ -197,6 +197,57 @@ def compact_middle(frame: Frame, partitions: int) -> Text:
     return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
 
 
+def coordinator_table(frame: Frame) -> Group | None:
+    """The chosen broker's group coordinator: its groups, members' session deadlines, keyed timers.
+
+    None when the broker coordinates nothing (no ``__consumer_offsets`` partition led there).
+    """
+    view = frame.view.broker(frame.broker).coordinator
+    if view is None:
+        return None
+    parts = ",".join(map(str, view.partitions))
+    table = _section_table(
+        f"group coordinator · broker {frame.broker} · __consumer_offsets partitions {parts}"
+        f" · {len(view.timers)} keyed timer tasks on the wheel"
+    )
+    for column in ("group", "state", "gen", "protocol", "leader", "members (session deadline ms)"):
+        table.add_column(column, justify="right" if column == "gen" else "left")
+    names: dict[str, str] = {}
+    for group in view.groups:
+        members = Text()
+        for n, member in enumerate(group.members):
+            names[member.member_id] = member.client_id
+            if n:
+                members.append("  ")
+            members.append(member.client_id, style="bold")
+            deadline = "-" if member.session_deadline_ms < 0 else f"{member.session_deadline_ms:,}"
+            members.append(f" {deadline}")
+            if member.awaiting:
+                members.append(f" awaiting {member.awaiting}", style="yellow")
+        if group.pending:
+            members.append(f"  +{group.pending} pending id", style="dim")
+        state_style = {"Stable": "green", "PreparingRebalance": "yellow", "CompletingRebalance": "yellow"}
+        table.add_row(
+            group.group_id,
+            Text(group.state, style=state_style.get(group.state, "dim")),
+            str(group.generation),
+            group.protocol or "-",
+            group.leader or "-",
+            members,
+        )
+    timers = Text("keyed timers (deadline ms): ", style="bold")
+    for n, (key, deadline) in enumerate(view.timers):
+        if n:
+            timers.append(" · ")
+        for member_id, client in names.items():
+            key = key.replace(member_id, f"{client}…")
+        timers.append(key, style="cyan")
+        timers.append(f" → {deadline:,}")
+    if not view.timers:
+        timers.append("none", style="dim")
+    return Group(table, timers)
+
+
 def event_lines(frame: Frame, count: int) -> Text:
     """The latest ``count`` events, oldest first: time, broker, kind, description."""
     text = Text(no_wrap=True, overflow="ellipsis")
@@ -293,7 +344,10 @@ def render_frame(
     that is still not enough (an 80x24 terminal), the frame goes compact (``_compact``).
     """
     width = console.options.max_width
-    top = [header(frame, width), wheel_panel(frame), _middle(frame, width)]
+    top: list[RenderableType] = [header(frame, width), wheel_panel(frame), _middle(frame, width)]
+    coordinator = coordinator_table(frame)
+    if coordinator is not None:
+        top.append(coordinator)
     if height is None:
         return Group(*top, _events_panel(frame, events, None), _expectations_panel(frame, None))
     sizes = [_height(console, part, width) for part in top]

@@ -22,6 +22,7 @@ TRACED = {
     "purge_interval": "jsonl",
     "fetch_min_bytes": "jsonl",
     "timing_wheel_cascade": "parquet",
+    "group_session_timeout": "jsonl",
 }
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from minibroker.cluster.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.load.document import Table, describe
+from minibroker.scenario.load.groups import read_subscribe
 from minibroker.scenario.load.scope import Scope, check_partition, kafka, unique
 from minibroker.scenario.model import ClientSpec, TopicSpecModel
 
@@ -43,8 +44,11 @@ def _client(table: Table, topics: tuple[TopicSpecModel, ...]) -> ClientSpec:
     else:
         config = kafka(table, "config", ConsumerConfig.from_kafka)
         assign = tuple(_assignment(table, i, value, topics) for i, value in enumerate(table.array("assign")))
+    spec = ClientSpec(client_id, kind, config, assign)
+    if kind == "consumer" and table.has("subscribe"):
+        spec = read_subscribe(table, spec, topics)
     table.finish()
-    return ClientSpec(client_id, kind, config, assign)
+    return spec
 
 
 def _assignment(table: Table, i: int, value: Any, topics: tuple[TopicSpecModel, ...]) -> tuple[str, int, int]:

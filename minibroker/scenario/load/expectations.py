@@ -14,6 +14,7 @@ from typing import Any
 
 from minibroker.scenario.load.document import Table, describe, listing
 from minibroker.scenario.load.events import COMMON, KINDS
+from minibroker.scenario.load.groups import group_expectation, member_expectation
 from minibroker.scenario.load.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
     Count,
@@ -191,6 +192,8 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "purgatory": _purgatory,
     "count": _count,
     "event": _event,
+    "group": group_expectation,
+    "member": member_expectation,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")

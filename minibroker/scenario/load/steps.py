@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from minibroker.cluster.config import BrokerConfig
 from minibroker.scenario.load.document import Table, describe
+from minibroker.scenario.load.groups import member_step
 from minibroker.scenario.load.limits import MAX_BATCH
 from minibroker.scenario.load.scope import (
     Scope,
@@ -129,6 +130,11 @@ STEPS: dict[str, StepParser] = {
     "drop": _link_fault,
     "heal": _link_fault,
     "config": _config,
+    "join": member_step,
+    "leave": member_step,
+    "stall": member_step,
+    "hang": member_step,
+    "commit": member_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 
