@@ -37,6 +37,7 @@ from minibroker.cluster.messages import (
 
 if TYPE_CHECKING:
     from minibroker.cluster.cluster import Cluster
+    from minibroker.cluster.log import RecordBatch
 
 
 @attrs.define(eq=False)
@@ -229,15 +230,33 @@ class Producer(_Client):
             self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
         return requests
 
-    def send(self, topic: str, partition: int = 0, count: int = 1, size: int = 100) -> ClientRequest:
-        """Produce ``count`` records of ``size`` bytes in all to one partition; return the request."""
-        (request,) = self.produce({TopicPartition(topic, partition): ProduceData(count, size)})
+    def send(
+        self,
+        topic: str,
+        partition: int = 0,
+        count: int = 1,
+        size: int = 100,
+        delay_ms: int | None = None,
+        name: str | None = None,
+    ) -> ClientRequest:
+        """Produce ``count`` records of ``size`` bytes in all to one partition; return the request.
+
+        With ``delay_ms`` the records go to the delay level the cluster's delay router picks
+        (``minibroker.delay``), with headers naming ``topic``/``partition`` and their due time.
+        """
+        tp = TopicPartition(topic, partition)
+        data = ProduceData(count, size)
+        if delay_ms is not None:
+            if self.cluster.delay_router is None:
+                raise ValueError("delay_ms needs delayed messages on the cluster (minibroker.delay)")
+            tp, data = self.cluster.delay_router.route(self.client_id, tp, count, size, delay_ms)
+        (request,) = self.produce({tp: data}, name)
         return request
 
     async def send_and_wait(
-        self, topic: str, partition: int = 0, count: int = 1, size: int = 100
+        self, topic: str, partition: int = 0, count: int = 1, size: int = 100, delay_ms: int | None = None
     ) -> ClientRequest:
-        return await self.send(topic, partition, count, size).wait()
+        return await self.send(topic, partition, count, size, delay_ms).wait()
 
     def _on_response(self, request: ClientRequest, response: ProduceResponse | NetworkError) -> None:
         if isinstance(response, NetworkError):
@@ -258,6 +277,10 @@ class Consumer(_Client):
         self.positions: dict[TopicPartition, int] = {}
         #: every batch received, per partition, in order (offsets, for tests and expectations)
         self.received: dict[TopicPartition, list[tuple[int, int]]] = {}
+        #: assigned partitions that ``fetch`` skips (Kafka's ``pause``)
+        self.paused: set[TopicPartition] = set()
+        #: called with each partition's new batches (past the position) as a fetch answer arrives
+        self.on_batches: Callable[[TopicPartition, list[RecordBatch]], None] | None = None
 
     def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None:
         for tp in partitions:
@@ -267,13 +290,26 @@ class Consumer(_Client):
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
 
+    def unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.positions.pop(tp, None)
+            self.paused.discard(tp)
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching these assigned partitions until ``resume`` (their positions stay)."""
+        self.paused.update(tp for tp in partitions if tp in self.positions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self.paused.difference_update(partitions)
+
     def fetch(self, name: str | None = None) -> list[ClientRequest]:
-        """Send a fetch for every assigned partition, one per leader; return the requests."""
+        """Send a fetch for every assigned partition not paused, one per leader; return the requests."""
         if not self.positions:
             raise ValueError(f"consumer {self.client_id} has no assigned partitions")
         isolation = TXN_COMMITTED if self.config.isolation_level == "read_committed" else HIGH_WATERMARK
         requests = []
-        groups = self._group_by_leader(self.positions)
+        paused = self.paused
+        groups = self._group_by_leader(tp for tp in self.positions if tp not in paused)
         positions = self.positions
         for leader, tps in sorted(groups.items()):
             request = self._open(
@@ -321,10 +357,14 @@ class Consumer(_Client):
             request.high_watermarks[label] = part.high_watermark
             if part.batches:
                 request.base_offsets[label] = part.batches[0].base_offset
-                position = self.positions.get(tp, 0)
-                for batch in part.batches:
-                    if batch.next_offset > position:
-                        self.received[tp].append((batch.base_offset, batch.count))
-                        position = batch.next_offset
-                self.positions[tp] = position
+                if tp not in self.positions:
+                    continue  # unassigned while the fetch was out
+                position = self.positions[tp]
+                fresh = [batch for batch in part.batches if batch.next_offset > position]
+                for batch in fresh:
+                    self.received[tp].append((batch.base_offset, batch.count))
+                if fresh:
+                    self.positions[tp] = fresh[-1].next_offset
+                    if self.on_batches is not None:
+                        self.on_batches(tp, fresh)
         self._finish(request, response.cause)

@@ -42,6 +42,8 @@ class TopicSpec:
     partitions: int = 1
     replication_factor: int = 1
     assignment: tuple[tuple[int, ...], ...] | None = None
+    #: an internal topic (``__delay_5s``, ...): Metadata marks it ``is_internal``, so listings hide it
+    internal: bool = False
 
 
 class Cluster:
@@ -86,6 +88,11 @@ class Cluster:
         self.requests: list[ClientRequest] = []
         self.clients: dict[str, Producer | Consumer] = {}
         self._nursery: trio.Nursery | None = None
+        #: services beside the brokers (``minibroker.delay``) follow each broker's life through these:
+        #: ``broker_stopped(id)`` on crash/shutdown, ``await broker_started(id)`` on restart
+        self.broker_hooks: list[Any] = []
+        #: routes ``Producer.send(..., delay_ms=...)``; installed by ``minibroker.delay``
+        self.delay_router: Any = None
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery) -> None:
@@ -214,6 +221,8 @@ class Cluster:
         self._fault("crash", broker=broker_id)
         broker.crash()
         self.controller.broker_crashed(broker_id)
+        for hook in self.broker_hooks:
+            hook.broker_stopped(broker_id)
 
     async def restart(self, broker_id: int) -> None:
         broker = self._broker(broker_id)
@@ -223,6 +232,8 @@ class Cluster:
         self._fault("restart", broker=broker_id)
         await broker.start(self._nursery)
         self.controller.broker_started(broker_id)
+        for hook in self.broker_hooks:
+            await hook.broker_started(broker_id)
 
     def shutdown(self, broker_id: int) -> None:
         """Controlled shutdown: leadership moves first, so waiting requests answer NOT_LEADER_OR_FOLLOWER."""
@@ -232,6 +243,8 @@ class Cluster:
         self._fault("shutdown", broker=broker_id)
         self.controller.controlled_shutdown(broker_id)
         broker.crash()
+        for hook in self.broker_hooks:
+            hook.broker_stopped(broker_id)
 
     def set_broker_config(self, broker_id: int, settings: Mapping[str, Any]) -> None:
         broker = self._broker(broker_id)

@@ -99,7 +99,7 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
         error_code=Errors.NONE,
         name=name,
         topic_id=topic_id(name),
-        is_internal=False,
+        is_internal=spec.internal,
         partitions=partitions,
     )
 

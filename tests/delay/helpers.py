@@ -1,0 +1,41 @@
+"""A cluster with delay levels installed, traced, for the DelayService tests."""
+
+from __future__ import annotations
+
+import contextlib
+
+import trio
+
+from minibroker.cluster import TopicPartition, open_cluster
+from minibroker.delay import DelayConfig, DelayServices
+from minibroker.delay.headers import records
+from minibroker.trace import ListSink, RecordingTracer
+
+
+@contextlib.asynccontextmanager
+async def delayed_cluster(brokers, topics, settings=None, **options):
+    sink = ListSink()
+    tracer = RecordingTracer(lambda: 0, [sink])
+    async with open_cluster(brokers, topics, tracer=tracer, **options) as cluster:
+        tracer.clock = cluster.now
+        async with trio.open_nursery() as nursery:
+            services = DelayServices(cluster, DelayConfig.from_kafka(settings or {}))
+            await services.start(nursery)
+            services.sink = sink
+            yield cluster, services
+            nursery.cancel_scope.cancel()
+
+
+def delivered_ids(cluster, topic, partition=0):
+    """Message ids in the real partition's leader log, in offset order (duplicates kept)."""
+    tp = TopicPartition(topic, partition)
+    log = cluster.brokers[cluster.leader_of(tp)].logs[tp]
+    out = []
+    for batch in log.batches():
+        for record in records(batch.raw):
+            out.append(dict(record.headers)["delay.message.id"].decode())
+    return out
+
+
+def events(services, kind):
+    return [e for e in services.sink if e["kind"] == kind]
