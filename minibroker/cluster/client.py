@@ -238,25 +238,49 @@ class Producer(_Client):
         size: int = 100,
         delay_ms: int | None = None,
         name: str | None = None,
+        delay_via: str | None = None,
     ) -> ClientRequest:
         """Produce ``count`` records of ``size`` bytes in all to one partition; return the request.
 
-        With ``delay_ms`` the records go to the delay level the cluster's delay router picks
-        (``minibroker.delay``), with headers naming ``topic``/``partition`` and their due time.
+        With ``delay_ms`` the records are delayed by the cluster's delayed-message design
+        (``minibroker.delay``; ``delay_via`` names one when several are installed).
         """
         tp = TopicPartition(topic, partition)
-        data = ProduceData(count, size)
         if delay_ms is not None:
-            if self.cluster.delay_router is None:
+            routers = self.cluster.delay_routers
+            if not routers:
                 raise ValueError("delay_ms needs delayed messages on the cluster (minibroker.delay)")
-            tp, data = self.cluster.delay_router.route(self.client_id, tp, count, size, delay_ms)
-        (request,) = self.produce({tp: data}, name)
+            if delay_via is None and len(routers) == 1:
+                (router,) = routers.values()
+            elif delay_via in routers:
+                router = routers[delay_via]
+            else:
+                designs = ", ".join(sorted(routers))
+                raise ValueError(f"delay_via: expected one of {designs}, got {delay_via!r}")
+            return router.send(self, tp, count, size, delay_ms, name)
+        (request,) = self.produce({tp: ProduceData(count, size)}, name)
+        return request
+
+    def complete_locally(
+        self, broker: int, tp: TopicPartition, error: Errors, name: str | None = None
+    ) -> ClientRequest:
+        """Record a produce answered without the network (the file wheel's in-process write)."""
+        request = self._open("produce", broker, [tp], name, False, lambda: {"acks": self.config.acks})
+        if not request.completed:
+            request.errors[str(tp)] = error.name
+            self._finish(request, "immediate")
         return request
 
     async def send_and_wait(
-        self, topic: str, partition: int = 0, count: int = 1, size: int = 100, delay_ms: int | None = None
+        self,
+        topic: str,
+        partition: int = 0,
+        count: int = 1,
+        size: int = 100,
+        delay_ms: int | None = None,
+        delay_via: str | None = None,
     ) -> ClientRequest:
-        return await self.send(topic, partition, count, size, delay_ms).wait()
+        return await self.send(topic, partition, count, size, delay_ms, delay_via=delay_via).wait()
 
     def _on_response(self, request: ClientRequest, response: ProduceResponse | NetworkError) -> None:
         if isinstance(response, NetworkError):

@@ -91,8 +91,8 @@ class Cluster:
         #: services beside the brokers (``minibroker.delay``) follow each broker's life through these:
         #: ``broker_stopped(id)`` on crash/shutdown, ``await broker_started(id)`` on restart
         self.broker_hooks: list[Any] = []
-        #: routes ``Producer.send(..., delay_ms=...)``; installed by ``minibroker.delay``
-        self.delay_router: Any = None
+        #: route ``Producer.send(..., delay_ms=...)`` by design ("levels", "wheel"); from ``minibroker.delay``
+        self.delay_routers: dict[str, Any] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery) -> None:

@@ -17,7 +17,7 @@ from minibroker.delay.headers import DelayedMessage, encode_delayed, murmur2
 from minibroker.delay.levels import DelayError
 
 if TYPE_CHECKING:
-    from minibroker.cluster import Cluster
+    from minibroker.cluster import ClientRequest, Cluster, Producer
 
 
 class DelayRouter:
@@ -52,3 +52,11 @@ class DelayRouter:
         ]
         raw = encode_delayed(messages)
         return self.level_partition(level, real), ProduceData(count, len(raw), raw=raw)
+
+    def send(
+        self, producer: Producer, real: TopicPartition, count: int, size: int, delay_ms: int, name: str | None
+    ) -> ClientRequest:
+        """``Producer.send(..., delay_ms=...)``: produce the level records."""
+        tp, data = self.route(producer.client_id, real, count, size, delay_ms)
+        (request,) = producer.produce({tp: data}, name)
+        return request

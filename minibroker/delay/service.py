@@ -47,9 +47,10 @@ from minibroker.cluster import Consumer, Producer
 from minibroker.cluster.config import ConsumerConfig, ProducerConfig
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.log import RecordBatch
-from minibroker.cluster.messages import ProduceData, TopicPartition
+from minibroker.cluster.messages import TopicPartition
 from minibroker.delay.config import DelayConfig
-from minibroker.delay.headers import DelayedMessage, decode_delayed, encode_forward
+from minibroker.delay.forward import forward
+from minibroker.delay.headers import DelayedMessage, decode_delayed
 from minibroker.delay.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
@@ -246,58 +247,29 @@ class DelayService:
             if failed:
                 await trio.sleep(self.config.retry_backoff_ms / 1000)
 
-    def _real_partition(self, message: DelayedMessage) -> TopicPartition | None:
-        spec = self.cluster.topics.get(message.real_topic)
-        if spec is None:
-            return None
-        partition = message.partition_in(spec.partitions)
-        return TopicPartition(message.real_topic, partition) if partition < spec.partitions else None
-
     async def _forward(self, due: list[tuple[HeldPartition, _Entry]]) -> bool:
         """Send ``due`` to their real partitions (acks=-1); True if any failed."""
-        now = self.cluster.now()
-        groups: dict[TopicPartition, list[tuple[HeldPartition, _Entry]]] = {}
+        messages = [entry.message for _, entry in due]
+        outcomes = await forward(self.producer, messages, self.epoch_origin_ms, self._emit)
+        done = self.cluster.now()
         failed = False
-        for held, entry in due:
-            assert entry.message is not None
-            real = self._real_partition(entry.message)
-            if real is None:
-                self._failed(held, entry, "UNKNOWN_TOPIC_OR_PARTITION")
+        for (held, entry), (partition, error) in zip(due, outcomes, strict=True):
+            if error != Errors.NONE.name:
+                self._failed(held, entry, error)
                 failed = True
                 continue
-            groups.setdefault(real, []).append((held, entry))
-        if not groups:
-            return failed
-        data = {}
-        for real, entries in groups.items():
-            raw = encode_forward((e.message for _, e in entries), now + self.epoch_origin_ms)
-            data[real] = ProduceData(len(entries), len(raw), raw=raw)
-            for _, entry in entries:
-                self._emit("delay.forward", id=entry.message.message_id, partition=str(real))
-        requests = self.producer.produce(data)
-        for request in requests:
-            await request.wait()
-        done = self.cluster.now()
-        errors = {tp: request.errors.get(str(tp)) for request in requests for tp in request.partitions}
-        for real, entries in groups.items():
-            error = errors.get(real)
-            for held, entry in entries:
-                if error != Errors.NONE.name:
-                    self._failed(held, entry, error or "UNKNOWN")
-                    failed = True
-                    continue
-                entry.forwarded = True
-                message = entry.message
-                due_ms = message.due_ms - self.epoch_origin_ms
-                self.stats.delivered(message.message_id, str(real), held.level_ms, due_ms, done)
-                self._emit(
-                    "delay.delivered",
-                    id=message.message_id,
-                    partition=str(real),
-                    level_ms=held.level_ms,
-                    due_ms=due_ms,
-                    lateness_ms=done - due_ms,
-                )
+            entry.forwarded = True
+            message = entry.message
+            due_ms = message.due_ms - self.epoch_origin_ms
+            self.stats.delivered(message.message_id, partition, held.level_ms, due_ms, done)
+            self._emit(
+                "delay.delivered",
+                id=message.message_id,
+                partition=partition,
+                level_ms=held.level_ms,
+                due_ms=due_ms,
+                lateness_ms=done - due_ms,
+            )
         return failed
 
     def _failed(self, held: HeldPartition, entry: _Entry, error: str) -> None:

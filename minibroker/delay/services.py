@@ -46,7 +46,7 @@ class DelayServices:
         for topic in [*self.config.levels.topics(), OFFSETS_TOPIC]:
             partitions = 1 if topic == OFFSETS_TOPIC else self.config.topic_partitions
             cluster.create_topic(TopicSpec(topic, partitions, rf, internal=True))
-        cluster.delay_router = DelayRouter(cluster, self.config, self.epoch_origin_ms)
+        cluster.delay_routers["levels"] = DelayRouter(cluster, self.config, self.epoch_origin_ms)
         cluster.broker_hooks.append(self)
         self._nursery = nursery
         for broker in cluster.brokers:
