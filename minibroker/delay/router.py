@@ -20,6 +20,25 @@ if TYPE_CHECKING:
     from minibroker.cluster import ClientRequest, Cluster, Producer
 
 
+def check_real(cluster: Cluster, real: TopicPartition) -> None:
+    spec = cluster.topics.get(real.topic)
+    if spec is None or not 0 <= real.partition < spec.partitions:
+        raise DelayError(f"delay_ms: the real topic partition {real} does not exist")
+
+
+def new_messages(
+    numbers: dict[str, int], client_id: str, real: TopicPartition, count: int, size: int, now: int, due: int
+) -> list[DelayedMessage]:
+    """``count`` messages of ``size`` bytes in all, ids ``<client>-<n>`` numbered on in ``numbers``."""
+    first = numbers.get(client_id, 0)
+    numbers[client_id] = first + count
+    value = bytes(size // max(1, count))
+    return [
+        DelayedMessage(f"{client_id}-{n}", real.topic, real.partition, due, now, None, value)
+        for n in range(first, first + count)
+    ]
+
+
 class DelayRouter:
     """Turns a delayed send into level records; ``epoch_origin_ms`` maps cluster ms to record timestamps."""
 
@@ -39,17 +58,9 @@ class DelayRouter:
     ) -> tuple[TopicPartition, ProduceData]:
         """The level partition and records for ``count`` records (``size`` bytes of values in all)."""
         level = self.config.levels.level_for(delay_ms)
-        spec = self.cluster.topics.get(real.topic)
-        if spec is None or not 0 <= real.partition < spec.partitions:
-            raise DelayError(f"delay_ms: the real topic partition {real} does not exist")
+        check_real(self.cluster, real)
         now = self.cluster.now() + self.epoch_origin_ms
-        first = self._numbers.get(client_id, 0)
-        self._numbers[client_id] = first + count
-        value = bytes(size // max(1, count))
-        messages = [
-            DelayedMessage(f"{client_id}-{n}", real.topic, real.partition, now + level, now, None, value)
-            for n in range(first, first + count)
-        ]
+        messages = new_messages(self._numbers, client_id, real, count, size, now, now + level)
         raw = encode_delayed(messages)
         return self.level_partition(level, real), ProduceData(count, len(raw), raw=raw)
 

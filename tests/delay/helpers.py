@@ -39,3 +39,24 @@ def delivered_ids(cluster, topic, partition=0):
 
 def events(services, kind):
     return [e for e in services.sink if e["kind"] == kind]
+
+
+@contextlib.asynccontextmanager
+async def wheel_cluster(brokers, topics, data_dir, settings=None, levels=None, **options):
+    """A cluster with the file wheel (and, with ``levels`` settings, delay levels too)."""
+    from minibroker.delay.wheel_service import WheelConfig, WheelGroup
+
+    sink = ListSink()
+    tracer = RecordingTracer(lambda: 0, [sink])
+    async with open_cluster(brokers, topics, tracer=tracer, **options) as cluster:
+        tracer.clock = cluster.now
+        async with trio.open_nursery() as nursery:
+            group = WheelGroup(cluster, data_dir, WheelConfig.from_kafka(settings or {}))
+            await group.start(nursery)
+            group.sink = sink
+            services = None
+            if levels is not None:
+                services = DelayServices(cluster, DelayConfig.from_kafka(levels))
+                await services.start(nursery)
+            yield cluster, group, services
+            nursery.cancel_scope.cancel()
