@@ -264,6 +264,7 @@ class DelayService:
             self.stats.delivered(message.message_id, partition, held.level_ms, due_ms, done)
             self._emit(
                 "delay.delivered",
+                design="levels",
                 id=message.message_id,
                 partition=partition,
                 level_ms=held.level_ms,
