@@ -104,6 +104,12 @@ class Cluster:
     def now(self) -> int:
         return self.clock.now_ms()
 
+    @property
+    def nursery(self) -> trio.Nursery:
+        """The cluster's nursery: services started in it (``minibroker.delay``) stop with the cluster."""
+        assert self._nursery is not None, "the cluster is not running"
+        return self._nursery
+
     def is_alive(self, broker_id: int) -> bool:
         return 0 <= broker_id < len(self.brokers) and self.brokers[broker_id].alive
 

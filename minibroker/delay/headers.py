@@ -24,15 +24,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import attrs
-from kafka.partitioner.default import murmur2
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
+
+# kafka-python is imported on first use: a scenario without delayed messages does not load it
 
 REAL_TOPIC = "delay.real.topic"
 REAL_PARTITION = "delay.real.partition"
 DUE_MS = "delay.due.ms"
 MESSAGE_ID = "delay.message.id"
 _ROUTING = frozenset((REAL_TOPIC, REAL_PARTITION, DUE_MS, MESSAGE_ID))
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash (its default partitioner's)."""
+    from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+    return kafka_murmur2(data)
 
 
 @attrs.frozen(slots=True)
@@ -59,6 +65,8 @@ class DelayedMessage:
 
 def build_batch(records: Iterable[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]) -> bytes:
     """One v2 batch of (timestamp, key, value, headers) records."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
     # magic 2, no compression, not transactional, no producer id/epoch/sequence, no size limit
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
     for i, (timestamp, key, value, headers) in enumerate(records):
@@ -93,6 +101,8 @@ def encode_forward(messages: Iterable[DelayedMessage], now_ms: int) -> bytes:
 
 def records(raw: bytes) -> Iterator:
     """Every record of the v2 batches in ``raw``, in order (kafka-python record objects)."""
+    from kafka.record.memory_records import MemoryRecords
+
     batches = MemoryRecords(raw)
     while (batch := batches.next_batch()) is not None:
         yield from batch

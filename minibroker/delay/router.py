@@ -26,6 +26,13 @@ def check_real(cluster: Cluster, real: TopicPartition) -> None:
         raise DelayError(f"delay_ms: the real topic partition {real} does not exist")
 
 
+def shared_numbers(cluster: Cluster) -> dict[str, int]:
+    """The per-client message numbering, shared by every design on ``cluster`` so ids stay unique."""
+    for router in cluster.delay_routers.values():
+        return router.numbers
+    return {}
+
+
 def new_messages(
     numbers: dict[str, int], client_id: str, real: TopicPartition, count: int, size: int, now: int, due: int
 ) -> list[DelayedMessage]:
@@ -46,7 +53,9 @@ class DelayRouter:
         self.cluster = cluster
         self.config = config
         self.epoch_origin_ms = epoch_origin_ms
-        self._numbers: dict[str, int] = {}
+        self.numbers = shared_numbers(cluster)
+        #: the message ids of each named delayed send (for scenario expectations)
+        self.named_ids: dict[str, list[str]] = {}
 
     def level_partition(self, level_ms: int, real: TopicPartition) -> TopicPartition:
         partitions = self.config.topic_partitions
@@ -60,7 +69,7 @@ class DelayRouter:
         level = self.config.levels.level_for(delay_ms)
         check_real(self.cluster, real)
         now = self.cluster.now() + self.epoch_origin_ms
-        messages = new_messages(self._numbers, client_id, real, count, size, now, now + level)
+        messages = new_messages(self.numbers, client_id, real, count, size, now, now + level)
         raw = encode_delayed(messages)
         return self.level_partition(level, real), ProduceData(count, len(raw), raw=raw)
 
@@ -68,6 +77,9 @@ class DelayRouter:
         self, producer: Producer, real: TopicPartition, count: int, size: int, delay_ms: int, name: str | None
     ) -> ClientRequest:
         """``Producer.send(..., delay_ms=...)``: produce the level records."""
+        first = self.numbers.get(producer.client_id, 0)
         tp, data = self.route(producer.client_id, real, count, size, delay_ms)
+        if name is not None:
+            self.named_ids[name] = [f"{producer.client_id}-{n}" for n in range(first, first + count)]
         (request,) = producer.produce({tp: data}, name)
         return request

@@ -35,7 +35,7 @@ from minibroker.cluster.messages import TopicPartition
 from minibroker.delay.file_wheel import FileWheel, SlotFiring, WheelView
 from minibroker.delay.forward import forward
 from minibroker.delay.levels import DelayError
-from minibroker.delay.router import check_real, new_messages
+from minibroker.delay.router import check_real, new_messages, shared_numbers
 from minibroker.delay.stats import DelayStats
 from minibroker.delay.wheel_format import Damage
 
@@ -93,7 +93,9 @@ class WheelGroup:
         self.in_sync: set[int] = set(self.copies)
         self.active: int | None = None
         self._producers: dict[int, Producer] = {}
-        self._numbers: dict[str, int] = {}
+        self.numbers = shared_numbers(cluster)
+        #: the message ids of each named delayed send (for scenario expectations)
+        self.named_ids: dict[str, list[str]] = {}
         self._wake = trio.Event()
         self._firing = False
         self._fire_scope: trio.CancelScope | None = None
@@ -175,9 +177,11 @@ class WheelGroup:
         if not live:
             return producer.complete_locally(-1, WHEEL_PARTITION, Errors.NOT_ENOUGH_REPLICAS, name)
         now = self.cluster.now() + self.epoch_origin_ms
-        messages = new_messages(self._numbers, producer.client_id, real, count, size, now, now + delay_ms)
+        messages = new_messages(self.numbers, producer.client_id, real, count, size, now, now + delay_ms)
         for broker_id in live:
             self.copies[broker_id].append(messages)
+        if name is not None:
+            self.named_ids[name] = [m.message_id for m in messages]
         if self.tracer.enabled:
             tick = self.copies[live[0]].tick_for(now + delay_ms)
             for m in messages:

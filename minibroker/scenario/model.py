@@ -63,6 +63,9 @@ class Produce(Step):
     records: int = 1
     bytes: int = 100
     id: str | None = None
+    #: a delayed send (``minibroker.delay``), through ``delay_via`` ("levels" or "wheel")
+    delay_ms: int | None = None
+    delay_via: str | None = None
 
 
 @attrs.frozen
@@ -92,6 +95,8 @@ class Load(Step):
     records: int = 1
     bytes: int = 100
     id: str | None = None
+    delay_ms: int | None = None
+    delay_via: str | None = None
 
 
 @attrs.frozen
@@ -179,7 +184,40 @@ class Event(Expectation):
     count: int | None = None
 
 
-TimedExpectation = PartitionState | PurgatoryFigures
+@attrs.frozen
+class Delivered(Expectation):
+    """Every message of a delayed produce step reached its real partition (at / within a time)."""
+
+    request: str
+    at: int | None = None
+    within: tuple[int, int] | None = None
+    partition: str | None = None
+    duplicates: int | None = None
+
+
+@attrs.frozen
+class DelayHeld(Expectation):
+    """A level partition's held count and paused state at a time (its leader's DelayService)."""
+
+    at: int
+    partition: str
+    held: int | None = None
+    paused: bool | None = None
+
+
+@attrs.frozen
+class WheelFigures(Expectation):
+    """A broker's file wheel copy at a time."""
+
+    at: int
+    broker: int
+    slots_with_messages: int | None = None
+    open_files: int | None = None
+    pointer: int | None = None
+    in_sync: bool | None = None
+
+
+TimedExpectation = PartitionState | PurgatoryFigures | DelayHeld | WheelFigures
 
 
 @attrs.frozen
@@ -195,6 +233,9 @@ class Scenario:
     clients: tuple[ClientSpec, ...]
     steps: tuple[Step, ...]
     expectations: tuple[Expectation, ...]
+    #: Kafka-style settings of the delay levels / the file wheel, when the scenario has them
+    delay_service: dict[str, Any] | None = None
+    delay_wheel: dict[str, Any] | None = None
 
     @property
     def request_ids(self) -> set[str]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from minibroker.scenario.load.clients import fix_acks, read_clients
 from minibroker.scenario.load.cluster import read_cluster, read_links, read_topics
+from minibroker.scenario.load.delay import read_delay_service, read_delay_wheel
 from minibroker.scenario.load.document import (
     ScenarioError,
     Table,
@@ -71,6 +72,8 @@ SECTIONS: dict[str, Callable[[Table, Scope], None]] = {
     "scenario": read_meta,
     "cluster": read_cluster,
     "topics": read_topics,
+    "delay_service": read_delay_service,
+    "delay_wheel": read_delay_wheel,
     "clients": read_clients,
     "links": read_links,
     "steps": read_steps,
@@ -102,4 +105,6 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         scope.clients,
         scope.steps,
         scope.expectations,
+        scope.delay_service,
+        scope.delay_wheel,
     )

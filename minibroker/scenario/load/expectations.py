@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from minibroker.scenario.load.delay import read_delay_held, read_delivered, read_wheel
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
@@ -168,6 +169,9 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "purgatory": _purgatory,
     "count": _count,
     "event": _event,
+    "delivered": read_delivered,
+    "delay_held": read_delay_held,
+    "wheel": read_wheel,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minibroker.cluster.config import BrokerConfig
+from minibroker.scenario.load.delay import delay_of
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.scope import Scope, between, broker, check_partition, client_of, kafka, topic_of
 from minibroker.scenario.model import (
@@ -42,6 +43,7 @@ def _produce(table: Table, scope: Scope, at: int, index: int, action: str) -> St
         table.int("records", 1, 1),
         table.int("bytes", 100, 0),
         table.str("id", None),
+        *delay_of(table, scope),
     )
 
 
@@ -80,6 +82,7 @@ def _load(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
         table.int("records", 1, 1),
         table.int("bytes", 100, 0),
         table.str("id", None),
+        *delay_of(table, scope),
     )
 
 
