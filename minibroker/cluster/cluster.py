@@ -42,7 +42,8 @@ class TopicSpec:
     partitions: int = 1
     replication_factor: int = 1
     assignment: tuple[tuple[int, ...], ...] | None = None
-    #: an internal topic (``__delay_5s``, ...): Metadata marks it ``is_internal``, so listings hide it
+    #: an internal topic (``__delay_5s``, ...): left out of a Metadata listing of all topics, answered
+    #: when named (not flagged ``is_internal``: kafka-python will not produce to a flagged topic)
     internal: bool = False
 
 

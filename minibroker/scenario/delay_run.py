@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
 import attrs
+import trio
+import trio.testing
 
 from minibroker.cluster import TopicPartition
 from minibroker.delay import MESSAGE_ID, DelayConfig, DelayServices, Delivery
@@ -35,16 +38,24 @@ class Delays:
 
     @classmethod
     async def start(cls, scenario: Scenario, cluster: Cluster) -> Delays:
+        """Start the scenario's designs. In virtual time record timestamps are cluster ms; on a
+        running clock (``serve``, ``--realtime``) they are epoch ms, as real clients write them."""
         delays = cls()
+        clock = trio.lowlevel.current_clock()
+        virtual = isinstance(clock, trio.testing.MockClock) and clock.rate == 0
+        origin = 0 if virtual else round(time.time() * 1000) - cluster.now()
         if scenario.delay_service is not None:
-            delays.services = DelayServices(cluster, DelayConfig.from_kafka(scenario.delay_service))
+            config = DelayConfig.from_kafka(scenario.delay_service)
+            delays.services = DelayServices(cluster, config, epoch_origin_ms=origin)
             await delays.services.start(cluster.nursery)
         if scenario.delay_wheel is not None:
             settings = dict(scenario.delay_wheel)
             data_dir = settings.pop("data_dir", None)
             if data_dir is None:
                 data_dir = delays.temp_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
-            delays.wheel = WheelGroup(cluster, data_dir, WheelConfig.from_kafka(settings))
+            delays.wheel = WheelGroup(
+                cluster, data_dir, WheelConfig.from_kafka(settings), epoch_origin_ms=origin
+            )
             await delays.wheel.start(cluster.nursery)
         return delays
 
