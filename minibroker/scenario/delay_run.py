@@ -19,6 +19,7 @@ import trio.testing
 from minibroker.cluster import TopicPartition
 from minibroker.delay import MESSAGE_ID, DelayConfig, DelayServices, Delivery
 from minibroker.delay.headers import records
+from minibroker.delay.view import DelaysView, LevelPartitionView, WheelCopyView
 from minibroker.delay.wheel_service import WheelConfig, WheelGroup
 from minibroker.scenario.expect import ExpectationResult, _compare
 from minibroker.scenario.model import DelayHeld, Delivered, WheelFigures
@@ -58,6 +59,35 @@ class Delays:
             )
             await delays.wheel.start(cluster.nursery)
         return delays
+
+    def view(self) -> DelaysView | None:
+        """The designs' state now, for the TUI; None without delayed messages."""
+        if self.services is None and self.wheel is None:
+            return None
+        levels: tuple[LevelPartitionView, ...] = ()
+        wheel: tuple[WheelCopyView, ...] = ()
+        if self.services is not None:
+            paused = set(self.services.paused())
+            held = sorted(self.services.held().items())
+            levels = tuple(LevelPartitionView(tp, count, tp in paused) for tp, count in held)
+        if self.wheel is not None:
+            group = self.wheel
+            live = group.live_in_sync()
+            wheel = tuple(
+                WheelCopyView(
+                    b,
+                    "active" if live and b == live[0] else "standby" if b in live else "out of sync",
+                    view,
+                )
+                for b, view in sorted(group.view().items())
+            )
+        return DelaysView(
+            levels,
+            self.services.stats.delivered_count if self.services else 0,
+            wheel,
+            self.wheel.stats.delivered_count if self.wheel else 0,
+            self.wheel.config.tick_ms if self.wheel else 0,
+        )
 
     def close(self) -> None:
         if self.wheel is not None:

@@ -10,11 +10,14 @@ from typing import Any
 
 from minibroker.scenario.model import (
     Count,
+    DelayHeld,
+    Delivered,
     Event,
     Expectation,
     PartitionState,
     PurgatoryFigures,
     RequestOutcome,
+    WheelFigures,
 )
 
 #: fields every event has or that the log shows in its own columns
@@ -77,6 +80,12 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"broker {expectation.broker} {expectation.purgatory} purgatory at {expectation.at} ms"
     if isinstance(expectation, Count):
         return f"count of {expectation.count} (at the end)"
+    if isinstance(expectation, Delivered):
+        return f"{expectation.request} delivered"
+    if isinstance(expectation, DelayHeld):
+        return f"{expectation.partition} held at {expectation.at} ms"
+    if isinstance(expectation, WheelFigures):
+        return f"wheel of broker {expectation.broker} at {expectation.at} ms"
     assert isinstance(expectation, Event)
     fields = ", ".join(f"{k}={v}" for k, v in expectation.fields.items())
     return f"an event {fields}" if expectation.count is None else f"{expectation.count} events {fields}"
