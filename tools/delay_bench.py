@@ -23,9 +23,9 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
 
 Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
 the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
-is the child process's peak RSS (``ru_maxrss``) minus its RSS just before the work (after every design's
-imports and the preallocated lateness array), in MiB: what holding and delivering N messages added. Each (design,
-N) runs in a fresh subprocess.
+is the child process's peak RSS (``ru_maxrss``) minus its RSS just before the work (after every
+design's imports and the preallocated lateness array), in MiB: what holding and delivering N messages
+added. Each (design, N) runs in a fresh subprocess.
 """
 
 from __future__ import annotations
@@ -56,15 +56,18 @@ def _delays(count: int, seed: int) -> array:
     return array("q", (rng.randint(DELAY_MIN_MS, DELAY_MAX_MS) for _ in range(count)))
 
 
-def run_timer(delays: array, lateness: array) -> None:
+def run_timer(delays: array, lateness: array) -> int:
     from minibroker.timer import SystemTimer, TimerTask
 
     class Message(TimerTask):
         __slots__ = ("due", "index", "value")
 
     now = 0
+    fired = 0
 
     def fire(task: Message) -> None:
+        nonlocal fired
+        fired += 1
         lateness[task.index] = now - task.due
 
     timer = SystemTimer(executor=fire)
@@ -75,12 +78,14 @@ def run_timer(delays: array, lateness: array) -> None:
     while (expiration := timer.next_expiration()) is not None:
         now = expiration
         timer.advance_clock(now)
+    return fired
 
 
-def run_wheel(delays: array, lateness: array) -> None:
+def run_wheel(delays: array, lateness: array) -> int:
     from minibroker.delay.file_wheel import FileWheel
     from minibroker.delay.headers import DelayedMessage
 
+    forwarded = 0
     with tempfile.TemporaryDirectory(prefix="delay-bench-") as directory:
         wheel = FileWheel(directory, 7200, 1000, 60)
         wheel.start(0)
@@ -90,14 +95,16 @@ def run_wheel(delays: array, lateness: array) -> None:
             firing = wheel.fire(tick)
             firing.roll_all()
             now = tick * 1000
+            forwarded += len(firing.forward)
             for message in firing.forward:
                 lateness[int(message.message_id)] = now - message.due_ms
             firing.mark_done(m.message_id for m in firing.forward)
             firing.complete()
         wheel.close()
+    return forwarded
 
 
-def run_levels(delays: array, lateness: array) -> None:
+def run_levels(delays: array, lateness: array) -> int:
     import trio
     import trio.testing
 
@@ -110,7 +117,7 @@ def run_levels(delays: array, lateness: array) -> None:
             i = int(message_id.rpartition("-")[2])
             lateness[i] = at_ms - delays[i]  # sent at 0
 
-    async def main() -> None:
+    async def main() -> int:
         async with open_cluster(1, [TopicSpec("orders")]) as cluster, trio.open_nursery() as nursery:
             config = DelayConfig.from_kafka({"delay.topic.replication.factor": 1})
             services = DelayServices(cluster, config)
@@ -124,8 +131,9 @@ def run_levels(delays: array, lateness: array) -> None:
             while services.stats.delivered_count < len(delays):
                 await trio.sleep(1)
             nursery.cancel_scope.cancel()
+        return services.stats.delivered_count
 
-    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 DESIGNS = {"timer": run_timer, "wheel": run_wheel, "levels": run_levels}
@@ -135,8 +143,8 @@ def _import_everything() -> None:
     """Every design's modules, loaded before the baseline so no design's figure counts imports."""
     import kafka.partitioner.default
     import kafka.record.default_records
-    import kafka.record.memory_records
-    import trio.testing
+    import kafka.record.memory_records  # noqa: F401
+    import trio.testing  # noqa: F401
 
     import minibroker.cluster
     import minibroker.delay
@@ -150,13 +158,14 @@ def child(design: str, count: int, seed: int) -> dict:
     lateness = array("q", bytes(8 * count))
     base = _rss_kib()
     start = time.process_time()
-    DESIGNS[design](delays, lateness)
+    delivered = DESIGNS[design](delays, lateness)
     cpu = time.process_time() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     ordered = sorted(lateness)
     return {
         "design": design,
         "count": count,
+        "delivered": delivered,
         "lateness_p50_ms": ordered[count // 2],
         "lateness_p99_ms": ordered[min(count - 1, count * 99 // 100)],
         "lateness_max_ms": ordered[-1],
@@ -212,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     header = ("design", "messages", "p50 ms", "p99 ms", "max ms", "CPU µs/msg", "peak MiB")
-    print(f"{header[0]:8} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], (10, 9, 9, 9, 11, 9), strict=True)))
+    widths = (10, 9, 9, 9, 11, 9)
+    print(f"{header[0]:8} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], widths, strict=True)))
     for r in rows:
         print(
             f"{r['design']:8} {r['count']:>10,} {r['lateness_p50_ms']:>9,} {r['lateness_p99_ms']:>9,} "
