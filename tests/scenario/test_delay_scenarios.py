@@ -71,3 +71,30 @@ def test_bad_delayed_scenarios_fail_with_one_line_naming_the_place(text, message
         load(text)
     assert message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_data_dir_keeps_the_wheel_files_and_is_refused_without_a_wheel(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "minibroker", "run", *args, "--quiet"],
+            capture_output=True, text=True, cwd=root, timeout=300,
+        )
+
+    kept = tmp_path / "wheel"
+    done = cli("scenarios/delay_wheel_vs_levels.toml", "--data-dir", str(kept))
+    assert done.returncode == 0, done.stderr
+    # every copy's directory is there; the fired slots are gone, the pointer at the end (98 s)
+    assert sorted(p.name for p in kept.iterdir()) == ["broker-0", "broker-1", "broker-2"]
+    assert sorted(p.name for p in (kept / "broker-1" / "wheel").iterdir()) == ["pointer"]
+    assert (kept / "broker-1" / "wheel" / "pointer").read_text() == "98"
+    refused = cli("scenarios/delay_levels_rounding.toml", "--data-dir", str(kept))
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "minibroker: --data-dir: the scenario has no [delay_wheel] section (no files to keep)"
+    )
