@@ -272,15 +272,10 @@ class Producer(_Client):
         return request
 
     async def send_and_wait(
-        self,
-        topic: str,
-        partition: int = 0,
-        count: int = 1,
-        size: int = 100,
-        delay_ms: int | None = None,
-        delay_via: str | None = None,
+        self, topic: str, partition: int = 0, count: int = 1, size: int = 100, **delayed: Any
     ) -> ClientRequest:
-        return await self.send(topic, partition, count, size, delay_ms, delay_via=delay_via).wait()
+        """``send`` (``delayed``: its ``delay_ms``, ``delay_via``) and wait for the answer."""
+        return await self.send(topic, partition, count, size, **delayed).wait()
 
     def _on_response(self, request: ClientRequest, response: ProduceResponse | NetworkError) -> None:
         if isinstance(response, NetworkError):

@@ -60,3 +60,37 @@ async def wheel_cluster(brokers, topics, data_dir, settings=None, levels=None, *
                 await services.start(nursery)
             yield cluster, group, services
             nursery.cancel_scope.cancel()
+
+
+async def play(cluster, sends, fault, restart_after_ms, end_ms):
+    """Send ``(at, delay, partition, count)`` delayed sends of client "app" to "orders", crash broker 0
+    at ``fault = (at, restart)`` (and restart it ``restart_after_ms`` later), run to ``end_ms``.
+
+    Returns the accepted messages: id -> (the time it was sent, delay). The routers number a client's records
+    app-0, app-1, ... whether accepted or not.
+    """
+    producer = cluster.producer("app", acks=-1)
+    accepted = {}
+    number = 0
+
+    async def faults():
+        if fault is None:
+            return
+        await cluster.clock.sleep_until(fault[0])
+        cluster.crash(0)
+        if fault[1]:
+            await cluster.clock.sleep_until(fault[0] + restart_after_ms)
+            await cluster.restart(0)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(faults)
+        for at, delay, partition, count in sorted(sends):
+            await cluster.clock.sleep_until(at)
+            sent_at = cluster.now()  # later than ``at`` when the previous send waited past it
+            request = await producer.send_and_wait("orders", partition, count=count, delay_ms=delay)
+            if request.error() == "NONE":  # (refused while the design's leader is down: not accepted)
+                for n in range(number, number + count):
+                    accepted[f"app-{n}"] = (sent_at, delay)
+            number += count
+        await cluster.clock.sleep_until(end_ms)
+    return accepted

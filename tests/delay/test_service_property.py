@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from minibroker.cluster import TopicSpec
 from minibroker.runtime import deterministic_scheduling
-from tests.delay.helpers import delayed_cluster
+from tests.delay.helpers import delayed_cluster, play
 
 LEVELS = ["1s", "5s", "10s", "30s"]
 MAX_IN_FLIGHT = 3
@@ -36,33 +36,10 @@ async def scenario(sends, fault):
     settings_ = {"delay.levels": LEVELS, "delay.service.max.in.flight": MAX_IN_FLIGHT}
     topics = [TopicSpec("orders", 2, 2, assignment=((1, 2), (2, 1)))]  # real topic off broker 0
     async with delayed_cluster(3, topics, settings_) as (cluster, services):
-        producer = cluster.producer("app", acks=-1)
-        accepted = {}
-        number = 0  # the router numbers a client's delayed records app-0, app-1, ...
-        fault_at, restart = fault if fault else (None, False)
-
-        async def faults():
-            if fault_at is None:
-                return
-            await cluster.clock.sleep_until(fault_at)
-            cluster.crash(0)
-            if restart:
-                await cluster.clock.sleep_until(fault_at + 2_000)
-                await cluster.restart(0)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(faults)
-            for at, delay, partition, count in sorted(sends, key=lambda s: s[0]):
-                await cluster.clock.sleep_until(at)
-                request = await producer.send_and_wait("orders", partition, count=count, delay_ms=delay)
-                if request.error() == "NONE":
-                    level = services.config.levels.level_for(delay)
-                    for n in range(number, number + count):
-                        accepted[f"app-{n}"] = (at, delay, level)
-                number += count
-                # (a send refused while the levels' leader is down is not accepted: nothing to check)
-            await cluster.clock.sleep_until(80_000)
-        return accepted, services.stats.by_id(), fault_at is not None
+        sent = await play(cluster, sends, fault, 2_000, 80_000)
+        levels = services.config.levels
+        accepted = {i: (at, delay, levels.level_for(delay)) for i, (at, delay) in sent.items()}
+        return accepted, services.stats.by_id(), fault is not None
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

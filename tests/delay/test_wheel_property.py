@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from minibroker.cluster import TopicSpec
 from minibroker.runtime import deterministic_scheduling
-from tests.delay.helpers import wheel_cluster
+from tests.delay.helpers import play, wheel_cluster
 
 TICK = 100
 BATCH = 4
@@ -30,32 +30,9 @@ async def scenario(sends, fault, data_dir):
     wheel = {"delay.wheel.slots": 20, "delay.wheel.tick.ms": TICK, "delay.wheel.forward.batch": BATCH}
     topics = [TopicSpec("orders", 1, 2, assignment=((2, 1),))]
     async with wheel_cluster(3, topics, data_dir, wheel) as (cluster, group, _):
-        producer = cluster.producer("app", acks=-1)
         cluster.set_latency("delay-wheel-0", 2, 7)
-        accepted = {}
-        number = 0
-        fault_at, restart = fault if fault else (None, False)
-
-        async def faults():
-            if fault_at is None:
-                return
-            await cluster.clock.sleep_until(fault_at)
-            cluster.crash(0)
-            if restart:
-                await cluster.clock.sleep_until(fault_at + 1_000)
-                await cluster.restart(0)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(faults)
-            for at, delay, count in sorted(sends):
-                await cluster.clock.sleep_until(at)
-                request = producer.send("orders", 0, count=count, delay_ms=delay)
-                if request.error() == "NONE":
-                    for n in range(number, number + count):
-                        accepted[f"app-{n}"] = (at, delay)
-                number += count
-            await cluster.clock.sleep_until(30_000)
-        return accepted, group.stats.by_id(), fault_at is not None
+        accepted = await play(cluster, [(at, d, 0, n) for at, d, n in sends], fault, 1_000, 30_000)
+        return accepted, group.stats.by_id(), fault is not None
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
