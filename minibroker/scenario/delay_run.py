@@ -45,9 +45,12 @@ class Delays:
         clock = trio.lowlevel.current_clock()
         virtual = isinstance(clock, trio.testing.MockClock) and clock.rate == 0
         origin = 0 if virtual else round(time.time() * 1000) - cluster.now()
+        # every delivery is kept only when an expectation asks (a served cluster runs for days)
+        keep = any(isinstance(e, Delivered) for e in scenario.expectations)
         if scenario.delay_service is not None:
             config = DelayConfig.from_kafka(scenario.delay_service)
             delays.services = DelayServices(cluster, config, epoch_origin_ms=origin)
+            delays.services.stats.keep_deliveries = keep
             await delays.services.start(cluster.nursery)
         if scenario.delay_wheel is not None:
             settings = dict(scenario.delay_wheel)
@@ -57,6 +60,7 @@ class Delays:
             delays.wheel = WheelGroup(
                 cluster, data_dir, WheelConfig.from_kafka(settings), epoch_origin_ms=origin
             )
+            delays.wheel.stats.keep_deliveries = keep
             await delays.wheel.start(cluster.nursery)
         return delays
 

@@ -98,3 +98,20 @@ def test_data_dir_keeps_the_wheel_files_and_is_refused_without_a_wheel(tmp_path)
     assert refused.stderr.strip() == (
         "minibroker: --data-dir: the scenario has no [delay_wheel] section (no files to keep)"
     )
+
+
+def test_a_delayed_scenario_traces_the_same_events_twice():
+    from pathlib import Path
+
+    from minibroker.scenario import load_scenario, run_scenario
+    from minibroker.trace import ListSink
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "delay_wheel_vs_levels.toml"
+    traces = []
+    for _ in range(2):
+        sink = ListSink()
+        run_scenario(load_scenario(path), sinks=[sink])
+        traces.append([dict(event) for event in sink])
+    assert traces[0] == traces[1]
+    kinds = {event["kind"] for event in traces[0]}
+    assert {"delay.wheel.fire", "delay.delivered", "delay.commit", "delay.held"} <= kinds
