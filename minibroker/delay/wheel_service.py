@@ -123,9 +123,13 @@ class WheelGroup:
         self._emit("delay.wheel.damage", broker=broker_id, path=damage.path, offset=damage.offset,
                    reason=damage.reason)
 
+    def _now(self) -> int:
+        """Now on the records' time scale: the wheel's ticks and due times are all on it."""
+        return self.cluster.now() + self.epoch_origin_ms
+
     # --- lifecycle -------------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery) -> None:
-        now = self.cluster.now()
+        now = self._now()
         for wheel in self.copies.values():
             wheel.start(now)
         self.cluster.delay_routers["wheel"] = self
@@ -176,7 +180,7 @@ class WheelGroup:
         live = self.live_in_sync()
         if not live:
             return producer.complete_locally(-1, WHEEL_PARTITION, Errors.NOT_ENOUGH_REPLICAS, name)
-        now = self.cluster.now() + self.epoch_origin_ms
+        now = self._now()
         messages = new_messages(self.numbers, producer.client_id, real, count, size, now, now + delay_ms)
         for broker_id in live:
             self.copies[broker_id].append(messages)
@@ -213,9 +217,9 @@ class WheelGroup:
                 self.active = live[0]
                 self._emit("delay.wheel.active", broker=self.active)
             wheel = self.copies[self.active]
-            ticks = wheel.due_ticks(self.cluster.now())
+            ticks = wheel.due_ticks(self._now())
             if not ticks:
-                with trio.move_on_at(clock.to_seconds(wheel.next_tick_ms())):
+                with trio.move_on_at(clock.to_seconds(wheel.next_tick_ms() - self.epoch_origin_ms)):
                     await self._wake.wait()
                 self._wake = trio.Event()
                 continue

@@ -85,3 +85,20 @@ async def test_settings_and_their_errors():
         WheelConfig.from_kafka({"delay.wheel.tick.ms": 0})
     with pytest.raises(ConfigError, match=r"delay\.wheel\.replicas: 4 is more than the cluster's 3 brokers"):
         WheelConfig.from_kafka({"delay.wheel.replicas": 4}).copies(3)
+
+
+async def test_on_a_running_clock_the_ticks_are_on_the_epoch_scale(autojump_clock, tmp_path):
+    """Served, due times are epoch ms (real clients write them): ticks and pointer follow that scale."""
+    from minibroker.cluster import open_cluster
+    from minibroker.delay.wheel_service import WheelGroup
+
+    origin = 1_700_000_000_000
+    async with open_cluster(3, ORDERS) as cluster:
+        group = WheelGroup(cluster, tmp_path, WheelConfig.from_kafka(SMALL), epoch_origin_ms=origin)
+        await group.start(cluster.nursery)
+        await cluster.clock.sleep_until(250)
+        cluster.producer("p").send("orders", 0, delay_ms=1_000)
+        await cluster.clock.sleep_until(1_301)
+        (delivery,) = group.stats.deliveries
+        assert (delivery.due_ms, delivery.delivered_ms) == (1_250, 1_300)
+        assert group.view()[0].pointer == (origin + 1_300) // 100
