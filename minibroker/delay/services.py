@@ -44,6 +44,8 @@ class DelayServices:
         cluster = self.cluster
         rf = self.config.replication_factor(len(cluster.brokers))
         for topic in [*self.config.levels.topics(), OFFSETS_TOPIC]:
+            if topic == OFFSETS_TOPIC and topic in cluster.topics:
+                continue  # the file wheel made it (it keeps its ingest offset there too)
             partitions = 1 if topic == OFFSETS_TOPIC else self.config.topic_partitions
             cluster.create_topic(TopicSpec(topic, partitions, rf, internal=True))
         cluster.delay_routers["levels"] = DelayRouter(cluster, self.config, self.epoch_origin_ms)

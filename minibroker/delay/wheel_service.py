@@ -29,15 +29,19 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from minibroker.cluster.cluster import TopicSpec
 from minibroker.cluster.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import TopicPartition
 from minibroker.delay.file_wheel import FileWheel, SlotFiring, WheelView
 from minibroker.delay.forward import forward
+from minibroker.delay.headers import DelayedMessage
 from minibroker.delay.levels import DelayError
+from minibroker.delay.offsets import OFFSETS_TOPIC
 from minibroker.delay.router import check_real, new_messages, shared_numbers
 from minibroker.delay.stats import DelayStats
 from minibroker.delay.wheel_format import Damage
+from minibroker.delay.wheel_ingest import INGEST_TOPIC, WheelIngest
 
 if TYPE_CHECKING:
     from minibroker.cluster import ClientRequest, Cluster, Producer
@@ -134,7 +138,12 @@ class WheelGroup:
             wheel.start(now)
         self.cluster.delay_routers["wheel"] = self
         self.cluster.broker_hooks.append(self)
+        rf = self.config.copies(len(self.cluster.brokers))
+        for topic in (INGEST_TOPIC, OFFSETS_TOPIC):
+            if topic not in self.cluster.topics:
+                self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True))
         nursery.start_soon(self._run)
+        nursery.start_soon(WheelIngest(self).run)
 
     def live_in_sync(self) -> list[int]:
         return sorted(b for b in self.in_sync if self.cluster.is_alive(b))
@@ -177,22 +186,27 @@ class WheelGroup:
         if delay_ms < 1:
             raise DelayError(f"delay_ms: expected at least 1, got {delay_ms}")
         check_real(self.cluster, real)
-        live = self.live_in_sync()
-        if not live:
+        if not self.live_in_sync():
             return producer.complete_locally(-1, WHEEL_PARTITION, Errors.NOT_ENOUGH_REPLICAS, name)
         now = self._now()
         messages = new_messages(self.numbers, producer.client_id, real, count, size, now, now + delay_ms)
-        for broker_id in live:
-            self.copies[broker_id].append(messages)
+        live = self.write(messages)
         if name is not None:
             self.named_ids[name] = [m.message_id for m in messages]
-        if self.tracer.enabled:
-            tick = self.copies[live[0]].tick_for(now + delay_ms)
+        return producer.complete_locally(live[0], WHEEL_PARTITION, Errors.NONE, name)
+
+    def write(self, messages: list[DelayedMessage]) -> list[int]:
+        """Append ``messages`` to every live in-sync copy; the copies written (none: not written)."""
+        live = self.live_in_sync()
+        for broker_id in live:
+            self.copies[broker_id].append(messages)
+        if live and self.tracer.enabled:
             for m in messages:
+                tick = self.copies[live[0]].tick_for(m.due_ms)
                 self._emit("delay.wheel.append", id=m.message_id, due_ms=m.due_ms - self.epoch_origin_ms,
                            tick=tick, slot=tick % self.config.slots, copies=live)
         self._wake.set()
-        return producer.complete_locally(live[0], WHEEL_PARTITION, Errors.NONE, name)
+        return live
 
     # --- the forwarder ---------------------------------------------------------------------------
     def _producer(self, broker_id: int) -> Producer:

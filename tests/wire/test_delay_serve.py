@@ -68,3 +68,52 @@ def test_kafka_python_sends_by_the_header_contract_and_receives_no_earlier_than_
     assert received_ms >= due - 2
     assert record.timestamp >= due - 2  # stamped when forwarded
     assert record.timestamp - due < 1_000  # and not a poll round late (the poll is 100 ms)
+
+
+WHEEL_SCENARIO = """
+[cluster]
+brokers = 3
+
+[[topics]]
+name = "orders"
+replication_factor = 3
+
+[delay_wheel]
+"delay.wheel.tick.ms" = 100
+"delay.wheel.slots" = 600
+"""
+
+
+def test_kafka_python_sends_into_the_file_wheel_through_its_topic(serve):
+    """Any due time: 1.5 s after sending, delivered within a tick (100 ms) plus the ingest's fetch.
+
+    Tolerance on "late": 1 s, for a loaded machine (the wheel itself adds under 100 ms).
+    """
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    server = serve(for_serving(parse_scenario(WHEEL_SCENARIO, "wheel.toml")))
+    producer = KafkaProducer(bootstrap_servers=server.bootstrap, acks="all", linger_ms=0)
+    due = int(time.time() * 1000) + 1_500
+    try:
+        headers = [("delay.real.topic", b"orders"), ("delay.due.ms", str(due).encode())]
+        producer.send("__delay_wheel", value=b"remind", headers=headers).get(timeout=WAIT_S)
+    finally:
+        producer.close(timeout=WAIT_S)
+    consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition("orders", 0)])
+        consumer.seek_to_beginning()
+        got, received_ms = [], None
+        deadline = time.monotonic() + WAIT_S
+        while not got and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=50).values():
+                got += records
+                received_ms = int(time.time() * 1000)
+    finally:
+        consumer.close()
+    (record,) = got
+    assert record.value == b"remind"
+    assert dict(record.headers)["delay.message.id"] == b"__delay_wheel-0@0"
+    assert received_ms >= due - 2
+    assert record.timestamp >= due - 2
+    assert record.timestamp - due < 1_000
