@@ -5,6 +5,7 @@ Usage::
     python tools/delay_bench.py              # timer and wheel at 1,000,000 and 100,000; levels at 20,000
     python tools/delay_bench.py --quick      # 20,000 / 2,000 / 2,000 (a CI smoke run, seconds)
     python tools/delay_bench.py --designs wheel --counts 100000,1000000 --json
+    python tools/delay_bench.py --serve 20000      # real time: kafka-python through the served wheel
 
 Workload: N messages sent at virtual time 0, delays uniform in [1 s, 2 h] (``random.Random(--seed)``),
 each with a 16-byte value; everything runs in virtual integer-ms time (nothing sleeps).
@@ -20,6 +21,12 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
   holds, forwards and commits. It costs far more per message than the others (records are encoded
   and decoded as Kafka v2 batches, every forward round is a produce and a commit), so it runs at
   ``--levels-count`` messages.
+
+``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
+brokers) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
+each due 2 s after it is sent, as fast as it can; then one consumer reading them on the real topic. It
+reports the acknowledged messages per second and the lateness of arrival (consumer receive time minus
+due time, wall clock).
 
 Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
 the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
@@ -174,6 +181,71 @@ def child(design: str, count: int, seed: int) -> dict:
     }
 
 
+SERVE_SCENARIO = """
+[cluster]
+brokers = 3
+[[topics]]
+name = "orders"
+replication_factor = 3
+[delay_wheel]
+"delay.wheel.tick.ms" = 100
+"delay.wheel.slots" = 600
+"""
+
+
+def serve_run(count: int) -> dict:
+    """kafka-python through ``minibroker serve``'s file wheel, in real time (see the module docstring)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    with tempfile.TemporaryDirectory(prefix="delay-bench-serve-") as directory:
+        path = os.path.join(directory, "wheel.toml")
+        with open(path, "w") as f:
+            f.write(SERVE_SCENARIO)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "minibroker", "serve", path, "--port", "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
+        )
+        try:
+            assert server.stdout is not None
+            ports = [server.stdout.readline().split()[-1] for _ in range(3)]
+            bootstrap = ",".join(ports)
+            producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+            start = time.monotonic()
+            for i in range(count):
+                due = int(time.time() * 1000) + 2_000
+                headers = [("delay.real.topic", b"orders"), ("delay.due.ms", str(due).encode())]
+                producer.send("__delay_wheel", value=b"%d" % i, headers=headers)
+            producer.flush()
+            acked_per_s = count / (time.monotonic() - start)
+            producer.close()
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+            consumer.assign([TopicPartition("orders", 0)])
+            consumer.seek_to_beginning()
+            late = []
+            deadline = time.monotonic() + 120
+            while len(late) < count and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=100).values():
+                    now = int(time.time() * 1000)
+                    late += [now - int(dict(r.headers)["delay.due.ms"]) for r in records]
+            consumer.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    late.sort()
+    return {
+        "design": "wheel (serve)",
+        "count": count,
+        "delivered": len(late),
+        "acked_per_s": round(acked_per_s),
+        "lateness_p50_ms": late[len(late) // 2] if late else None,
+        "lateness_p99_ms": late[min(len(late) - 1, len(late) * 99 // 100)] if late else None,
+        "lateness_max_ms": late[-1] if late else None,
+        "earliest_ms": late[0] if late else None,
+    }
+
+
 def _counts(text: str) -> list[int]:
     try:
         counts = [int(part) for part in text.split(",")]
@@ -200,10 +272,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve", type=int, metavar="N", help="real time, kafka-python, N messages")
     parser.add_argument("--child", nargs=2, metavar=("DESIGN", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.seed)))
+        return 0
+    if args.serve is not None:
+        if args.serve < 1:
+            parser.error(f"--serve: expected a count >= 1, got {args.serve}")
+        print(json.dumps(serve_run(args.serve), indent=2))
         return 0
     counts = args.counts or ([20_000, 2_000] if args.quick else [1_000_000, 100_000])
     levels = args.levels_count or ([2_000] if args.quick else [20_000])
