@@ -30,9 +30,10 @@ due time, wall clock).
 
 Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
 the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
-is the child process's peak RSS (``ru_maxrss``) minus its RSS just before the work (after every
-design's imports and the preallocated lateness array), in KiB: what holding and delivering N messages
-added. Each (design, N) runs in a fresh subprocess.
+is the child process's peak RSS during the work (``VmHWM``, reset just before it through
+``/proc/self/clear_refs``) minus its RSS then (after every design's imports and the preallocated
+lateness array), in KiB: what holding and delivering N messages added. Each (design, N) runs in a
+fresh subprocess.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -53,9 +53,19 @@ DELAY_MAX_MS = 7_200_000
 VALUE = bytes(16)
 
 
-def _rss_kib() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+def _status_kib(field: str) -> int:
+    """``VmRSS`` or ``VmHWM`` (peak RSS) of this process, in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Make the peak RSS (VmHWM) start again from the current RSS (Linux: clear_refs 5)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def _delays(count: int, seed: int) -> array:
@@ -163,11 +173,12 @@ def child(design: str, count: int, seed: int) -> dict:
     _import_everything()
     delays = _delays(count, seed)
     lateness = array("q", bytes(8 * count))
-    base = _rss_kib()
+    _reset_peak()
+    base = _status_kib("VmRSS")
     start = time.process_time()
     delivered = DESIGNS[design](delays, lateness)
     cpu = time.process_time() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = _status_kib("VmHWM")
     ordered = sorted(lateness)
     return {
         "design": design,
