@@ -24,7 +24,7 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
 
 ``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
 brokers) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
-each due 2 s after it is sent, as fast as it can; then one consumer reading them on the real topic. It
+each due 2 s after it is sent, as fast as it can, while one consumer reads the real topic. It
 reports the acknowledged messages per second and the lateness of arrival (consumer receive time minus
 due time, wall clock).
 
@@ -45,6 +45,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from array import array
 
@@ -222,6 +223,20 @@ def serve_run(count: int) -> dict:
             assert server.stdout is not None
             ports = [server.stdout.readline().split()[-1] for _ in range(3)]
             bootstrap = ",".join(ports)
+            late: list[int] = []
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+            consumer.assign([TopicPartition("orders", 0)])
+            consumer.seek_to_beginning()
+
+            def consume() -> None:  # beside the producer, so arrivals are seen when they come
+                deadline = time.monotonic() + 300
+                while len(late) < count and time.monotonic() < deadline:
+                    for records in consumer.poll(timeout_ms=50).values():
+                        now = int(time.time() * 1000)
+                        late.extend(now - int(dict(r.headers)["delay.due.ms"]) for r in records)
+
+            reader = threading.Thread(target=consume)
+            reader.start()
             producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
             start = time.monotonic()
             for i in range(count):
@@ -231,15 +246,7 @@ def serve_run(count: int) -> dict:
             producer.flush()
             acked_per_s = count / (time.monotonic() - start)
             producer.close()
-            consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-            consumer.assign([TopicPartition("orders", 0)])
-            consumer.seek_to_beginning()
-            late = []
-            deadline = time.monotonic() + 120
-            while len(late) < count and time.monotonic() < deadline:
-                for records in consumer.poll(timeout_ms=100).values():
-                    now = int(time.time() * 1000)
-                    late += [now - int(dict(r.headers)["delay.due.ms"]) for r in records]
+            reader.join()
             consumer.close()
         finally:
             server.terminate()
