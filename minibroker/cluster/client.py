@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from minibroker.cluster.config import ConsumerConfig, ProducerConfig
+from minibroker.cluster.config import ConfigError, ConsumerConfig, ProducerConfig
 from minibroker.cluster.errors import Errors
+from minibroker.cluster.membership import GroupMembership
 from minibroker.cluster.messages import (
     CONSUMER_REPLICA_ID,
     HIGH_WATERMARK,
@@ -298,21 +299,37 @@ class Consumer(_Client):
         self.received: dict[TopicPartition, list[tuple[int, int]]] = {}
         #: assigned partitions that ``fetch`` skips (Kafka's ``pause``)
         self.paused: set[TopicPartition] = set()
+        #: partitions ``unassign``ed (until assigned again): late answers for them are ignored
+        self.dropped: set[TopicPartition] = set()
         #: called with each partition's new batches (past the position) as a fetch answer arrives
         self.on_batches: Callable[[TopicPartition, list[RecordBatch]], None] | None = None
+        #: called with (partition, batch, high watermark of the answer) for each new batch (chaos checks)
+        self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
+        #: the group membership once ``subscribe`` was called (minibroker.cluster.membership)
+        self.membership: GroupMembership | None = None
+
+    def subscribe(self, topics: Iterable[str]) -> GroupMembership:
+        """Join ``group.id`` for ``topics``; run the returned membership's ``run`` in a nursery."""
+        if not self.config.group_id:
+            raise ConfigError(f"consumer {self.client_id}: subscribe needs a group.id")
+        self.membership = GroupMembership(self, list(topics))
+        return self.membership
 
     def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None:
         for tp in partitions:
             self.positions[tp] = offset
             self.received.setdefault(tp, [])
+            self.dropped.discard(tp)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
 
     def unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions; an answer still on its way for them is ignored."""
         for tp in partitions:
             self.positions.pop(tp, None)
             self.paused.discard(tp)
+            self.dropped.add(tp)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching these assigned partitions until ``resume`` (their positions stay)."""
@@ -376,14 +393,18 @@ class Consumer(_Client):
             request.high_watermarks[label] = part.high_watermark
             if part.batches:
                 request.base_offsets[label] = part.batches[0].base_offset
-                if tp not in self.positions:
+                position = self.positions.get(tp, 0)
+                if tp in self.dropped:
                     continue  # unassigned while the fetch was out
-                position = self.positions[tp]
-                fresh = [batch for batch in part.batches if batch.next_offset > position]
-                for batch in fresh:
-                    self.received[tp].append((batch.base_offset, batch.count))
-                if fresh:
-                    self.positions[tp] = fresh[-1].next_offset
-                    if self.on_batches is not None:
-                        self.on_batches(tp, fresh)
+                fresh = []
+                for batch in part.batches:
+                    if batch.next_offset > position:
+                        self.received[tp].append((batch.base_offset, batch.count))
+                        if self.on_batch is not None:
+                            self.on_batch(tp, batch, part.high_watermark)
+                        fresh.append(batch)
+                        position = batch.next_offset
+                self.positions[tp] = position
+                if fresh and self.on_batches is not None:
+                    self.on_batches(tp, fresh)
         self._finish(request, response.cause)

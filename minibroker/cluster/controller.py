@@ -1,21 +1,29 @@
 """Controller: the minimal KRaft-like controller: partition state, ISR commits, leader elections.
 
+- It keeps each broker's registration state (``BrokerRegistrations``): fenced
+  from the moment it notices a crash until the broker starts again, in
+  controlled shutdown from a ``shutdown`` until then.
 - ``AlterPartition`` from a leader is validated (it must be the leader, in the
-  current leader and partition epochs, and a new member must be alive), then
+  current leader and partition epochs, and a new member must be ISR-eligible:
+  not fenced, not in controlled shutdown, else INELIGIBLE_REPLICA, KIP-841), then
   committed after ``isr_commit_delay_ms`` (re-validated then), bumping the
   partition epoch; the leader hears back over the network.
 - When a broker crashes the controller learns of it after
-  ``crash_detection_ms``; it removes the broker from every ISR and elects a new
-  leader, from the ISR, for the partitions it led (bumping the leader epoch).
-  With no live ISR member the partition goes offline (leader -1) unless
-  ``unclean.leader.election.enable`` lets any live replica lead.
-- A controlled shutdown moves leadership off a broker first, so its waiting
-  requests are answered NOT_LEADER_OR_FOLLOWER before it stops.
-- When a broker starts again, offline partitions whose last ISR holds it are
-  led by it again; every partition it replicates tells it who leads.
+  ``crash_detection_ms``; it fences the broker, removes it from every ISR (never
+  the last member: an ISR is not emptied) and elects a new leader, from the ISR,
+  for the partitions it led (bumping the leader epoch). With no live ISR member
+  the partition goes offline (leader -1) unless ``unclean.leader.election.enable``
+  lets any live replica lead.
+- A controlled shutdown marks the broker as shutting down and moves leadership
+  and ISR membership off it first, so its waiting requests are answered
+  NOT_LEADER_OR_FOLLOWER before it stops.
+- When a broker starts again it is unfenced; offline partitions whose last ISR
+  holds it are led by it again; every partition it replicates tells it who leads.
 
-Decisions reach brokers as ``LeaderAndIsr`` messages over the network, except at
-topic creation and for the broker that shuts down, which apply them directly.
+Decisions reach brokers over the network: first the broker registrations (so a
+leader knows a broker is fenced before it sees the ISR shrink that follows), then
+``LeaderAndIsr`` messages, except at topic creation and for the broker that shuts
+down, which apply them directly.
 """
 
 from __future__ import annotations
@@ -31,6 +39,12 @@ from minibroker.cluster.messages import (
     TopicPartition,
 )
 from minibroker.cluster.network import Network
+from minibroker.cluster.registrations import (
+    CONTROLLED_SHUTDOWN,
+    FENCED,
+    UNFENCED,
+    BrokerRegistrations,
+)
 from minibroker.runtime import Scheduler
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -47,6 +61,7 @@ class Controller:
         alive: Callable[[int], bool],
         apply_direct: Callable[[int, LeaderAndIsr], None],
         *,
+        brokers: tuple[int, ...] = (),
         isr_commit_delay_ms: int = 0,
         crash_detection_ms: int = 0,
         unclean_leader_election: Callable[[TopicPartition], bool] = lambda tp: False,
@@ -55,12 +70,15 @@ class Controller:
         self.network = network
         self.scheduler = scheduler
         self.alive = alive
+        #: every broker id of the cluster (registration changes go to each live one)
+        self.brokers = brokers
         self.apply_direct = apply_direct
         self.isr_commit_delay_ms = isr_commit_delay_ms
         self.crash_detection_ms = crash_detection_ms
         self.unclean_leader_election = unclean_leader_election
         self.tracer = tracer
         self.state: dict[TopicPartition, LeaderAndIsr] = {}
+        self.registrations = BrokerRegistrations()
         self.isr_commits = 0
         self.elections = 0
         network.register(CONTROLLER, self)
@@ -99,9 +117,11 @@ class Controller:
             return Errors.FENCED_LEADER_EPOCH
         if state.partition_epoch != request.partition_epoch:
             return Errors.FENCED_LEADER_EPOCH
-        added = set(request.new_isr) - set(state.isr)
-        if any(not self.alive(broker) for broker in added) or request.broker_id not in request.new_isr:
+        if request.broker_id not in request.new_isr:
             return Errors.NOT_LEADER_OR_FOLLOWER
+        added = set(request.new_isr) - set(state.isr)
+        if any(not self.registrations.is_isr_eligible(broker) for broker in added):
+            return Errors.INELIGIBLE_REPLICA
         return Errors.NONE
 
     def _commit(self, request: AlterPartitionRequest, respond: Callable[[Any], None]) -> None:
@@ -137,11 +157,22 @@ class Controller:
     def _fence(self, broker: int) -> None:
         if self.alive(broker):
             return  # it came back before we noticed
+        self._set_broker_state(broker, FENCED)
         self._move_off(broker, direct=False)
 
     def controlled_shutdown(self, broker: int) -> None:
-        """Move leadership and ISR membership off ``broker`` before it stops."""
+        """Mark ``broker`` as shutting down; move leadership and ISR membership off it before it stops."""
+        self._set_broker_state(broker, CONTROLLED_SHUTDOWN)
         self._move_off(broker, direct=True)
+
+    def _set_broker_state(self, broker: int, state: str) -> None:
+        """Record ``broker``'s registration state and tell every live broker (before any ISR change)."""
+        self.registrations = self.registrations.with_state(broker, state)
+        if self.tracer.enabled:
+            self.tracer.emit("controller.broker", broker=broker, state=state)
+        for node in self.brokers:
+            if self.alive(node):
+                self.network.send(CONTROLLER, node, self.registrations)
 
     def _move_off(self, broker: int, direct: bool) -> None:
         for tp, state in list(self.state.items()):
@@ -149,7 +180,9 @@ class Controller:
                 continue
             if state.leader == broker:
                 self._elect(tp, exclude=broker, direct_to=broker if direct else None)
-            elif broker in state.isr:
+            elif broker in state.isr and len(state.isr) > 1:
+                # the last member stays: without ELR (KIP-966) KRaft never empties an ISR, so an
+                # offline partition still knows which replica may lead it cleanly when it returns
                 isr = tuple(b for b in state.isr if b != broker)
                 self._publish(
                     LeaderAndIsr(
@@ -159,6 +192,7 @@ class Controller:
                 )
 
     def broker_started(self, broker: int) -> None:
+        self._set_broker_state(broker, UNFENCED)
         for tp, state in list(self.state.items()):
             if broker not in state.replicas:
                 continue

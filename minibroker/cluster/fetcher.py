@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from minibroker.cluster.messages import LOG_END, FetchPartition, FetchRequest, NetworkError, TopicPartition
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.messages import (
+    LOG_END,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    NetworkError,
+    TopicPartition,
+)
 
 if TYPE_CHECKING:
     from minibroker.cluster.replica_manager import ReplicaManager
@@ -89,8 +97,60 @@ class ReplicaFetcher:
             if isinstance(response, NetworkError):
                 await clock.sleep_until(clock.now_ms() + backoff)
                 continue
-            errors = manager.process_fetch_response(self.leader, request, response)
+            errors = self.process_fetch_response(request, response)
             if errors and errors == len(request.partitions):
                 await clock.sleep_until(clock.now_ms() + backoff)
             elif clock.now_ms() == started and not any(p.batches for p in response.partitions.values()):
                 await clock.sleep_until(started + 1)
+
+    def process_fetch_response(self, request: FetchRequest, response: FetchResponse) -> int:
+        """Apply a fetch response on this follower (Kafka's processPartitionData); count erred partitions.
+
+        Answers about a partition this broker no longer follows from this leader, or about an older
+        leader epoch, are skipped; a diverging epoch truncates the log; new batches are appended and
+        the leader's HW taken (capped at the local LEO by the log); an append wakes parked fetches.
+        """
+        manager = self.manager
+        leader = self.leader
+        errors = 0
+        for tp, result in response.partitions.items():
+            partition = manager.partitions.get(tp)
+            if partition is None or partition.leader_id != leader or partition.is_leader:
+                continue
+            if request.partitions[tp].current_leader_epoch != partition.leader_epoch:
+                continue  # the answer is about an older epoch
+            log = partition.log
+            if result.error is Errors.OFFSET_OUT_OF_RANGE:
+                errors += 1
+                continue
+            if result.error is not Errors.NONE:
+                errors += 1
+                continue
+            if result.diverging_epoch is not None:
+                _, local_end = log.end_offset_for_epoch(result.diverging_epoch.epoch)
+                target = min(result.diverging_epoch.end_offset, local_end if local_end >= 0 else 0)
+                removed = log.truncate_to(target)
+                if manager.tracer.enabled:
+                    manager.emit(
+                        "truncate", partition=str(tp), offset=target, removed=removed, leo=log.log_end_offset
+                    )
+                continue
+            appended = 0
+            for batch in result.batches:
+                if batch.base_offset < log.log_end_offset:
+                    continue
+                log.append(batch)
+                appended += batch.count
+            log.set_high_watermark(result.high_watermark)
+            if appended:
+                if manager.tracer.enabled:
+                    manager.emit(
+                        "replicate",
+                        partition=str(tp),
+                        leader=leader,
+                        count=appended,
+                        leo=log.log_end_offset,
+                        hw=log.high_watermark,
+                    )
+                manager.fetch_purgatory.check_and_complete(tp)
+        return errors

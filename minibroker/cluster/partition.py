@@ -13,17 +13,21 @@ follower fetch, and applies Kafka's rules (reference §4):
   with ``minibroker.hw.freeze.under.min.isr=false`` to replay older Kafka, where a
   shrink below min ISR lets a waiting produce end NOT_ENOUGH_REPLICAS_AFTER_APPEND);
   otherwise the minimum LEO over the leader, the maximal ISR, and caught-up
-  followers; it only rises;
+  followers that are ISR-eligible (``isr_eligible``: the broker is neither fenced
+  nor in controlled shutdown, KIP-841; a crashed follower out of the ISR never
+  holds the HW, however recently it caught up); it only rises;
 - shrink: ISR members (not the leader) that are *not* caught up, strictly
   ``now - last_caught_up > lag``, with LEO below the leader's; expand: a
-  follower outside the ISR whose LEO reached the HW and the start of the
-  leader epoch. A change is proposed to the controller and stays *pending*
+  ISR-eligible follower outside the ISR whose LEO reached the HW and the start
+  of the leader epoch. A change is proposed to the controller and stays *pending*
   (the maximal ISR is the union) until committed; no second change meanwhile.
 
 Errors are raised as ``PartitionError(Errors.X)``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import attrs
 
@@ -92,6 +96,7 @@ class Partition:
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = 30_000,
         freeze_hw_under_min_isr: bool = True,
+        isr_eligible: Callable[[int], bool] = lambda broker: True,
     ) -> None:
         self.tp = tp
         self.broker_id = broker_id
@@ -100,6 +105,8 @@ class Partition:
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.freeze_hw_under_min_isr = freeze_hw_under_min_isr
+        #: the metadata cache's answer: may this broker's replica be in the ISR (not fenced or shutting down)?
+        self.isr_eligible = isr_eligible
         self.leader_id = -1
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -213,7 +220,8 @@ class Partition:
         lag = self.replica_lag_time_max_ms
         for state in self.remote.values():
             if state.log_end_offset < candidate and (
-                state.broker_id in maximal or state.is_caught_up(leader_end, now_ms, lag)
+                state.broker_id in maximal
+                or (state.is_caught_up(leader_end, now_ms, lag) and self.isr_eligible(state.broker_id))
             ):
                 candidate = state.log_end_offset
         if candidate < 0:
@@ -235,6 +243,8 @@ class Partition:
     def isr_expansion_candidate(self, follower: int) -> tuple[int, ...] | None:
         """The ISR to propose if ``follower`` may join now, else None."""
         if self.pending is not None or follower in self.isr or not self.is_leader:
+            return None
+        if not self.isr_eligible(follower):
             return None
         state = self.remote.get(follower)
         if state is None:

@@ -12,9 +12,11 @@ Kafka's trigger table says (reference §4):
 | ISR change committed, or becoming leader raised the HW | fetch, produce              |
 | leadership lost (they answer NOT_LEADER_OR_FOLLOWER)   | produce, fetch              |
 | follower appended replicated data                      | fetch                       |
+| broker registrations changed and the HW rose           | fetch, produce              |
 
 Append triggers run after the request's own delayed operation is registered
-(Kafka's action queue, KAFKA-8334).
+(Kafka's action queue, KAFKA-8334). ISR proposals and commits live in
+``isr_changes``; the follower side (fetching and appending) in ``fetcher``.
 """
 
 from __future__ import annotations
@@ -30,16 +32,14 @@ from minibroker.cluster.delayed_fetch import DelayedFetch
 from minibroker.cluster.delayed_produce import DelayedProduce, ProducePartitionStatus
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.fetcher import ReplicaFetcher
+from minibroker.cluster.isr_changes import IsrChanges
 from minibroker.cluster.log import Log, LogOffsetMetadata
 from minibroker.cluster.messages import (
     LOG_END,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
     LeaderAndIsr,
-    NetworkError,
     PartitionFetchResponse,
     PartitionProduceResponse,
     ProduceRequest,
@@ -48,12 +48,11 @@ from minibroker.cluster.messages import (
 )
 from minibroker.cluster.network import Network
 from minibroker.cluster.partition import Partition, PartitionError
+from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.purgatory import DelayedOperationPurgatory
 from minibroker.runtime import MsClock, Reaper
 from minibroker.timer import make_timer
 from minibroker.trace import NULL_TRACER, Tracer
-
-CONTROLLER = "controller"
 
 
 class ReplicaManager:
@@ -101,11 +100,16 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.fetchers_paused = False
+        #: the metadata cache's broker states (fenced, controlled shutdown), as the controller last said
+        self.registrations = BrokerRegistrations()
+        self.isr_changes = IsrChanges(self)
         self._nursery: trio.Nursery | None = None
         #: set once the broker's tasks have stopped (crash): late answers are ignored
         self.stopped = False
         #: numbers this broker's own requests; the Broker keeps it across restarts so ids stay unique
         self.request_numbers = itertools.count(1)
+        #: called with (partition, is_leader, leader epoch) after each leadership change
+        self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -114,7 +118,7 @@ class ReplicaManager:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.reaper.run)
-                nursery.start_soon(self._isr_expiration)
+                nursery.start_soon(self.isr_changes.run_expiration)
                 for fetcher in self.fetchers.values():
                     nursery.start_soon(fetcher.run)
                 task_status.started()
@@ -122,18 +126,10 @@ class ReplicaManager:
             self._nursery = None
             self.stopped = True
 
-    async def _isr_expiration(self) -> None:
-        period = self.config.isr_expiration_period_ms
-        next_check = self.clock.now_ms() + period
-        while True:
-            await self.clock.sleep_until(next_check)
-            next_check += period
-            self.maybe_shrink_isr()
-
     def now(self) -> int:
         return self.clock.now_ms()
 
-    def _emit(self, kind: str, **fields: Any) -> None:
+    def emit(self, kind: str, **fields: Any) -> None:
         self.tracer.emit(kind, broker=self.broker_id, **fields)
 
     def partition(self, tp: TopicPartition) -> Partition | None:
@@ -148,7 +144,7 @@ class ReplicaManager:
         now = self.now()
         tracing = self.tracer.enabled
         if tracing:
-            self._emit(
+            self.emit(
                 "produce.request",
                 op=request.request_id,
                 keys=[str(tp) for tp in request.data],
@@ -173,7 +169,7 @@ class ReplicaManager:
             except PartitionError as failure:
                 statuses[tp] = ProducePartitionStatus(-1, PartitionProduceResponse(failure.error))
                 if tracing:
-                    self._emit(
+                    self.emit(
                         "append.rejected", partition=str(tp), error=failure.error.name, op=request.request_id
                     )
                 continue
@@ -184,7 +180,7 @@ class ReplicaManager:
             )
             (hw_raised if raised else leo_moved).append(tp)
             if tracing:
-                self._emit(
+                self.emit(
                     "append",
                     partition=str(tp),
                     op=request.request_id,
@@ -217,7 +213,7 @@ class ReplicaManager:
     ) -> None:
         if self.tracer.enabled:
             for tp, part in response.partitions.items():
-                self._emit(
+                self.emit(
                     "produce.response",
                     op=request.request_id,
                     partition=str(tp),
@@ -260,7 +256,7 @@ class ReplicaManager:
     ) -> None:
         if self.tracer.enabled and not request.is_from_follower:
             for tp, part in response.partitions.items():
-                self._emit(
+                self.emit(
                     "fetch.response",
                     op=request.request_id,
                     partition=str(tp),
@@ -327,84 +323,27 @@ class ReplicaManager:
         hw_before = partition.high_watermark
         raised = partition.update_follower_fetch_state(follower, fetch_offset, now)
         if self.tracer.enabled:
-            self._emit("follower.fetch", partition=str(partition.tp), replica=follower, offset=fetch_offset)
+            self.emit("follower.fetch", partition=str(partition.tp), replica=follower, offset=fetch_offset)
         proposed = partition.isr_expansion_candidate(follower)
         if proposed is not None:
-            self._alter_partition(partition, "expand", proposed)
+            self.isr_changes.alter_partition(partition, "expand", proposed)
         if raised:
-            self._trace_hw(partition, hw_before)
+            self.trace_hw(partition, hw_before)
             self.try_complete_delayed_requests(partition.tp)
 
     def try_complete_delayed_requests(self, tp: TopicPartition) -> None:
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
 
-    def _trace_hw(self, partition: Partition, before: int) -> None:
+    def trace_hw(self, partition: Partition, before: int) -> None:
         if self.tracer.enabled:
-            self._emit(
+            self.emit(
                 "hw",
                 partition=str(partition.tp),
                 hw=partition.high_watermark,
                 previous=before,
                 leo=partition.log_end_offset,
             )
-
-    # --- ISR ---------------------------------------------------------------------------------
-    def maybe_shrink_isr(self) -> None:
-        now = self.now()
-        for partition in self.partitions.values():
-            proposed = partition.isr_shrink_candidate(now)
-            if proposed is not None:
-                self._alter_partition(partition, "shrink", proposed)
-
-    def _alter_partition(self, partition: Partition, kind: str, proposed: tuple[int, ...]) -> None:
-        partition.propose(kind, proposed)
-        if self.tracer.enabled:
-            self._emit(
-                "isr.propose",
-                partition=str(partition.tp),
-                change=kind,
-                isr=list(proposed),
-                current=list(partition.isr),
-            )
-        request = AlterPartitionRequest(
-            self.broker_id, partition.tp, partition.leader_epoch, partition.partition_epoch, proposed
-        )
-        epoch = partition.leader_epoch
-
-        def on_response(response: Any) -> None:
-            if self.stopped or partition.leader_epoch != epoch or not partition.is_leader:
-                return
-            if (
-                isinstance(response, AlterPartitionResponse)
-                and response.error is Errors.NONE
-                and response.state
-            ):
-                self._commit_isr(partition, response.state)
-            else:
-                partition.pending = None
-                error = (
-                    response.error.name
-                    if isinstance(response, (AlterPartitionResponse, NetworkError))
-                    else "?"
-                )
-                if self.tracer.enabled:
-                    self._emit("isr.rejected", partition=str(partition.tp), error=error)
-
-        self.network.request(
-            self.broker_id, CONTROLLER, request, self.config.replica_socket_timeout_ms, on_response
-        )
-
-    def _commit_isr(self, partition: Partition, state: LeaderAndIsr) -> None:
-        before = partition.high_watermark
-        raised = partition.commit_isr(state.isr, state.partition_epoch, self.now())
-        if self.tracer.enabled:
-            self._emit(
-                "isr.commit", partition=str(partition.tp), isr=list(state.isr), epoch=state.leader_epoch
-            )
-        if raised:
-            self._trace_hw(partition, before)
-        self.try_complete_delayed_requests(partition.tp)
 
     # --- leadership --------------------------------------------------------------------------
     def apply_leader_and_isr(self, state: LeaderAndIsr) -> None:
@@ -421,6 +360,7 @@ class ReplicaManager:
                 self.config.min_insync_replicas,
                 self.config.replica_lag_time_max_ms,
                 self.config.freeze_hw_under_min_isr,
+                self.is_replica_isr_eligible,
             )
             self.partitions[tp] = partition
         elif state.leader_epoch < partition.leader_epoch:
@@ -430,13 +370,13 @@ class ReplicaManager:
         if state.leader == self.broker_id:
             if was_leader and state.leader_epoch == partition.leader_epoch:
                 if state.partition_epoch > partition.partition_epoch:
-                    self._commit_isr(partition, state)
+                    self.isr_changes.commit_isr(partition, state)
                 return
             self._remove_from_fetchers(tp)
             before = partition.high_watermark
             raised = partition.make_leader(state.leader_epoch, state.isr, state.partition_epoch, now)
             if self.tracer.enabled:
-                self._emit(
+                self.emit(
                     "leader",
                     partition=str(tp),
                     leader=self.broker_id,
@@ -444,29 +384,51 @@ class ReplicaManager:
                     isr=list(state.isr),
                 )
             if raised:
-                self._trace_hw(partition, before)
+                self.trace_hw(partition, before)
                 self.try_complete_delayed_requests(tp)
+            self._tell_leadership(tp, True, state.leader_epoch)
             return
         partition.make_follower(state.leader, state.leader_epoch, state.isr, state.partition_epoch)
+        self._tell_leadership(tp, False, state.leader_epoch)
         if was_leader:
             if self.tracer.enabled:
-                self._emit("leader.lost", partition=str(tp), leader=state.leader, epoch=state.leader_epoch)
+                self.emit("leader.lost", partition=str(tp), leader=state.leader, epoch=state.leader_epoch)
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
         self._remove_from_fetchers(tp)
         if state.leader >= 0:
             self._fetcher_for(state.leader).add_partition(tp)
 
+    def _tell_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
+        for listener in self.leadership_listeners:
+            listener(tp, leader, epoch)
+
+    def is_replica_isr_eligible(self, broker: int) -> bool:
+        return self.registrations.is_isr_eligible(broker)
+
+    def apply_registrations(self, registrations: BrokerRegistrations) -> None:
+        """New broker states from the controller; a fenced follower stops holding the HW at once."""
+        self.registrations = registrations
+        now = self.now()
+        for tp, partition in list(self.partitions.items()):
+            if not partition.is_leader:
+                continue
+            before = partition.high_watermark
+            if partition.maybe_increment_leader_hw(now):
+                self.trace_hw(partition, before)
+                self.try_complete_delayed_requests(tp)
+
     def stop_replica(self, tp: TopicPartition, delete: bool = False) -> None:
         """Stop hosting ``tp`` (Kafka's StopReplica); waiting requests answer NOT_LEADER_OR_FOLLOWER."""
         partition = self.partitions.pop(tp, None)
         if partition is None:
             return
+        self._tell_leadership(tp, False, partition.leader_epoch)
         self._remove_from_fetchers(tp)
         if delete:
             self.logs.pop(tp, None)
         if self.tracer.enabled:
-            self._emit("replica.stopped", partition=str(tp), deleted=delete)
+            self.emit("replica.stopped", partition=str(tp), deleted=delete)
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
 
@@ -488,52 +450,6 @@ class ReplicaManager:
         self.fetchers_paused = paused
         for fetcher in self.fetchers.values():
             fetcher.set_paused(paused)
-
-    # --- follower side -----------------------------------------------------------------------
-    def process_fetch_response(self, leader: int, request: FetchRequest, response: FetchResponse) -> int:
-        """Apply a follower fetch response; return how many partitions erred."""
-        errors = 0
-        for tp, result in response.partitions.items():
-            partition = self.partitions.get(tp)
-            if partition is None or partition.leader_id != leader or partition.is_leader:
-                continue
-            if request.partitions[tp].current_leader_epoch != partition.leader_epoch:
-                continue  # the answer is about an older epoch
-            log = partition.log
-            if result.error is Errors.OFFSET_OUT_OF_RANGE:
-                errors += 1
-                continue
-            if result.error is not Errors.NONE:
-                errors += 1
-                continue
-            if result.diverging_epoch is not None:
-                _, local_end = log.end_offset_for_epoch(result.diverging_epoch.epoch)
-                target = min(result.diverging_epoch.end_offset, local_end if local_end >= 0 else 0)
-                removed = log.truncate_to(target)
-                if self.tracer.enabled:
-                    self._emit(
-                        "truncate", partition=str(tp), offset=target, removed=removed, leo=log.log_end_offset
-                    )
-                continue
-            appended = 0
-            for batch in result.batches:
-                if batch.base_offset < log.log_end_offset:
-                    continue
-                log.append(batch)
-                appended += batch.count
-            log.set_high_watermark(result.high_watermark)
-            if appended:
-                if self.tracer.enabled:
-                    self._emit(
-                        "replicate",
-                        partition=str(tp),
-                        leader=leader,
-                        count=appended,
-                        leo=log.log_end_offset,
-                        hw=log.high_watermark,
-                    )
-                self.fetch_purgatory.check_and_complete(tp)
-        return errors
 
     # --- figures -----------------------------------------------------------------------------
     def next_request_id(self, kind: str) -> str:

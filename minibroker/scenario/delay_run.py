@@ -156,7 +156,7 @@ def check_delivered(expectation: Delivered, delays: Delays) -> ExpectationResult
     expected, passed, seen = _compare(
         [
             ("missing", 0, missing),
-            ("at", [expectation.at] if expectation.at is not None else None, times),
+            ("at", [expectation.delivered_at] if expectation.delivered_at is not None else None, times),
             ("partition", [expectation.partition] if expectation.partition else None, partitions),
             ("duplicates", expectation.duplicates, duplicates),
         ]

@@ -10,8 +10,9 @@ ApiVersions advertises exactly it. Decoding a frame:
    a v0 body; for everything else Kafka closes the connection);
 3. the rest of the header (v1, or v2 with tagged fields for flexible versions)
    and the body are decoded by the kafka-python class of that API; a body
-   that runs past the end of the frame, or bytes that cannot be decoded, make
-   ``MalformedRequest``.
+   that runs past the end of the frame, bytes that cannot be decoded, or a
+   non-nullable field sent as null (``nulls.py``: Kafka's parsers refuse it),
+   make ``MalformedRequest``.
 
 Encoding a response writes the response header (v0, or v1 for flexible
 versions; ApiVersions always v0) and the body, framed.
@@ -27,18 +28,40 @@ import struct
 from typing import Any
 
 import attrs
+from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -48,6 +71,8 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+
+from minibroker.wire.nulls import non_nullable_null
 
 #: Kafka's UNSUPPORTED_VERSION error code
 UNSUPPORTED_VERSION = 35
@@ -83,6 +108,18 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        # the group coordinator (wire/groups.py, wire/group_admin.py); OffsetCommit and OffsetFetch stop
+        # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
+        _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
+        _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
+        _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
+        _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
+        _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+        _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+        _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+        _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
+        _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     )
 }
 
@@ -167,6 +204,14 @@ def decode_request(frame: bytes) -> Request:
     if end > len(frame):
         raise MalformedRequest(
             f"{spec.name} v{version} runs {end - len(frame)} bytes past the end of its frame",
+            api_key,
+            version,
+            correlation_id,
+        )
+    null = non_nullable_null(cls._struct, body, version)
+    if null is not None:
+        raise MalformedRequest(
+            f"{spec.name} v{version} does not decode: non-nullable field {null} was serialized as null",
             api_key,
             version,
             correlation_id,

@@ -33,6 +33,8 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 
 #: how long past a request's own deadline a connection waits for the emulated broker's answer
 RESPONSE_GRACE_MS = 5_000
+#: a repeated log line (same broker, same reason) is written at most once per this many seconds
+LOG_INTERVAL_S = 1.0
 
 
 class CloseConnection(Exception):
@@ -52,8 +54,32 @@ class ServerState:
     cluster_id: str = "minibroker"
     producer_ids: itertools.count = attrs.Factory(lambda: itertools.count(1000))
     connections: itertools.count = attrs.Factory(lambda: itertools.count(1))
+    #: topics Metadata requests auto-created (bounded by minibroker.auto.create.topics.max)
+    auto_created: int = 0
+    #: auto-creations refused past that bound (the first is logged, the rest only counted)
+    auto_create_refusals: int = 0
     #: requests decoded so far, by API name (what a benchmark or a summary counts)
     requests: collections.Counter[str] = attrs.Factory(collections.Counter)
+    #: key -> (trio time of the last line written, lines held back since)
+    _limited: dict[Any, tuple[float, int]] = attrs.Factory(dict)
+
+    def log_limited(self, key: Any, line: str) -> bool:
+        """Log ``line`` unless a line of the same ``key`` went out within ``LOG_INTERVAL_S``.
+
+        Lines held back are counted and the count is added to the next line of that key that goes
+        out, so a client reconnecting in a loop costs one line a second, not one per connection.
+        Returns whether the line was written.
+        """
+        now = trio.current_time()
+        last, held = self._limited.get(key, (None, 0))
+        if last is not None and now - last < LOG_INTERVAL_S:
+            self._limited[key] = (last, held + 1)
+            return False
+        if held:
+            line += f" ({held} more like this in the last {now - last:.1f} s were not logged)"
+        self._limited[key] = (now, 0)
+        self.log(line)
+        return True
 
 
 @attrs.define

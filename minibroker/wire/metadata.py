@@ -8,10 +8,19 @@ replicas. A partition without a leader answers LEADER_NOT_AVAILABLE.
 Topics a client names that do not exist are created when the broker's
 ``auto.create.topics.enable`` is true and the request allows it (Metadata v4+),
 with ``num.partitions`` and ``default.replication.factor``; otherwise they are
-UNKNOWN_TOPIC_OR_PARTITION. One deviation: Kafka answers the request that
-creates a topic with LEADER_NOT_AVAILABLE (creation is asynchronous there) and
-the client asks again; here creation is immediate and the answer already
-carries the new partitions.
+UNKNOWN_TOPIC_OR_PARTITION. Kafka puts no bound on auto-creation; here at most
+``minibroker.auto.create.topics.max`` topics (default 1000) are auto-created over
+the cluster's life, so a crafted stream of Metadata requests cannot grow it
+without limit. Past the bound a missing topic is answered as when auto-creation
+is off, UNKNOWN_TOPIC_OR_PARTITION: what clients already handle for a topic that
+does not exist (they retry until their own deadline), where a new error code
+would be one they do not expect from Metadata. The first refusal is logged, the
+rest only counted (``ServerState.auto_create_refusals``).
+
+One deviation: Kafka answers the request that creates a topic with
+LEADER_NOT_AVAILABLE (creation is asynchronous there) and the client asks
+again; here creation is immediate and the answer already carries the new
+partitions.
 
 Topic ids (Metadata v10+) are stable UUIDs derived from the topic name.
 """
@@ -24,6 +33,7 @@ from kafka.protocol.metadata import MetadataResponse
 
 from minibroker.cluster import TopicSpec
 from minibroker.cluster.config import ConfigError
+from minibroker.cluster.coordinator import OFFSETS_TOPIC
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import TopicPartition
 from minibroker.wire.codec import Request, api_versions_body
@@ -100,13 +110,16 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
         error_code=Errors.NONE,
         name=name,
         topic_id=topic_id(name),
-        is_internal=False,
+        is_internal=name == OFFSETS_TOPIC,
         partitions=partitions,
     )
 
 
 def _maybe_create(conn: Connection, name: str, allow_create: bool) -> int | None:
     """Create ``name`` if this broker and the request allow it; the topic's error code otherwise."""
+    if name == OFFSETS_TOPIC:  # internal: made with its own settings, as FindCoordinator makes it
+        conn.cluster.ensure_offsets_topic()
+        return None
     config = conn.cluster.brokers[conn.broker_id].config
     invalid = topic_error(name)
     if invalid is not None:
@@ -114,12 +127,23 @@ def _maybe_create(conn: Connection, name: str, allow_create: bool) -> int | None
         return INVALID_TOPIC_EXCEPTION
     if not (config.auto_create_topics_enable and allow_create):
         return Errors.UNKNOWN_TOPIC_OR_PARTITION
+    state = conn.state
+    if state.auto_created >= config.auto_create_topics_max:
+        state.auto_create_refusals += 1
+        if state.auto_create_refusals == 1:
+            conn.log(
+                f"Metadata: not auto-creating {name!r}: {state.auto_created} topics were auto-created, "
+                f"the most minibroker.auto.create.topics.max allows; answering UNKNOWN_TOPIC_OR_PARTITION "
+                "(further refusals are counted, not logged)"
+            )
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
     spec = TopicSpec(name, config.num_partitions, config.default_replication_factor)
     try:
         conn.cluster.create_topic(spec)
     except ConfigError as error:
         conn.log(f"Metadata: cannot auto-create {name!r}: {error}")
         return INVALID_REPLICATION_FACTOR
+    state.auto_created += 1
     conn.log(
         f"auto-created topic {name!r}: {spec.partitions} partition(s), replication factor "
         f"{spec.replication_factor}"

@@ -1,10 +1,14 @@
 """Produce and InitProducerId.
 
 Produce: each partition's record batches are validated (``records.py``); bad
-ones answer CORRUPT_MESSAGE and are not sent on. The rest goes to the broker as
+ones answer Kafka's code for the fault (CORRUPT_MESSAGE, INVALID_RECORD, ...)
+and are not sent on; before v7 an unknown compression codec fails the whole
+request, as in Kafka. The rest goes to the broker as
 one emulated ``ProduceRequest`` with the request's ``acks`` and ``timeout_ms``,
 which becomes the DelayedProduce's delay when ``acks=-1`` has to wait for the
-ISR. The answer keeps the request's topic and partition order.
+ISR (zero or negative: the records are appended and the answer is an immediate
+REQUEST_TIMED_OUT unless the ISR already has them, as in Kafka). The answer keeps
+the request's topic and partition order.
 
 ``acks=0``: the broker appends and answers nothing. As in Kafka, a partition
 error that can be seen at once (corrupt records, unknown topic, not the leader)
@@ -38,7 +42,7 @@ from minibroker.wire.context import (
     CloseConnection,
     Connection,
 )
-from minibroker.wire.records import InvalidRecords, validate_records
+from minibroker.wire.records import InvalidRecords, WholeRequest, validate_records
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
@@ -52,11 +56,19 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
         return _response([(tp, None) for tp in order], error=INVALID_REQUEST)
     local: dict[TopicPartition, PartitionProduceResponse] = {}
     data: dict[TopicPartition, ProduceData] = {}
+    limit = conn.cluster.brokers[conn.broker_id].config.socket_request_max_bytes
     for topic in body.topic_data:
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, part.index)
             try:
-                records = validate_records(part.records)
+                records = validate_records(part.records, request.api_version, limit)
+            except WholeRequest as invalid:
+                conn.log(f"Produce to {tp}: {invalid.error.name} for the whole request ({invalid})")
+                if body.acks == 0:
+                    raise CloseConnection(
+                        f"acks=0 Produce to {tp} failed with {invalid.error.name}"
+                    ) from None
+                return _response([(tp, None) for tp in order], error=int(invalid.error))
             except InvalidRecords as invalid:
                 conn.log(f"Produce to {tp}: {invalid.error.name} ({invalid})")
                 local[tp] = PartitionProduceResponse(invalid.error)
@@ -73,7 +85,10 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
         return None
     answered = dict(local)
     if data:
-        response: ClusterProduceResponse = await conn.call(message, body.timeout_ms + RESPONSE_GRACE_MS)
+        # the DelayedProduce takes timeout_ms as it is (a negative one expires at once: REQUEST_TIMED_OUT,
+        # as Kafka's timer runs an already-expired task); the connection waits at least the grace
+        wait_ms = max(0, body.timeout_ms) + RESPONSE_GRACE_MS
+        response: ClusterProduceResponse = await conn.call(message, wait_ms)
         answered.update(response.partitions)
     return _response([(tp, answered.get(tp)) for tp in order])
 

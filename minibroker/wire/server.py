@@ -18,7 +18,15 @@ or its version unsupported (except ApiVersions, answered with
 UNSUPPORTED_VERSION and our version table, as Kafka does), the broker is down
 or the link to it dropped, or a handler fails; the client ending its side in
 the middle of a frame is logged too. Nothing else is affected: other
-connections go on, and what the broker accepted stays in its log.
+connections go on, and what the broker accepted stays in its log. The "down or
+dropped" line is written at most once a second per broker and reason (clients
+reconnect at once), with a count of the lines held back.
+
+A crashed broker is not reachable at all, as a killed process is not: the
+moment it crashes its listener and every connection to it close (one log line),
+so clients are refused instead of connecting and being dropped in a loop; when
+it restarts the same address is bound again (one line). A controlled shutdown
+ends the same way.
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ from minibroker.wire.handlers import HANDLERS
 
 #: bytes asked of the socket at a time
 RECEIVE_BYTES = 65_536
+#: seconds between attempts to bind a restarted broker's address again, if it is taken
+REBIND_RETRY_S = 1.0
 
 
 def stderr_log(line: str) -> None:
@@ -96,8 +106,64 @@ class WireServer:
             raise
         async with trio.open_nursery() as nursery:
             for broker_id, listeners in bound.items():
-                nursery.start_soon(trio.serve_listeners, functools.partial(self._serve, broker_id), listeners)
+                nursery.start_soon(self._serve_broker, broker_id, listeners)
             task_status.started(dict(self.state.listeners))
+
+    async def _serve_broker(self, broker_id: int, listeners: list[trio.SocketListener] | None) -> None:
+        """Serve ``broker_id``'s listener while the broker is up; closed (refusing) while it is down.
+
+        A crash closes the listener and every connection to the broker at once, as a killed
+        process's sockets are; a restart binds the same address again.
+        """
+        broker = self.cluster.brokers[broker_id]
+        changed = trio.Event()
+        serving: trio.CancelScope | None = None
+
+        def on_change() -> None:
+            # runs inside Broker.crash/start: cancel at once, so no connection sees the crash first
+            if serving is not None and not broker.alive:
+                serving.cancel()
+            changed.set()
+
+        broker.watch(on_change)
+        host, port = self.state.listeners[broker_id]
+        while True:
+            if not broker.alive:
+                if listeners is not None:
+                    for listener in listeners:
+                        await listener.aclose()
+                    listeners = None
+                await changed.wait()
+                changed = trio.Event()
+                continue
+            if listeners is None:
+                try:
+                    listeners = await trio.open_tcp_listeners(port, host=host)
+                except OSError as error:
+                    self.state.log(
+                        f"broker {broker_id}: cannot listen on {host}:{port} again ({error}); "
+                        f"retrying in {REBIND_RETRY_S:g} s"
+                    )
+                    with trio.move_on_after(REBIND_RETRY_S):
+                        await changed.wait()
+                    continue
+                self.state.log(f"broker {broker_id}: up again, listening on {host}:{port}")
+            serving = trio.CancelScope()
+            with serving:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(
+                        trio.serve_listeners, functools.partial(self._serve, broker_id), listeners
+                    )
+                    while broker.alive:
+                        await changed.wait()
+                        changed = trio.Event()
+                    serving.cancel()
+            serving = None
+            listeners = None  # serve_listeners closed them
+            self.state.log(
+                f"broker {broker_id}: down; its listener {host}:{port} and connections are closed "
+                "until it restarts (clients are refused meanwhile)"
+            )
 
     async def _serve(self, broker_id: int, stream: trio.SocketStream) -> None:
         state = self.state
@@ -162,13 +228,16 @@ class WireServer:
         self.state.requests[request.name] += 1
         reason = conn.unreachable()
         if reason is not None:
-            conn.log(f"{request.name} v{request.api_version}: {reason}; closing")
+            # clients reconnect and retry at once: one line per broker and reason a second is plenty
+            what = f"{request.name} v{request.api_version}: {reason}; closing"
+            self.state.log_limited((conn.broker_id, reason), f"broker {conn.broker_id}: {conn.peer}: {what}")
             return False
         try:
             body = await HANDLERS[request.api_key](request, conn)
             data = encode_response(request, body) if body is not None else None
         except CloseConnection as error:
-            conn.log(f"{request.name} v{request.api_version}: {error}; closing")
+            if self.cluster.brokers[conn.broker_id].alive:  # a crash has its own line (_serve_broker)
+                conn.log(f"{request.name} v{request.api_version}: {error}; closing")
             return False
         except Exception as error:
             where = traceback.extract_tb(error.__traceback__)[-1]
