@@ -231,15 +231,52 @@ class Producer(_Client):
             self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
         return requests
 
-    def send(self, topic: str, partition: int = 0, count: int = 1, size: int = 100) -> ClientRequest:
-        """Produce ``count`` records of ``size`` bytes in all to one partition; return the request."""
-        (request,) = self.produce({TopicPartition(topic, partition): ProduceData(count, size)})
+    def send(
+        self,
+        topic: str,
+        partition: int = 0,
+        count: int = 1,
+        size: int = 100,
+        delay_ms: int | None = None,
+        name: str | None = None,
+        delay_via: str | None = None,
+    ) -> ClientRequest:
+        """Produce ``count`` records of ``size`` bytes in all to one partition; return the request.
+
+        With ``delay_ms`` the records are delayed by the cluster's delayed-message design
+        (``minibroker.delay``; ``delay_via`` names one when several are installed).
+        """
+        tp = TopicPartition(topic, partition)
+        if delay_ms is not None:
+            routers = self.cluster.delay_routers
+            if not routers:
+                raise ValueError("delay_ms needs delayed messages on the cluster (minibroker.delay)")
+            if delay_via is None and len(routers) == 1:
+                (router,) = routers.values()
+            elif delay_via in routers:
+                router = routers[delay_via]
+            else:
+                designs = ", ".join(sorted(routers))
+                raise ValueError(f"delay_via: expected one of {designs}, got {delay_via!r}")
+            return router.send(self, tp, count, size, delay_ms, name)
+        (request,) = self.produce({tp: ProduceData(count, size)}, name)
+        return request
+
+    def complete_locally(
+        self, broker: int, tp: TopicPartition, error: Errors, name: str | None = None
+    ) -> ClientRequest:
+        """Record a produce answered without the network (the file wheel's in-process write)."""
+        request = self._open("produce", broker, [tp], name, False, lambda: {"acks": self.config.acks})
+        if not request.completed:
+            request.errors[str(tp)] = error.name
+            self._finish(request, "immediate")
         return request
 
     async def send_and_wait(
-        self, topic: str, partition: int = 0, count: int = 1, size: int = 100
+        self, topic: str, partition: int = 0, count: int = 1, size: int = 100, **delayed: Any
     ) -> ClientRequest:
-        return await self.send(topic, partition, count, size).wait()
+        """``send`` (``delayed``: its ``delay_ms``, ``delay_via``) and wait for the answer."""
+        return await self.send(topic, partition, count, size, **delayed).wait()
 
     def _on_response(self, request: ClientRequest, response: ProduceResponse | NetworkError) -> None:
         if isinstance(response, NetworkError):
@@ -260,6 +297,12 @@ class Consumer(_Client):
         self.positions: dict[TopicPartition, int] = {}
         #: every batch received, per partition, in order (offsets, for tests and expectations)
         self.received: dict[TopicPartition, list[tuple[int, int]]] = {}
+        #: assigned partitions that ``fetch`` skips (Kafka's ``pause``)
+        self.paused: set[TopicPartition] = set()
+        #: partitions ``unassign``ed (until assigned again): late answers for them are ignored
+        self.dropped: set[TopicPartition] = set()
+        #: called with each partition's new batches (past the position) as a fetch answer arrives
+        self.on_batches: Callable[[TopicPartition, list[RecordBatch]], None] | None = None
         #: called with (partition, batch, high watermark of the answer) for each new batch (chaos checks)
         self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
         #: the group membership once ``subscribe`` was called (minibroker.cluster.membership)
@@ -276,17 +319,33 @@ class Consumer(_Client):
         for tp in partitions:
             self.positions[tp] = offset
             self.received.setdefault(tp, [])
+            self.dropped.discard(tp)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.positions[tp] = offset
 
+    def unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions; an answer still on its way for them is ignored."""
+        for tp in partitions:
+            self.positions.pop(tp, None)
+            self.paused.discard(tp)
+            self.dropped.add(tp)
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching these assigned partitions until ``resume`` (their positions stay)."""
+        self.paused.update(tp for tp in partitions if tp in self.positions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self.paused.difference_update(partitions)
+
     def fetch(self, name: str | None = None) -> list[ClientRequest]:
-        """Send a fetch for every assigned partition, one per leader; return the requests."""
+        """Send a fetch for every assigned partition not paused, one per leader; return the requests."""
         if not self.positions:
             raise ValueError(f"consumer {self.client_id} has no assigned partitions")
         isolation = TXN_COMMITTED if self.config.isolation_level == "read_committed" else HIGH_WATERMARK
         requests = []
-        groups = self._group_by_leader(self.positions)
+        paused = self.paused
+        groups = self._group_by_leader(tp for tp in self.positions if tp not in paused)
         positions = self.positions
         for leader, tps in sorted(groups.items()):
             request = self._open(
@@ -335,11 +394,17 @@ class Consumer(_Client):
             if part.batches:
                 request.base_offsets[label] = part.batches[0].base_offset
                 position = self.positions.get(tp, 0)
+                if tp in self.dropped:
+                    continue  # unassigned while the fetch was out
+                fresh = []
                 for batch in part.batches:
                     if batch.next_offset > position:
                         self.received[tp].append((batch.base_offset, batch.count))
                         if self.on_batch is not None:
                             self.on_batch(tp, batch, part.high_watermark)
+                        fresh.append(batch)
                         position = batch.next_offset
                 self.positions[tp] = position
+                if fresh and self.on_batches is not None:
+                    self.on_batches(tp, fresh)
         self._finish(request, response.cause)

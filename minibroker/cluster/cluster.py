@@ -43,6 +43,9 @@ class TopicSpec:
     partitions: int = 1
     replication_factor: int = 1
     assignment: tuple[tuple[int, ...], ...] | None = None
+    #: an internal topic (``__delay_5s``, ...): left out of a Metadata listing of all topics, answered
+    #: when named (not flagged ``is_internal``: kafka-python will not produce to a flagged topic)
+    internal: bool = False
 
 
 class Cluster:
@@ -88,6 +91,11 @@ class Cluster:
         self.requests: list[ClientRequest] = []
         self.clients: dict[str, Producer | Consumer] = {}
         self._nursery: trio.Nursery | None = None
+        #: services beside the brokers (``minibroker.delay``) follow each broker's life through these:
+        #: ``broker_stopped(id)`` on crash/shutdown, ``await broker_started(id)`` on restart
+        self.broker_hooks: list[Any] = []
+        #: route ``Producer.send(..., delay_ms=...)`` by design ("levels", "wheel"); from ``minibroker.delay``
+        self.delay_routers: dict[str, Any] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery) -> None:
@@ -98,6 +106,12 @@ class Cluster:
 
     def now(self) -> int:
         return self.clock.now_ms()
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """The cluster's nursery: services started in it (``minibroker.delay``) stop with the cluster."""
+        assert self._nursery is not None, "the cluster is not running"
+        return self._nursery
 
     def is_alive(self, broker_id: int) -> bool:
         return 0 <= broker_id < len(self.brokers) and self.brokers[broker_id].alive
@@ -237,6 +251,8 @@ class Cluster:
         self._fault("crash", broker=broker_id)
         broker.crash()
         self.controller.broker_crashed(broker_id)
+        for hook in self.broker_hooks:
+            hook.broker_stopped(broker_id)
 
     async def restart(self, broker_id: int) -> None:
         broker = self._broker(broker_id)
@@ -246,6 +262,8 @@ class Cluster:
         self._fault("restart", broker=broker_id)
         await broker.start(self._nursery)
         self.controller.broker_started(broker_id)
+        for hook in self.broker_hooks:
+            await hook.broker_started(broker_id)
 
     def shutdown(self, broker_id: int) -> None:
         """Controlled shutdown: leadership moves first, so waiting requests answer NOT_LEADER_OR_FOLLOWER."""
@@ -255,6 +273,8 @@ class Cluster:
         self._fault("shutdown", broker=broker_id)
         self.controller.controlled_shutdown(broker_id)
         broker.crash()
+        for hook in self.broker_hooks:
+            hook.broker_stopped(broker_id)
 
     def set_broker_config(self, broker_id: int, settings: Mapping[str, Any]) -> None:
         broker = self._broker(broker_id)

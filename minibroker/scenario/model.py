@@ -81,6 +81,9 @@ class Produce(Step):
     records: int = 1
     bytes: int = 100
     id: str | None = None
+    #: a delayed send (``minibroker.delay``), through ``delay_via`` ("levels" or "wheel")
+    delay_ms: int | None = None
+    delay_via: str | None = None
 
 
 @attrs.frozen
@@ -110,6 +113,8 @@ class Load(Step):
     records: int = 1
     bytes: int = 100
     id: str | None = None
+    delay_ms: int | None = None
+    delay_via: str | None = None
 
 
 @attrs.frozen
@@ -210,6 +215,40 @@ class Event(Expectation):
 
 
 @attrs.frozen
+class Delivered(Expectation):
+    """Every message of a delayed produce step reached its real partition (at / within a time)."""
+
+    request: str
+    #: the TOML's ``at`` (not named ``at``: that is a timed expectation's time)
+    delivered_at: int | None = None
+    within: tuple[int, int] | None = None
+    partition: str | None = None
+    duplicates: int | None = None
+
+
+@attrs.frozen
+class DelayHeld(Expectation):
+    """A level partition's held count and paused state at a time (its leader's DelayService)."""
+
+    at: int
+    partition: str
+    held: int | None = None
+    paused: bool | None = None
+
+
+@attrs.frozen
+class WheelFigures(Expectation):
+    """A broker's file wheel copy at a time."""
+
+    at: int
+    broker: int
+    slots_with_messages: int | None = None
+    open_files: int | None = None
+    pointer: int | None = None
+    in_sync: bool | None = None
+
+
+@attrs.frozen
 class GroupState(Expectation):
     """A group on its coordinator at the end of ``at``; members and leader by client id."""
 
@@ -232,7 +271,7 @@ class MemberErrors(Expectation):
     api: str | None = None
 
 
-TimedExpectation = PartitionState | PurgatoryFigures | GroupState
+TimedExpectation = PartitionState | PurgatoryFigures | GroupState | DelayHeld | WheelFigures
 
 
 @attrs.frozen
@@ -248,6 +287,9 @@ class Scenario:
     clients: tuple[ClientSpec, ...]
     steps: tuple[Step, ...]
     expectations: tuple[Expectation, ...]
+    #: Kafka-style settings of the delay levels / the file wheel, when the scenario has them
+    delay_service: dict[str, Any] | None = None
+    delay_wheel: dict[str, Any] | None = None
 
     @property
     def request_ids(self) -> set[str]:

@@ -30,10 +30,13 @@ from minibroker.cluster.client import Consumer, Producer
 from minibroker.cluster.snapshot import ClusterView
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
+from minibroker.scenario.delay_run import Delays, check_delivered, check_held, check_wheel
 from minibroker.scenario.expect_groups import check_group, check_member
 from minibroker.scenario.model import (
     BrokerFault,
     Count,
+    DelayHeld,
+    Delivered,
     Event,
     Expectation,
     Fetch,
@@ -50,6 +53,7 @@ from minibroker.scenario.model import (
     Scenario,
     SetConfig,
     Step,
+    WheelFigures,
 )
 from minibroker.trace import NULL_TRACER, RecordingTracer
 from minibroker.trace import Event as TraceEvent
@@ -97,6 +101,7 @@ class ScenarioRunner:
             sink_list.append(self._count)
         self.tracer = RecordingTracer(lambda: 0, sink_list) if sink_list else NULL_TRACER
         self.cluster: Cluster | None = None
+        self.delays = Delays()
         self.ready = trio.Event()
 
     def _kinds_to_keep(self) -> set[str]:
@@ -145,6 +150,7 @@ class ScenarioRunner:
                     self.clients[client.id] = consumer
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
+            self.delays = await Delays.start(self.scenario, cluster)
             self.ready.set()
             async with trio.open_nursery() as members:
                 self.members = members  # group memberships run until the timeline is over
@@ -157,6 +163,7 @@ class ScenarioRunner:
             end = cluster.now()
             self.progress(end)
             requests = list(cluster.requests)
+            self.delays.close()
         results = [
             self.results[e.index] if e.index in self.results else self._check_at_end(e, requests, totals)
             for e in self.scenario.expectations
@@ -170,7 +177,7 @@ class ScenarioRunner:
         timed += [
             (e.at, 1, e.index, e)
             for e in self.scenario.expectations
-            if isinstance(e, (PartitionState, PurgatoryFigures, GroupState))
+            if isinstance(e, (PartitionState, PurgatoryFigures, GroupState, DelayHeld, WheelFigures))
         ]
         clock = self.cluster.clock
         for at, _, _, item in sorted(timed, key=lambda x: x[:3]):
@@ -186,6 +193,10 @@ class ScenarioRunner:
                 view = self.cluster.snapshot()
                 if isinstance(item, PartitionState):
                     self.results[item.index] = expect.check_partition(item, view)
+                elif isinstance(item, DelayHeld):
+                    self.results[item.index] = check_held(item, self.delays)
+                elif isinstance(item, WheelFigures):
+                    self.results[item.index] = check_wheel(item, self.delays)
                 else:
                     assert isinstance(item, PurgatoryFigures)
                     self.results[item.index] = expect.check_purgatory(item, view)
@@ -209,6 +220,18 @@ class ScenarioRunner:
         if isinstance(step, Produce):
             producer = self.clients[step.client]
             assert isinstance(producer, Producer)
+            if step.delay_ms is not None:
+                request = producer.send(
+                    step.topic,
+                    step.partition,
+                    step.records,
+                    step.bytes,
+                    delay_ms=step.delay_ms,
+                    name=step.id,
+                    delay_via=step.delay_via,
+                )
+                self._name([request], step.id)
+                return
             data = {TopicPartition(step.topic, step.partition): ProduceData(step.records, step.bytes)}
             self._name(producer.produce(data, step.id), step.id)
         elif isinstance(step, Fetch):
@@ -303,7 +326,13 @@ class ScenarioRunner:
             due = min(total, (clock.now_ms() - step.at) * step.rate // 1000 + 1)
             while sent < due:
                 tp = TopicPartition(step.topic, partitions[sent % len(partitions)])
-                self._name(producer.produce({tp: ProduceData(step.records, step.bytes)}), step.id, label)
+                if step.delay_ms is not None:
+                    delayed = producer.send(
+                        tp.topic, tp.partition, step.records, step.bytes, step.delay_ms, None, step.delay_via
+                    )
+                    self._name([delayed], step.id, label)
+                else:
+                    self._name(producer.produce({tp: ProduceData(step.records, step.bytes)}), step.id, label)
                 sent += 1
             self.progress(clock.now_ms())
             if sent < total:
@@ -319,6 +348,8 @@ class ScenarioRunner:
             return expect.check_request(expectation, self.named.get(expectation.request, []))
         if isinstance(expectation, Event):
             return expect.check_event(expectation, self.kept)
+        if isinstance(expectation, Delivered):
+            return check_delivered(expectation, self.delays)
         if isinstance(expectation, MemberErrors):
             consumer = self.clients[expectation.member]
             membership = getattr(consumer, "membership", None)

@@ -10,6 +10,8 @@ from typing import Any
 
 from minibroker.scenario.model import (
     Count,
+    DelayHeld,
+    Delivered,
     Event,
     Expectation,
     GroupState,
@@ -17,6 +19,7 @@ from minibroker.scenario.model import (
     PartitionState,
     PurgatoryFigures,
     RequestOutcome,
+    WheelFigures,
 )
 
 #: fields every event has or that the log shows in its own columns
@@ -86,6 +89,12 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"broker {expectation.broker} {expectation.purgatory} purgatory at {expectation.at} ms"
     if isinstance(expectation, Count):
         return f"count of {expectation.count} (at the end)"
+    if isinstance(expectation, Delivered):
+        return f"{expectation.request} delivered"
+    if isinstance(expectation, DelayHeld):
+        return f"{expectation.partition} held at {expectation.at} ms"
+    if isinstance(expectation, WheelFigures):
+        return f"wheel of broker {expectation.broker} at {expectation.at} ms"
     if isinstance(expectation, GroupState):
         return f"group {expectation.group} at {expectation.at} ms"
     if isinstance(expectation, MemberErrors):

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from minibroker.cluster.snapshot import ReplicaView
+from minibroker.tui.delay import delay_panel
 from minibroker.tui.describe import describe_event
 from minibroker.tui.state import CAUSES, Frame
 from minibroker.tui.wheel import WheelView
@@ -348,6 +349,8 @@ def render_frame(
     coordinator = coordinator_table(frame)
     if coordinator is not None:
         top.append(coordinator)
+    if frame.delays is not None:
+        top.append(delay_panel(frame.delays))
     if height is None:
         return Group(*top, _events_panel(frame, events, None), _expectations_panel(frame, None))
     sizes = [_height(console, part, width) for part in top]

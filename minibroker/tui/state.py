@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from minibroker.cluster.snapshot import ClusterView
+from minibroker.delay.view import DelaysView
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.scenario import expect as checks
 from minibroker.scenario.model import Event, Fetch, Produce, RequestOutcome
@@ -87,6 +88,8 @@ class Frame:
     completed: dict[tuple[int, str, str], int]
     expectations: tuple[ExpectationLine, ...]
     status: Status
+    #: delayed messages (minibroker.delay), when the scenario has them
+    delays: DelaysView | None = None
 
 
 def estimate_span_ms(scenario: Scenario) -> int:
@@ -148,6 +151,7 @@ def capture(
 
     ``time_ms`` labels the frame when it stands for a later ms in which nothing happened.
     """
+    delays = None
     if isinstance(source, RunResult):
         view = source.final
         lines = [ExpectationLine(r.where, r.expected, r.passed, r.seen) for r in source.results]
@@ -155,6 +159,7 @@ def capture(
         assert source.cluster is not None, "capture() before the runner is ready"
         view = source.cluster.snapshot()
         lines = _live_lines(source)
+        delays = source.delays.view()
     scenario = source.scenario
     return Frame(
         scenario.name,
@@ -168,4 +173,5 @@ def capture(
         dict(log.completed),
         tuple(lines),
         status,
+        delays,
     )

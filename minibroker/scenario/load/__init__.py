@@ -33,6 +33,7 @@ from pathlib import Path
 from minibroker.scenario.load.budget import check_budget
 from minibroker.scenario.load.clients import fix_acks, read_clients
 from minibroker.scenario.load.cluster import read_cluster, read_links, read_topics
+from minibroker.scenario.load.delay import read_delay_service, read_delay_wheel
 from minibroker.scenario.load.document import (
     ScenarioError,
     Table,
@@ -81,10 +82,12 @@ SECTIONS: dict[str, tuple[Callable[[Table, Scope], None], tuple[str, ...]]] = {
     "scenario": (read_meta, ()),
     "cluster": (read_cluster, ()),
     "topics": (read_topics, ("cluster",)),
+    "delay_service": (read_delay_service, ("cluster",)),
+    "delay_wheel": (read_delay_wheel, ("cluster",)),
     "clients": (read_clients, ("topics",)),
     "links": (read_links, ("cluster", "clients")),
-    "steps": (read_steps, ("cluster", "topics", "clients")),
-    "expect": (read_expectations, ("cluster", "topics", "clients", "steps")),
+    "steps": (read_steps, ("cluster", "topics", "clients", "delay_service", "delay_wheel")),
+    "expect": (read_expectations, ("cluster", "topics", "clients", "steps", "delay_service", "delay_wheel")),
 }
 
 
@@ -139,6 +142,8 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         scope.clients,
         scope.steps,
         scope.expectations,
+        scope.delay_service,
+        scope.delay_wheel,
     )
 
 

@@ -78,5 +78,22 @@ KINDS: dict[str, frozenset[str]] = {
         "replica.stopped": ("broker", "partition", "deleted"),
         "fault": ("fault", "broker", "src", "dst", "latency_ms", "settings"),
         "net.lost": ("src", "dst", "message"),
+        # delayed messages (minibroker.delay, docs/delay.md)
+        "delay.assign": ("broker", "partition", "offset"),
+        "delay.release": ("broker", "partition", "dropped"),
+        "delay.held": ("broker", "partition", "offset", "id", "due_ms"),
+        "delay.forward": ("broker", "id", "partition"),
+        "delay.delivered": ("broker", "design", "id", "partition", "level_ms", "due_ms", "lateness_ms"),
+        "delay.forward.failed": ("broker", "id", "error"),
+        "delay.commit": ("broker", "partition", "offset"),
+        "delay.pause": ("broker", "partition", "held"),
+        "delay.resume": ("broker", "partition", "held"),
+        "delay.invalid": ("broker", "partition", "reason"),
+        "delay.wheel.append": ("id", "due_ms", "tick", "slot", "copies"),
+        "delay.wheel.fire": ("broker", "tick", "slot", "forward", "roll"),
+        "delay.wheel.active": ("broker",),
+        "delay.wheel.out_of_sync": ("broker",),
+        "delay.wheel.in_sync": ("broker", "copied_from"),
+        "delay.wheel.damage": ("broker", "path", "offset", "reason"),
     }.items()
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from minibroker.scenario.load.delay import read_delay_held, read_delivered, read_wheel
 from minibroker.scenario.load.document import Table, describe, listing
 from minibroker.scenario.load.events import COMMON, KINDS
 from minibroker.scenario.load.groups import group_expectation, member_expectation
@@ -192,6 +193,9 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "purgatory": _purgatory,
     "count": _count,
     "event": _event,
+    "delivered": read_delivered,
+    "delay_held": read_delay_held,
+    "wheel": read_wheel,
     "group": group_expectation,
     "member": member_expectation,
 }

@@ -39,6 +39,8 @@ class Scope:
     links: tuple[LinkSpec, ...] = ()
     topics: tuple[TopicSpecModel, ...] = ()
     clients: tuple[ClientSpec, ...] = ()
+    delay_service: dict[str, Any] | None = None
+    delay_wheel: dict[str, Any] | None = None
     steps: tuple[Step, ...] = ()
     made: dict[str, int] = attrs.Factory(dict)  # request name -> the ms of the step that makes it
     expectations: tuple[Expectation, ...] = ()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minibroker.cluster.config import BrokerConfig
+from minibroker.scenario.load.delay import delay_of
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.groups import member_step
 from minibroker.scenario.load.limits import MAX_BATCH
@@ -53,6 +54,7 @@ def _produce(table: Table, scope: Scope, at: int, index: int, action: str) -> St
         table.int("records", 1, 1, maximum=MAX_BATCH),
         table.int("bytes", 100, 0, maximum=MAX_BATCH),
         table.str("id", None),
+        *delay_of(table, scope),
     )
 
 
@@ -92,6 +94,7 @@ def _load(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
         table.int("records", 1, 1, maximum=MAX_BATCH),
         table.int("bytes", 100, 0, maximum=MAX_BATCH),
         table.str("id", None),
+        *delay_of(table, scope),
     )
 
 

@@ -1,0 +1,331 @@
+"""Benchmark the delayed-message designs: delay levels, the file wheel, and the in-memory SystemTimer.
+
+Usage::
+
+    python tools/delay_bench.py              # timer and wheel at 1,000,000 and 100,000; levels at 20,000
+    python tools/delay_bench.py --quick      # 20,000 / 2,000 / 2,000 (a CI smoke run, seconds)
+    python tools/delay_bench.py --designs wheel --counts 100000,1000000 --json
+    python tools/delay_bench.py --serve 20000      # real time: kafka-python through the served wheel
+
+Workload: N messages sent at virtual time 0, delays uniform in [1 s, 2 h] (``random.Random(--seed)``),
+each with a 16-byte value; everything runs in virtual integer-ms time (nothing sleeps).
+
+- ``timer``: every message is a task on Kafka's SystemTimer (tick 1 ms, 20 buckets), held in memory
+  until it fires; the harness jumps the clock to ``next_expiration()`` until all have fired.
+- ``wheel``: the file wheel (7200 slots x 1000 ms, window 60 slots) on real files in a temporary
+  directory: each message is one append (one flushed write), then every tick fires in turn: its slot
+  file is read, rolled messages re-appended, the due ones "forwarded" (counted) and marked done, the
+  files deleted. No cluster: the wheel alone.
+- ``levels``: the whole design on the emulated cluster (one broker, replication 1, acks=1): each
+  message is a ``Producer.send(..., delay_ms=...)`` to its level topic, the DelayService fetches,
+  holds, forwards and commits. It costs far more per message than the others (records are encoded
+  and decoded as Kafka v2 batches, every forward round is a produce and a commit), so it runs at
+  ``--levels-count`` messages.
+
+``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
+brokers) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
+each due 2 s after it is sent, as fast as it can, while one consumer reads the real topic. It
+reports the acknowledged messages per second and the lateness of arrival (consumer receive time minus
+due time, wall clock).
+
+Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
+the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
+is the child process's peak RSS during the work (``VmHWM``, reset just before it through
+``/proc/self/clear_refs``) minus its RSS then (after every design's imports and the preallocated
+lateness array), in KiB: what holding and delivering N messages added. Each (design, N) runs in a
+fresh subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from array import array
+
+DELAY_MIN_MS = 1_000
+DELAY_MAX_MS = 7_200_000
+VALUE = bytes(16)
+
+
+def _status_kib(field: str) -> int:
+    """``VmRSS`` or ``VmHWM`` (peak RSS) of this process, in KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Make the peak RSS (VmHWM) start again from the current RSS (Linux: clear_refs 5)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _delays(count: int, seed: int) -> array:
+    rng = random.Random(seed)
+    return array("q", (rng.randint(DELAY_MIN_MS, DELAY_MAX_MS) for _ in range(count)))
+
+
+def run_timer(delays: array, lateness: array) -> int:
+    from minibroker.timer import SystemTimer, TimerTask
+
+    class Message(TimerTask):
+        __slots__ = ("due", "index", "value")
+
+    now = 0
+    fired = 0
+
+    def fire(task: Message) -> None:
+        nonlocal fired
+        fired += 1
+        lateness[task.index] = now - task.due
+
+    timer = SystemTimer(executor=fire)
+    for i, delay in enumerate(delays):
+        task = Message(delay)
+        task.due, task.index, task.value = delay, i, VALUE
+        timer.add(task)
+    while (expiration := timer.next_expiration()) is not None:
+        now = expiration
+        timer.advance_clock(now)
+    return fired
+
+
+def run_wheel(delays: array, lateness: array) -> int:
+    from minibroker.delay.file_wheel import FileWheel
+    from minibroker.delay.headers import DelayedMessage
+
+    forwarded = 0
+    with tempfile.TemporaryDirectory(prefix="delay-bench-") as directory:
+        wheel = FileWheel(directory, 7200, 1000, 60)
+        wheel.start(0)
+        for i, delay in enumerate(delays):
+            wheel.append([DelayedMessage(str(i), "orders", 0, delay, 0, None, VALUE)])
+        for tick in wheel.due_ticks(DELAY_MAX_MS + 1000):
+            firing = wheel.fire(tick)
+            firing.roll_all()
+            now = tick * 1000
+            forwarded += len(firing.forward)
+            for message in firing.forward:
+                lateness[int(message.message_id)] = now - message.due_ms
+            firing.mark_done(m.message_id for m in firing.forward)
+            firing.complete()
+        wheel.close()
+    return forwarded
+
+
+def run_levels(delays: array, lateness: array) -> int:
+    import trio
+    import trio.testing
+
+    from minibroker.cluster import TopicSpec, open_cluster
+    from minibroker.delay import DelayConfig, DelayServices, DelayStats
+
+    class Recorder(DelayStats):
+        def delivered(self, message_id: str, partition: str, level_ms: int, due_ms: int, at_ms: int) -> None:
+            self.delivered_count += 1
+            i = int(message_id.rpartition("-")[2])
+            lateness[i] = at_ms - delays[i]  # sent at 0
+
+    async def main() -> int:
+        async with open_cluster(1, [TopicSpec("orders")]) as cluster, trio.open_nursery() as nursery:
+            config = DelayConfig.from_kafka({"delay.topic.replication.factor": 1})
+            services = DelayServices(cluster, config)
+            services.stats = Recorder(keep_deliveries=False)
+            await services.start(nursery)
+            producer = cluster.producer("app", acks=1)
+            for i, delay in enumerate(delays):
+                producer.send("orders", 0, 1, len(VALUE), delay_ms=delay)
+                if i % 1000 == 999:
+                    await trio.testing.wait_all_tasks_blocked()
+            while services.stats.delivered_count < len(delays):
+                await trio.sleep(1)
+            nursery.cancel_scope.cancel()
+        return services.stats.delivered_count
+
+    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+DESIGNS = {"timer": run_timer, "wheel": run_wheel, "levels": run_levels}
+
+
+def _import_everything() -> None:
+    """Every design's modules, loaded before the baseline so no design's figure counts imports."""
+    import kafka.partitioner.default
+    import kafka.record.default_records
+    import kafka.record.memory_records  # noqa: F401
+    import trio.testing  # noqa: F401
+
+    import minibroker.cluster
+    import minibroker.delay
+    import minibroker.delay.file_wheel
+    import minibroker.timer  # noqa: F401
+
+
+def child(design: str, count: int, seed: int) -> dict:
+    _import_everything()
+    delays = _delays(count, seed)
+    lateness = array("q", bytes(8 * count))
+    _reset_peak()
+    base = _status_kib("VmRSS")
+    start = time.process_time()
+    delivered = DESIGNS[design](delays, lateness)
+    cpu = time.process_time() - start
+    peak = _status_kib("VmHWM")
+    ordered = sorted(lateness)
+    return {
+        "design": design,
+        "count": count,
+        "delivered": delivered,
+        "lateness_p50_ms": ordered[count // 2],
+        "lateness_p99_ms": ordered[min(count - 1, count * 99 // 100)],
+        "lateness_max_ms": ordered[-1],
+        "cpu_us_per_message": round(cpu / count * 1e6, 2),
+        "peak_kib": max(0, peak - base),
+    }
+
+
+SERVE_SCENARIO = """
+[cluster]
+brokers = 3
+[[topics]]
+name = "orders"
+replication_factor = 3
+[delay_wheel]
+"delay.wheel.tick.ms" = 100
+"delay.wheel.slots" = 600
+"""
+
+
+def serve_run(count: int) -> dict:
+    """kafka-python through ``minibroker serve``'s file wheel, in real time (see the module docstring)."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    with tempfile.TemporaryDirectory(prefix="delay-bench-serve-") as directory:
+        path = os.path.join(directory, "wheel.toml")
+        with open(path, "w") as f:
+            f.write(SERVE_SCENARIO)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "minibroker", "serve", path, "--port", "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))},
+        )
+        try:
+            assert server.stdout is not None
+            ports = [server.stdout.readline().split()[-1] for _ in range(3)]
+            bootstrap = ",".join(ports)
+            late: list[int] = []
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+            consumer.assign([TopicPartition("orders", 0)])
+            consumer.seek_to_beginning()
+
+            def consume() -> None:  # beside the producer, so arrivals are seen when they come
+                deadline = time.monotonic() + 300
+                while len(late) < count and time.monotonic() < deadline:
+                    for records in consumer.poll(timeout_ms=50).values():
+                        now = int(time.time() * 1000)
+                        late.extend(now - int(dict(r.headers)["delay.due.ms"]) for r in records)
+
+            reader = threading.Thread(target=consume)
+            reader.start()
+            producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+            start = time.monotonic()
+            for i in range(count):
+                due = int(time.time() * 1000) + 2_000
+                headers = [("delay.real.topic", b"orders"), ("delay.due.ms", str(due).encode())]
+                producer.send("__delay_wheel", value=b"%d" % i, headers=headers)
+            producer.flush()
+            acked_per_s = count / (time.monotonic() - start)
+            producer.close()
+            reader.join()
+            consumer.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    late.sort()
+    return {
+        "design": "wheel (serve)",
+        "count": count,
+        "delivered": len(late),
+        "acked_per_s": round(acked_per_s),
+        "lateness_p50_ms": late[len(late) // 2] if late else None,
+        "lateness_p99_ms": late[min(len(late) - 1, len(late) * 99 // 100)] if late else None,
+        "lateness_max_ms": late[-1] if late else None,
+        "earliest_ms": late[0] if late else None,
+    }
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected counts like 100000,1000000, got {text!r}") from None
+    if not counts or any(c < 1 for c in counts):
+        raise argparse.ArgumentTypeError(f"expected counts >= 1, got {text!r}")
+    return counts
+
+
+def _designs(text: str) -> list[str]:
+    names = [part for part in text.split(",") if part]
+    bad = [n for n in names if n not in DESIGNS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"expected designs among {', '.join(DESIGNS)}, got {text!r}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="delay_bench.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--designs", type=_designs, default=list(DESIGNS))
+    parser.add_argument("--counts", type=_counts, default=None, help="N for timer and wheel")
+    parser.add_argument("--levels-count", type=_counts, default=None, help="N for levels")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve", type=int, metavar="N", help="real time, kafka-python, N messages")
+    parser.add_argument("--child", nargs=2, metavar=("DESIGN", "COUNT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child[0], int(args.child[1]), args.seed)))
+        return 0
+    if args.serve is not None:
+        if args.serve < 1:
+            parser.error(f"--serve: expected a count >= 1, got {args.serve}")
+        print(json.dumps(serve_run(args.serve), indent=2))
+        return 0
+    counts = args.counts or ([20_000, 2_000] if args.quick else [1_000_000, 100_000])
+    levels = args.levels_count or ([2_000] if args.quick else [20_000])
+    rows = []
+    for design in args.designs:
+        for count in levels if design == "levels" else counts:
+            command = [sys.executable, __file__, "--child", design, str(count), "--seed", str(args.seed)]
+            env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+            done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+            if done.returncode != 0:
+                print(f"delay_bench.py: {design} at {count} failed: {done.stderr.strip()}", file=sys.stderr)
+                return 1
+            rows.append(json.loads(done.stdout))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = ("design", "messages", "p50 ms", "p99 ms", "max ms", "CPU µs/msg", "peak KiB")
+    widths = (10, 9, 9, 9, 11, 10)
+    print(f"{header[0]:8} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], widths, strict=True)))
+    for r in rows:
+        print(
+            f"{r['design']:8} {r['count']:>10,} {r['lateness_p50_ms']:>9,} {r['lateness_p99_ms']:>9,} "
+            f"{r['lateness_max_ms']:>9,} {r['cpu_us_per_message']:>11} {r['peak_kib']:>9,}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
