@@ -156,13 +156,14 @@ class ReplicaManager:
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         hw_raised: list[TopicPartition] = []
         leo_moved: list[TopicPartition] = []
+        duplicates: list[TopicPartition] = []  # retried idempotent batches: answered, not appended
         for tp, data in request.data.items():
             partition = self.partitions.get(tp)
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
-                batch, raised = partition.append_records_to_leader(
-                    data.count, data.size, request.acks, now, data.values, data.raw
+                batch, raised, duplicate = partition.append_records_to_leader(
+                    data.count, data.size, request.acks, now, data.values, data.raw, data.producers
                 )
             except PartitionError as failure:
                 statuses[tp] = ProducePartitionStatus(-1, PartitionProduceResponse(failure.error))
@@ -176,6 +177,13 @@ class ReplicaManager:
                 batch.next_offset,
                 PartitionProduceResponse(Errors.NONE, batch.base_offset, -1, log.log_start_offset),
             )
+            if duplicate:
+                duplicates.append(tp)
+                if tracing:
+                    self.emit(
+                        "append.duplicate", partition=str(tp), op=request.request_id, offset=batch.base_offset
+                    )
+                continue
             (hw_raised if raised else leo_moved).append(tp)
             if tracing:
                 self.emit(
@@ -188,7 +196,7 @@ class ReplicaManager:
                     leo=log.log_end_offset,
                     hw=log.high_watermark,
                 )
-        if request.acks == -1 and (hw_raised or leo_moved):  # at least one partition appended
+        if request.acks == -1 and (hw_raised or leo_moved or duplicates):  # appended or already there
             operation = DelayedProduce(
                 request.timeout_ms,
                 statuses,
