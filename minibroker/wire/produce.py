@@ -15,9 +15,12 @@ error that can be seen at once (corrupt records, unknown topic, not the leader)
 closes the connection instead, so the producer refreshes its metadata.
 
 InitProducerId hands out producer ids from 1000 up with epoch 0 (an existing
-id and epoch asked for again, v3+, get the epoch bumped). Idempotence is not
-enforced: sequence numbers are stored as sent and duplicates are appended.
-Transactional ids are refused with INVALID_REQUEST (no transaction coordinator).
+id and epoch asked for again, v3+, get the epoch bumped). Idempotence is
+enforced by the partition leader as Kafka does (``cluster.producer_state``): a
+retried batch is answered with its first offset and not appended again, a gap
+in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
+INVALID_PRODUCER_EPOCH. Transactional ids are refused with INVALID_REQUEST
+(no transaction coordinator).
 """
 
 from __future__ import annotations
@@ -76,7 +79,9 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
             if records.count == 0:
                 local[tp] = PartitionProduceResponse(Errors.NONE)
             else:
-                data[tp] = ProduceData(records.count, len(records.raw), raw=records.raw)
+                data[tp] = ProduceData(
+                    records.count, len(records.raw), raw=records.raw, producers=records.producers
+                )
     message = ProduceRequest(body.acks, body.timeout_ms, data, conn.request_id(request.correlation_id))
     if body.acks == 0:
         _check_acks_zero(conn, local, data)
