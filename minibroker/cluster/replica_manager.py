@@ -32,6 +32,7 @@ from minibroker.cluster.delayed_fetch import DelayedFetch
 from minibroker.cluster.delayed_produce import DelayedProduce, ProducePartitionStatus
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.fetcher import ReplicaFetcher
+from minibroker.cluster.injected_errors import InjectedErrors
 from minibroker.cluster.isr_changes import IsrChanges
 from minibroker.cluster.log import Log, LogOffsetMetadata
 from minibroker.cluster.messages import (
@@ -103,6 +104,8 @@ class ReplicaManager:
         #: the metadata cache's broker states (fenced, controlled shutdown), as the controller last said
         self.registrations = BrokerRegistrations()
         self.isr_changes = IsrChanges(self)
+        #: errors a test pushed for the next produce/fetch of a partition (``injected_errors``)
+        self.injected = InjectedErrors()
         self._nursery: trio.Nursery | None = None
         #: set once the broker's tasks have stopped (crash): late answers are ignored
         self.stopped = False
@@ -154,6 +157,7 @@ class ReplicaManager:
             self._respond_produce(request, respond, ProduceResponse(responses))
             return
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        request_error = self.injected.take("produce", None)
         hw_raised: list[TopicPartition] = []
         leo_moved: list[TopicPartition] = []
         duplicates: list[TopicPartition] = []  # retried idempotent batches: answered, not appended
@@ -162,6 +166,9 @@ class ReplicaManager:
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
+                injected = request_error or self.injected.take("produce", tp)
+                if injected is not None:
+                    raise PartitionError(injected, "pushed by a test")
                 batch, raised, duplicate = partition.append_records_to_leader(
                     data.count, data.size, request.acks, now, data.values, data.raw, data.producers
                 )
@@ -284,11 +291,17 @@ class ReplicaManager:
         offsets: dict[TopicPartition, LogOffsetMetadata] = {}
         diverging_any = False
         remaining = request.max_bytes
+        injected_here = update_follower and not request.is_from_follower  # a client's first read
+        request_error = self.injected.take("fetch", None) if injected_here else None
         for tp, wanted in request.partitions.items():
             partition = self.partitions.get(tp)
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
+                if injected_here:
+                    injected = request_error or self.injected.take("fetch", tp)
+                    if injected is not None:
+                        raise PartitionError(injected, "pushed by a test")
                 partition.require_leader()
                 partition.check_leader_epoch(wanted.current_leader_epoch)
                 log = partition.log
