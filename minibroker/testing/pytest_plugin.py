@@ -9,15 +9,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from minibroker.testing.cluster import MiniCluster
+if TYPE_CHECKING:  # imported when a fixture is used: the plugin loads in every pytest run
+    from minibroker.testing.cluster import MiniCluster
 
 
 @pytest.fixture
 def minibroker_factory() -> Iterator[Callable[..., MiniCluster]]:
+    from minibroker.testing.cluster import MiniCluster
+
     started: list[MiniCluster] = []
 
     def start(*args: Any, **kwargs: Any) -> MiniCluster:

@@ -72,7 +72,9 @@ def test_confluent_kafka_producer_retries_through_a_leader_failover_without_dupl
     cluster.crash(leader)
     producer.flush(WAIT_S)
     assert offsets == [(None, 0), (None, 1)]
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "audit"})
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "audit", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition("orders", 0, 0)])
     values = []
     deadline = time.monotonic() + WAIT_S
@@ -125,7 +127,9 @@ def test_confluent_kafka_consumer_survives_not_leader_or_follower(minibroker_fac
     cluster = minibroker_factory(3, topics=["events:1:3"])
     leader = cluster.partition("events", 0)["leader"]
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "audit"})
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "audit", "enable.auto.commit": False}
+    )
     for i in range(3):
         producer.produce("events", b"e%d" % i, partition=0)
     producer.flush(WAIT_S)
