@@ -87,6 +87,19 @@ def test_confluent_kafka_producer_retries_through_a_leader_failover_without_dupl
 
 
 # --- 2. the consumer survives NOT_LEADER_OR_FOLLOWER ----------------------------------------------------
+def read_six(poll, produce_more) -> list[bytes]:
+    """Poll until six values arrive; once the first three are in, three more are produced (once)."""
+    values: list[bytes] = []
+    produced = False
+    deadline = time.monotonic() + WAIT_S
+    while len(values) < 6 and time.monotonic() < deadline:
+        if len(values) >= 3 and not produced:
+            produce_more()
+            produced = True
+        values += poll()
+    return values
+
+
 def test_kafka_python_consumer_survives_not_leader_or_follower(minibroker_factory):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -105,14 +118,16 @@ def test_kafka_python_consumer_survives_not_leader_or_follower(minibroker_factor
             "fetch", ["NOT_LEADER_OR_FOLLOWER"] * 3, broker=leader, topic="events", partition=0
         )
         metadata_before = cluster.requests().get("Metadata", 0)
-        values = []
-        deadline = time.monotonic() + WAIT_S
-        while len(values) < 6 and time.monotonic() < deadline:
-            if len(values) == 3:
-                for i in range(3, 6):
-                    producer.send("events", b"e%d" % i, partition=0)
-                producer.flush(WAIT_S)
-            values += [r.value for records in consumer.poll(timeout_ms=200).values() for r in records]
+
+        def produce_more() -> None:
+            for i in range(3, 6):
+                producer.send("events", b"e%d" % i, partition=0)
+            producer.flush(WAIT_S)
+
+        values = read_six(
+            lambda: [r.value for records in consumer.poll(timeout_ms=200).values() for r in records],
+            produce_more,
+        )
     finally:
         producer.close(timeout=WAIT_S)
         consumer.close()
@@ -136,16 +151,17 @@ def test_confluent_kafka_consumer_survives_not_leader_or_follower(minibroker_fac
     consumer.assign([TopicPartition("events", 0, 0)])
     cluster.push_errors("fetch", ["NOT_LEADER_OR_FOLLOWER"] * 3, broker=leader, topic="events", partition=0)
     metadata_before = cluster.requests().get("Metadata", 0)
-    values = []
-    deadline = time.monotonic() + WAIT_S
-    while len(values) < 6 and time.monotonic() < deadline:
-        if len(values) == 3:
-            for i in range(3, 6):
-                producer.produce("events", b"e%d" % i, partition=0)
-            producer.flush(WAIT_S)
+
+    def produce_more() -> None:
+        for i in range(3, 6):
+            producer.produce("events", b"e%d" % i, partition=0)
+        producer.flush(WAIT_S)
+
+    def poll() -> list[bytes]:
         message = consumer.poll(0.2)
-        if message is not None and message.error() is None:
-            values.append(message.value())
+        return [message.value()] if message is not None and message.error() is None else []
+
+    values = read_six(poll, produce_more)
     consumer.close()
     assert values == [b"e%d" % i for i in range(6)]
     assert cluster.pending_errors(leader) == {}
