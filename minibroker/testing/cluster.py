@@ -96,6 +96,7 @@ class MiniCluster(Control):
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._stop: trio.Event | None = None
+        self._token: trio.lowlevel.TrioToken | None = None  # set with the Control once serving
         self._thread = threading.Thread(target=self._main, name="minibroker-testing", daemon=True)
 
     def _main(self) -> None:
@@ -119,7 +120,7 @@ class MiniCluster(Control):
         return self
 
     def stop(self) -> None:
-        if self._stop is not None and self._thread.is_alive():
+        if self._stop is not None and self._token is not None and self._thread.is_alive():
             trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
         self._thread.join(self.start_timeout_s)
         if self._thread.is_alive():
