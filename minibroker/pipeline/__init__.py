@@ -6,8 +6,10 @@ Nothing here imports pyspark at module import time except the Spark job modules
 these two commands. The same jobs run in local mode (the default, embedded, bound
 to 127.0.0.1) and on any Spark cluster (``--master``).
 
-- ``session``: Java and master checks, the quiet SparkSession.
-- ``inputs``: trace paths, globs and directories; the trace schema in Spark terms.
+- ``session``: Java and master checks, the quiet SparkSession; ``startup``: its bounded start-up.
+- ``settings``: ``--conf`` and ``--spark-defaults``, as spark-submit takes them.
+- ``inputs``: trace paths, globs and directories; the trace schema; files that are no trace.
+- ``reader``: traces read with every file and row checked (bad rows skipped and counted).
 - ``analyze``: the trace analytics job, ``audit``: the exactly-once audit.
 - ``sweepfile``: sweep TOML files; ``sweep_job``: variants as Spark tasks.
 - ``report``: Markdown + matplotlib PNGs; ``summary``: the rich terminal summary.

@@ -15,7 +15,6 @@ is named by its path; ``tid`` (a hash of the path) never leaves the job.
 
 from __future__ import annotations
 
-import functools
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +23,9 @@ import attrs
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from minibroker.pipeline import operations, timelines
-from minibroker.pipeline.inputs import SCHEMA_DDL, TraceInputs, display_name
-from minibroker.trace import COLUMNS
+from minibroker.pipeline import groups, operations, timelines
+from minibroker.pipeline.inputs import TraceInputs
+from minibroker.pipeline.reader import read_traces
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -41,6 +40,7 @@ RELEVANT = (
     "hw",
     *timelines.ISR_KINDS,
     "fault",
+    *groups.KINDS,
 )
 #: each table's key columns: rows are sorted by them
 KEYS = {
@@ -53,6 +53,8 @@ KEYS = {
     "hw": ("trace", "partition", "bucket_ms"),
     "isr": ("trace", "partition", "bucket_ms"),
     "audit": ("trace", "broker", "op", "problem"),
+    "skipped": ("trace", "problem"),
+    "rebalances": ("trace", "broker", "group"),
 }
 
 
@@ -111,23 +113,15 @@ class Analysis:
             "latency": self.rows("latency"),
             "timer_precision": self.timer_summary(),
             "audit": {"problems": self.audit_total, "by_problem": self.audit_counts()},
+            "skipped": self.rows("skipped"),
             "seconds": round(self.seconds, 3),
         }
 
 
 # --- reading -----------------------------------------------------------------------------------
 def read_events(spark: SparkSession, inputs: TraceInputs) -> DataFrame:
-    """Every event of every trace, with ``trace`` (the file's path as Spark names it)."""
-    frames = []
-    columns = [F.col(name) for name in (*COLUMNS, "data")]
-    trace = F.col("_metadata.file_path").alias("trace")
-    if inputs.jsonl:
-        frames.append(spark.read.schema(SCHEMA_DDL).json(list(inputs.jsonl)).select(*columns, trace))
-    if inputs.parquet:
-        frames.append(spark.read.schema(SCHEMA_DDL).parquet(*inputs.parquet).select(*columns, trace))
-    if not frames:
-        raise ValueError("no trace to read")
-    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+    """Every valid event of every trace, with ``trace`` (the file's path as Spark names it)."""
+    return read_traces(spark, inputs).events
 
 
 def _field(name: str, *kinds: str, cast: str | None = "bigint") -> Column:
@@ -157,6 +151,9 @@ def relevant(events: DataFrame) -> DataFrame:
         _field("isr", *timelines.ISR_KINDS, cast=None).alias("isr"),
         _field("fault", "fault", cast=None).alias("fault"),
         _field("ops", "op.cancel", cast=None).alias("cancelled"),
+        _field("group", *groups.KINDS, cast=None).alias("group"),
+        _field("state", "group.state", cast=None).alias("group_state"),
+        _field("pending", "group.session.expire", cast=None).alias("pending"),
     )
 
 
@@ -192,30 +189,20 @@ def analyze(
     if bucket_ms < 1:
         raise ValueError(f"bucket_ms must be >= 1, got {bucket_ms}")
     started = time.perf_counter()
-    events = read_events(spark, inputs)
-    stats = (
-        events.groupBy("trace")
-        .agg(
-            F.count(F.lit(1)).alias("events"),
-            F.sum(F.col("kind").isNull().cast("long")).alias("unreadable"),
-            F.min("time_ms").alias("start_ms"),
-            F.max("time_ms").alias("end_ms"),
-            F.coalesce(F.max((F.col("kind") == "op.expire").cast("int")) == 1, F.lit(False)).alias(
-                "has_expire"
-            ),
-        )
-        .withColumn("tid", F.xxhash64("trace"))
-        .collect()
-    )
-    columns = ["events", "unreadable", "start_ms", "end_ms", "has_expire"]
+    read = read_traces(spark, inputs)
+    check = read.check()  # raises BadTrace for a file that is not a trace
+    events = read.events
+    columns = ["events", "skipped", "start_ms", "end_ms", "has_expire"]
     trace_table = Table(
         [("trace", "string"), *((c, "boolean" if c == "has_expire" else "long") for c in columns)],
-        sorted(
-            ({"trace": display_name(r["trace"]), **{c: r[c] for c in columns}} for r in stats),
-            key=lambda row: row["trace"],
-        ),
+        [{"trace": r["trace"], **{c: r[c] for c in columns}} for r in check.traces],
     )
-    trace_names = {r["tid"]: display_name(r["trace"]) for r in stats}
+    skipped_table = Table(
+        [("trace", "string"), ("problem", "string"), ("rows", "long"), ("first", "string")],
+        [attrs.asdict(item) for item in check.skipped],
+    )
+    stats = check.traces
+    trace_names = {r["tid"]: r["trace"] for r in stats}
     traces = spark.createDataFrame(
         [(r["tid"], r["end_ms"], r["has_expire"]) for r in stats],
         "tid bigint, end_ms bigint, has_expire boolean",
@@ -223,7 +210,7 @@ def analyze(
     rel = relevant(events).persist(StorageLevel.MEMORY_AND_DISK)
     ops = operations.operations(rel, traces).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        tables = {"traces": trace_table}
+        tables = {"traces": trace_table, "skipped": skipped_table}
         frames = {
             "operations": operations.summary(ops),
             "latency": operations.latency(ops),
@@ -232,6 +219,7 @@ def analyze(
             "purgatory_size": timelines.purgatory_size(rel, bucket_ms),
             "hw": timelines.hw(rel, bucket_ms),
             "isr": timelines.isr(rel, bucket_ms),
+            "rebalances": groups.rebalances(rel),
         }
         for name, frame in frames.items():
             tables[name] = _collect(frame, name, trace_names)

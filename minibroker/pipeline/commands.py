@@ -2,8 +2,10 @@
 
 pyspark is imported only inside the handlers, so ``minibroker --help`` stays fast.
 Exit status: 0 done; 1 ``analyze`` found exactly-once problems; 2 bad input (no
-trace matched, an invalid sweep file), no usable Java, an unreachable master, or a
-Spark job that failed on its input: always one line on stderr, no traceback.
+trace matched, a file that is not a trace, an invalid sweep file or setting, a sweep
+over ``--max-variants``), no usable Java, a master that is unreachable, is not a
+master or gives no executor within ``--spark-timeout``, or a Spark job that failed
+on its input: always one line on stderr, no traceback.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from minibroker.cliutil import UsageError, whole_number
+from minibroker.cliutil import UsageError, out_dir, positive_number, whole_number
 
 DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "2g"
+#: the largest sweep run without --max-variants (a grid grows as the product of its axes)
+MAX_VARIANTS = 10_000
 
 
 _bucket = whole_number(1, noun="a whole number of ms")
@@ -29,11 +34,31 @@ _bucket = whole_number(1, noun="a whole number of ms")
 def _spark_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master",
-        default=DEFAULT_MASTER,
-        help=f"Spark master: local[N], local[*] (default {DEFAULT_MASTER}, embedded), spark://HOST:PORT, ...",
+        default=None,
+        help=f"Spark master: local[N], local[*] (default {DEFAULT_MASTER}, embedded; or spark.master of "
+        "--spark-defaults), spark://HOST:PORT, k8s://URL, yarn",
     )
     parser.add_argument(
-        "--driver-memory", default="2g", metavar="SIZE", help="Spark driver memory (default 2g)"
+        "--driver-memory",
+        default=None,
+        metavar="SIZE",
+        help=f"Spark driver memory (default {DEFAULT_DRIVER_MEMORY}, or spark.driver.memory of --conf)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit takes it (repeatable; wins over --spark-defaults)",
+    )
+    parser.add_argument(
+        "--spark-defaults", metavar="FILE", help="a spark-defaults.conf file of settings ('KEY VALUE' lines)"
+    )
+    parser.add_argument(
+        "--spark-timeout",
+        type=positive_number("a number of seconds > 0"),
+        default=None,
+        metavar="S",
+        help="seconds Spark has to start and, on a cluster, to get its first executor (default 60)",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of tables")
 
@@ -62,37 +87,57 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     sweep.add_argument("file", metavar="SWEEP.toml")
     sweep.add_argument("--out", required=True, metavar="DIR", help="where the table and report go")
     sweep.add_argument("--trace", action="store_true", help="write every variant's trace (Parquet)")
+    sweep.add_argument(
+        "--max-variants",
+        type=whole_number(1, noun="a whole number of variants"),
+        default=MAX_VARIANTS,
+        metavar="N",
+        help=f"refuse a grid of more variants than N (default {MAX_VARIANTS:,})",
+    )
     _spark_options(sweep)
     return {"analyze": analyze_command, "sweep": sweep_command}
 
 
-def _out_dir(path: str) -> Path:
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {path!r} is a file; expected a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"--out {path!r}: {error.strerror or error}") from None
-    return out
-
-
 @contextmanager
-def _spark(command: str, args: argparse.Namespace, out: Path) -> Iterator[Any]:
-    """The session, with every way Spark can fail turned into one line for exit status 2."""
-    from minibroker.pipeline.session import SparkUnavailable, spark_session
+def _spark(
+    command: str, args: argparse.Namespace, out: Path, input_bytes: int | None = None
+) -> Iterator[Any]:
+    """The session, with every way Spark can fail turned into one line for exit status 2.
 
+    With ``input_bytes`` (analyze), shuffle partitions are sized from the input.
+    """
+    from minibroker.pipeline.session import START_TIMEOUT, SparkUnavailable, size_shuffle, spark_session
+
+    settings = _settings(command, args)
     log = out / "spark.log"
     try:
         with spark_session(
-            args.master, app_name=f"minibroker {command}", driver_memory=args.driver_memory, log_path=log
+            args.master or settings.get("spark.master", DEFAULT_MASTER),
+            app_name=f"minibroker {command}",
+            driver_memory=args.driver_memory
+            or (None if "spark.driver.memory" in settings else DEFAULT_DRIVER_MEMORY),
+            log_path=log,
+            conf=settings,
+            start_timeout=args.spark_timeout or START_TIMEOUT,
         ) as spark:
+            if input_bytes is not None:
+                size_shuffle(spark, input_bytes, settings)
             try:
                 yield spark
             except Exception as error:
                 _raise_if_spark_error(command, error, log)
                 raise
     except SparkUnavailable as error:
+        raise UsageError(f"{command}: {error}") from None
+
+
+def _settings(command: str, args: argparse.Namespace) -> dict[str, str]:
+    """The user's Spark settings (--spark-defaults, then --conf), or a one-line UsageError."""
+    from minibroker.pipeline.settings import SettingsError, spark_settings
+
+    try:
+        return spark_settings(args.conf, args.spark_defaults)
+    except SettingsError as error:
         raise UsageError(f"{command}: {error}") from None
 
 
@@ -117,19 +162,33 @@ def analyze_command(args: argparse.Namespace) -> int:
         inputs = resolve(args.traces)
     except NoTraces as error:
         raise UsageError(f"analyze: {error}") from None
-    out = _out_dir(args.out)
-    with _spark("analyze", args, out) as spark:
+    out = out_dir(args.out)
+    with _spark("analyze", args, out, inputs.local_bytes) as spark:
         from minibroker.pipeline.analyze import analyze, write_tables
+        from minibroker.pipeline.reader import BadTrace
 
-        analysis = analyze(spark, inputs, bucket_ms=args.bucket_ms)
+        try:
+            analysis = analyze(spark, inputs, bucket_ms=args.bucket_ms)
+        except BadTrace as error:
+            raise UsageError(f"analyze: {error}") from None
         master = spark.sparkContext.master
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
     write_tables(analysis, out)
     from minibroker.pipeline.report import analysis_report
 
     report = analysis_report(analysis, out, _command_line())
     if args.json:
         print(
-            json.dumps({**analysis.as_json(), "report": str(report)}, indent=2, sort_keys=True, default=str)
+            json.dumps(
+                {
+                    **analysis.as_json(),
+                    "report": str(report),
+                    "spark": {"master": master, "shuffle_partitions": partitions},
+                },
+                indent=2,
+                sort_keys=True,
+                default=str,
+            )
         )
     else:
         from rich.console import Console
@@ -150,16 +209,27 @@ def sweep_command(args: argparse.Namespace) -> int:
         sweep = load_sweep(args.file)
     except ScenarioError as error:
         raise UsageError(str(error)) from None
+    if sweep.count > args.max_variants:
+        raise UsageError(
+            f"sweep: {args.file}: {sweep.count:,} variants ({sweep.shape()}) is more than --max-variants "
+            f"{args.max_variants:,}; shrink the grid, or raise --max-variants to run them all"
+        )
     if args.trace:
         import attrs
 
         sweep = attrs.evolve(sweep, trace=True)
-    out = _out_dir(args.out)
+    out = out_dir(args.out)
+    from rich.console import Console
+
     started = time.perf_counter()
     with _spark("sweep", args, out) as spark:
         from minibroker.pipeline.sweep_job import run_sweep
 
-        rows = run_sweep(spark, sweep, out)
+        # once Spark is up (a failed start stays one line), before the first variant runs
+        print(f"sweep {sweep.name}: {sweep.count:,} variants ({sweep.shape()})", file=sys.stderr, flush=True)
+        errors = Console(stderr=True)
+        with _progress_bar(errors, sweep.count) as progress:
+            rows = run_sweep(spark, sweep, out, progress)
         master = spark.sparkContext.master
     seconds = time.perf_counter() - started
     from minibroker.pipeline.report import sweep_report
@@ -171,11 +241,33 @@ def sweep_command(args: argparse.Namespace) -> int:
         summary = {"sweep": sweep.name, "variants": rows, "table": str(table), "report": str(report)}
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
-        from rich.console import Console
-
         from minibroker.pipeline.summary import print_sweep
 
         console = Console() if Console().is_terminal else Console(width=130)
         print_sweep(sweep, rows, console, seconds, master)
         console.print(f"table {table}, report {report}")
     return 0
+
+
+@contextmanager
+def _progress_bar(console: Any, variants: int) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar of the sweep's variants on ``console`` (stderr); yields ``update(done, total)``.
+
+    Tasks are counted, and shown as variants: a task runs ``variants / tasks`` of them.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("variants"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("sweep", total=variants)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=variants if done >= total else done * variants // max(total, 1))
+
+        yield update

@@ -9,17 +9,29 @@ taken from its suffix, so a cluster can read traces from shared storage.
 
 Invariant: ``resolve`` returns each file at most once, in sorted order, and raises
 ``NoTraces`` (one line) when an argument matches nothing.
+
+``check_files`` refuses, before Spark reads anything, a file that cannot be a trace
+(``BadTrace``, one line naming it): an empty file; a Parquet file whose footer does
+not read (random bytes, truncated), that lacks a ``REQUIRED`` column, or whose
+column has another type than the trace format's. A local file's footer is read
+with pyarrow, a URI's through Spark.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from minibroker.trace import COLUMNS
+from minibroker.trace.sinks import INT_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 PARQUET_SUFFIXES = (".parquet",)
@@ -31,10 +43,16 @@ SCHEMA_DDL = ", ".join(
     for name in (*COLUMNS, "data")
 )
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+#: columns a Parquet trace must have (``keys``, ``offset`` and ``error`` may be absent: nothing reads them)
+REQUIRED = ("seq", "time_ms", "kind", "broker", "purgatory", "op", "partition", "count", "cause", "data")
 
 
 class NoTraces(Exception):
     """An argument matched no trace file; ``str()`` is the one-line message."""
+
+
+class BadTrace(Exception):
+    """A file that is not a trace; ``str()`` is the one-line message."""
 
 
 @attrs.frozen
@@ -47,6 +65,16 @@ class TraceInputs:
     @property
     def count(self) -> int:
         return len(self.jsonl) + len(self.parquet)
+
+    @property
+    def local_bytes(self) -> int:
+        """The size of the local files (URIs count 0: their size is not known here)."""
+        total = 0
+        for name in (*self.jsonl, *self.parquet):
+            if not _URI.match(name):
+                with contextlib.suppress(OSError):
+                    total += Path(name).stat().st_size
+        return total
 
 
 def trace_format(name: str) -> str | None:
@@ -108,3 +136,108 @@ def display_name(spark_path: str) -> str:
     if spark_path.startswith("file:"):
         return unquote(spark_path[len("file:") :])
     return spark_path
+
+
+# --- checking files -------------------------------------------------------------------------------------
+def local_path(path: str) -> Path | None:
+    if path.startswith("file:"):
+        return Path(display_name(path))
+    return None if "://" in path else Path(path)
+
+
+def _type_problem(name: str, kind: Any) -> str | None:
+    import pyarrow as pa
+
+    if name in INT_COLUMNS:
+        ok = pa.types.is_integer(kind) and kind != pa.uint64()
+        expected = "int64"
+    elif name == "keys":
+        ok = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
+            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
+        )
+        expected = "list<string>"
+    else:
+        ok = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        expected = "string"
+    return None if ok or pa.types.is_null(kind) else f"column {name} is {kind}; expected {expected}"
+
+
+def check_parquet(path: str, spark: SparkSession | None = None) -> None:
+    """BadTrace unless ``path`` is a Parquet file with the trace's columns and types.
+
+    A local file's footer is read with pyarrow; a URI's through Spark (its schema).
+    """
+    import pyarrow as pa
+
+    local = local_path(path)
+    if local is not None:
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.read_schema(local)
+        except (OSError, pa.ArrowException) as error:
+            raise BadTrace(
+                f"{local} is not a Parquet file, or is truncated ({str(error).splitlines()[0][:200]})"
+            ) from None
+        fields = {field.name: field.type for field in schema}
+    else:
+        assert spark is not None
+        try:
+            fields = {field.name: _arrow_type(field.dataType) for field in spark.read.parquet(path).schema}
+        except Exception as error:  # AnalysisException, SparkException: not readable as Parquet
+            first = str(error).strip().splitlines()
+            raise BadTrace(f"{path} is not a readable Parquet file ({(first or ['?'])[0][:200]})") from None
+    name = display_name(path)
+    missing = [column for column in REQUIRED if column not in fields]
+    if missing:
+        raise BadTrace(
+            f"{name} is not a trace: no column {', '.join(missing)} "
+            f"(a trace has {', '.join((*COLUMNS, 'data'))}; see docs/trace.md)"
+        )
+    for column in (*COLUMNS, "data"):
+        if column in fields:
+            problem = _type_problem(column, fields[column])
+            if problem:
+                raise BadTrace(f"{name} is not a trace: {problem} (see docs/trace.md)")
+
+
+def _arrow_type(spark_type: Any) -> Any:
+    """A Spark column type as the pyarrow type ``_type_problem`` judges."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    if isinstance(spark_type, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        return pa.int64()
+    if isinstance(spark_type, T.StringType):
+        return pa.string()
+    if isinstance(spark_type, T.ArrayType) and isinstance(spark_type.elementType, T.StringType):
+        return pa.list_(pa.string())
+    if isinstance(spark_type, T.NullType):
+        return pa.null()
+    return pa.binary() if isinstance(spark_type, T.BinaryType) else pa.float64()
+
+
+def check_files(spark: SparkSession, inputs: TraceInputs) -> None:
+    """BadTrace for the first file that cannot be a trace (empty, or a Parquet file that is not one)."""
+    for path in (*inputs.jsonl, *inputs.parquet):
+        local = local_path(path)
+        if local is not None and local.is_file() and local.stat().st_size == 0:
+            raise BadTrace(f"{local} is empty: expected a trace (JSONL or Parquet, see docs/trace.md)")
+    for path in inputs.parquet:
+        check_parquet(path, spark)
+
+
+def row_group(spark_path: str, row: int) -> int | None:
+    """The row group holding ``row`` of a local Parquet file (None for a URI)."""
+    local = local_path(spark_path)
+    if local is None:
+        return None
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(local).metadata
+    end = 0
+    for group in range(metadata.num_row_groups):
+        end += metadata.row_group(group).num_rows
+        if row < end:
+            return group
+    return None

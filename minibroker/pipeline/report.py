@@ -38,6 +38,14 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
+def skipped_rows(skipped: list[dict[str, Any]]) -> list[str]:
+    """The report's lines on rows ``analyze`` skipped (none when every row was a valid event)."""
+    if not skipped:
+        return []
+    intro = "Rows skipped, by reason (docs/pipeline.md), with the first one's place:"
+    return ["", intro, "", markdown_table(skipped, ["trace", "problem", "rows", "first"])]
+
+
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit: int = MAX_ROWS) -> str:
     """A GitHub Markdown table of ``rows`` (at most ``limit``, then a line saying how many more)."""
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -205,7 +213,8 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         "",
         "## Traces",
         "",
-        markdown_table(traces, ["trace", "events", "unreadable", "start_ms", "end_ms", "has_expire"]),
+        markdown_table(traces, ["trace", "events", "skipped", "start_ms", "end_ms", "has_expire"]),
+        *skipped_rows(analysis.rows("skipped")),
         "",
         "## Operations",
         "",
@@ -302,6 +311,13 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         "",
         image("isr", "ISR size"),
         "",
+    ]
+    rebalances = analysis.rows("rebalances")
+    if rebalances:  # consumer groups: rebalance durations and session expiries per group
+        columns = ["trace", "broker", "group", "rebalances", "min_ms", "mean_ms", "max_ms"]
+        columns.append("session_expiries")
+        lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), ""]
+    lines += [
         "## Tables",
         "",
     ]

@@ -18,6 +18,21 @@ off, the console progress bar off, executors running this interpreter
 log, WARN and above, and the Python workers' stderr) go to a log file, never to
 the terminal; errors still reach Python as exceptions.
 
+Start-up is bounded (``start_timeout`` seconds, ``--spark-timeout``; ``startup``): once the JVM is
+up, the SparkContext has that long to start (register with the master), and then, on
+a cluster master, its first executor that long to register; else ``SparkUnavailable``
+says which of the two did not happen and where the log is.
+A master port that answers something else than Spark's RPC (its web UI, another
+server) fails as soon as Spark's log says it could not talk to it (one address) or at
+the deadline (several); a master that accepts the application but gives it no
+executor (no worker with the cores and memory it asks for) fails at the deadline,
+and one that removes it (its executors keep failing) at once.
+
+Settings, lowest precedence first: the pipeline's own (``spark_conf_pairs``), a
+spark-defaults file, ``--conf KEY=VALUE`` (``conf`` here); ``PYSPARK_SUBMIT_ARGS``
+(spark-submit options for the JVM, e.g. ``--packages``) is honoured, and treated as
+unset when it is empty.
+
 If a SparkContext is already running in this process (a test session, a notebook),
 it is reused and left running.
 """
@@ -27,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -46,6 +62,8 @@ JAVA_HINT = "install it (Debian: apt-get install openjdk-17-jre-headless) and ch
 LOCAL = re.compile(r"^local(?:\[(\*|[1-9]\d*)(?:,([1-9]\d*))?\])?$")
 LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 STANDALONE = re.compile(r"^spark://([^,/:]+:\d+)(,[^,/:]+:\d+)*$")
+#: seconds the SparkContext and (on a cluster) its first executor have to start
+START_TIMEOUT = 60.0
 
 
 class SparkUnavailable(Exception):
@@ -161,9 +179,13 @@ def check_master(master: str, connect_timeout: float = 3.0) -> None:
 
 # --- the session -----------------------------------------------------------------------------------
 def spark_conf_pairs(
-    master: str, app_name: str, shuffle_partitions: int | None, driver_memory: str | None
+    master: str,
+    app_name: str,
+    shuffle_partitions: int | None,
+    driver_memory: str | None,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """The Spark settings the pipeline runs with (what ``spark_session`` passes to the JVM)."""
+    """The Spark settings the pipeline runs with: its own, then ``conf`` (the user's) over them."""
     pairs = {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -173,6 +195,9 @@ def spark_conf_pairs(
         "spark.sql.adaptive.enabled": "true",
         # the cached projection is read a few times and dropped: building it fast beats its size
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        # one run's trace is a few MB of Parquet: split it by row groups so every core reads
+        "spark.sql.files.maxPartitionBytes": "16m",
+        "spark.sql.files.openCostInBytes": "1m",
     }
     if is_local(master):
         pairs["spark.driver.host"] = "127.0.0.1"
@@ -180,14 +205,35 @@ def spark_conf_pairs(
         cores = local_cores(master) or 2
         pairs["spark.sql.shuffle.partitions"] = str(shuffle_partitions or max(2, 2 * cores))
         pairs["spark.default.parallelism"] = str(max(2, 2 * cores))
-        # one run's trace is a few MB of Parquet: split it by row groups so every core reads
-        pairs["spark.sql.files.maxPartitionBytes"] = "16m"
-        pairs["spark.sql.files.openCostInBytes"] = "1m"
     elif shuffle_partitions:
         pairs["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if driver_memory:
         pairs["spark.driver.memory"] = driver_memory
+    pairs.update(conf or {})
+    pairs["spark.master"] = master
     return pairs
+
+
+def shuffle_partitions(cores: int, input_bytes: int) -> int:
+    """Shuffle partitions for ``input_bytes`` of traces on ``cores`` executor cores.
+
+    Two per core (a task per core and one to balance), more only for inputs above
+    256 MiB a partition, at most 400: Spark's default of 200 costs a task per
+    partition and stage however small the input (a 500k-event trace made 1,426 tasks).
+    """
+    return min(400, max(2, 2 * cores, -(-input_bytes // (256 << 20))))
+
+
+def size_shuffle(spark: SparkSession, input_bytes: int, conf: dict[str, str] | None = None) -> int:
+    """Set ``spark.sql.shuffle.partitions`` from the input unless the user's ``conf`` sets it."""
+    key = "spark.sql.shuffle.partitions"
+    if conf and key in conf:
+        return int(spark.conf.get(key) or 200)
+    master = spark.sparkContext.master
+    cores = local_cores(master) if LOCAL.match(master) else spark.sparkContext.defaultParallelism
+    partitions = shuffle_partitions(cores or 2, input_bytes)
+    spark.conf.set(key, str(partitions))
+    return partitions
 
 
 def default_log_path() -> Path:
@@ -211,6 +257,8 @@ def spark_session(
     shuffle_partitions: int | None = None,
     driver_memory: str | None = "2g",
     log_path: str | Path | None = None,
+    conf: dict[str, str] | None = None,
+    start_timeout: float = START_TIMEOUT,
 ) -> Iterator[SparkSession]:
     """A SparkSession for ``master``, stopped on exit unless it was already running."""
     check_master(master)
@@ -230,23 +278,45 @@ def spark_session(
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     else:  # workers may have their own Python; PYSPARK_PYTHON set by the user wins
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _fix_submit_args()
     log = Path(log_path) if log_path is not None else default_log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
-    conf = SparkConf()
-    conf.setAll(list(spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory).items()))
-    context = _start(conf, log)
+    spark_conf = SparkConf()
+    spark_conf.setAll(
+        list(spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory, conf).items())
+    )
+    context = _start(spark_conf, log, master, start_timeout)
     try:
         yield SparkSession(context)
     finally:
         context.stop()
 
 
-def _start(conf: Any, log: Path) -> Any:
+def _fix_submit_args() -> None:
+    """PYSPARK_SUBMIT_ARGS as pyspark needs it: unset when blank, ending in ``pyspark-shell``."""
+    value = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    if value is None:
+        return
+    try:
+        words = shlex.split(value)
+    except ValueError as error:
+        raise SparkUnavailable(
+            f"PYSPARK_SUBMIT_ARGS={value!r}: {error}; expected spark-submit options"
+        ) from None
+    if not words:
+        del os.environ["PYSPARK_SUBMIT_ARGS"]
+    elif words[-1] != "pyspark-shell":
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"{value} pyspark-shell"
+
+
+def _start(conf: Any, log: Path, master: str, timeout: float) -> Any:
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
+    from minibroker.pipeline.startup import start_context
+
     if SparkContext._gateway is not None:  # an earlier session's JVM: pyspark reuses it
-        return _context(conf, None, log)
+        return start_context(conf, None, log, master, timeout)
     with log.open("ab") as sink:
         try:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
@@ -254,18 +324,4 @@ def _start(conf: Any, log: Path) -> Any:
             raise SparkUnavailable(
                 f"Spark did not start ({_last_line(log) or type(error).__name__}); its log: {log}"
             ) from None
-    return _context(conf, gateway, log)
-
-
-def _context(conf: Any, gateway: Any, log: Path) -> Any:
-    from pyspark import SparkContext
-
-    try:
-        context = SparkContext(conf=conf, gateway=gateway)
-    except Exception as error:
-        message = str(error).strip().splitlines()
-        raise SparkUnavailable(
-            f"Spark did not start ({(message or [type(error).__name__])[0][:300]}); its log: {log}"
-        ) from None
-    context.setLogLevel("WARN")
-    return context
+    return start_context(conf, gateway, log, master, timeout)

@@ -44,9 +44,11 @@ def print_analysis(analysis: Analysis, console: Console, master: str) -> None:
         f"[bold]analyzed {analysis.events:,} events from {len(traces):,} trace(s)[/] "
         f"in {analysis.seconds:.1f} s on {master} ({analysis.bucket_ms} ms buckets)"
     )
-    unreadable = sum(row["unreadable"] for row in traces)
-    if unreadable:
-        console.print(f"[yellow]{unreadable:,} unreadable line(s) skipped[/]")
+    for row in analysis.rows("skipped"):
+        console.print(
+            f"[yellow]{row['trace']}: skipped {row['rows']:,} row(s): {row['problem']} "
+            f"(first at {row['first']})[/]"
+        )
     console.print(
         _table(
             "operations (expiry rate = expiry / completed)",

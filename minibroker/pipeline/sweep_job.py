@@ -8,14 +8,19 @@ returns one row of metrics (``variant_metrics``) and, when the sweep asks for
 traces, writes its trace to ``<out>/traces/variant-<index>.parquet`` (a path the
 executors can write: local mode, or shared storage on a cluster).
 
+A sweep of more than ``MAX_TASKS`` variants runs them in ``MAX_TASKS`` tasks of
+consecutive variants (Spark's cost per task would dominate short variants).
+``progress(done, total)`` is called from a watcher thread as tasks finish.
+
 The collected rows are sorted by variant index. Every metric is a function of the
 scenario and the seed alone (virtual time is deterministic), except ``wall_ms``.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +31,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 TIMEOUT = "REQUEST_TIMED_OUT"
+#: the most Spark tasks one sweep is split into
+MAX_TASKS = 2_000
+_GROUP = "minibroker-sweep"
 
 
 def nearest_rank(values: list[int], fraction: float) -> int | None:
@@ -108,8 +116,13 @@ def run_variants(variants: Iterable[Variant], trace_dir: str | None = None) -> I
         yield run_variant(variant, trace_dir)
 
 
-def run_sweep(spark: SparkSession, sweep: Sweep, out: Path | None = None) -> list[dict[str, Any]]:
-    """Every variant as a Spark task; the rows, by variant index."""
+def run_sweep(
+    spark: SparkSession,
+    sweep: Sweep,
+    out: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Every variant in a Spark task; the rows, by variant index."""
     variants = sweep.variants()
     trace_dir = None
     if sweep.trace:
@@ -117,9 +130,38 @@ def run_sweep(spark: SparkSession, sweep: Sweep, out: Path | None = None) -> lis
             raise ValueError("a sweep with trace = true needs an output directory")
         trace_dir = str((out / "traces").resolve())
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
-    rdd = spark.sparkContext.parallelize(variants, numSlices=max(1, len(variants)))
-    rows = rdd.mapPartitions(lambda part: run_variants(part, trace_dir)).collect()
+    context = spark.sparkContext
+    tasks = max(1, min(len(variants), MAX_TASKS))
+    rdd = context.parallelize(variants, numSlices=tasks)
+    context.setJobGroup(_GROUP, f"sweep {sweep.name}: {len(variants)} variants")
+    stop = threading.Event()
+    watcher = None
+    if progress is not None:
+        watcher = threading.Thread(target=_watch, args=(context, tasks, progress, stop), daemon=True)
+        watcher.start()
+    try:
+        rows = rdd.mapPartitions(lambda part: run_variants(part, trace_dir)).collect()
+    finally:
+        stop.set()
+        if watcher is not None:
+            watcher.join()
+        context.setLocalProperty("spark.jobGroup.id", None)
+    if progress is not None:
+        progress(tasks, tasks)
     return sorted(rows, key=lambda row: row["variant"])
+
+
+def _watch(context: Any, tasks: int, progress: Callable[[int, int], None], stop: threading.Event) -> None:
+    """Report the sweep job's finished tasks twice a second until ``stop``."""
+    tracker = context.statusTracker()
+    while not stop.wait(0.5):
+        done = 0
+        for job in tracker.getJobIdsForGroup(_GROUP):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info else ():
+                stage_info = tracker.getStageInfo(stage)
+                done += stage_info.numCompletedTasks if stage_info else 0
+        progress(min(done, tasks), tasks)
 
 
 def columns(sweep: Sweep) -> list[str]:

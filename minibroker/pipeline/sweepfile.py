@@ -127,6 +127,19 @@ class Sweep:
     axes: tuple[Axis, ...]
     heatmaps: tuple[Heatmap, ...]
 
+    @property
+    def count(self) -> int:
+        """How many variants the grid has (the product of the axes' lengths and the seeds)."""
+        count = len(self.seeds)
+        for axis in self.axes:
+            count *= len(axis.values)
+        return count
+
+    def shape(self) -> str:
+        """The grid as a product, e.g. ``4 lag_ms × 5 request.timeout.ms × 2 seeds``."""
+        parts = [f"{len(axis.values)} {axis.name}" for axis in self.axes]
+        return " × ".join([*parts, f"{len(self.seeds)} seed{'s' if len(self.seeds) != 1 else ''}"])
+
     def variants(self) -> list[Variant]:
         """Every variant, in grid order (last axis fastest, then seeds)."""
         variants = []

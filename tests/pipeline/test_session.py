@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 from minibroker.pipeline import session
 from minibroker.pipeline.inputs import NoTraces, resolve, trace_format
 from minibroker.pipeline.session import SparkUnavailable
+from tests.pipeline.conftest import require_java
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,21 +25,23 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def minibroker(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def minibroker(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "minibroker", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
         cwd=ROOT,
-        timeout=120,
+        timeout=timeout,
     )
 
 
 @pytest.fixture
 def trace(tmp_path) -> Path:
     path = tmp_path / "t.jsonl"
-    path.write_text('{"seq":0,"time_ms":0,"kind":"hw"}\n')
+    path.write_text('{"seq":0,"time_ms":0,"kind":"hw","broker":0,"partition":"t-0","data":"{\\"hw\\":1}"}\n')
     return path
 
 
@@ -82,6 +86,7 @@ def test_java_too_old(monkeypatch, tmp_path):
 
 
 def test_this_machine_has_java_17():
+    require_java()
     _, major = session.check_java()
     assert major >= 17
 
@@ -187,3 +192,139 @@ def test_help_does_not_import_pyspark():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- Spark settings as spark-submit takes them -------------------------------------------------
+def test_conf_pairs_later_wins_and_values_keep_equals_signs():
+    from minibroker.pipeline.settings import parse_conf
+
+    assert parse_conf(["spark.a=1", "spark.b = x=y ", "spark.a=2", "spark.c="]) == {
+        "spark.a": "2",
+        "spark.b": "x=y",
+        "spark.c": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("spark.executor.memory", "--conf 'spark.executor.memory': expected KEY=VALUE, e.g. spark.executor"),
+        ("=2g", "--conf '=2g': expected KEY=VALUE"),
+        ("executor.memory=2g", "--conf 'executor.memory=2g': 'executor.memory' is not a Spark setting;"),
+    ],
+)
+def test_bad_conf_forms(item, message):
+    from minibroker.pipeline.settings import SettingsError, parse_conf
+
+    with pytest.raises(SettingsError) as error:
+        parse_conf([item])
+    assert str(error.value).startswith(message)
+
+
+def test_spark_defaults_file_forms_and_conf_over_it(tmp_path):
+    from minibroker.pipeline.settings import spark_settings
+
+    path = tmp_path / "spark-defaults.conf"
+    path.write_text(
+        "# cluster settings\n\n! also a comment\nspark.master  spark://h:7077\n"
+        "spark.executor.memory=4g\nspark.executor.cores: 2\nspark.driver.host\t10.0.0.5\n"
+    )
+    assert spark_settings(["spark.executor.memory=1g"], str(path)) == {
+        "spark.master": "spark://h:7077",
+        "spark.executor.memory": "1g",
+        "spark.executor.cores": "2",
+        "spark.driver.host": "10.0.0.5",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("spark.a 1\nspark.b\n", "{p}:2: 'spark.b': expected 'KEY VALUE', e.g. spark.executor.memory 2g"),
+        ("spark.a 1\nexecutor.memory 2g\n", "{p}:2: 'executor.memory' is not a Spark setting"),
+    ],
+)
+def test_bad_spark_defaults_lines(tmp_path, text, message):
+    from minibroker.pipeline.settings import SettingsError, read_defaults
+
+    path = tmp_path / "d.conf"
+    path.write_text(text)
+    with pytest.raises(SettingsError) as error:
+        read_defaults(str(path))
+    assert str(error.value).startswith(message.format(p=path))
+
+
+def test_user_settings_win_over_the_pipelines_but_not_over_master():
+    pairs = session.spark_conf_pairs(
+        "local[2]", "x", None, "2g", {"spark.sql.shuffle.partitions": "7", "spark.master": "yarn"}
+    )
+    assert pairs["spark.sql.shuffle.partitions"] == "7"
+    assert pairs["spark.master"] == "local[2]"
+
+
+@pytest.mark.parametrize(
+    ("cores", "size", "partitions"),
+    [(1, 0, 2), (2, 10 << 20, 4), (8, 0, 16), (2, 3 << 30, 12), (64, 1 << 40, 400)],
+)
+def test_shuffle_partitions_follow_cores_and_input(cores, size, partitions):
+    assert session.shuffle_partitions(cores, size) == partitions
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", None),
+        ("  ", None),
+        ("--packages a:b:1", "--packages a:b:1 pyspark-shell"),
+        ("x pyspark-shell", "x pyspark-shell"),
+    ],
+)
+def test_pyspark_submit_args_blank_is_unset_and_gets_its_resource(monkeypatch, value, expected):
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", value)
+    session._fix_submit_args()
+    assert os.environ.get("PYSPARK_SUBMIT_ARGS") == expected
+
+
+def test_cli_bad_conf_is_one_line(tmp_path, trace):
+    out = minibroker("analyze", str(trace), "--out", str(tmp_path / "o"), "--conf", "memory=2g")
+    assert _one_line(out) == (
+        "minibroker: analyze: --conf 'memory=2g': 'memory' is not a Spark setting; expected a key starting "
+        "with 'spark.' (e.g. spark.executor.memory)\n"
+    )
+
+
+def test_cli_missing_spark_defaults_is_one_line(tmp_path, trace):
+    missing = tmp_path / "nope.conf"
+    out = minibroker(
+        "sweep",
+        str(ROOT / "scenarios/sweeps/isr_lag_time.toml"),
+        "--out",
+        str(tmp_path / "o"),
+        "--spark-defaults",
+        str(missing),
+    )
+    assert _one_line(out) == (
+        f"minibroker: sweep: --spark-defaults '{missing}': No such file or directory; expected a "
+        "spark-defaults.conf file\n"
+    )
+
+
+def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace):
+    """A real run: PYSPARK_SUBMIT_ARGS set but empty, a spark-defaults file, and --conf over it."""
+    defaults = tmp_path / "spark-defaults.conf"
+    defaults.write_text("spark.master local[1]\nspark.sql.shuffle.partitions 3\n")
+    out = minibroker(
+        "analyze",
+        str(trace),
+        "--out",
+        str(tmp_path / "o"),
+        "--json",
+        "--spark-defaults",
+        str(defaults),
+        "--conf",
+        "spark.sql.shuffle.partitions=5",
+        env={"PYSPARK_SUBMIT_ARGS": ""},
+        timeout=600,  # a whole local run on a busy machine
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["spark"] == {"master": "local[1]", "shuffle_partitions": 5}

@@ -201,10 +201,12 @@ def expected_row(scenario, seed: int) -> dict:
 def test_eight_variants_as_spark_tasks(spark, base, tmp_path):
     (base / "tiny.toml").write_text(SWEEP)
     out = tmp_path / "out"
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    buffer, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(errors):
         code = main(["sweep", str(base / "tiny.toml"), "--out", str(out), "--json"])
     assert code == 0
+    # the count up front; the progress bar is drawn only on a terminal
+    assert errors.getvalue() == "sweep tiny: 8 variants (2 lag_ms × 2 request.timeout.ms × 2 seeds)\n"
     summary = json.loads(buffer.getvalue())
     rows = pq.read_table(out / "variants.parquet").to_pylist()
     assert rows == [{**row, "wall_ms": rows[i]["wall_ms"]} for i, row in enumerate(summary["variants"])]
@@ -227,3 +229,38 @@ def test_eight_variants_as_spark_tasks(spark, base, tmp_path):
         "![timeout_rate](heatmap-0-timeout_rate_lag_ms_request_timeout_ms.png)"
     ) == 1
     assert (out / "heatmap-0-timeout_rate_lag_ms_request_timeout_ms.png").stat().st_size > 1000
+
+
+def test_a_grid_over_max_variants_is_refused_before_spark(base, tmp_path):
+    (base / "tiny.toml").write_text(SWEEP)
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        code = main(["sweep", str(base / "tiny.toml"), "--out", str(tmp_path / "o"), "--max-variants", "7"])
+    assert code == 2
+    assert errors.getvalue() == (
+        f"minibroker: sweep: {base / 'tiny.toml'}: 8 variants (2 lag_ms × 2 request.timeout.ms × 2 seeds) "
+        "is more than --max-variants 7; shrink the grid, or raise --max-variants to run them all\n"
+    )
+    assert not (tmp_path / "o").exists()  # refused before anything ran
+
+
+def test_32000_variants_are_counted_without_building_them(base):
+    grid = SWEEP.replace("values = [1, 100]", f"values = {list(range(1, 801))}").replace(
+        "values = [150, 600]", f"values = {list(range(100, 2100, 100))}"
+    )
+    sweep = parse_sweep(grid, str(base / "s.toml"))
+    assert (sweep.count, sweep.shape()) == (32_000, "800 lag_ms × 20 request.timeout.ms × 2 seeds")
+
+
+def test_progress_reports_tasks_done_up_to_all(spark, base):
+    from minibroker.pipeline.sweep_job import run_sweep
+
+    (base / "tiny.toml").write_text(SWEEP)
+    calls: list[tuple[int, int]] = []
+    rows = run_sweep(
+        spark, load_sweep(base / "tiny.toml"), progress=lambda done, total: calls.append((done, total))
+    )
+    assert len(rows) == 8
+    assert calls[-1] == (8, 8)
+    assert all(total == 8 and 0 <= done <= 8 for done, total in calls)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)

@@ -1,0 +1,214 @@
+"""Bad rows are skipped and counted by reason with their line or row; a file that is no trace is one line.
+
+The planted traces are a clean bundled run with bad rows added at known places: the
+tables must be those of the clean run (no false audit row, no cause turned "other"),
+``events`` must count only valid events, and ``skipped`` must say why and where.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from minibroker.cli import main
+from tests.pipeline import reference
+from tests.pipeline.conftest import write_trace
+
+#: tables without a per-trace column: a planted run must give the clean run's rows exactly
+SHARED_TABLES = ("operations", "latency", "rate", "timer_precision")
+
+
+def _dump(event: dict) -> str:
+    return json.dumps(event, sort_keys=True, separators=(",", ":"))
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> Path:
+    return write_trace("follower_paused_timeout", tmp_path_factory.mktemp("clean") / "clean.jsonl")
+
+
+def analyze(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["analyze", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def one_line(code: int, err: str) -> str:
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+@pytest.fixture(scope="module")
+def planted_jsonl(spark, clean, tmp_path_factory):
+    """(out dir, JSON summary, the clean run's events) of a JSONL trace with eight planted lines."""
+    events = [json.loads(line) for line in clean.read_text().splitlines()]
+    create = next(e for e in events if e["kind"] == "op.create")
+    complete = next(e for e in events if e["kind"] == "op.complete")
+    end = max(e["time_ms"] for e in events)
+    ghost = {**create, "op": "ghost", "seq": 10**6, "time_ms": end, "data": None}  # no delay_ms
+    lines = [_dump(e) for e in events]
+    planted = {
+        3: _dump({**create, "time_ms": None}),
+        5: _dump(create).replace(f'"time_ms":{create["time_ms"]}', f'"time_ms":"{create["time_ms"]}"'),
+        8: _dump({k: v for k, v in complete.items() if k != "kind"}),
+        9: _dump({**complete, "kind": "op.completed"}),  # an unknown kind: a valid event, not read
+        12: _dump({k: v for k, v in complete.items() if k != "seq"}),
+        15: _dump(ghost),
+        17: "\x00\x01 not json",
+        18: "",
+    }
+    for line in sorted(planted):  # line numbers of the planted file, 1-based
+        lines.insert(line - 1, planted[line])
+    path = tmp_path_factory.mktemp("planted-jsonl") / "planted.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path_factory.mktemp("planted-jsonl-out")
+    code, text, err = analyze(str(path), "--out", str(out), "--json")
+    assert (code, err) == (0, "")
+    return out, json.loads(text), events, path
+
+
+def test_bad_jsonl_lines_are_skipped_by_reason_with_their_line(planted_jsonl):
+    out, summary, events, path = planted_jsonl
+    skipped = pq.read_table(out / "skipped.parquet").to_pylist()
+    assert skipped == [
+        {"trace": str(path), "problem": problem, "rows": 1, "first": f"line {line}"}
+        for problem, line in sorted(
+            [
+                ("time_ms missing or null", 3),
+                ("time_ms is not a whole number", 5),
+                ("kind missing or null", 8),
+                ("seq missing or null", 12),
+                ("op.create without delay_ms (a whole number)", 15),
+                ("not a JSON object", 17),
+            ]
+        )
+    ]
+    assert summary["skipped"] == skipped
+    (trace,) = pq.read_table(out / "traces.parquet").to_pylist()
+    # the unknown kind is an event; the blank line is nothing; the six bad lines are skipped
+    assert (trace["events"], trace["skipped"]) == (len(events) + 1, 6)
+    assert summary["events"] == len(events) + 1
+
+
+def test_planted_jsonl_tables_are_the_clean_runs(planted_jsonl, clean):
+    out, summary, _, _ = planted_jsonl
+    expected = reference.analyze([clean], 1000)
+    for name in SHARED_TABLES:
+        assert pq.read_table(out / f"{name}.parquet").to_pylist() == expected[name], name
+    assert summary["audit"] == {"problems": 0, "by_problem": {}}  # the ghost is no "completed 0 times"
+    assert "| time_ms missing or null | 1 | line 3 |" in (out / "report.md").read_text()
+
+
+def test_bad_parquet_rows_are_skipped_with_their_row_and_row_group(spark, clean, tmp_path):
+    rows = _events(clean)
+    rows[25] = {**rows[25], "time_ms": None}
+    path = tmp_path / "planted.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema(tmp_path)), path, row_group_size=10)
+    code, text, err = analyze(str(path), "--out", str(tmp_path / "out"), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(text)["skipped"] == [
+        {"trace": str(path), "problem": "time_ms missing or null", "rows": 1, "first": "row 25 (row group 2)"}
+    ]
+
+
+def _events(trace: Path) -> list[dict]:
+    return [json.loads(line) for line in trace.read_text().splitlines()]
+
+
+def _schema(tmp_path: Path) -> pa.Schema:
+    """The trace format's Parquet schema, as ParquetSink writes it."""
+    from minibroker.trace import ParquetSink
+
+    sink = ParquetSink(tmp_path / "schema.parquet")
+    sink.close()
+    return sink.schema
+
+
+def _parquet(path: Path, columns: dict) -> Path:
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def test_a_parquet_trace_without_cause_is_one_line(spark, clean, tmp_path):
+    table = pa.Table.from_pylist(_events(clean), schema=_schema(tmp_path))
+    path = tmp_path / "no-cause.parquet"
+    pq.write_table(table.drop_columns(["cause"]), path)
+    code, _, err = analyze(str(path), "--out", str(tmp_path / "o"))
+    assert one_line(code, err) == (
+        f"minibroker: analyze: {path} is not a trace: no column cause (a trace has seq, time_ms, kind, "
+        "broker, purgatory, op, keys, partition, offset, count, error, cause, data; see docs/trace.md)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "message"),
+    [
+        ("empty.jsonl", lambda p: p.write_bytes(b""), "{p} is empty: expected a trace"),
+        ("blank.jsonl", lambda p: p.write_text("\n\n"), "{p} holds no event: expected a trace"),
+        (
+            "random.jsonl",
+            lambda p: p.write_bytes(bytes(range(256)) * 4),
+            # bytes 10 (\n) and 13 (\r) end lines, as in Hadoop's line reader: 9 lines
+            "{p} has no valid trace event: 9 not a JSON object (first at line 1)",
+        ),
+        (
+            "other.jsonl",
+            lambda p: p.write_text('{"a": 1}\n{"a": 2}\n'),
+            "{p} has no valid trace event: 2 seq missing or null (first at line 1)",
+        ),
+        (
+            "random.parquet",
+            lambda p: p.write_bytes(bytes(range(256)) * 4),
+            "{p} is not a Parquet file, or is truncated (Parquet magic bytes not found",
+        ),
+        (
+            "other.parquet",
+            lambda p: _parquet(p, {"x": [1]}),
+            "{p} is not a trace: no column seq, time_ms, kind, broker, purgatory, op, partition, count, "
+            "cause, data",
+        ),
+        (
+            "typed.parquet",
+            lambda p: _parquet(
+                p,
+                {c: ["1"] for c in ("seq", "time_ms", "kind", "broker", "purgatory", "op")}
+                | {c: ["x"] for c in ("partition", "count", "cause", "data")},
+            ),
+            "{p} is not a trace: column seq is string; expected int64",
+        ),
+    ],
+)
+def test_a_file_that_is_no_trace_is_one_line(spark, tmp_path, name, make, message):
+    path = tmp_path / name
+    make(path)
+    code, _, err = analyze(str(path), "--out", str(tmp_path / "o"))
+    assert one_line(code, err).startswith("minibroker: analyze: " + message.format(p=path))
+
+
+def test_a_truncated_parquet_trace_is_one_line(spark, clean, tmp_path):
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(pa.Table.from_pylist(_events(clean), schema=_schema(tmp_path)), whole)
+    path = tmp_path / "cut.parquet"
+    path.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    code, _, err = analyze(str(path), "--out", str(tmp_path / "o"))
+    assert one_line(code, err).startswith(
+        f"minibroker: analyze: {path} is not a Parquet file, or is truncated"
+    )
+
+
+def test_one_bad_file_among_good_ones_is_still_one_line(spark, clean, tmp_path):
+    (tmp_path / "junk.jsonl").write_text("junk\n")
+    (tmp_path / "good.jsonl").write_text(clean.read_text())
+    code, _, err = analyze(str(tmp_path), "--out", str(tmp_path / "o"))
+    assert one_line(code, err) == (
+        f"minibroker: analyze: {tmp_path / 'junk.jsonl'} has no valid trace event: "
+        "1 not a JSON object (first at line 1)"
+    )
