@@ -276,6 +276,14 @@ class Cluster:
         for hook in self.broker_hooks:
             hook.broker_stopped(broker_id)
 
+    def move_leader(self, tp: TopicPartition, broker_id: int) -> None:
+        """Elect ``broker_id`` (alive, in the ISR) leader of ``tp``; ``ConfigError`` says why not."""
+        self._broker(broker_id)
+        refused = self.controller.move_leader(tp, broker_id)
+        if refused is not None:
+            raise ConfigError(f"cannot move {tp}'s leader to broker {broker_id}: {refused}")
+        self._fault("move_leader", partition=str(tp), broker=broker_id)
+
     def set_broker_config(self, broker_id: int, settings: Mapping[str, Any]) -> None:
         broker = self._broker(broker_id)
         broker.set_config(broker.config.with_kafka(settings, f"broker {broker_id}"))

@@ -201,6 +201,20 @@ class Controller:
             else:
                 self.network.send(CONTROLLER, broker, self.state[tp])
 
+    def move_leader(self, tp: TopicPartition, broker: int) -> str | None:
+        """Make ``broker`` the leader of ``tp`` now (a chosen-leader election); None, or why not."""
+        state = self.state.get(tp)
+        if state is None:
+            return f"no partition {tp}"
+        if broker not in state.isr:
+            return f"broker {broker} is not in {tp}'s ISR {list(state.isr)}"
+        if not self.alive(broker):
+            return f"broker {broker} is down"
+        if state.leader == broker:
+            return None
+        self._install(tp, broker, state.isr, direct_to=None)
+        return None
+
     def _elect(self, tp: TopicPartition, exclude: int | None, direct_to: int | None) -> None:
         state = self.state[tp]
         live_isr = [b for b in state.replicas if b in state.isr and b != exclude and self.alive(b)]
@@ -212,6 +226,11 @@ class Controller:
         else:
             leader = -1
             isr = tuple(b for b in state.isr if b != exclude) or state.isr
+        self._install(tp, leader, isr, direct_to)
+
+    def _install(self, tp: TopicPartition, leader: int, isr: tuple[int, ...], direct_to: int | None) -> None:
+        """Publish an elected ``leader`` with the next leader and partition epochs."""
+        state = self.state[tp]
         new = LeaderAndIsr(tp, leader, state.leader_epoch + 1, isr, state.partition_epoch + 1, state.replicas)
         self.elections += 1
         if self.tracer.enabled:

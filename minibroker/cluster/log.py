@@ -11,6 +11,9 @@ compares to tell "same segment" from "older segment".
 - high watermark (HW): the first offset not yet known to be replicated to the
   ISR; consumers read below it. ``0 <= HW <= LEO`` always.
 
+Each log keeps its producers' last batches (``producer_state``), updated on every
+append and rebuilt on truncation, so every replica can deduplicate once it leads.
+
 The leader epoch cache records the first offset of each leader epoch (Kafka's
 ``LeaderEpochFileCache``), so a follower can find where its log diverges.
 """
@@ -22,6 +25,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from minibroker.cluster.producer_state import ProducerBatch, ProducerStateManager
+
 
 @attrs.frozen(slots=True)
 class RecordBatch:
@@ -29,6 +34,7 @@ class RecordBatch:
 
     ``raw`` holds the producer's record batch bytes (Kafka's v2 format) when the records came
     over the wire; replication copies this object, so every replica holds the same bytes.
+    ``producers``: the idempotent producer fields of its v2 batches (none for plain batches).
     """
 
     base_offset: int
@@ -38,6 +44,7 @@ class RecordBatch:
     append_time_ms: int = 0
     values: tuple[bytes, ...] | None = None
     raw: bytes | None = attrs.field(default=None, repr=False)
+    producers: tuple[ProducerBatch, ...] = attrs.field(default=(), repr=False)
 
     @property
     def last_offset(self) -> int:
@@ -133,6 +140,7 @@ class Log:
         self.log_end_offset = 0
         self.high_watermark = 0
         self.epochs: list[tuple[int, int]] = []  # (leader epoch, start offset), both increasing
+        self.producer_state = ProducerStateManager()
 
     # --- writing ---------------------------------------------------------------------------
     def append(self, batch: RecordBatch) -> None:
@@ -148,14 +156,23 @@ class Log:
             self.segment_bases.append(batch.base_offset)
         segment.push(batch)
         self.log_end_offset = batch.next_offset
+        if batch.producers:
+            self.producer_state.record(batch.base_offset, batch.producers)
         if not self.epochs or batch.leader_epoch > self.epochs[-1][0]:
             self.epochs.append((batch.leader_epoch, batch.base_offset))
 
     def append_as_leader(
-        self, count: int, size: int, leader_epoch: int, now_ms: int, values=None, raw: bytes | None = None
+        self,
+        count: int,
+        size: int,
+        leader_epoch: int,
+        now_ms: int,
+        values=None,
+        raw: bytes | None = None,
+        producers: tuple[ProducerBatch, ...] = (),
     ) -> RecordBatch:
         """Assign offsets from the LEO and append; return the batch written."""
-        batch = RecordBatch(self.log_end_offset, count, size, leader_epoch, now_ms, values, raw)
+        batch = RecordBatch(self.log_end_offset, count, size, leader_epoch, now_ms, values, raw, producers)
         self.append(batch)
         return batch
 
@@ -182,6 +199,8 @@ class Log:
         self.log_end_offset = offset
         self.high_watermark = min(self.high_watermark, offset)
         self.epochs = [(epoch, start) for epoch, start in self.epochs if start < offset]
+        if removed and len(self.producer_state):
+            self.producer_state.rebuild((b.base_offset, b.producers) for b in self.batches() if b.producers)
         return removed
 
     # --- high watermark --------------------------------------------------------------------

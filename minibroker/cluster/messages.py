@@ -6,6 +6,7 @@ import attrs
 
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.log import RecordBatch
+from minibroker.cluster.producer_state import ProducerBatch
 
 
 @attrs.frozen(slots=True, order=True, cache_hash=True)
@@ -34,6 +35,8 @@ class ProduceData:
     size: int
     values: tuple[bytes, ...] | None = None
     raw: bytes | None = attrs.field(default=None, repr=False)
+    #: the idempotent producer fields of ``raw``'s batches (checked and recorded by the leader)
+    producers: tuple[ProducerBatch, ...] = ()
 
 
 @attrs.frozen(slots=True)

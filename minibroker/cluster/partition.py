@@ -34,6 +34,7 @@ import attrs
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.log import Log, LogOffsetMetadata, RecordBatch
 from minibroker.cluster.messages import HIGH_WATERMARK, LOG_END, TopicPartition
+from minibroker.cluster.producer_state import ProducerBatch, ProducerStateError
 
 
 class PartitionError(Exception):
@@ -189,16 +190,29 @@ class Partition:
         now_ms: int,
         values: tuple[bytes, ...] | None = None,
         raw: bytes | None = None,
-    ) -> tuple[RecordBatch, bool]:
-        """Append as leader; return the batch and whether the HW rose."""
+        producers: tuple[ProducerBatch, ...] = (),
+    ) -> tuple[RecordBatch, bool, bool]:
+        """Append as leader; return the batch, whether the HW rose, and whether it was a duplicate.
+
+        An idempotent producer's retried batch (``producer_state``) is not appended: the batch
+        returned then stands for the one already in the log (its offsets; no bytes).
+        """
         self.require_leader()
         if acks == -1 and len(self.isr) < self.effective_min_isr:
             raise PartitionError(
                 Errors.NOT_ENOUGH_REPLICAS,
                 f"ISR {list(self.isr)} is smaller than min.insync.replicas {self.effective_min_isr}",
             )
-        batch = self.log.append_as_leader(count, size, self.leader_epoch, now_ms, values, raw)
-        return batch, self.maybe_increment_leader_hw(now_ms)
+        if producers:
+            try:
+                duplicate = self.log.producer_state.check(producers)
+            except ProducerStateError as refused:
+                raise PartitionError(refused.error, str(refused)) from None
+            if duplicate is not None:
+                first, last = duplicate.first_offset, duplicate.last_offset
+                return RecordBatch(first, last - first + 1, 0, self.leader_epoch, now_ms), False, True
+        batch = self.log.append_as_leader(count, size, self.leader_epoch, now_ms, values, raw, producers)
+        return batch, self.maybe_increment_leader_hw(now_ms), False
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
         """DelayedProduce's question: has the HW reached ``required_offset``, and with enough ISR?"""

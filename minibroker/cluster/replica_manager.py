@@ -32,6 +32,7 @@ from minibroker.cluster.delayed_fetch import DelayedFetch
 from minibroker.cluster.delayed_produce import DelayedProduce, ProducePartitionStatus
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.fetcher import ReplicaFetcher
+from minibroker.cluster.injected_errors import InjectedErrors
 from minibroker.cluster.isr_changes import IsrChanges
 from minibroker.cluster.log import Log, LogOffsetMetadata
 from minibroker.cluster.messages import (
@@ -103,6 +104,8 @@ class ReplicaManager:
         #: the metadata cache's broker states (fenced, controlled shutdown), as the controller last said
         self.registrations = BrokerRegistrations()
         self.isr_changes = IsrChanges(self)
+        #: errors a test pushed for the next produce/fetch of a partition (``injected_errors``)
+        self.injected = InjectedErrors()
         self._nursery: trio.Nursery | None = None
         #: set once the broker's tasks have stopped (crash): late answers are ignored
         self.stopped = False
@@ -156,15 +159,20 @@ class ReplicaManager:
             self._respond_produce(request, respond, ProduceResponse(responses))
             return
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        request_error = self.injected.take("produce", None)
         hw_raised: list[TopicPartition] = []
         leo_moved: list[TopicPartition] = []
+        duplicates: list[TopicPartition] = []  # retried idempotent batches: answered, not appended
         for tp, data in request.data.items():
             partition = self.partitions.get(tp)
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
-                batch, raised = partition.append_records_to_leader(
-                    data.count, data.size, request.acks, now, data.values, data.raw
+                injected = request_error or self.injected.take("produce", tp)
+                if injected is not None:
+                    raise PartitionError(injected, "pushed by a test")
+                batch, raised, duplicate = partition.append_records_to_leader(
+                    data.count, data.size, request.acks, now, data.values, data.raw, data.producers
                 )
             except PartitionError as failure:
                 statuses[tp] = ProducePartitionStatus(-1, PartitionProduceResponse(failure.error))
@@ -178,6 +186,13 @@ class ReplicaManager:
                 batch.next_offset,
                 PartitionProduceResponse(Errors.NONE, batch.base_offset, -1, log.log_start_offset),
             )
+            if duplicate:
+                duplicates.append(tp)
+                if tracing:
+                    self.emit(
+                        "append.duplicate", partition=str(tp), op=request.request_id, offset=batch.base_offset
+                    )
+                continue
             (hw_raised if raised else leo_moved).append(tp)
             if tracing:
                 self.emit(
@@ -190,7 +205,7 @@ class ReplicaManager:
                     leo=log.log_end_offset,
                     hw=log.high_watermark,
                 )
-        if request.acks == -1 and (hw_raised or leo_moved):  # at least one partition appended
+        if request.acks == -1 and (hw_raised or leo_moved or duplicates):  # appended or already there
             operation = DelayedProduce(
                 request.timeout_ms,
                 statuses,
@@ -278,11 +293,17 @@ class ReplicaManager:
         offsets: dict[TopicPartition, LogOffsetMetadata] = {}
         diverging_any = False
         remaining = request.max_bytes
+        injected_here = update_follower and not request.is_from_follower  # a client's first read
+        request_error = self.injected.take("fetch", None) if injected_here else None
         for tp, wanted in request.partitions.items():
             partition = self.partitions.get(tp)
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
+                if injected_here:
+                    injected = request_error or self.injected.take("fetch", tp)
+                    if injected is not None:
+                        raise PartitionError(injected, "pushed by a test")
                 partition.require_leader()
                 partition.check_leader_epoch(wanted.current_leader_epoch)
                 log = partition.log

@@ -7,10 +7,11 @@ missing) in an install without the ``wire`` extra.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -54,6 +55,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     )
     parser.add_argument(
         "--tui", action="store_true", help="watch the purgatories live while clients run (needs a terminal)"
+    )
+    parser.add_argument(
+        "--control",
+        type=_port,
+        metavar="PORT",
+        help="serve the fault-injection HTTP/JSON API on HOST:PORT (docs/testing.md; 0: a free port)",
     )
     return {"serve": serve}
 
@@ -130,6 +137,9 @@ def build_scenario(args: argparse.Namespace) -> Scenario:
 
 def serve(args: argparse.Namespace) -> int:
     scenario = build_scenario(args)
+    if args.control is not None and args.tui:
+        raise UsageError("serve: --control and --tui cannot be combined (the TUI owns the terminal's run)")
+    args.control_server = _bind_control(args) if args.control is not None else None
     try:
         import kafka  # noqa: F401
     except ImportError:
@@ -150,6 +160,16 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bind_control(args: argparse.Namespace) -> Any:
+    """The control API's listener, bound before the brokers start (a taken port is a usage error)."""
+    from minibroker.testing.http import ControlServer
+
+    try:
+        return ControlServer(args.host, args.control)
+    except OSError as error:
+        raise UsageError(f"serve: --control {args.control}: cannot listen on {args.host}: {error}") from None
+
+
 def _listen_error(error: BaseException) -> OSError | None:
     """The OSError inside ``error`` (trio may wrap it in exception groups), if that is all it holds."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
@@ -165,23 +185,48 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
     """
     from minibroker.wire.serve import for_serving, open_served
 
-    interrupted = False
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with open_served(for_serving(scenario), args.host, args.port) as served:
             for broker, (host, port) in served.listeners.items():
                 print(f"broker {broker} listening on {host}:{port}", flush=True)
-            async with trio.open_nursery() as nursery:
-
-                async def on_ctrl_c() -> None:
-                    nonlocal interrupted
-                    async for _ in signals:
-                        interrupted = True
-                        nursery.cancel_scope.cancel()
-
-                nursery.start_soon(on_ctrl_c)
-                if args.duration is not None:
-                    await trio.sleep(args.duration)
-                    nursery.cancel_scope.cancel()
+            with _control_api(served, args):
+                interrupted = await _until_stopped(args, signals)
     if not interrupted:
         print(f"minibroker serve: stopped after {args.duration:g} s", file=sys.stderr, flush=True)
     return interrupted
+
+
+async def _until_stopped(args: argparse.Namespace, signals: Any) -> bool:
+    """Wait for ``--duration`` or Ctrl-C; True if interrupted."""
+    interrupted = False
+    async with trio.open_nursery() as nursery:
+
+        async def on_ctrl_c() -> None:
+            nonlocal interrupted
+            async for _ in signals:
+                interrupted = True
+                nursery.cancel_scope.cancel()
+
+        nursery.start_soon(on_ctrl_c)
+        if args.duration is not None:
+            await trio.sleep(args.duration)
+            nursery.cancel_scope.cancel()
+    return interrupted
+
+
+@contextlib.contextmanager
+def _control_api(served: Any, args: argparse.Namespace) -> Iterator[None]:
+    """With ``--control PORT``: the HTTP/JSON fault-injection API (``minibroker.testing.http``) meanwhile."""
+    if args.control is None:
+        yield
+        return
+    from minibroker.testing.control import Control
+
+    api = args.control_server
+    host, port = api.address
+    print(f"control API on http://{host}:{port}/v1/ (docs/testing.md)", flush=True)
+    api.start(Control(served, trio.lowlevel.current_trio_token()))
+    try:
+        yield
+    finally:
+        api.stop()

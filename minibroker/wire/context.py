@@ -60,8 +60,30 @@ class ServerState:
     auto_create_refusals: int = 0
     #: requests decoded so far, by API name (what a benchmark or a summary counts)
     requests: collections.Counter[str] = attrs.Factory(collections.Counter)
+    #: requests decoded so far, by broker and API name (the testing handle's read-out)
+    broker_requests: collections.Counter[tuple[int, str]] = attrs.Factory(collections.Counter)
+    #: open client connections: node name on the emulated network -> broker id
+    nodes: dict[str, int] = attrs.Factory(dict)
+    #: broker id -> latency (ms, each way) of every client connection to it, present and future
+    client_latency_ms: dict[int, int] = attrs.Factory(dict)
     #: key -> (trio time of the last line written, lines held back since)
     _limited: dict[Any, tuple[float, int]] = attrs.Factory(dict)
+
+    def connected(self, node: str, broker_id: int) -> None:
+        """A client connection opened: it gets the broker's client latency, if one is set."""
+        self.nodes[node] = broker_id
+        if broker_id in self.client_latency_ms:
+            self.cluster.network.set_latency(node, broker_id, self.client_latency_ms[broker_id])
+
+    def disconnected(self, node: str) -> None:
+        self.nodes.pop(node, None)
+
+    def set_client_latency(self, broker_id: int, latency_ms: int) -> None:
+        """Every client link to ``broker_id`` (open now or later) takes ``latency_ms`` each way."""
+        self.client_latency_ms[broker_id] = latency_ms
+        for node, broker in self.nodes.items():
+            if broker == broker_id:
+                self.cluster.network.set_latency(node, broker_id, latency_ms)
 
     def log_limited(self, key: Any, line: str) -> bool:
         """Log ``line`` unless a line of the same ``key`` went out within ``LOG_INTERVAL_S``.

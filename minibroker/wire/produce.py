@@ -14,10 +14,14 @@ the request's topic and partition order.
 error that can be seen at once (corrupt records, unknown topic, not the leader)
 closes the connection instead, so the producer refreshes its metadata.
 
-InitProducerId hands out producer ids from 1000 up with epoch 0 (an existing
-id and epoch asked for again, v3+, get the epoch bumped). Idempotence is not
-enforced: sequence numbers are stored as sent and duplicates are appended.
-Transactional ids are refused with INVALID_REQUEST (no transaction coordinator).
+InitProducerId hands out producer ids from 1000 up with epoch 0; a request
+naming the current id and epoch (v3+) gets a new id too, as Kafka's coordinator
+answers any non-transactional producer. Idempotence is
+enforced by the partition leader as Kafka does (``cluster.producer_state``): a
+retried batch is answered with its first offset and not appended again, a gap
+in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
+INVALID_PRODUCER_EPOCH. Transactional ids are refused with INVALID_REQUEST
+(no transaction coordinator).
 """
 
 from __future__ import annotations
@@ -76,7 +80,9 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
             if records.count == 0:
                 local[tp] = PartitionProduceResponse(Errors.NONE)
             else:
-                data[tp] = ProduceData(records.count, len(records.raw), raw=records.raw)
+                data[tp] = ProduceData(
+                    records.count, len(records.raw), raw=records.raw, producers=records.producers
+                )
     message = ProduceRequest(body.acks, body.timeout_ms, data, conn.request_id(request.correlation_id))
     if body.acks == 0:
         _check_acks_zero(conn, local, data)
@@ -141,12 +147,8 @@ async def init_producer_id(request: Request, conn: Connection) -> InitProducerId
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1, producer_epoch=-1
         )
-    producer_id = body.producer_id if request.api_version >= 3 else -1
-    epoch = body.producer_epoch if request.api_version >= 3 else -1
-    if producer_id >= 0 and epoch >= 0:
-        return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=(epoch + 1) % 32767
-        )
+    # no transactional id: Kafka's coordinator always hands out a fresh producer id at epoch 0, even when
+    # the request names the producer's current id and epoch (v3+, KIP-360)
     return InitProducerIdResponse(
         throttle_time_ms=0, error_code=0, producer_id=next(conn.state.producer_ids), producer_epoch=0
     )

@@ -36,9 +36,12 @@ outside the CRC, so the batches stay valid. Batches written without bytes (by
 scenario steps or minibroker's own clients) are built here as valid v2 batches
 of ``count`` records, timestamped at their append time on the wall clock.
 
+Idempotence: the producer id, epoch and sequence range of each batch an
+idempotent producer wrote go with the records (``ProducedRecords.producers``)
+to the leader, which deduplicates and checks them (``cluster.producer_state``).
+
 Not done (say so to users): compressed batches are kept as sent (checked,
-not recompressed); sequence numbers and producer ids are stored as sent,
-never checked for duplicates.
+not recompressed).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.log import RecordBatch
+from minibroker.cluster.producer_state import NO_PRODUCER_ID, ProducerBatch, last_sequence
 from minibroker.wire.compression import (
     CODEC_NAMES,
     ZSTD,
@@ -101,6 +105,8 @@ class ProducedRecords:
     count: int
     batches: int
     raw: bytes = attrs.field(repr=False)
+    #: the producer fields of the batches an idempotent producer wrote (checked by the leader)
+    producers: tuple[ProducerBatch, ...] = ()
 
 
 def inner_batches(raw: bytes) -> Iterator[tuple[int, int]]:
@@ -133,6 +139,7 @@ def validate_records(
     raw = bytes(raw)
     count = 0
     batches = 0
+    producers: list[ProducerBatch] = []
     for start, end in inner_batches(raw):
         magic = raw[start + _MAGIC_AT]
         if magic != 2:
@@ -149,9 +156,21 @@ def validate_records(
         codec = batch.attributes & _CODEC_MASK
         if codec:
             _check_compressed(raw[start:end], start, codec, produce_version, decompressed_limit)
+        if batch.producer_id != NO_PRODUCER_ID:
+            first = batch.base_sequence
+            producers.append(
+                ProducerBatch(
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    first,
+                    last_sequence(first, batch.last_offset_delta),
+                    count,
+                    count + records - 1,
+                )
+            )
         count += records
         batches += 1
-    return ProducedRecords(count, batches, raw)
+    return ProducedRecords(count, batches, raw, tuple(producers))
 
 
 def _check_compressed(raw: bytes, start: int, codec: int, produce_version: int, limit: int) -> None:

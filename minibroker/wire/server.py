@@ -171,6 +171,7 @@ class WireServer:
         conn = Connection(state, broker_id, f"wire-b{broker_id}-c{next(state.connections)}", peer)
         network = self.cluster.network
         network.register(conn.node, conn)
+        state.connected(conn.node, broker_id)
         max_bytes = self.cluster.brokers[broker_id].config.socket_request_max_bytes
         try:
             async with stream:
@@ -184,6 +185,7 @@ class WireServer:
                     nursery.cancel_scope.cancel()
         finally:
             network.unregister(conn.node)
+            state.disconnected(conn.node)
 
     async def _read(
         self, conn: Connection, stream: trio.SocketStream, reader: FrameReader, send: trio.MemorySendChannel
@@ -226,6 +228,7 @@ class WireServer:
             conn.log(f"{error}; closing")
             return False
         self.state.requests[request.name] += 1
+        self.state.broker_requests[conn.broker_id, request.name] += 1
         reason = conn.unreachable()
         if reason is not None:
             # clients reconnect and retry at once: one line per broker and reason a second is plenty

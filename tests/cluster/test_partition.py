@@ -140,8 +140,8 @@ def test_append_checks_leadership_and_min_isr():
     with pytest.raises(PartitionError) as raised:
         partition.append_records_to_leader(1, 10, -1, 0)
     assert raised.value.error is Errors.NOT_ENOUGH_REPLICAS
-    batch, raised_hw = partition.append_records_to_leader(1, 10, 1, 0)  # acks=1 is not checked
-    assert batch.base_offset == 0 and raised_hw is False  # under min ISR: the HW holds
+    batch, raised_hw, duplicate = partition.append_records_to_leader(1, 10, 1, 0)  # acks=1 is not checked
+    assert batch.base_offset == 0 and raised_hw is False and duplicate is False  # under min ISR: the HW holds
     partition.make_follower(1, 1, (1,), 1)
     with pytest.raises(PartitionError) as raised:
         partition.append_records_to_leader(1, 10, 1, 0)

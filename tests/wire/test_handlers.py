@@ -121,7 +121,7 @@ def test_list_offsets_earliest_latest_and_by_time(server, client):
     follower.close()
 
 
-def test_init_producer_id_allocates_ids_and_bumps_epochs(client):
+def test_init_producer_id_allocates_a_new_id_at_epoch_0_every_time_as_kafka_does(client):
     def init(version: int, **fields):
         response = client.request(
             InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, **fields),
@@ -132,7 +132,8 @@ def test_init_producer_id_allocates_ids_and_bumps_epochs(client):
 
     assert init(0) == (0, 1000, 0)
     assert init(4) == (0, 1001, 0)
-    assert init(4, producer_id=1001, producer_epoch=0) == (0, 1001, 1)
+    # an idempotent producer asking to bump its epoch (KIP-360) gets a fresh id, as from Kafka
+    assert init(4, producer_id=1001, producer_epoch=0) == (0, 1002, 0)
     transactional = client.request(
         InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), InitProducerIdResponse, 4
     )

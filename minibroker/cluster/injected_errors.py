@@ -1,0 +1,51 @@
+"""Errors pushed by a test for the next requests touching one partition on one broker.
+
+librdkafka's mock cluster and kfake let a test say "the next N produce requests
+for this partition fail with NOT_LEADER_OR_FOLLOWER"; these are those queues.
+A queue is for one partition, or (partition None) for whole requests: the
+replica manager takes one request error per client Produce or Fetch and gives
+it to every partition of that request, else one error per partition from the
+partition's queue. Either happens before it appends or reads, so nothing
+happens to the log; replica fetches of followers are never touched. Queues
+live on the broker's replica manager: a crash forgets them, as it forgets
+everything else in memory.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.messages import TopicPartition
+
+#: what can be pushed: the two purgatory paths
+KINDS = ("produce", "fetch")
+
+
+class InjectedErrors:
+    """(kind, partition) -> errors still to hand out, oldest first."""
+
+    def __init__(self) -> None:
+        self._queues: dict[tuple[str, TopicPartition | None], collections.deque[Errors]] = {}
+
+    def push(self, kind: str, tp: TopicPartition | None, errors: Iterable[Errors]) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"errors can be pushed for {' or '.join(KINDS)} requests, not {kind!r}")
+        self._queues.setdefault((kind, tp), collections.deque()).extend(errors)
+
+    def take(self, kind: str, tp: TopicPartition | None) -> Errors | None:
+        """The next pushed error for ``tp``'s (None: a whole request's) ``kind`` requests, or None."""
+        if not self._queues:
+            return None
+        queue = self._queues.get((kind, tp))
+        if not queue:
+            return None
+        error = queue.popleft()
+        if not queue:
+            del self._queues[kind, tp]
+        return error
+
+    def pending(self) -> dict[str, int]:
+        """'kind tp' -> errors left (a read-out)."""
+        return {f"{kind} {tp or '*'}": len(queue) for (kind, tp), queue in self._queues.items()}

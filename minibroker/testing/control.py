@@ -1,0 +1,222 @@
+"""Control: act on a running ``serve`` from any thread, at once; the one facade tests and HTTP share.
+
+Every method runs its work inside the server's trio run (``trio.from_thread``)
+and returns when it is done, so the next line of a test already sees the
+effect: a crashed broker refuses connections, a moved leader answers, a pushed
+error is queued. Bad arguments raise ``ValueError`` with a one-line reason
+(``ConfigError`` is one); the cluster is left as it was.
+
+Brokers are numbered 0..n-1. A link is two nodes of the emulated network:
+broker ids or ``"controller"``. Client links (every connection of every Kafka
+client to a broker) are set per broker with ``set_client_latency``, librdkafka's
+``rd_kafka_mock_broker_set_rtt`` counterpart (here the latency is each way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import trio
+
+from minibroker.cluster.controller import CONTROLLER
+from minibroker.cluster.errors import Errors
+from minibroker.cluster.injected_errors import KINDS
+from minibroker.cluster.messages import TopicPartition
+from minibroker.wire.serve import Served
+
+#: API names and keys errors can be pushed for, and the replica manager's name for them
+_APIS = {"produce": "produce", "0": "produce", "fetch": "fetch", "1": "fetch"}
+assert set(_APIS.values()) == set(KINDS)
+
+
+def parse_error(error: str | int) -> Errors:
+    """A Kafka error by name (``NOT_LEADER_OR_FOLLOWER``) or code (6)."""
+    try:
+        if isinstance(error, int) or (isinstance(error, str) and error.lstrip("-").isdigit()):
+            return Errors(int(error))
+        return Errors[str(error).upper()]
+    except (KeyError, ValueError):
+        known = ", ".join(e.name for e in Errors if e is not Errors.NONE)
+        raise ValueError(f"error {error!r}: expected one of {known} (or its code)") from None
+
+
+class Control:
+    """Thread-safe actions and read-outs on ``served``, whose trio run has ``token``."""
+
+    def __init__(self, served: Served, token: trio.lowlevel.TrioToken) -> None:
+        self.served = served
+        self._token = token
+
+    # --- plumbing ------------------------------------------------------------------------------
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.served.bootstrap_servers
+
+    @property
+    def brokers(self) -> int:
+        return len(self.served.cluster.brokers)
+
+    def _broker(self, broker: Any) -> int:
+        if isinstance(broker, bool) or not isinstance(broker, int) or not 0 <= broker < self.brokers:
+            raise ValueError(f"broker {broker!r}: expected a broker id 0..{self.brokers - 1}")
+        return broker
+
+    def _node(self, node: Any) -> Any:
+        return CONTROLLER if node == "controller" else self._broker(node)
+
+    def _partition(self, topic: Any, partition: Any) -> TopicPartition:
+        tp = TopicPartition(str(topic), partition if isinstance(partition, int) else -1)
+        if not self._run(self.served.cluster.known, tp):
+            raise ValueError(f"partition {topic!r} {partition!r}: no such topic partition")
+        return tp
+
+    @staticmethod
+    def _millis(value: Any, what: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 3_600_000:
+            raise ValueError(f"{what} {value!r}: expected whole milliseconds 0..3600000")
+        return value
+
+    # --- actions -------------------------------------------------------------------------------
+    def pause_fetcher(self, broker: int) -> None:
+        """The follower ``broker`` stops fetching from its leaders (it falls out of the ISR in time)."""
+        self._run(self.served.cluster.pause_fetcher, self._broker(broker))
+
+    def resume_fetcher(self, broker: int) -> None:
+        self._run(self.served.cluster.resume_fetcher, self._broker(broker))
+
+    def set_client_latency(self, broker: int, latency_ms: int) -> None:
+        """Every client connection to ``broker`` (open now or later) takes ``latency_ms`` each way."""
+        state = self.served.server.state
+        self._run(state.set_client_latency, self._broker(broker), self._millis(latency_ms, "latency"))
+
+    def set_link_latency(self, a: int | str, b: int | str, latency_ms: int) -> None:
+        """The link between two brokers (or a broker and ``"controller"``), both ways."""
+        self._run(
+            self.served.cluster.set_latency, self._node(a), self._node(b), self._millis(latency_ms, "latency")
+        )
+
+    def drop_link(self, a: int | str, b: int | str) -> None:
+        """Lose every message on the link, in flight or later, both ways, until ``heal_link``."""
+        self._run(self.served.cluster.drop_link, self._node(a), self._node(b))
+
+    def heal_link(self, a: int | str, b: int | str) -> None:
+        self._run(self.served.cluster.heal_link, self._node(a), self._node(b))
+
+    def crash(self, broker: int) -> None:
+        """Kill ``broker`` (its listener and connections close; the controller fails its partitions over)."""
+        self._run(self.served.cluster.crash, self._broker(broker))
+
+    def restart(self, broker: int) -> None:
+        broker = self._broker(broker)
+        trio.from_thread.run(self.served.cluster.restart, broker, trio_token=self._token)
+
+    def shutdown(self, broker: int) -> None:
+        """Controlled shutdown: leadership moves off ``broker`` first, then it stops."""
+        self._run(self.served.cluster.shutdown, self._broker(broker))
+
+    def move_leader(self, topic: str, partition: int, broker: int) -> None:
+        """Elect ``broker`` (alive, in the ISR) leader of the partition now."""
+        tp = self._partition(topic, partition)
+        self._run(self.served.cluster.move_leader, tp, self._broker(broker))
+
+    def set_config(self, settings: Mapping[str, Any], broker: int | None = None) -> None:
+        """Change broker settings by Kafka's names on ``broker`` (None: every broker)."""
+        if not isinstance(settings, Mapping) or not settings:
+            raise ValueError(f"settings {settings!r}: expected a non-empty mapping of Kafka config names")
+        brokers = range(self.brokers) if broker is None else [self._broker(broker)]
+        for broker_id in brokers:
+            self._run(self.served.cluster.set_broker_config, broker_id, dict(settings))
+
+    def push_errors(
+        self,
+        api: str | int,
+        errors: Iterable[str | int],
+        broker: int,
+        topic: str | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """The next ``len(errors)`` ``api`` requests (Produce or Fetch) on ``broker`` fail, one error each.
+
+        With ``topic`` and ``partition``: only that partition's part of the requests fails, once per
+        request that names it. Nothing is appended or read for a failed partition.
+        """
+        kind = _APIS.get(str(api).lower())
+        if kind is None:
+            raise ValueError(f"api {api!r}: errors can be pushed for Produce (0) or Fetch (1)")
+        if isinstance(errors, str | int):
+            errors = [errors]
+        parsed = [parse_error(error) for error in errors]
+        if not parsed:
+            raise ValueError("errors: expected at least one error")
+        broker = self._broker(broker)
+        if (topic is None) != (partition is None):
+            raise ValueError("topic and partition: give both (one partition) or neither (whole requests)")
+        tp = self._partition(topic, partition) if topic is not None else None
+
+        def push() -> None:
+            manager = self.served.cluster.brokers[broker].replica_manager
+            if manager is None:
+                raise ValueError(f"broker {broker} is down")
+            manager.injected.push(kind, tp, parsed)
+
+        self._run(push)
+
+    # --- read-outs -----------------------------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> dict[str, Any]:
+        """Leader, epochs, ISR and each replica's LEO/HW/log start offset, as the cluster has them now."""
+        label = str(self._partition(topic, partition))
+        view = self._run(self.served.cluster.snapshot).partition(label)
+        return {
+            "partition": label,
+            "leader": view.leader,
+            "leader_epoch": view.leader_epoch,
+            "isr": list(view.isr),
+            "high_watermark": view.replica(view.leader).high_watermark if view.leader >= 0 else -1,
+            "replicas": [
+                {
+                    "broker": r.broker,
+                    "log_end_offset": r.log_end_offset,
+                    "high_watermark": r.high_watermark,
+                    "log_start_offset": r.log_start_offset,
+                    "alive": r.alive,
+                }
+                for r in view.replicas
+            ],
+        }
+
+    def purgatories(self, broker: int) -> dict[str, dict[str, int]]:
+        """Each purgatory's figures on ``broker`` (PurgatorySize, NumDelayedOperations, completions, ...)."""
+        view = self._run(self.served.cluster.snapshot).broker(self._broker(broker))
+        return {
+            p.name: {
+                "watched": p.watched,
+                "num_delayed": p.num_delayed,
+                "completions": p.completions,
+                "expirations": p.expirations,
+                "purges": p.purges,
+            }
+            for p in view.purgatories
+        }
+
+    def requests(self, broker: int | None = None) -> dict[str, int]:
+        """Requests decoded so far by API name, on ``broker`` or (None) on all of them."""
+        state = self.served.server.state
+        if broker is None:
+            return dict(self._run(lambda: dict(state.requests)))
+        broker = self._broker(broker)
+        counts = self._run(lambda: dict(state.broker_requests))
+        return {name: n for (b, name), n in counts.items() if b == broker}
+
+    def pending_errors(self, broker: int) -> dict[str, int]:
+        """Pushed errors not handed out yet on ``broker``: 'produce t-0' (or 'produce *') -> count."""
+        broker = self._broker(broker)
+
+        def read() -> dict[str, int]:
+            manager = self.served.cluster.brokers[broker].replica_manager
+            return manager.injected.pending() if manager is not None else {}
+
+        return self._run(read)
