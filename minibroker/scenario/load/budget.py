@@ -27,7 +27,7 @@ REQUESTS = (Produce, Fetch, Poll, Load)
 def projected_span(scope: Planned) -> int:
     """The last virtual ms the run may reach."""
     ends = [0 if scope.end_ms is None else scope.end_ms]
-    ends += [step.at + getattr(step, "duration_ms", 0) for step in scope.steps]
+    ends += [step.at + (getattr(step, "duration_ms", 0) or 0) for step in scope.steps]
     ends += [getattr(e, "at", 0) for e in scope.expectations]
     last = max(ends)
     if scope.end_ms is None and any(isinstance(step, REQUESTS) for step in scope.steps):

@@ -14,6 +14,9 @@ _OP = ("broker", "purgatory", "op")
 _CLIENT = ("client", "op", "broker", "keys")
 _DONE = (*_CLIENT, "error", "cause", "latency_ms")
 _TIMER = ("broker", "op", "expiration", "level", "slot", "bucket", "left_ms")
+_KEYED = ("broker", "key", "deadline_ms")  # the group coordinator's keyed tasks
+_GROUP = ("broker", "group")  # the group coordinator's events
+_MEMBER = ("client", "group")  # the emulator's own group members
 
 KINDS: dict[str, frozenset[str]] = {
     kind: frozenset(fields)
@@ -52,5 +55,30 @@ KINDS: dict[str, frozenset[str]] = {
         "replica.stopped": ("broker", "partition", "deleted"),
         "fault": ("fault", "broker", "src", "dst", "latency_ms", "settings"),
         "net.lost": ("src", "dst", "message"),
+        "topic.create": ("topic", "partitions", "rf"),
+        "timer.schedule": (*_KEYED, "delay_ms", "replaced"),
+        "timer.cancel": _KEYED,
+        "timer.expire": _KEYED,
+        "group.join": (*_GROUP, "member", "instance", "session_timeout_ms", "rebalance_timeout_ms"),
+        "group.sync": (*_GROUP, "member", "generation", "assignments"),
+        "group.state": (*_GROUP, "state", "generation", "reason", "protocol", "leader", "members"),
+        "group.member.add": (*_GROUP, "member", "instance"),
+        "group.member.remove": (*_GROUP, "member", "reason"),
+        "group.member.replace": (*_GROUP, "member", "instance", "previous"),
+        "group.leave": (*_GROUP, "member", "reason"),
+        "group.session.expire": (*_GROUP, "member", "generation", "pending"),
+        "group.commit": (*_GROUP, "member", "offsets", "error"),
+        "group.offsets.expire": (*_GROUP, "partitions"),
+        "group.load": ("broker", "partition", "epoch", "records", "groups"),
+        "group.unload": ("broker", "partition"),
+        "member.join": (*_MEMBER, "member"),
+        "member.assigned": (*_MEMBER, "member", "generation", "leader", "partitions"),
+        "member.commit": (*_MEMBER, "offsets"),
+        "member.leave": (*_MEMBER, "member"),
+        "member.error": (*_MEMBER, "api", "error"),
+        "member.failed": (*_MEMBER, "error"),
+        "member.stall": _MEMBER,
+        "member.hang": _MEMBER,
+        "member.resume": _MEMBER,
     }.items()
 }
