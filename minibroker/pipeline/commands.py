@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
 import time
@@ -157,9 +158,28 @@ def _raise_if_spark_error(command: str, error: Exception, log: Path) -> None:
     from pyspark.errors import PySparkException
 
     if isinstance(error, (PySparkException, Py4JError)):
-        text = str(error).strip().splitlines()
-        first = next((line.strip() for line in text if line.strip()), type(error).__name__)
-        raise UsageError(f"{command}: Spark failed: {first[:300]} (Spark's log: {log})") from None
+        raise UsageError(
+            f"{command}: Spark failed: {spark_failure(str(error))[:400]} (Spark's log: {log})"
+        ) from None
+
+
+_JAVA_EXCEPTION = re.compile(r"(?:^|: )((?:[a-z0-9_$]+\.)+[A-Z][A-Za-z0-9_$]*(?:Exception|Error): .*)")
+
+
+def spark_failure(text: str) -> str:
+    """The telling line of a Spark error: its root Java cause, not py4j's "error calling o138.collect"."""
+    from minibroker.pipeline.inputs import display_name
+
+    lines = [
+        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
+    ]
+    causes = [match.group(1) for line in lines if (match := _JAVA_EXCEPTION.search(line))]
+    if not causes:
+        return lines[0] if lines else "unknown error"
+    where = re.search(r"in file (\S+)", text)
+    if where and where.group(1) not in causes[-1]:
+        return f"{causes[-1]} (in file {display_name(where.group(1))})"
+    return causes[-1]
 
 
 def _command_line() -> str:
@@ -262,12 +282,15 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _progress_bar(console: Any, variants: int) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar of the sweep's variants on ``console`` (stderr); yields ``update(done, total)``.
+    """A bar of the sweep's variants on ``console`` (stderr, a terminal); yields ``update(done, total)``.
 
     Tasks are counted, and shown as variants: a task runs ``variants / tasks`` of them.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if not console.is_terminal:  # a log file or a pipe: the count line said enough
+        yield lambda done, total: None
+        return
     with Progress(
         TextColumn("variants"),
         BarColumn(),
