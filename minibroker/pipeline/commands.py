@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 import time
@@ -157,29 +156,12 @@ def _raise_if_spark_error(command: str, error: Exception, log: Path) -> None:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    from minibroker.pipeline.session import spark_failure
+
     if isinstance(error, (PySparkException, Py4JError)):
         raise UsageError(
             f"{command}: Spark failed: {spark_failure(str(error))[:400]} (Spark's log: {log})"
         ) from None
-
-
-_JAVA_EXCEPTION = re.compile(r"(?:^|: )((?:[a-z0-9_$]+\.)+[A-Z][A-Za-z0-9_$]*(?:Exception|Error): .*)")
-
-
-def spark_failure(text: str) -> str:
-    """The telling line of a Spark error: its root Java cause, not py4j's "error calling o138.collect"."""
-    from minibroker.pipeline.inputs import display_name
-
-    lines = [
-        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
-    ]
-    causes = [match.group(1) for line in lines if (match := _JAVA_EXCEPTION.search(line))]
-    if not causes:
-        return lines[0] if lines else "unknown error"
-    where = re.search(r"in file (\S+)", text)
-    if where and where.group(1) not in causes[-1]:
-        return f"{causes[-1]} (in file {display_name(where.group(1))})"
-    return causes[-1]
 
 
 def _command_line() -> str:

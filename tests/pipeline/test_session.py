@@ -329,7 +329,7 @@ def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace
 
 
 def test_a_spark_failure_is_told_by_its_root_cause_and_file():
-    from minibroker.pipeline.commands import spark_failure
+    from minibroker.pipeline.session import spark_failure
 
     text = (
         "An error occurred while calling o138.collectToPython.\n"
