@@ -1,14 +1,24 @@
-"""The ``minibroker`` command line. Every error is one line on stderr and a non-zero exit."""
+"""The ``minibroker`` command line. Every error is one line on stderr and a non-zero exit.
+
+Ctrl-C is one line and exit status 130 at any moment: ``entry_point`` installs a
+handler that exits at once while the command modules are imported (a KeyboardInterrupt
+raised inside an import cannot always be caught cleanly); ``main`` puts Python's
+default handler back before the command runs, which then catches KeyboardInterrupt.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from minibroker import __version__
-from minibroker.cliutil import Parser, UsageError, speed, whole_ms
+from minibroker.cliutil import Parser, UsageError, speed, whole_number
+
+INTERRUPTED = "minibroker: interrupted\n"
 
 #: modules that add commands; a module missing from this install is skipped
 COMMAND_MODULES = (
@@ -16,7 +26,14 @@ COMMAND_MODULES = (
     "minibroker.tui.commands",
     "minibroker.pipeline.commands",
     "minibroker.wire.commands",
+    "minibroker.chaos.commands",
 )
+
+
+#: the timer demo's bounds: an hour (the reaper polls every 200 ms: a minute of wall time at most), and
+#: the wheel sizes the scenario loader accepts (scenario/load/limits.py; not imported here: it is slow)
+MAX_DEMO_MS = 3_600_000
+WHEEL_SIZES = (2, 1024)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,13 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--task",
         dest="tasks",
-        type=whole_ms,
+        type=whole_number(0, MAX_DEMO_MS, "a whole number of ms"),
         action="append",
         metavar="MS",
         help="a task delay in ms (repeatable; default: the seed articles' 350 and 450)",
     )
-    demo.add_argument("--tick", type=whole_ms, default=1, help="tick of level 1 in ms (default 1)")
-    demo.add_argument("--wheel-size", type=whole_ms, default=20, help="buckets per level (default 20)")
+    demo.add_argument(
+        "--tick",
+        type=whole_number(1, MAX_DEMO_MS, "a whole number of ms"),
+        default=1,
+        help="tick of level 1 in ms (default 1)",
+    )
+    demo.add_argument(
+        "--wheel-size",
+        type=whole_number(*WHEEL_SIZES, "a number of buckets"),
+        default=20,
+        help=f"buckets per level, {WHEEL_SIZES[0]}..{WHEEL_SIZES[1]} (default 20)",
+    )
     demo.add_argument(
         "--speed", type=speed, help="run at this multiple of real time (default: virtual, instant)"
     )
@@ -61,8 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _demo_timer(args: argparse.Namespace) -> int:
     from minibroker.demo import run_demo
 
-    if args.tick < 1 or args.wheel_size < 1:
-        raise UsageError("demo-timer: --tick and --wheel-size must be >= 1")
     delays = args.tasks if args.tasks else [350, 450]
     results = run_demo(delays, tick_ms=args.tick, wheel_size=args.wheel_size, speed=args.speed)
     late = [(d, at) for d, at in results if at != d]
@@ -72,25 +97,36 @@ def _demo_timer(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if signal.getsignal(signal.SIGINT) is _interrupted_at_start_up:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if args.command is None:
+            parser.print_help()
+            return 0
         return args.handlers[args.command](args)
     except UsageError as error:
-        print(f"minibroker: {error}", file=sys.stderr)
+        for line in str(error).splitlines():  # a scenario with several problems: one line each
+            print(f"minibroker: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("minibroker: interrupted", file=sys.stderr)
+        print(INTERRUPTED, end="", file=sys.stderr)
         return 130
     except BaseExceptionGroup as group:  # trio may deliver Ctrl-C inside a nursery
         if group.subgroup(KeyboardInterrupt) is None:
             raise
-        print("minibroker: interrupted", file=sys.stderr)
+        print(INTERRUPTED, end="", file=sys.stderr)
         return 130
 
 
+def _interrupted_at_start_up(signum: int, frame: object) -> None:
+    os.write(2, INTERRUPTED.encode())
+    os._exit(130)
+
+
 def entry_point() -> None:
+    """The ``minibroker`` program (and ``python -m minibroker``)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when a host set its own
+        signal.signal(signal.SIGINT, _interrupted_at_start_up)
     sys.exit(main())

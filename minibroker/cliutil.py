@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 
 class UsageError(Exception):
@@ -63,3 +64,15 @@ def positive_number(noun: str = "a positive number") -> Callable[[str], float]:
 
 #: an argument that is a multiple of real time
 speed = positive_number()
+
+
+def out_dir(path: str) -> Path:
+    """The ``--out`` directory, made if missing; a file there, or no permission, is a UsageError."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {path!r} is a file; expected a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--out {path!r}: {error.strerror or error}") from None
+    return out

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from minibroker.cliutil import UsageError, speed, whole_ms
 from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
+from minibroker.scenario.library import bundled_scenarios, library_dirs, resolve
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -24,7 +26,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         description="Run a TOML scenario on an emulated cluster (virtual time unless --speed/--realtime); "
         "exit 0 if every expectation holds, 1 if one fails, 2 on bad input.",
     )
-    run_parser.add_argument("file", metavar="FILE.toml")
+    run_parser.add_argument(
+        "file", metavar="FILE.toml", help="a scenario file, or the name of a bundled one (minibroker list)"
+    )
     run_parser.add_argument(
         "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
     )
@@ -51,12 +55,15 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     check_parser.add_argument("files", metavar="FILE.toml", nargs="+")
     list_parser = commands.add_parser("list", help="show the bundled scenarios")
     list_parser.add_argument(
-        "--dir", help="where to look (default: ./scenarios, then the checkout's scenarios/)"
+        "--dir", help="where to look (default: ./scenarios if there is one, else the bundled scenarios)"
     )
     return {"run": run, "check": check, "list": list_scenarios}
 
 
-def _load(path: str) -> Scenario:
+def _load(name: str) -> Scenario:
+    path = resolve(name)
+    if not path.exists() and path.parent == Path(".") and path.suffix != ".toml":
+        raise UsageError(f"{name}: no such file, and no bundled scenario of that name (minibroker list)")
     try:
         return load_scenario(path)
     except ScenarioError as error:
@@ -132,52 +139,34 @@ def check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files:
         try:
-            scenario = load_scenario(path)
+            scenario = load_scenario(resolve(path))
         except ScenarioError as error:
-            print(f"minibroker: {error}", file=sys.stderr)
+            for problem in error.problems:
+                print(f"minibroker: {problem}", file=sys.stderr)
             failed += 1
             continue
         print(f"ok {path}: {len(scenario.steps)} steps, {len(scenario.expectations)} expectations")
     return 2 if failed else 0
 
 
-def scenario_dirs(explicit: str | None = None) -> list[Path]:
-    """Where bundled scenarios live: ./scenarios, then the checkout's scenarios/ next to the package."""
-    if explicit:
-        return [Path(explicit)]
-    here = Path.cwd() / "scenarios"
-    checkout = Path(__file__).resolve().parent.parent / "scenarios"
-    return [d for d in dict.fromkeys([here, checkout]) if d.is_dir()]
-
-
-#: sub-folders of a scenario directory that hold bundled scenarios too (sweeps/ holds sweep files)
-SCENARIO_SUBDIRS = ("regressions",)
-
-
-def bundled_scenarios(directory: Path) -> list[Path]:
-    """The scenario files of ``directory``: its own ``*.toml``, then those of ``regressions/``."""
-    found = sorted(directory.glob("*.toml"))
-    for sub in SCENARIO_SUBDIRS:
-        found += sorted((directory / sub).glob("*.toml"))
-    return found
-
-
 def list_scenarios(args: argparse.Namespace) -> int:
     if args.dir and not Path(args.dir).is_dir():
         raise UsageError(f"list: no directory {args.dir!r}")
-    dirs = scenario_dirs(args.dir)
+    dirs = library_dirs(args.dir)
     if not dirs:
-        raise UsageError("list: no scenarios/ directory here or in the checkout; pass --dir")
+        raise UsageError("list: no scenarios/ directory here and none bundled; pass --dir")
     table = Table(title=f"scenarios in {dirs[0]}", title_justify="left")
     paths = bundled_scenarios(dirs[0])
-    names = [str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(p) for p in paths]
+    here = Path.cwd().resolve()
+    # a file under the current directory by its relative path, a bundled one by the name run takes
+    names = [str(p.relative_to(here)) if p.is_relative_to(here) else p.stem for p in paths]
     # file names whole (they are what one types), the descriptions wrap
     table.add_column("scenario", no_wrap=True, min_width=max(map(len, names), default=8))
     table.add_column("what it shows")
     for path, shown in zip(paths, names, strict=True):
-        try:
-            table.add_row(shown, load_scenario(path).description)
+        try:  # Text: a description is not markup
+            table.add_row(Text(shown), Text(load_scenario(path).description))
         except ScenarioError as error:
-            table.add_row(shown, f"[red]invalid: {error}[/]")
+            table.add_row(Text(shown), Text(f"invalid: {error.problems[0]}", style="red"))
     Console().print(table)
     return 0

@@ -2,8 +2,8 @@
 
 Arms a few tasks on a SystemTimer driven by the trio Reaper, then prints each
 reaper advance: where every task sits (level, slot, bucket expiration) and
-which tasks fired. By default it replays the worked example of the seed
-articles: tick 1 ms, 20 buckets; a 350 ms task lands in level 2 slot 17, a
+which tasks fired. By default it replays the classic worked example of
+Kafka's timing wheel: tick 1 ms, 20 buckets; a 350 ms task lands in level 2 slot 17, a
 450 ms task in level 3 slot 1, which is reinserted into level 2 with 50 ms
 left, then level 1 with 10 ms left, and fires at exactly 450 ms.
 
@@ -17,7 +17,7 @@ import trio.testing
 from rich.console import Console
 from rich.table import Table
 
-from minibroker.runtime import MsClock, Reaper
+from minibroker.runtime import MsClock, PacedClock, Reaper
 from minibroker.timer import SystemTimer, TimerTask
 
 
@@ -107,8 +107,6 @@ def run_demo(
 ) -> list[tuple[int, int | None]]:
     """Run the demo; return (delay, fired_at) per task. Virtual time unless ``speed`` is given."""
     console = console or Console()
-    clock = (
-        trio.testing.MockClock(autojump_threshold=0) if speed is None else trio.testing.MockClock(rate=speed)
-    )
+    clock = trio.testing.MockClock(autojump_threshold=0) if speed is None else PacedClock(speed)
     tasks = trio.run(_run, console, delays, tick_ms, wheel_size, clock=clock)
     return [(t.delay_ms, t.fired_at) for t in tasks]

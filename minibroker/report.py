@@ -1,4 +1,11 @@
-"""Rendering a scenario run: the rich summary on the terminal and the JSON summary for machines."""
+"""Rendering a scenario run: the rich summary on the terminal and the JSON summary for machines.
+
+Text that comes from the scenario (its name and description, client and request ids,
+topics, expected values) is printed as plain ``Text``: never parsed as rich markup (a
+``[/x]`` in an id would be a MarkupError) nor run through rich's repr highlighter, whose
+regular expressions take quadratic time on a long run of word characters (a 100 KB
+description took 39 s to print).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from minibroker.cluster import ClientRequest
 from minibroker.scenario import RunResult
@@ -45,12 +53,22 @@ def request_groups(result: RunResult) -> tuple[list[ClientRequest], dict[str, li
     return listed, dict(grouped)
 
 
+def _plain(text: str) -> Text:
+    """Scenario text as it is: no markup, no highlighting."""
+    return Text(text)
+
+
 def render(result: RunResult, console: Console) -> None:
     scenario = result.scenario
     console.print(
-        f"[bold]{scenario.name}[/] — {scenario.description}\n"
-        f"seed {result.seed}, {len(result.requests):,} requests, ended at {result.end_ms:,} ms (virtual)"
-        + (f", {result.trace_events:,} trace events" if result.trace_events else "")
+        Text.assemble(
+            (scenario.name, "bold"),
+            " — ",
+            scenario.description,
+            f"\nseed {result.seed}, {len(result.requests):,} requests, "
+            f"ended at {result.end_ms:,} ms (virtual)",
+            f", {result.trace_events:,} trace events" if result.trace_events else "",
+        )
     )
     listed, grouped = request_groups(result)
     if listed:
@@ -71,8 +89,8 @@ def render(result: RunResult, console: Console) -> None:
             )
         for r in listed:
             table.add_row(
-                r.label or r.id,
-                r.client,
+                _plain(r.label or r.id),
+                _plain(r.client),
                 r.kind,
                 str(r.broker),
                 f"{r.created_ms}",
@@ -91,7 +109,7 @@ def render(result: RunResult, console: Console) -> None:
             causes = Counter(r.cause or "pending" for r in requests)
             errors = Counter(_errors(r) for r in requests)
             table.add_row(
-                label,
+                _plain(label),
                 requests[0].kind,
                 f"{len(requests):,}",
                 " ".join(f"{k} {v:,}" for k, v in sorted(causes.items())),
@@ -114,7 +132,7 @@ def render(result: RunResult, console: Console) -> None:
         isr = ",".join(map(str, view.isr)) + (
             f" (pending {','.join(map(str, view.pending_isr))})" if view.pending_isr else ""
         )
-        partitions.add_row(view.partition, str(view.leader), str(view.leader_epoch), isr, replicas)
+        partitions.add_row(_plain(view.partition), str(view.leader), str(view.leader_epoch), isr, replicas)
     console.print(partitions)
     purgatories = Table(
         title="purgatories (totals over the run; watched / delayed now)", title_justify="left"
@@ -161,7 +179,7 @@ def render(result: RunResult, console: Console) -> None:
             table.add_column(column)
         for item in result.results:
             mark = "[green]pass[/]" if item.passed else "[bold red]FAIL[/]"
-            table.add_row(mark, item.where, item.expected, item.seen)
+            table.add_row(mark, _plain(item.where), _plain(item.expected), _plain(item.seen))
         console.print(table)
         failed = sum(1 for item in result.results if not item.passed)
         verdict = (

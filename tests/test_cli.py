@@ -2,10 +2,13 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
-from minibroker.cli import main
+from minibroker import cli
+from minibroker.cli import WHEEL_SIZES, main
 from minibroker.demo import run_demo
 
 
@@ -44,5 +47,97 @@ def test_bad_argument_is_one_line_and_exit_2():
 
 
 def test_zero_tick_is_refused(capsys):
-    assert main(["demo-timer", "--tick", "0"]) == 2
-    assert capsys.readouterr().err == "minibroker: demo-timer: --tick and --wheel-size must be >= 1\n"
+    with pytest.raises(SystemExit) as exited:
+        main(["demo-timer", "--tick", "0"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "minibroker demo-timer: error: argument --tick: expected a whole number of ms 1..3600000, got 0 "
+        "(see minibroker demo-timer --help)\n"
+    )
+
+
+@pytest.mark.parametrize("size", ["1", "0", "1025"])
+def test_a_wheel_of_one_bucket_is_refused(capsys, size):
+    # a one-bucket level never widens: every overflow level as fine as the last, endlessly (1.6 GB in 20 s)
+    with pytest.raises(SystemExit) as exited:
+        main(["demo-timer", "--wheel-size", size])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "minibroker demo-timer: error: argument --wheel-size: "
+        f"expected a number of buckets 2..1024, got {size} (see minibroker demo-timer --help)\n"
+    )
+
+
+def test_the_demo_bounds_are_the_loaders():
+    from minibroker.scenario.load.limits import SETTING_LIMITS
+
+    assert SETTING_LIMITS["minibroker.timer.wheel.size"] == WHEEL_SIZES
+
+
+def test_ctrl_c_while_the_commands_are_imported_is_one_line(monkeypatch, capsys):
+    import importlib
+
+    real = importlib.import_module
+
+    def interrupted(name, *args):
+        if name == "minibroker.tui.commands":
+            raise KeyboardInterrupt
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", interrupted)
+    assert main(["check", "scenarios/acks_all.toml"]) == 130
+    assert capsys.readouterr().err == "minibroker: interrupted\n"
+
+
+def test_a_real_ctrl_c_during_start_up_is_one_line_and_130():
+    # the signal arrives while the command modules are imported (made deterministic: the parser's
+    # construction sends it, inside code that swallows KeyboardInterrupt as some imports do);
+    # entry_point's handler ends the program at once, in one line
+    script = (
+        "import os, signal, sys, time\n"
+        "import minibroker.cli as cli\n"
+        "real = cli.build_parser\n"
+        "def imports():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(5)\n"
+        "    except KeyboardInterrupt:\n"
+        "        pass\n"
+        "    return real()\n"
+        "cli.build_parser = imports\n"
+        "sys.argv = ['minibroker', 'check', 'scenarios/acks_all.toml']\n"
+        "cli.entry_point()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "minibroker: interrupted\n")
+
+
+def test_scenario_text_is_printed_as_it_is_without_markup_or_highlighting(monkeypatch):
+    import attrs
+    from rich.highlighter import ReprHighlighter
+
+    from minibroker.report import render
+    from minibroker.scenario import load_scenario, run_scenario
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "timing_wheel_cascade.toml"
+    result = run_scenario(load_scenario(path))
+    scenario = attrs.evolve(result.scenario, name="[/oops]", description="[bold]x[/bold] " + "y" * 100_000)
+    result = attrs.evolve(result, scenario=scenario)
+
+    highlight = ReprHighlighter.highlight
+
+    def quadratic(self, text):  # rich's repr highlighter: its regexes take seconds on a long word
+        assert "yyyy" not in text.plain, "scenario text went through the repr highlighter"
+        highlight(self, text)
+
+    monkeypatch.setattr(ReprHighlighter, "highlight", quadratic)
+    console = Console(record=True, width=120)
+    render(result, console)  # a '[/oops]' parsed as markup was a MarkupError
+    text = console.export_text()
+    assert text.startswith("[/oops] — [bold]x[/bold]")
+    assert "y" * 100 in text

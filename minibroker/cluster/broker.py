@@ -15,6 +15,8 @@ from typing import Any
 import trio
 
 from minibroker.cluster.config import BrokerConfig
+from minibroker.cluster.coordinator import GroupCoordinator
+from minibroker.cluster.coordinator.messages import GroupRequest
 from minibroker.cluster.log import Log
 from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
 from minibroker.cluster.network import Network
@@ -50,6 +52,10 @@ class Broker:
         #: purgatory totals of earlier lives (a crash forgets the purgatories, not what they did)
         self.retired: dict[str, dict[str, int]] = {}
         self._request_numbers = itertools.count(1)
+        #: the group coordinator of the current life (None while down)
+        self.coordinator: GroupCoordinator | None = None
+        #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
+        self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
         self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
@@ -74,6 +80,8 @@ class Broker:
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
         manager.request_numbers = self._request_numbers
+        self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
+        manager.leadership_listeners.append(self.coordinator.on_leadership)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -100,6 +108,7 @@ class Broker:
         if self._scope is not None:
             self._scope.cancel()
         self.replica_manager = None
+        self.coordinator = None
         self._scope = None
         self._notify()
 
@@ -114,6 +123,9 @@ class Broker:
             manager.fetch_messages(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
+        elif isinstance(message, GroupRequest) and self.coordinator is not None:
+            assert respond is not None
+            self.coordinator.handle(message, respond)
         elif isinstance(message, BrokerRegistrations):
             manager.apply_registrations(message)
         else:
@@ -154,8 +166,11 @@ class Broker:
             )
             for p in (manager.produce_purgatory, manager.fetch_purgatory)
         )
+        coordinator = self.coordinator.snapshot() if self.coordinator is not None else None
+        if coordinator is not None and not coordinator.partitions:
+            coordinator = None  # no __consumer_offsets partition led here: nothing to show
         return BrokerView(
-            self.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused
+            self.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused, coordinator
         )
 
     def set_config(self, config: BrokerConfig) -> None:

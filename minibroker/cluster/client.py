@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from minibroker.cluster.config import ConsumerConfig, ProducerConfig
+from minibroker.cluster.config import ConfigError, ConsumerConfig, ProducerConfig
 from minibroker.cluster.errors import Errors
+from minibroker.cluster.membership import GroupMembership
 from minibroker.cluster.messages import (
     CONSUMER_REPLICA_ID,
     HIGH_WATERMARK,
@@ -37,6 +38,7 @@ from minibroker.cluster.messages import (
 
 if TYPE_CHECKING:
     from minibroker.cluster.cluster import Cluster
+    from minibroker.cluster.log import RecordBatch
 
 
 @attrs.define(eq=False)
@@ -258,6 +260,17 @@ class Consumer(_Client):
         self.positions: dict[TopicPartition, int] = {}
         #: every batch received, per partition, in order (offsets, for tests and expectations)
         self.received: dict[TopicPartition, list[tuple[int, int]]] = {}
+        #: called with (partition, batch, high watermark of the answer) for each new batch (chaos checks)
+        self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
+        #: the group membership once ``subscribe`` was called (minibroker.cluster.membership)
+        self.membership: GroupMembership | None = None
+
+    def subscribe(self, topics: Iterable[str]) -> GroupMembership:
+        """Join ``group.id`` for ``topics``; run the returned membership's ``run`` in a nursery."""
+        if not self.config.group_id:
+            raise ConfigError(f"consumer {self.client_id}: subscribe needs a group.id")
+        self.membership = GroupMembership(self, list(topics))
+        return self.membership
 
     def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None:
         for tp in partitions:
@@ -325,6 +338,8 @@ class Consumer(_Client):
                 for batch in part.batches:
                     if batch.next_offset > position:
                         self.received[tp].append((batch.base_offset, batch.count))
+                        if self.on_batch is not None:
+                            self.on_batch(tp, batch, part.high_watermark)
                         position = batch.next_offset
                 self.positions[tp] = position
         self._finish(request, response.cause)

@@ -27,6 +27,7 @@ from minibroker.cluster.broker import Broker
 from minibroker.cluster.client import ClientRequest, Consumer, Producer
 from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
 from minibroker.cluster.controller import CONTROLLER, Controller
+from minibroker.cluster.coordinator import OFFSETS_TOPIC, partition_for
 from minibroker.cluster.messages import LeaderAndIsr, TopicPartition
 from minibroker.cluster.network import Network
 from minibroker.cluster.snapshot import ClusterView, PartitionView, ReplicaView
@@ -142,6 +143,27 @@ class Cluster:
 
     def leader_of(self, tp: TopicPartition) -> int:
         return self.controller.leader_of(tp)
+
+    # --- groups ------------------------------------------------------------------------------
+    def ensure_offsets_topic(self) -> TopicSpec:
+        """Create ``__consumer_offsets`` on first use, as Kafka does: ``offsets.topic.num.partitions``
+        partitions, replication factor min(``offsets.topic.replication.factor``, brokers)."""
+        spec = self.topics.get(OFFSETS_TOPIC)
+        if spec is None:
+            config = self.brokers[0].config
+            rf = min(config.offsets_topic_replication_factor, len(self.brokers))
+            spec = TopicSpec(OFFSETS_TOPIC, config.offsets_topic_num_partitions, rf)
+            if self.tracer.enabled:
+                self.tracer.emit("topic.create", topic=OFFSETS_TOPIC, partitions=spec.partitions, rf=rf)
+            for broker in self.brokers:
+                broker.offsets_partitions = lambda n=spec.partitions: n
+            self.create_topic(spec)
+        return spec
+
+    def coordinator_for(self, group_id: str) -> int:
+        """The broker coordinating ``group_id`` (leader of its partition), -1 when it has none."""
+        spec = self.ensure_offsets_topic()
+        return self.leader_of(TopicPartition(OFFSETS_TOPIC, partition_for(group_id, spec.partitions)))
 
     # --- clients -----------------------------------------------------------------------------
     def producer(

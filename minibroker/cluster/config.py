@@ -34,6 +34,11 @@ def _str_field(kafka: str, default: str, choices: tuple[str, ...]) -> Any:
     return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": choices})
 
 
+def _text_field(kafka: str, default: str) -> Any:
+    """A free-form string setting (a group id, an instance id)."""
+    return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": None})
+
+
 class _KafkaNamed:
     """Mixin: build from and show as Kafka-named settings."""
 
@@ -80,6 +85,10 @@ def check_value(field: attrs.Attribute, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a number >= {field.metadata['min']}, got {value}")
         return value
     choices = field.metadata["choices"]
+    if choices is None:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
     if value not in choices:
         raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
     return value
@@ -115,6 +124,18 @@ class BrokerConfig(_KafkaNamed):
     auto_create_topics_max: int = _int_field("minibroker.auto.create.topics.max", 1000)
     #: the largest request frame a wire connection accepts (a bigger one closes the connection)
     socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
+    #: the group coordinator (minibroker.cluster.coordinator): its internal topic, timers and limits
+    offsets_topic_num_partitions: int = _int_field("offsets.topic.num.partitions", 50, 1)
+    #: used as min(this, brokers) (Kafka refuses to create the topic with fewer live brokers)
+    offsets_topic_replication_factor: int = _int_field("offsets.topic.replication.factor", 3, 1)
+    offsets_commit_timeout_ms: int = _int_field("offsets.commit.timeout.ms", 5000, 1)
+    offsets_retention_minutes: int = _int_field("offsets.retention.minutes", 10080, 1)
+    offsets_retention_check_interval_ms: int = _int_field("offsets.retention.check.interval.ms", 600_000, 1)
+    offset_metadata_max_bytes: int = _int_field("offset.metadata.max.bytes", 4096)
+    group_initial_rebalance_delay_ms: int = _int_field("group.initial.rebalance.delay.ms", 3000)
+    group_min_session_timeout_ms: int = _int_field("group.min.session.timeout.ms", 6000)
+    group_max_session_timeout_ms: int = _int_field("group.max.session.timeout.ms", 1_800_000)
+    group_max_size: int = _int_field("group.max.size", 2_147_483_647, 1)
 
     @property
     def isr_expiration_period_ms(self) -> int:
@@ -144,3 +165,15 @@ class ConsumerConfig(_KafkaNamed):
         "isolation.level", "read_uncommitted", ("read_uncommitted", "read_committed")
     )
     response_grace_ms: int = _int_field("minibroker.response.grace.ms", 1000)
+    #: group membership (minibroker.cluster.membership): used once the consumer subscribes
+    group_id: str = _text_field("group.id", "")
+    group_instance_id: str = _text_field("group.instance.id", "")
+    session_timeout_ms: int = _int_field("session.timeout.ms", 45_000, 1)
+    heartbeat_interval_ms: int = _int_field("heartbeat.interval.ms", 3000, 1)
+    max_poll_interval_ms: int = _int_field("max.poll.interval.ms", 300_000, 1)
+    partition_assignment_strategy: str = _str_field(
+        "partition.assignment.strategy", "range", ("range", "roundrobin")
+    )
+    enable_auto_commit: bool = _bool_field("enable.auto.commit", True)
+    auto_commit_interval_ms: int = _int_field("auto.commit.interval.ms", 5000, 1)
+    auto_offset_reset: str = _str_field("auto.offset.reset", "latest", ("earliest", "latest", "none"))

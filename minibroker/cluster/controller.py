@@ -9,10 +9,11 @@
   committed after ``isr_commit_delay_ms`` (re-validated then), bumping the
   partition epoch; the leader hears back over the network.
 - When a broker crashes the controller learns of it after
-  ``crash_detection_ms``; it fences the broker, removes it from every ISR and
-  elects a new leader, from the ISR, for the partitions it led (bumping the
-  leader epoch). With no live ISR member the partition goes offline (leader -1)
-  unless ``unclean.leader.election.enable`` lets any live replica lead.
+  ``crash_detection_ms``; it fences the broker, removes it from every ISR (never
+  the last member: an ISR is not emptied) and elects a new leader, from the ISR,
+  for the partitions it led (bumping the leader epoch). With no live ISR member
+  the partition goes offline (leader -1) unless ``unclean.leader.election.enable``
+  lets any live replica lead.
 - A controlled shutdown marks the broker as shutting down and moves leadership
   and ISR membership off it first, so its waiting requests are answered
   NOT_LEADER_OR_FOLLOWER before it stops.
@@ -179,7 +180,9 @@ class Controller:
                 continue
             if state.leader == broker:
                 self._elect(tp, exclude=broker, direct_to=broker if direct else None)
-            elif broker in state.isr:
+            elif broker in state.isr and len(state.isr) > 1:
+                # the last member stays: without ELR (KIP-966) KRaft never empties an ISR, so an
+                # offline partition still knows which replica may lead it cleanly when it returns
                 isr = tuple(b for b in state.isr if b != broker)
                 self._publish(
                     LeaderAndIsr(

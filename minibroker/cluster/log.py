@@ -162,9 +162,14 @@ class Log:
     def truncate_to(self, offset: int) -> int:
         """Drop every record at ``offset`` or above; return how many records were removed.
 
-        Batches are atomic: truncating inside a batch drops the whole batch.
+        Batches are atomic: truncating inside a batch drops the whole batch. The leader epoch
+        cache loses every epoch starting at or past the new end, even when no record goes:
+        a broker that led an epoch without writing to it holds an entry at its LEO that a
+        new leader's log does not have (Kafka's ``truncateTo`` does the same), and keeping
+        it would make every fetch find the log diverging again.
         """
         if offset >= self.log_end_offset:
+            self.epochs = [(epoch, start) for epoch, start in self.epochs if start < self.log_end_offset]
             return 0
         offset = max(offset, self.log_start_offset)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:

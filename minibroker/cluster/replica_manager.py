@@ -108,6 +108,8 @@ class ReplicaManager:
         self.stopped = False
         #: numbers this broker's own requests; the Broker keeps it across restarts so ids stay unique
         self.request_numbers = itertools.count(1)
+        #: called with (partition, is_leader, leader epoch) after each leadership change
+        self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -384,8 +386,10 @@ class ReplicaManager:
             if raised:
                 self.trace_hw(partition, before)
                 self.try_complete_delayed_requests(tp)
+            self._tell_leadership(tp, True, state.leader_epoch)
             return
         partition.make_follower(state.leader, state.leader_epoch, state.isr, state.partition_epoch)
+        self._tell_leadership(tp, False, state.leader_epoch)
         if was_leader:
             if self.tracer.enabled:
                 self.emit("leader.lost", partition=str(tp), leader=state.leader, epoch=state.leader_epoch)
@@ -394,6 +398,10 @@ class ReplicaManager:
         self._remove_from_fetchers(tp)
         if state.leader >= 0:
             self._fetcher_for(state.leader).add_partition(tp)
+
+    def _tell_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
+        for listener in self.leadership_listeners:
+            listener(tp, leader, epoch)
 
     def is_replica_isr_eligible(self, broker: int) -> bool:
         return self.registrations.is_isr_eligible(broker)
@@ -415,6 +423,7 @@ class ReplicaManager:
         partition = self.partitions.pop(tp, None)
         if partition is None:
             return
+        self._tell_leadership(tp, False, partition.leader_epoch)
         self._remove_from_fetchers(tp)
         if delete:
             self.logs.pop(tp, None)

@@ -48,12 +48,41 @@ class PartitionView:
 
 
 @attrs.frozen
+class MemberView:
+    member_id: str
+    client_id: str
+    session_deadline_ms: int  # -1 when not armed
+    awaiting: str  # "join", "sync" or ""
+
+
+@attrs.frozen
+class GroupView:
+    group_id: str
+    state: str
+    generation: int
+    protocol: str | None
+    leader: str | None  # the leader's client id
+    members: tuple[MemberView, ...]
+    pending: int  # member ids handed out (MEMBER_ID_REQUIRED) and not joined yet
+
+
+@attrs.frozen
+class CoordinatorView:
+    """A broker's group coordinator: the partitions it loaded, its groups, its keyed timer tasks."""
+
+    partitions: tuple[int, ...]
+    groups: tuple[GroupView, ...]
+    timers: tuple[tuple[str, int], ...]  # (key, deadline), soonest first
+
+
+@attrs.frozen
 class BrokerView:
     broker: int
     alive: bool
     timer: TimerView | None
     purgatories: tuple[PurgatoryView, ...]
     fetchers_paused: bool
+    coordinator: CoordinatorView | None = None
 
 
 @attrs.frozen

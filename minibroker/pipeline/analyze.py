@@ -23,7 +23,7 @@ import attrs
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from minibroker.pipeline import operations, timelines
+from minibroker.pipeline import groups, operations, timelines
 from minibroker.pipeline.inputs import TraceInputs
 from minibroker.pipeline.reader import read_traces
 
@@ -40,6 +40,7 @@ RELEVANT = (
     "hw",
     *timelines.ISR_KINDS,
     "fault",
+    *groups.KINDS,
 )
 #: each table's key columns: rows are sorted by them
 KEYS = {
@@ -53,6 +54,7 @@ KEYS = {
     "isr": ("trace", "partition", "bucket_ms"),
     "audit": ("trace", "broker", "op", "problem"),
     "skipped": ("trace", "problem"),
+    "rebalances": ("trace", "broker", "group"),
 }
 
 
@@ -149,6 +151,9 @@ def relevant(events: DataFrame) -> DataFrame:
         _field("isr", *timelines.ISR_KINDS, cast=None).alias("isr"),
         _field("fault", "fault", cast=None).alias("fault"),
         _field("ops", "op.cancel", cast=None).alias("cancelled"),
+        _field("group", *groups.KINDS, cast=None).alias("group"),
+        _field("state", "group.state", cast=None).alias("group_state"),
+        _field("pending", "group.session.expire", cast=None).alias("pending"),
     )
 
 
@@ -214,6 +219,7 @@ def analyze(
             "purgatory_size": timelines.purgatory_size(rel, bucket_ms),
             "hw": timelines.hw(rel, bucket_ms),
             "isr": timelines.isr(rel, bucket_ms),
+            "rebalances": groups.rebalances(rel),
         }
         for name, frame in frames.items():
             tables[name] = _collect(frame, name, trace_names)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from minibroker.cliutil import UsageError, positive_number, whole_number
+from minibroker.cliutil import UsageError, out_dir, positive_number, whole_number
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "2g"
@@ -98,17 +98,6 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"analyze": analyze_command, "sweep": sweep_command}
 
 
-def _out_dir(path: str) -> Path:
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {path!r} is a file; expected a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"--out {path!r}: {error.strerror or error}") from None
-    return out
-
-
 @contextmanager
 def _spark(
     command: str, args: argparse.Namespace, out: Path, input_bytes: int | None = None
@@ -175,7 +164,7 @@ def analyze_command(args: argparse.Namespace) -> int:
         inputs = resolve(args.traces)
     except NoTraces as error:
         raise UsageError(f"analyze: {error}") from None
-    out = _out_dir(args.out)
+    out = out_dir(args.out)
     with _spark("analyze", args, out, inputs.local_bytes) as spark:
         from minibroker.pipeline.analyze import analyze, write_tables
         from minibroker.pipeline.reader import BadTrace
@@ -231,7 +220,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         import attrs
 
         sweep = attrs.evolve(sweep, trace=True)
-    out = _out_dir(args.out)
+    out = out_dir(args.out)
     from rich.console import Console
 
     started = time.perf_counter()

@@ -311,6 +311,13 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         "",
         image("isr", "ISR size"),
         "",
+    ]
+    rebalances = analysis.rows("rebalances")
+    if rebalances:  # consumer groups: rebalance durations and session expiries per group
+        columns = ["trace", "broker", "group", "rebalances", "min_ms", "mean_ms", "max_ms"]
+        columns.append("session_expiries")
+        lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), ""]
+    lines += [
         "## Tables",
         "",
     ]

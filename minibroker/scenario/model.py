@@ -16,11 +16,28 @@ Node = int | str  # a broker id, or a client id
 
 
 # --- setup -------------------------------------------------------------------------------------
+def _within_limits(instance: Any, attribute: attrs.Attribute, settings: dict[str, Any]) -> None:
+    """Kafka-named settings stay within load/limits.py's bounds, however the model is made or
+    evolved (a sweep overrides settings with attrs.evolve); ConfigError, like the config classes."""
+    from minibroker.cluster.config import ConfigError
+    from minibroker.scenario.load.limits import setting_problem
+
+    for name, value in settings.items():
+        problem = setting_problem(name, value)
+        if problem is not None:
+            raise ConfigError(f"config.{name}: {problem}")
+
+
 @attrs.frozen
 class ClusterSpec:
     brokers: int = 3
-    config: dict[str, Any] = attrs.Factory(dict)
-    broker_overrides: dict[int, dict[str, Any]] = attrs.Factory(dict)
+    config: dict[str, Any] = attrs.field(factory=dict, validator=_within_limits)
+    broker_overrides: dict[int, dict[str, Any]] = attrs.field(
+        factory=dict,
+        validator=attrs.validators.deep_mapping(
+            attrs.validators.instance_of(int), _within_limits, attrs.validators.instance_of(dict)
+        ),
+    )
     latency_ms: int = 0
     isr_commit_delay_ms: int = 0
     crash_detection_ms: int = 0
@@ -44,8 +61,9 @@ class TopicSpecModel:
 class ClientSpec:
     id: str
     type: str  # "producer" or "consumer"
-    config: dict[str, Any] = attrs.Factory(dict)
+    config: dict[str, Any] = attrs.field(factory=dict, validator=_within_limits)
     assign: tuple[tuple[str, int, int], ...] = ()  # consumers: (topic, partition, offset)
+    subscribe: tuple[str, ...] = ()  # consumers with a group.id: topics, joined at a ``join`` step
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -119,6 +137,18 @@ class SetConfig(Step):
     broker: int | None = None
 
 
+@attrs.frozen
+class MemberAction(Step):
+    """join / leave / stall / hang / commit: a group member's application (a consumer with subscribe).
+
+    ``duration_ms`` (stall, hang): how long until it polls (and heartbeats) again; None: for good.
+    """
+
+    action: str
+    client: str
+    duration_ms: int | None = None
+
+
 # --- expectations ------------------------------------------------------------------------------
 @attrs.frozen
 class Expectation:
@@ -179,7 +209,30 @@ class Event(Expectation):
     count: int | None = None
 
 
-TimedExpectation = PartitionState | PurgatoryFigures
+@attrs.frozen
+class GroupState(Expectation):
+    """A group on its coordinator at the end of ``at``; members and leader by client id."""
+
+    at: int
+    group: str
+    state: str | None = None
+    generation: int | None = None
+    members: tuple[str, ...] | None = None
+    leader: str | None = None
+    assignment: dict[str, tuple[str, ...]] | None = None
+    committed: dict[str, int] | None = None
+
+
+@attrs.frozen
+class MemberErrors(Expectation):
+    """The errors a group member was answered over the run, in order (of one API if ``api`` is set)."""
+
+    member: str
+    errors: tuple[str, ...]
+    api: str | None = None
+
+
+TimedExpectation = PartitionState | PurgatoryFigures | GroupState
 
 
 @attrs.frozen

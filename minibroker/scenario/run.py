@@ -11,7 +11,9 @@ has been answered (or given up on by its client).
 
 Virtual time (the default) is instant and, for a given seed, deterministic:
 ``deterministic_scheduling(seed)`` fixes trio's order among tasks woken in the
-same instant. ``speed`` runs at that multiple of real time instead.
+same instant. ``speed`` paces the same virtual time at that multiple of real
+time (``PacedClock``: time moves only while every task waits), so a paced run
+is event for event, millisecond for millisecond, the instant one.
 """
 
 from __future__ import annotations
@@ -26,16 +28,20 @@ import trio.testing
 from minibroker.cluster import ClientRequest, Cluster, ProduceData, TopicPartition, TopicSpec, open_cluster
 from minibroker.cluster.client import Consumer, Producer
 from minibroker.cluster.snapshot import ClusterView
-from minibroker.runtime import deterministic_scheduling, quiet_gc
+from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
+from minibroker.scenario.expect_groups import check_group, check_member
 from minibroker.scenario.model import (
     BrokerFault,
     Count,
     Event,
     Expectation,
     Fetch,
+    GroupState,
     LinkFault,
     Load,
+    MemberAction,
+    MemberErrors,
     PartitionState,
     Poll,
     Produce,
@@ -140,8 +146,11 @@ class ScenarioRunner:
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
             self.ready.set()
-            async with trio.open_nursery() as workers:
-                await self._timeline(workers)
+            async with trio.open_nursery() as members:
+                self.members = members  # group memberships run until the timeline is over
+                async with trio.open_nursery() as workers:
+                    await self._timeline(workers)
+                members.cancel_scope.cancel()
             await self._settle()
             final = cluster.snapshot()
             totals = {b.broker_id: b.purgatory_totals() for b in cluster.brokers}
@@ -161,7 +170,7 @@ class ScenarioRunner:
         timed += [
             (e.at, 1, e.index, e)
             for e in self.scenario.expectations
-            if isinstance(e, (PartitionState, PurgatoryFigures))
+            if isinstance(e, (PartitionState, PurgatoryFigures, GroupState))
         ]
         clock = self.cluster.clock
         for at, _, _, item in sorted(timed, key=lambda x: x[:3]):
@@ -171,6 +180,9 @@ class ScenarioRunner:
                 await self._step(item, workers)
             else:
                 await trio.testing.wait_all_tasks_blocked()
+                if isinstance(item, GroupState):
+                    self.results[item.index] = check_group(item, self.cluster)
+                    continue
                 view = self.cluster.snapshot()
                 if isinstance(item, PartitionState):
                     self.results[item.index] = expect.check_partition(item, view)
@@ -226,10 +238,37 @@ class ScenarioRunner:
                 cluster.drop_link(a, b)
             else:
                 cluster.heal_link(a, b)
+        elif isinstance(step, MemberAction):
+            await self._member(step)
         elif isinstance(step, SetConfig):
             targets = [step.broker] if step.broker is not None else range(len(cluster.brokers))
             for broker in targets:
                 cluster.set_broker_config(broker, step.settings)
+
+    async def _member(self, step: MemberAction) -> None:
+        consumer = self.clients[step.client]
+        assert isinstance(consumer, Consumer)
+        membership = consumer.membership
+        if step.action == "join":
+            if membership is None or membership.left:
+                spec = next(c for c in self.scenario.clients if c.id == step.client)
+                self.members.start_soon(consumer.subscribe(spec.subscribe).run)
+            return
+        if membership is None or membership.left:
+            return  # not (or no longer) a member: nothing to do
+        if step.action == "leave":
+            self.members.start_soon(membership.leave)
+        elif step.action == "commit":
+            self.members.start_soon(membership.commit)
+        else:
+            pause = membership.stall if step.action == "stall" else membership.hang
+            pause(True)
+            if step.duration_ms is not None:
+                self.members.start_soon(self._unpause, pause, step.at + step.duration_ms)
+
+    async def _unpause(self, pause: Callable[[bool], None], at: int) -> None:
+        await self.cluster.clock.sleep_until(at)
+        pause(False)
 
     async def _poll(self, step: Poll) -> None:
         consumer = self.clients[step.client]
@@ -245,7 +284,7 @@ class ScenarioRunner:
                 await request.wait()
             if (
                 clock.now_ms() < end
-                and all(not r.records for r in requests)
+                and all(not any(r.records.values()) for r in requests)
                 and all(r.latency_ms == 0 for r in requests)
             ):
                 await clock.sleep_until(clock.now_ms() + 1)  # an empty instant answer: don't spin
@@ -280,6 +319,10 @@ class ScenarioRunner:
             return expect.check_request(expectation, self.named.get(expectation.request, []))
         if isinstance(expectation, Event):
             return expect.check_event(expectation, self.kept)
+        if isinstance(expectation, MemberErrors):
+            consumer = self.clients[expectation.member]
+            membership = getattr(consumer, "membership", None)
+            return check_member(expectation, membership.errors if membership is not None else [])
         assert isinstance(expectation, Count)
         return expect.check_count(expectation, expect.count_value(expectation, requests, totals, self.kept))
 
@@ -295,12 +338,9 @@ def run_scenario(
     """Run ``scenario`` (virtual time unless ``speed`` is given) and check its expectations."""
     seed = scenario.seed if seed is None else seed
     runner = ScenarioRunner(scenario, sinks, progress)
-    with quiet_gc():
-        if speed is None:
-            clock = trio.testing.MockClock(autojump_threshold=0)
-            with deterministic_scheduling(seed):
-                return trio.run(runner.run, seed, clock=clock)
-        return trio.run(runner.run, seed, clock=trio.testing.MockClock(rate=speed))
+    clock = trio.testing.MockClock(autojump_threshold=0) if speed is None else PacedClock(speed)
+    with quiet_gc(), deterministic_scheduling(seed):
+        return trio.run(runner.run, seed, clock=clock)
 
 
 __all__ = ["RunResult", "ScenarioRunner", "run_scenario"]

@@ -9,13 +9,19 @@ delay queue (a heap of buckets ordered by start-of-tick expiration, ties in
 offer order), advances the wheel to that expiration, and reinserts each of the
 bucket's entries from the bottom level: an entry either falls into a finer
 bucket or is expired and goes to the executor. The clock therefore jumps from
-one non-empty bucket to the next; it never ticks through empty time.
+one non-empty bucket to the next; it never ticks through empty time, and it may
+lag behind ``now`` (it stops at the last flushed bucket, as Kafka's does).
 
 Due tasks reach the executor in FIFO order: insertion order within a bucket,
-expiration order across buckets. They are submitted after the wheel is
-consistent again, so a task may add or cancel tasks from ``run``. The default
-executor runs a task inline; the trio runtime passes one that queues it to its
-single executor task (Kafka's single-thread executor).
+expiration order across buckets. The tasks of one flush are unbound while it is
+collected and submitted as one batch after the wheel is consistent again, so a
+task may add or cancel tasks from ``run``: re-arming or cancelling a later task
+of the same batch binds or cancels that task for the future but does not take
+back its run (Kafka has already submitted it to its executor thread). Buckets
+that such runs make due (a task armed at ``now`` lands in a bucket while the
+wheel lags) are flushed before ``advance_clock`` returns. The default executor
+runs a task inline; the trio runtime passes one that queues it to its single
+executor task (Kafka's single-thread executor).
 
 Time is integer milliseconds, due when ``now >= expiration`` (Kafka's SystemTimer
 rule, not MockTimer's strict ``>``). Without a ``clock`` the timer is manual:
@@ -23,8 +29,10 @@ rule, not MockTimer's strict ``>``). Without a ``clock`` the timer is manual:
 
 Invariants: ``size`` is the number of entries in buckets (not cancelled, not
 yet handed to the executor); each bucket is in the delay queue at most once,
-exactly while its expiration is not -1; a task handed to the executor is
-unbound from its entry (so a fired task holds no reference cycle).
+exactly while its expiration is not -1; a task handed to the executor was
+unbound from its entry before any task of its batch ran (so a fired task holds
+no reference cycle, and a binding made by a run of the batch is never undone);
+when ``advance_clock(now)`` returns, no queued bucket expires at or before ``now``.
 """
 
 from __future__ import annotations
@@ -103,11 +111,28 @@ class SystemTimer(TimerBase):
             self._trace_entry("timer.add", entry)
 
     def advance_clock(self, now_ms: int) -> bool:
-        """Flush every bucket due at ``now_ms``; True if at least one bucket was due."""
+        """Flush every bucket due at ``now_ms``; True if at least one bucket was due.
+
+        On return no queued bucket is due: a task run inline may arm a task due at ``now_ms``
+        that the wheel, whose clock stops at the last flushed bucket, places in a bucket
+        instead of refusing it; such buckets are flushed in a further round.
+        """
         self._observe(now_ms)
         queue = self._queue
         if not queue or queue[0][0] > now_ms:
             return False
+        while True:
+            self._flush_due(queue, now_ms)
+            if not queue or queue[0][0] > now_ms:
+                return True
+
+    def _flush_due(self, queue: list[tuple[int, int, TimerTaskList]], now_ms: int) -> None:
+        """Pop the buckets due at ``now_ms``, then hand their due tasks to the executor as one batch.
+
+        Every due task is unbound while the batch is collected, before any of them runs (Kafka
+        submits them all to its executor during the flush): a run that re-arms or cancels a later
+        task of the batch changes that task's binding, not the batch.
+        """
         wheel = self.timing_wheel
         offer = self._offer
         pop = heapq.heappop
@@ -133,6 +158,7 @@ class SystemTimer(TimerBase):
                 at = entry.expiration_ms
                 if at < expired_before:
                     entry.bucket = None
+                    entry.task._entry = None  # handed over: unbind (no task <-> entry cycle for the GC)
                     due.append(entry)
                     continue
                 if at != last_expiration:
@@ -153,13 +179,13 @@ class SystemTimer(TimerBase):
                 if tracing:
                     self._trace_entry("timer.reinsert", entry, expiration)
         executor = self.executor
-        for entry in due:
-            task = entry.task
-            if tracing:
-                self._trace_fire(task, entry.expiration_ms)
-            task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
-            executor(task)
-        return True
+        if tracing:
+            for entry in due:
+                self._trace_fire(entry.task, entry.expiration_ms)
+                executor(entry.task)
+        else:
+            for entry in due:
+                executor(entry.task)
 
     def _trace_entry(self, kind: str, entry: TimerTaskEntry, from_bucket: int | None = None) -> None:
         bucket = entry.bucket

@@ -6,7 +6,9 @@ it is added to a timer, and a ``run()`` hook called once when it expires.
 A task is bound to at most one *entry* at a time. Every ``add`` to a timer makes
 a new entry and binds it, removing the previous entry from wherever it sits, so
 re-adding a task moves it rather than duplicating it. ``cancel()`` unbinds the
-task and removes its entry in O(1); a cancelled task never runs.
+task and removes its entry in O(1); a cancelled task never runs, unless a
+timer had already handed it to its executor (a flush hands over all its due
+tasks before the first one runs, as Kafka submits them to its executor thread).
 
 Invariants:
 - ``task._entry`` is the one live entry of the task, ``None`` (never armed, or

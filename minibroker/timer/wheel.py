@@ -59,8 +59,8 @@ class TimingWheel:
         offer: Callable[[TimerTaskList], None],
         level: int = 1,
     ) -> None:
-        if tick_ms < 1 or wheel_size < 1:
-            raise ValueError("tick_ms and wheel_size must be >= 1")
+        if tick_ms < 1 or wheel_size < 2:  # one bucket: every overflow level as fine as the last, endlessly
+            raise ValueError(f"tick_ms must be >= 1 and wheel_size >= 2, got {tick_ms} and {wheel_size}")
         self.tick_ms = tick_ms
         self.wheel_size = wheel_size
         self.interval = tick_ms * wheel_size

@@ -7,13 +7,18 @@ virtual time, exact milliseconds included). Three tasks share one trio run:
 - the runner plays the scenario;
 - the main task captures a ``Frame`` and draws it (rich ``Live``, auto refresh
   off, so nothing renders from another thread) about four times a second of
-  real time, and at once when a key asks for it;
+  real time, and at once when a key asks for it; the header shows the speed
+  asked for and, when the run falls behind it (virtual time stands still while
+  tasks or the drawing compute), the speed it actually kept over the last few
+  seconds (``PaceMeter``);
 - the key task (when stdin is a terminal) handles space (pause/resume), ``n``
   (pause and step to the next instant where something happens), ``+``/``-``
   (double/halve the speed), ``b`` (next broker), ``q`` (quit).
 
 When the run ends, the last frame stays until ``q`` (or ends the view at once
-when there is no keyboard), then the usual summary is printed. The terminal
+when there is no keyboard), then the usual summary is printed and the exit status
+is the run's (0 or 1). ``q`` before the end prints how far the run got and exits
+0, or 1 if an expectation checked so far failed. The terminal
 (alternate screen, cursor, key mode) is restored on exit, Ctrl-C and errors.
 With stdout not a terminal, ``run_plain`` prints plain frames instead.
 """
@@ -34,9 +39,9 @@ from rich.live import Live
 
 from minibroker.cliutil import UsageError
 from minibroker.runtime import deterministic_scheduling
+from minibroker.runtime.paced import PacedClock, PaceMeter
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.trace import Event as TraceEvent
-from minibroker.tui.clock import PacedClock
 from minibroker.tui.keys import cbreak, read_keys
 from minibroker.tui.render import render_frame
 from minibroker.tui.state import EventLog, Frame, Status, capture, default_speed
@@ -89,6 +94,7 @@ class TuiApp:
         self.log = EventLog()
         self.runner = ScenarioRunner(scenario, [self.log, *sinks], None)
         self.clock = PacedClock(0.0 if paused else speed)
+        self.meter = PaceMeter()
         self.broker = 0
         self.result: RunResult | None = None
         self.quit = False
@@ -104,7 +110,9 @@ class TuiApp:
             failed = sum(1 for r in self.result.results if not r.passed)
             verdict = "all expectations hold" if not failed else f"{failed} expectation(s) failed"
             return Status("finished", None, keys, verdict + (" — q to quit" if keys else ""))
-        return Status("paused" if self.paused else "running", self.speed, keys)
+        if self.paused:
+            return Status("paused", self.speed, keys)
+        return Status("running", self.speed, keys, achieved=self.meter.behind(self.speed))
 
     def frame(self) -> Frame:
         frame = capture(self.result or self.runner, self.log, self.broker, self.status())
@@ -118,12 +126,14 @@ class TuiApp:
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
         self.clock.rate = 0.0 if paused else self.speed
+        self.meter.reset()
 
     def set_speed(self, speed: float) -> None:
         low, high = SPEED_RANGE
         self.speed = min(high, max(low, speed))
         if not self.paused:
             self.clock.rate = self.speed
+        self.meter.reset()
 
     def next_broker(self) -> None:
         self.broker = (self.broker + 1) % self.scenario.cluster.brokers
@@ -199,6 +209,8 @@ class TuiApp:
 
     async def _frames(self) -> None:
         while True:
+            if self.result is None and not self.paused:
+                self.meter.sample(self.clock.real_time(), trio.current_time())
             self.display.show(self.frame())
             self.frames += 1
             if self.result is not None and self.key_fd is None:
@@ -268,15 +280,31 @@ def run_tui(scenario: Scenario, args: argparse.Namespace) -> int:
             with deterministic_scheduling(seed):
                 trio.run(app.main, clock=app.clock)
     if app.result is None:
-        message = f"quit at {app.shown_ms:,} ms (virtual), before the scenario ended"
-        print(f"minibroker: {message}", file=sys.stderr)
-        return 1
+        return _quit_early(app)
     from minibroker.report import render
 
     render(app.result, console)
     if trace is not None:
         console.print(f"trace: {trace.events:,} events written to {args.trace}")
     return 0 if app.result.passed else 1
+
+
+def _quit_early(app: TuiApp) -> int:
+    """``q`` before the end: say how far the run got; exit 0, or 1 if an expectation checked so far failed.
+
+    A user quit is not a failure, but a run that has already shown a failed expectation keeps
+    the exit status 1 it would have ended with.
+    """
+    checked = list(app.runner.results.values())
+    failed = sum(1 for result in checked if not result.passed)
+    total = len(app.scenario.expectations)
+    verdict = f"{failed} failed" if failed else "all held"
+    print(
+        f"minibroker: quit at {app.shown_ms:,} ms (virtual), before the scenario ended; "
+        f"{len(checked)} of {total} expectations checked, {verdict}",
+        file=sys.stderr,
+    )
+    return 1 if failed else 0
 
 
 class _NoDisplay:

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from minibroker.cliutil import UsageError, whole_ms
 from minibroker.scenario import ScenarioError, ScenarioRunner, load_scenario
+from minibroker.scenario.library import resolve
 from minibroker.tui.picture import frame_svg
 from minibroker.tui.render import render_frame
 from minibroker.tui.state import EventLog, Frame, Status, capture
@@ -46,7 +47,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
     )
     parser.add_argument(
-        "--width", type=whole_ms, default=DEFAULT_WIDTH, help=f"columns (default {DEFAULT_WIDTH})"
+        "--width",
+        type=whole_ms,
+        default=DEFAULT_WIDTH,
+        help=f"width of the --svg/--png picture, in terminal columns (default {DEFAULT_WIDTH}); "
+        "printed on the terminal, the frame takes the terminal's width"
     )
     parser.add_argument("--events", type=whole_ms, default=14, help="latest events shown (default 14)")
     return {"snapshot": snapshot}
@@ -55,7 +60,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
 def snapshot_frame(path: str, at: int, *, broker: int = 0, seed: int | None = None) -> Frame:
     """The frame at the end of ms ``at`` (or at the end of the run, if it ends before)."""
     try:
-        scenario = load_scenario(path)
+        scenario = load_scenario(resolve(path))
     except ScenarioError as error:
         raise UsageError(str(error)) from None
     if broker >= scenario.cluster.brokers:

@@ -12,6 +12,8 @@ from minibroker.scenario.model import (
     Count,
     Event,
     Expectation,
+    GroupState,
+    MemberErrors,
     PartitionState,
     PurgatoryFigures,
     RequestOutcome,
@@ -62,6 +64,13 @@ def describe_event(event: dict[str, Any]) -> str:
             f"{event['purgatory']} purge unlinked {event['count']} "
             f"(watched {event.get('watched')}, delayed {event.get('num_delayed')})"
         )
+    if kind in ("timer.schedule", "timer.cancel", "timer.expire"):
+        verb = {
+            "timer.schedule": "armed for",
+            "timer.cancel": "cancelled, was due",
+            "timer.expire": "fired, due",
+        }
+        return f"{event['key']} {verb[kind]} {event['deadline_ms']}"
     if kind == "hw":
         return f"{event['partition']} HW {event['previous']} → {event['hw']} (LEO {event['leo']})"
     return _generic(event)
@@ -77,6 +86,10 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"broker {expectation.broker} {expectation.purgatory} purgatory at {expectation.at} ms"
     if isinstance(expectation, Count):
         return f"count of {expectation.count} (at the end)"
+    if isinstance(expectation, GroupState):
+        return f"group {expectation.group} at {expectation.at} ms"
+    if isinstance(expectation, MemberErrors):
+        return f"member {expectation.member}'s errors (at the end)"
     assert isinstance(expectation, Event)
     fields = ", ".join(f"{k}={v}" for k, v in expectation.fields.items())
     return f"an event {fields}" if expectation.count is None else f"{expectation.count} events {fields}"

@@ -39,37 +39,56 @@ def speed_text(speed: float) -> str:
     return f"×{speed:.3g} (1 s = {shown})"
 
 
-def header(frame: Frame) -> Group:
-    """Two lines: the scenario, then the virtual time, mode, speed, broker and keys (cut to the width)."""
+def header(frame: Frame, width: int | None = None) -> Group:
+    """The scenario, then the virtual time, mode, speed, broker and keys (each line cut to the width).
+
+    When the keys do not fit on the second line at ``width`` they get a third line of their
+    own, and when the second line does not fit either it leaves out the span and what one
+    real second covers.
+    """
     status = frame.status
     title = Text(no_wrap=True, overflow="ellipsis")
     title.append(" minibroker ", style="bold white on blue")
     title.append(f" {frame.scenario}", style="bold")
     title.append(f" — {frame.description}", style="dim")
-    line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f" t = {frame.time_ms:,} ms", style="bold")
-    line.append(f" virtual (span ~{frame.span_ms:,} ms)", style="dim")
-    mode = status.mode
-    styles = {"running": "green", "paused": "yellow", "finished": "cyan", "snapshot": "cyan"}
-    line.append(f"   {mode}", style=f"bold {styles.get(mode, '')}")
-    if status.speed is not None:
-        line.append(f" {speed_text(status.speed)}")
-    if status.note:
-        line.append(f"   {status.note}", style="bold")
-    line.append(f"   broker {frame.broker}", style="bold")
+    line = _status_line(frame, short=False)
+    if width is not None and line.cell_len + (3 + len(KEYS) if status.keys else 0) > width:
+        if line.cell_len > width:
+            line = _status_line(frame, short=True)
+        if status.keys:
+            return Group(title, line, Text(f" {KEYS}", style="dim", no_wrap=True, overflow="ellipsis"))
+        return Group(title, line)
     if status.keys:
         line.append(f"   {KEYS}", style="dim")
     return Group(title, line)
 
 
-def wheel_panel(frame: Frame) -> Panel:
+def _status_line(frame: Frame, short: bool) -> Text:
+    status = frame.status
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f" t = {frame.time_ms:,} ms", style="bold")
+    line.append(" virtual" if short else f" virtual (span ~{frame.span_ms:,} ms)", style="dim")
+    mode = status.mode
+    styles = {"running": "green", "paused": "yellow", "finished": "cyan", "snapshot": "cyan"}
+    line.append(f"   {mode}", style=f"bold {styles.get(mode, '')}")
+    if status.speed is not None:
+        line.append(f" ×{status.speed:.3g}" if short else f" {speed_text(status.speed)}")
+    if status.achieved is not None:
+        line.append(f"   behind: ×{status.achieved:.2g}", style="bold red")
+    if status.note:
+        line.append(f"   {status.note}", style="bold")
+    line.append(f"   broker {frame.broker}", style="bold")
+    return line
+
+
+def wheel_panel(frame: Frame, compact: bool = False) -> Panel:
     broker = frame.view.broker(frame.broker)
     timer = broker.timer
     if timer is None:
         body: RenderableType = Text(f"broker {frame.broker} is down: no timer", style="red")
         title = f"timing wheel · broker {frame.broker} (down)"
     else:
-        body = WheelView(timer)
+        body = WheelView(timer, compact=compact)
         title = (
             f"timing wheel · broker {frame.broker} · {timer.kind} timer · {timer.size:,} armed"
             f" · reaper last advanced it at {timer.now:,} ms"
@@ -149,6 +168,86 @@ def partition_table(frame: Frame) -> Table:
     return table
 
 
+def compact_middle(frame: Frame, partitions: int) -> Text:
+    """For small screens: the chosen broker's purgatories and the first ``partitions`` partitions,
+    a line each."""
+    broker = frame.view.broker(frame.broker)
+    lines: list[Text] = []
+    if not broker.alive:
+        lines.append(Text(f"b{broker.broker} down", style="red"))
+    for purgatory in broker.purgatories if broker.alive else ():
+        done = [frame.completed.get((broker.broker, purgatory.name, cause), 0) for cause in CAUSES]
+        line = Text(f"b{broker.broker} {purgatory.name:<8}", style="bold")
+        line.append(f" watched {purgatory.watched:,}  delayed {purgatory.num_delayed:,}")
+        line.append("".join(f"  {name} {n:,}" for name, n in zip(PURGATORY_COLUMNS[3:6], done, strict=True)))
+        line.append(f"  purges {purgatory.purges:,}")
+        lines.append(line)
+    shown = frame.view.partitions[:partitions]
+    for partition in shown:
+        line = Text(f"{partition.partition} ", style="bold")
+        leader = str(partition.leader) if partition.leader >= 0 else "none"
+        isr = ",".join(map(str, partition.isr))
+        line.append(f"leader {leader} epoch {partition.leader_epoch} ISR {isr} ")
+        if partition.pending_isr is not None and partition.pending_isr != partition.isr:
+            line.append(f"→ {','.join(map(str, partition.pending_isr))} pending ", style="yellow")
+        line.append_text(Text(" ").join(_replica(partition.leader, r) for r in partition.replicas))
+        lines.append(line)
+    if len(frame.view.partitions) > len(shown):
+        lines.append(Text(f"… {len(frame.view.partitions) - len(shown)} more partitions", style="dim"))
+    return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
+
+
+def coordinator_table(frame: Frame) -> Group | None:
+    """The chosen broker's group coordinator: its groups, members' session deadlines, keyed timers.
+
+    None when the broker coordinates nothing (no ``__consumer_offsets`` partition led there).
+    """
+    view = frame.view.broker(frame.broker).coordinator
+    if view is None:
+        return None
+    parts = ",".join(map(str, view.partitions))
+    table = _section_table(
+        f"group coordinator · broker {frame.broker} · __consumer_offsets partitions {parts}"
+        f" · {len(view.timers)} keyed timer tasks on the wheel"
+    )
+    for column in ("group", "state", "gen", "protocol", "leader", "members (session deadline ms)"):
+        table.add_column(column, justify="right" if column == "gen" else "left")
+    names: dict[str, str] = {}
+    for group in view.groups:
+        members = Text()
+        for n, member in enumerate(group.members):
+            names[member.member_id] = member.client_id
+            if n:
+                members.append("  ")
+            members.append(member.client_id, style="bold")
+            deadline = "-" if member.session_deadline_ms < 0 else f"{member.session_deadline_ms:,}"
+            members.append(f" {deadline}")
+            if member.awaiting:
+                members.append(f" awaiting {member.awaiting}", style="yellow")
+        if group.pending:
+            members.append(f"  +{group.pending} pending id", style="dim")
+        state_style = {"Stable": "green", "PreparingRebalance": "yellow", "CompletingRebalance": "yellow"}
+        table.add_row(
+            group.group_id,
+            Text(group.state, style=state_style.get(group.state, "dim")),
+            str(group.generation),
+            group.protocol or "-",
+            group.leader or "-",
+            members,
+        )
+    timers = Text("keyed timers (deadline ms): ", style="bold")
+    for n, (key, deadline) in enumerate(view.timers):
+        if n:
+            timers.append(" · ")
+        for member_id, client in names.items():
+            key = key.replace(member_id, f"{client}…")
+        timers.append(key, style="cyan")
+        timers.append(f" → {deadline:,}")
+    if not view.timers:
+        timers.append("none", style="dim")
+    return Group(table, timers)
+
+
 def event_lines(frame: Frame, count: int) -> Text:
     """The latest ``count`` events, oldest first: time, broker, kind, description."""
     text = Text(no_wrap=True, overflow="ellipsis")
@@ -224,6 +323,12 @@ def _expectations_panel(frame: Frame, height: int | None) -> Panel:
     )
 
 
+def _section(title: str, body: RenderableType) -> Group:
+    """A titled section with one rule line above it (a small screen's panel)."""
+    rule = Text(f"── {title} ", style="blue", no_wrap=True, overflow="ellipsis")
+    return Group(rule, body)
+
+
 def _height(console: Console, renderable: RenderableType, width: int) -> int:
     return len(console.render_lines(renderable, console.options.update(width=width, height=None)))
 
@@ -234,16 +339,23 @@ def render_frame(
     """The whole frame at the console's width; fitted to ``height`` lines when given.
 
     Fitted, the events and the expectations share the lines the rest leaves: the
-    expectations take what they need up to half, the events the others.
+    expectations take what they need up to half, the events the others. When fewer than
+    ``MIN_LOG_LINES`` would be left, only the chosen broker's purgatories are listed; when
+    that is still not enough (an 80x24 terminal), the frame goes compact (``_compact``).
     """
     width = console.options.max_width
-    top = [header(frame), wheel_panel(frame), _middle(frame, width)]
+    top: list[RenderableType] = [header(frame, width), wheel_panel(frame), _middle(frame, width)]
+    coordinator = coordinator_table(frame)
+    if coordinator is not None:
+        top.append(coordinator)
     if height is None:
         return Group(*top, _events_panel(frame, events, None), _expectations_panel(frame, None))
     sizes = [_height(console, part, width) for part in top]
     if height - sum(sizes) < MIN_LOG_LINES:
         top[2] = _middle(frame, width, only_chosen=True)
         sizes[2] = _height(console, top[2], width)
+    if height - sum(sizes) < MIN_LOG_LINES:
+        return _compact(frame, console, height, top[:2], sizes[:2])
     left = height - sum(sizes)
     parts = [Layout(part, size=size) for part, size in zip(top, sizes, strict=True)]
     if left >= 3:
@@ -253,6 +365,34 @@ def render_frame(
         parts.append(Layout(_events_panel(frame, event_size - 2, event_size), size=event_size))
         if expectation_size:
             parts.append(Layout(_expectations_panel(frame, expectation_size), size=expectation_size))
+    layout = Layout()
+    layout.split_column(*parts)
+    return layout
+
+
+def _compact(
+    frame: Frame, console: Console, height: int, top: list[RenderableType], sizes: list[int]
+) -> RenderableType:
+    """A small screen: the header, the wheel a line per level, then a line per purgatory of the chosen broker
+    and per partition (at most 3), then the events and the expectations under one-line titles.
+    The expectations get what they need up to half of the rest, the events at least 2 lines."""
+    width = console.options.max_width
+    top = [top[0], wheel_panel(frame, compact=True)]
+    sizes = [sizes[0], _height(console, top[1], width)]
+    middle = compact_middle(frame, partitions=3)
+    used = sum(sizes) + _height(console, middle, width)
+    parts = [Layout(part, size=size) for part, size in zip(top, sizes, strict=True)]
+    parts.append(Layout(middle, size=used - sum(sizes)))
+    left = height - used
+    if left >= 2:
+        wanted = len(frame.expectations) + 1
+        expectation_size = min(wanted, left // 2) if frame.expectations and left >= 4 else 0
+        event_size = left - expectation_size
+        events = _section(f"events · latest of {frame.events_total:,}", event_lines(frame, event_size - 1))
+        parts.append(Layout(events, size=event_size))
+        if expectation_size:
+            body = expectation_lines(frame, wrap=False)
+            parts.append(Layout(_section(expectation_title(frame), body), size=expectation_size))
     layout = Layout()
     layout.split_column(*parts)
     return layout

@@ -59,12 +59,17 @@ class ExpectationLine:
 
 @attrs.frozen
 class Status:
-    """How the run is going: ``mode`` is running, paused, finished or snapshot; ``speed`` in × real time."""
+    """How the run is going: ``mode`` is running, paused, finished or snapshot; ``speed`` in × real time.
+
+    ``achieved`` is the speed the run actually kept lately when it fell behind ``speed``
+    (its tasks needed more real time than that speed leaves them), else None.
+    """
 
     mode: str
     speed: float | None = None
     keys: bool = False
     note: str = ""
+    achieved: float | None = None
 
 
 @attrs.frozen

@@ -21,9 +21,9 @@ import trio
 import trio.testing
 
 from minibroker.runtime import deterministic_scheduling
+from minibroker.runtime.paced import idle_waiters
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.trace import Event as TraceEvent
-from minibroker.tui.clock import idle_waiters
 
 OnTime = Callable[[ScenarioRunner, int], None]
 #: float slack when comparing trio seconds to whole milliseconds

@@ -11,7 +11,9 @@ delay queue (expiration -1) and ``0`` an empty one that still is (its entries we
 cancelled). ``▸`` marks the slot holding the level's current time
 (``current_time // tick_ms % wheel_size``). Overflow levels appear as the wheel
 creates them. When a row does not fit the width, each level's figures go on a line
-and its cells on the line(s) under it.
+and its cells on the line(s) under it; a ``compact`` view (a small screen) instead
+leaves the interval and clock columns out while the cells fit on one line (the
+pointer still shows each level's clock).
 
 The delay queue is every queued bucket (expiration not -1) in expiration order,
 the order the reaper will take them: ``340 ms ×1 L2·17``. The baselines have no
@@ -77,9 +79,11 @@ def _ms(value: int) -> str:
 class WheelView:
     """A rich renderable of ``timer``'s levels and delay queue (see the module docstring)."""
 
-    def __init__(self, timer: TimerView, queue_items: int = 12) -> None:
+    def __init__(self, timer: TimerView, queue_items: int = 12, compact: bool = False) -> None:
         self.timer = timer
         self.queue_items = queue_items
+        #: prefer one line per level (without interval and clock) to two when the width is short
+        self.compact = compact
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -116,6 +120,15 @@ class WheelView:
                 line.append_text(self._cells(row, range(len(row)), pointer_slot(level), cell_width))
                 line.append(f"  {interval.rjust(interval_width)}  {clock.rjust(clock_width)}", style="dim")
                 yield line
+            return
+        if self.compact and label_width + wheel_size * cell_width <= width:
+            # a little narrower: still one line per level, without the interval and clock columns
+            # (the pointer ▸ shows where each level's clock is)
+            index_row = Text(f"{TICK_HEADER.rjust(label_width - 1)} ", style="dim")
+            yield index_row.append_text(self._indices(range(wheel_size), cell_width))
+            for level, tick, row in zip(levels, ticks, cells, strict=True):
+                line = Text(f"L{level.level} {tick.rjust(label_width - 4)} ", style="bold")
+                yield line.append_text(self._cells(row, range(len(row)), pointer_slot(level), cell_width))
             return
         # narrow: the level's figures on a line, then its cells on as many lines as they need
         indent = 2

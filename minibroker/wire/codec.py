@@ -28,18 +28,40 @@ import struct
 from typing import Any
 
 import attrs
+from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -86,6 +108,18 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        # the group coordinator (wire/groups.py, wire/group_admin.py); OffsetCommit and OffsetFetch stop
+        # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
+        _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
+        _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
+        _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
+        _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
+        _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+        _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+        _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+        _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
+        _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     )
 }
 

@@ -13,6 +13,14 @@ from typing import Any
 from minibroker.wire.codec import SUPPORTED, Request
 from minibroker.wire.context import Connection
 from minibroker.wire.fetch import fetch, list_offsets, offset_for_leader_epoch
+from minibroker.wire.group_admin import (
+    delete_groups,
+    describe_groups,
+    list_groups,
+    offset_commit,
+    offset_fetch,
+)
+from minibroker.wire.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
 from minibroker.wire.metadata import api_versions, metadata
 from minibroker.wire.produce import init_producer_id, produce
 
@@ -26,6 +34,16 @@ HANDLERS: dict[int, Handler] = {
     18: api_versions,
     22: init_producer_id,
     23: offset_for_leader_epoch,
+    8: offset_commit,
+    9: offset_fetch,
+    10: find_coordinator,
+    11: join_group,
+    12: heartbeat,
+    13: leave_group,
+    14: sync_group,
+    15: describe_groups,
+    16: list_groups,
+    42: delete_groups,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

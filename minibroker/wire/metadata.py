@@ -33,6 +33,7 @@ from kafka.protocol.metadata import MetadataResponse
 
 from minibroker.cluster import TopicSpec
 from minibroker.cluster.config import ConfigError
+from minibroker.cluster.coordinator import OFFSETS_TOPIC
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import TopicPartition
 from minibroker.wire.codec import Request, api_versions_body
@@ -108,13 +109,16 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
         error_code=Errors.NONE,
         name=name,
         topic_id=topic_id(name),
-        is_internal=False,
+        is_internal=name == OFFSETS_TOPIC,
         partitions=partitions,
     )
 
 
 def _maybe_create(conn: Connection, name: str, allow_create: bool) -> int | None:
     """Create ``name`` if this broker and the request allow it; the topic's error code otherwise."""
+    if name == OFFSETS_TOPIC:  # internal: made with its own settings, as FindCoordinator makes it
+        conn.cluster.ensure_offsets_topic()
+        return None
     config = conn.cluster.brokers[conn.broker_id].config
     invalid = topic_error(name)
     if invalid is not None:

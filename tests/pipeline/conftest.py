@@ -22,6 +22,7 @@ TRACED = {
     "purge_interval": "jsonl",
     "fetch_min_bytes": "jsonl",
     "timing_wheel_cascade": "parquet",
+    "group_session_timeout": "jsonl",
 }
 
 
@@ -34,9 +35,20 @@ def write_trace(scenario: str, path: Path) -> Path:
     return path
 
 
+def require_java() -> None:
+    """Skip, saying what is missing, unless Spark's Java (17 or newer, a README prerequisite) is here."""
+    from minibroker.pipeline.session import SparkUnavailable, check_java
+
+    try:
+        check_java()
+    except SparkUnavailable as error:
+        pytest.skip(f"Spark tests need Java 17 (README: what the tests need): {error}")
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     pytest.importorskip("pyspark")
+    require_java()
     from minibroker.pipeline.session import spark_session
 
     log = tmp_path_factory.mktemp("spark") / "spark.log"

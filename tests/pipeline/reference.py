@@ -131,6 +131,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
     sizes: dict[tuple, dict] = {}
     hw: dict[tuple, dict] = {}
     isr: dict[tuple, dict] = {}
+    groups: list[dict[str, Any]] = []
     for path in paths:
         name = str(path.resolve())
         events = read_trace(path)
@@ -145,6 +146,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             }
         )
         ops += operations(name, events)
+        groups += rebalances(name, events)
         for e in sorted(events, key=lambda e: e["seq"]):
             kind, b = e["kind"], _bucket(e["time_ms"], bucket_ms)
             if kind in ("op.create", "op.complete"):
@@ -201,6 +203,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             | {"waiting": waiting[key[:3]]}
         )
     return {
+        "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"])),
         "traces": sorted(traces, key=lambda r: r["trace"]),
         "skipped": [],  # the bundled scenarios write only valid events
         "operations": _summary(ops),
@@ -243,6 +246,45 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             key=lambda r: (r["trace"], r["broker"], r["op"], r["problem"]),
         ),
     }
+
+
+def rebalances(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (broker, group): PreparingRebalance -> Stable (via CompletingRebalance) durations, expiries."""
+    found: dict[tuple, dict[str, Any]] = {}
+    start: dict[tuple, int | None] = {}
+    previous: dict[tuple, str | None] = {}
+    for e in sorted(events, key=lambda e: e["seq"]):
+        if e["kind"] not in ("group.state", "group.session.expire"):
+            continue
+        key = (e["broker"], e["fields"]["group"])
+        row = found.setdefault(key, {"durations": [], "session_expiries": 0})
+        if e["kind"] == "group.session.expire":
+            row["session_expiries"] += int(not e["fields"]["pending"])
+            continue
+        state = e["fields"]["state"]
+        if state == "PreparingRebalance":
+            start[key] = e["time_ms"]
+        elif state == "Stable" and previous.get(key) == "CompletingRebalance" and start.get(key) is not None:
+            row["durations"].append(e["time_ms"] - start[key])
+        previous[key] = state
+    out = []
+    for (broker, group), row in found.items():
+        durations = row["durations"]
+        if not durations and not row["session_expiries"]:
+            continue
+        out.append(
+            {
+                "trace": name,
+                "broker": broker,
+                "group": group,
+                "rebalances": len(durations),
+                "min_ms": min(durations) if durations else None,
+                "mean_ms": round(sum(durations) / len(durations), 1) if durations else None,
+                "max_ms": max(durations) if durations else None,
+                "session_expiries": row["session_expiries"],
+            }
+        )
+    return out
 
 
 def _summary(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:

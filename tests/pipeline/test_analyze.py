@@ -45,6 +45,11 @@ def test_the_traces_cover_what_the_tables_measure(expected):
     assert {row["isr_size"] for row in expected["isr"]} == {2, 3}  # a shrink and an expand
     assert any(row["purges"] for row in expected["purgatory_size"])
     assert sum(row["fires"] for row in expected["timer_precision"]) > 0
+    # group_session_timeout: generations at 0 (0 ms), 100 -> 3000 and 13000 -> 15000; one eviction
+    assert [
+        (r["group"], r["rebalances"], r["min_ms"], r["max_ms"], r["session_expiries"])
+        for r in expected["rebalances"]
+    ] == [("g", 3, 0, 2900, 1)]
 
 
 def test_json_summary_and_report(analyzed, expected):

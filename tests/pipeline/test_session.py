@@ -14,6 +14,7 @@ import pytest
 from minibroker.pipeline import session
 from minibroker.pipeline.inputs import NoTraces, resolve, trace_format
 from minibroker.pipeline.session import SparkUnavailable
+from tests.pipeline.conftest import require_java
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,6 +86,7 @@ def test_java_too_old(monkeypatch, tmp_path):
 
 
 def test_this_machine_has_java_17():
+    require_java()
     _, major = session.check_java()
     assert major >= 17
 

@@ -167,7 +167,9 @@ def test_ctrl_c_exits_130_with_one_line_and_closes_the_trace(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)
+    deadline = time.monotonic() + 30  # start-up takes ~2 s on a loaded machine: wait for the run itself
+    while time.monotonic() < deadline and not (trace.exists() and trace.stat().st_size > 0):
+        time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 130

@@ -1,19 +1,17 @@
-"""Hypothesis: mutated scenario documents load or fail with one ScenarioError line, nothing else."""
+"""Hypothesis: mutated scenario documents load or fail with one ScenarioError line per problem."""
 
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minibroker.cli import main
 from minibroker.scenario import ScenarioError, parse_scenario
+from minibroker.scenario.load.limits import MAX_PROBLEMS
+from tests.scenario.corpus import DOCUMENTS, dump, paths
 
-LIBRARY = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
-DOCUMENTS = [tomllib.loads(p.read_text()) for p in LIBRARY]
 ODD_VALUES = st.one_of(
     st.integers(-(2**40), 2**40),
     st.floats(allow_nan=False, allow_infinity=False),
@@ -22,34 +20,6 @@ ODD_VALUES = st.one_of(
     st.lists(st.integers(-3, 5), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
-
-
-def paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix] if prefix else []
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            out += paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            out += paths(value, (*prefix, i))
-    return out
-
-
-def to_toml(value: Any) -> str:
-    """A tiny TOML writer for what these documents hold (inline tables everywhere)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(to_toml(v) for v in value) + "]"
-    return "{" + ", ".join(f"{to_toml(str(k))} = {to_toml(v)}" for k, v in value.items()) + "}"
-
-
-def dump(doc: dict) -> str:
-    return "\n".join(f"{to_toml(str(k))} = {to_toml(v)}" for k, v in doc.items()) + "\n"
 
 
 @st.composite
@@ -89,10 +59,12 @@ def test_mutated_documents_load_or_fail_with_one_line(text):
     try:
         parse_scenario(text, "fuzz.toml")
     except ScenarioError as error:
-        message = str(error)
-        assert message.startswith("fuzz.toml")
-        assert "\n" not in message
-        assert "Traceback" not in message
+        assert 1 <= len(error.problems) <= MAX_PROBLEMS + 1
+        assert str(error) == "\n".join(error.problems)
+        for line in error.problems:
+            assert line.startswith("fuzz.toml") or line.startswith("... and ")
+            assert "\n" not in line
+            assert "Traceback" not in line
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -108,7 +80,12 @@ def test_check_command_exits_0_or_2_with_one_line(tmp_path_factory, text):
         code = main(["check", str(path)])
     assert code in (0, 2)
     if code == 2:
-        assert len(err.getvalue().strip().splitlines()) == 1
+        lines = err.getvalue().splitlines()
+        assert 1 <= len(lines) <= MAX_PROBLEMS + 1
+        assert all(
+            line.startswith(f"minibroker: {path}") or line.startswith("minibroker: ... and ")
+            for line in lines
+        )
 
 
 def test_the_writer_round_trips_the_library():

@@ -6,6 +6,7 @@ import pytest
 
 from minibroker.commands import bundled_scenarios
 from minibroker.scenario import load_scenario, run_scenario
+from minibroker.scenario.load.events import COMMON, KINDS
 
 SCENARIOS = bundled_scenarios(Path(__file__).resolve().parents[2] / "scenarios")
 REQUIRED = {
@@ -41,7 +42,14 @@ def test_the_library_is_complete_and_documented():
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario_expectations_hold(path):
     scenario = load_scenario(path)
-    result = run_scenario(scenario)
+    unknown: set[tuple[str, str]] = set()
+
+    def catalogued(event):  # every emitted kind and field is one an expectation may name
+        fields = KINDS.get(event["kind"], frozenset()) | COMMON
+        unknown.update((event["kind"], name) for name in event if name not in fields)
+
+    result = run_scenario(scenario, sinks=[catalogued])
     failed = [f"{r.where}: expected {r.expected}; seen {r.seen}" for r in result.results if not r.passed]
     assert not failed, failed
     assert len(result.results) == len(scenario.expectations) > 0
+    assert not unknown, f"add these to minibroker/scenario/load/events.py: {sorted(unknown)}"

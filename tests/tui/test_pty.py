@@ -110,8 +110,8 @@ class Terminal:
 def terminal():
     opened: list[Terminal] = []
 
-    def start(*args: str) -> Terminal:
-        opened.append(Terminal(*args))
+    def start(*args: str, cols: int = 120, rows: int = 45) -> Terminal:
+        opened.append(Terminal(*args, cols=cols, rows=rows))
         return opened[-1]
 
     yield start
@@ -127,21 +127,25 @@ def test_watch_pause_step_and_quit(terminal):
     term.press(b"n")  # the next instant where something happens: 340 ms, the 350 ms task cascades
     screen = term.wait_for(lambda s: " t = 340 ms virtual" in s, "the step to 340 ms")
     lines = screen.splitlines()
-    assert lines[4].startswith(
+    assert lines[2] == " space pause · n step · +/- speed · b broker · q quit"  # too wide for line 2
+    assert lines[5].startswith(
         "│ L1    1 ▸ ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  1  ·  ·  ·  ·  ·  ·  ·  ·  ·        20"
     )
-    assert lines[5].startswith(
+    assert lines[6].startswith(
         "│ L2   20   ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·▸ ·  ·  ·       400"
     )
-    assert lines[6].startswith("│ L3  400 ▸ ·  1  ·")
+    assert lines[7].startswith("│ L3  400 ▸ ·  1  ·")
     assert "t-0             0      0  0,1,2  b0* 2/0  b1 1/0 paused  b2 1/0 paused" in screen
     term.press(b"b")
     term.wait_for(lambda s: "timing wheel · broker 1 ·" in s, "broker 1")
     term.press(b"q")
-    assert term.finish() == 1
+    assert term.finish() == 0  # a user quit, nothing failed so far
     assert term.raw.count(ENTER_ALT_SCREEN) == 1 and term.raw.count(LEAVE_ALT_SCREEN) == 1
     assert term.raw.rindex(SHOW_CURSOR) > term.raw.index(ENTER_ALT_SCREEN)
-    assert b"minibroker: quit at 340 ms (virtual), before the scenario ended" in term.raw
+    assert (
+        b"minibroker: quit at 340 ms (virtual), before the scenario ended; "
+        b"0 of 10 expectations checked, all held"  # its expectations are all checked at the end
+    ) in term.raw
     assert termios.tcgetattr(term.slave) == term.attrs_before
 
 
@@ -165,3 +169,22 @@ def test_ctrl_c_restores_the_terminal(terminal):
     assert b"minibroker: interrupted" in term.raw[term.raw.index(LEAVE_ALT_SCREEN) :]
     assert term.raw.rindex(SHOW_CURSOR) > term.raw.index(ENTER_ALT_SCREEN)
     assert termios.tcgetattr(term.slave) == term.attrs_before
+
+
+def test_an_80x24_terminal_shows_the_keys_the_events_and_the_expectations(terminal):
+    term = terminal("run", ACKS_ALL, "--tui", "--speed", "0.05", cols=80, rows=24)
+    term.wait_for(lambda s: " running ×0.05" in s and "── expectations" in s, "the first frame")
+    term.press(b" ")
+    screen = term.wait_for(lambda s: " paused ×0.05" in s, "the pause")
+    lines = screen.splitlines()
+    assert len(lines) == 24
+    assert lines[2] == " space pause · n step · +/- speed · b broker · q quit"
+    assert lines[4].split()[1:4] == ["tick", "ms", "0"]  # one line per level under the slot numbers
+    assert lines[5].startswith("│ L1 ") and lines[6].startswith("│ L2 ")
+    assert any(line.startswith("b0 Produce  watched ") for line in lines)
+    events = next(n for n, line in enumerate(lines) if line.startswith("── events · latest of "))
+    expectations = next(n for n, line in enumerate(lines) if line.startswith("── expectations · "))
+    assert expectations - events >= 3  # at least two events shown
+    assert lines[expectations + 1].startswith(("· expect[0] ", "✓ expect[0] "))
+    term.press(b"q")
+    assert term.finish() == 0

@@ -137,6 +137,14 @@ def test_the_header_shows_time_mode_speed_and_keys(cascade_200):
     assert speed_text(2.5) == "×2.5 (1 s = 2.5 s)"
 
 
+def test_the_header_shows_when_the_run_falls_behind_its_speed(cascade_200):
+    frame = attrs.evolve(cascade_200, status=Status("running", 0.6, achieved=0.33))
+    lines = _frame_text(frame, width=160)
+    assert lines[1] == (
+        " t = 200 ms virtual (span ~450 ms)   running ×0.6 (1 s = 600 ms)   behind: ×0.33   broker 0"
+    )
+
+
 def test_a_fitted_frame_fills_the_screen_exactly():
     frame = snapshot_frame(ACKS_ALL, 105)
     for width, height in ((120, 45), (100, 30), (80, 24), (200, 60)):

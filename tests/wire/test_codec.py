@@ -58,6 +58,16 @@ def test_the_table_advertises_what_the_issue_asks_for():
         "Metadata": (0, 12),
         "ApiVersions": (0, 4),
         "InitProducerId": (0, 4),
+        "FindCoordinator": (0, 4),
+        "JoinGroup": (0, 9),
+        "SyncGroup": (0, 5),
+        "Heartbeat": (0, 4),
+        "LeaveGroup": (0, 5),
+        "OffsetCommit": (2, 9),
+        "OffsetFetch": (1, 9),
+        "DescribeGroups": (0, 5),
+        "ListGroups": (0, 5),
+        "DeleteGroups": (0, 2),
         "OffsetForLeaderEpoch": (2, 4),
     }
 

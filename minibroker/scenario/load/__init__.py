@@ -1,9 +1,14 @@
 """Load a TOML scenario into the model, rejecting anything it cannot make sense of.
 
-Every problem becomes one ``ScenarioError`` whose message names the file, the
-line when it can be found, the key path (``steps[3].at``) and the expected form:
+Every problem becomes one line of a ``ScenarioError``, naming the file, the line when
+it can be found, the key path (``steps[3].at``) and the expected form:
 
     scenarios/x.toml:41: steps[3].at: expected a whole number of ms >= 0, got -5
+
+Each item of a section (a topic, a step, ...) is checked even when an earlier one has
+a problem; a section that refers to one with a problem is not checked (its problems
+would be echoes). ``limits`` bounds what a run may ask for, and ``budget`` refuses a
+run projected to take more than a few minutes.
 
 The loader is split by concept: ``document`` (TOML, line numbers, checked tables),
 ``scope`` (what is loaded so far and reference checks), ``cluster`` (cluster, topics,
@@ -13,7 +18,9 @@ Extension points, each a one-line registration:
 
 - a new top-level section: a reader ``(root, scope) -> None`` that stores its result
   on the ``Scope`` (add the field there and on ``Scenario``), listed in ``SECTIONS``
-  after the sections it refers to;
+  after the sections it refers to, with their names (it is skipped while one of them
+  has a problem); a reader reads array items with ``scope.items`` so that every
+  item's problem is reported;
 - a new step action: a parser in ``steps.STEPS``;
 - a new kind of expectation: a parser in ``expectations.EXPECTATIONS``.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from minibroker.scenario.load.budget import check_budget
 from minibroker.scenario.load.clients import fix_acks, read_clients
 from minibroker.scenario.load.cluster import read_cluster, read_links, read_topics
 from minibroker.scenario.load.document import (
@@ -33,6 +41,7 @@ from minibroker.scenario.load.document import (
     read_document,
 )
 from minibroker.scenario.load.expectations import CAUSES, COUNTS, ERRORS, read_expectations
+from minibroker.scenario.load.limits import MAX_PROBLEMS
 from minibroker.scenario.load.scope import Scope
 from minibroker.scenario.load.steps import STEP_ACTIONS, read_steps
 from minibroker.scenario.model import Scenario
@@ -66,15 +75,16 @@ def read_meta(root: Table, scope: Scope) -> None:
     meta.finish()
 
 
-#: the top-level sections, in the order they are read (a section may refer to those before it)
-SECTIONS: dict[str, Callable[[Table, Scope], None]] = {
-    "scenario": read_meta,
-    "cluster": read_cluster,
-    "topics": read_topics,
-    "clients": read_clients,
-    "links": read_links,
-    "steps": read_steps,
-    "expect": read_expectations,
+#: the top-level sections in the order they are read, each with the sections it refers to:
+#: a section is not checked while one it refers to has a problem (its own would be echoes)
+SECTIONS: dict[str, tuple[Callable[[Table, Scope], None], tuple[str, ...]]] = {
+    "scenario": (read_meta, ()),
+    "cluster": (read_cluster, ()),
+    "topics": (read_topics, ("cluster",)),
+    "clients": (read_clients, ("topics",)),
+    "links": (read_links, ("cluster", "clients")),
+    "steps": (read_steps, ("cluster", "topics", "clients")),
+    "expect": (read_expectations, ("cluster", "topics", "clients", "steps")),
 }
 
 
@@ -84,12 +94,39 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
-    """Validate the text of a scenario; ``path`` names it in messages."""
+    """Validate the text of a scenario; ``path`` names it in messages.
+
+    Every problem is reported (up to ``MAX_PROBLEMS`` lines, then a count of the rest),
+    each on its own line of the one ``ScenarioError``.
+    """
     root = parse_document(text, path)
     scope = Scope(root.ctx)
-    for read in SECTIONS.values():
-        read(root, scope)
-    root.finish(tuple(SECTIONS))
+    failed: set[str] = set()
+    for name, (read, needs) in SECTIONS.items():
+        if failed.intersection(needs):
+            failed.add(name)
+            root.used.add(name)  # known, only not checked
+            continue
+        before = len(scope.problems)
+        try:
+            read(root, scope)
+        except ScenarioError as error:
+            scope.problems.extend(error.problems)
+        if len(scope.problems) > before:
+            failed.add(name)
+    try:
+        root.finish(tuple(SECTIONS))
+    except ScenarioError as error:
+        scope.problems.extend(error.problems)
+    if not scope.problems:
+        if not any(root.has(name) for name in SECTIONS if name != "scenario"):
+            scope.problems.append(
+                f"{path}: an empty scenario; expected [cluster], [[topics]], [[clients]] and [[steps]]"
+            )
+        else:
+            scope.problems.extend(filter(None, [check_budget(scope, path)]))
+    if scope.problems:
+        raise ScenarioError(*_capped(scope.problems))
     return Scenario(
         scope.name,
         scope.description,
@@ -103,3 +140,10 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         scope.steps,
         scope.expectations,
     )
+
+
+def _capped(problems: list[str]) -> list[str]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    more = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], f"... and {more:,} more problem{'s' if more > 1 else ''}"]

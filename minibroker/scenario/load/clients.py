@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.cluster.config import ConsumerConfig, ProducerConfig
-from minibroker.scenario.load.document import Table
+from minibroker.scenario.load.document import Table, describe
+from minibroker.scenario.load.groups import read_subscribe
 from minibroker.scenario.load.scope import Scope, check_partition, kafka, unique
 from minibroker.scenario.model import ClientSpec, TopicSpecModel
 
 
 def read_clients(root: Table, scope: Scope) -> None:
     scope.clients = scope.items(root, "clients", lambda table, _: _client(table, scope.topics))
-    unique([c.id for c in scope.clients], "clients", "id", scope.ctx)
+    if len(scope.clients) == len(root.array("clients")):
+        unique([c.id for c in scope.clients], "clients", "id", scope.ctx)
 
 
 def fix_acks(values: dict) -> dict:
@@ -29,19 +31,24 @@ def fix_acks(values: dict) -> dict:
 def _client(table: Table, topics: tuple[TopicSpecModel, ...]) -> ClientSpec:
     client_id = table.str("id")
     if client_id == "controller" or client_id.isdigit():
-        raise table.error("id", f"expected a name that is not 'controller' or a broker id, got {client_id!r}")
+        raise table.error(
+            "id", f"expected a name that is not 'controller' or a broker id, got {describe(client_id)}"
+        )
     kind = table.str("type", choices=("producer", "consumer"))
     if kind == "producer":
         config = kafka(table, "config", ProducerConfig.from_kafka, fix_acks)
         if config["acks"] not in (-1, 0, 1):
             config_path = table.sub("config.acks")
-            raise table.ctx.error(config_path, f"expected all, -1, 0 or 1, got {config['acks']!r}")
+            raise table.ctx.error(config_path, f"expected all, -1, 0 or 1, got {describe(config['acks'])}")
         assign: tuple[tuple[str, int, int], ...] = ()
     else:
         config = kafka(table, "config", ConsumerConfig.from_kafka)
         assign = tuple(_assignment(table, i, value, topics) for i, value in enumerate(table.array("assign")))
+    spec = ClientSpec(client_id, kind, config, assign)
+    if kind == "consumer" and table.has("subscribe"):
+        spec = read_subscribe(table, spec, topics)
     table.finish()
-    return ClientSpec(client_id, kind, config, assign)
+    return spec
 
 
 def _assignment(table: Table, i: int, value: Any, topics: tuple[TopicSpecModel, ...]) -> tuple[str, int, int]:
@@ -49,7 +56,7 @@ def _assignment(table: Table, i: int, value: Any, topics: tuple[TopicSpecModel, 
     if isinstance(value, str):
         topic, _, partition = value.rpartition("-")
         if not topic or not partition.isdigit():
-            raise table.error(where, f"expected 'topic-partition' like 't-0', got {value!r}")
+            raise table.error(where, f"expected 'topic-partition' like 't-0', got {describe(value)}")
         return (*check_partition(table, where, topic, int(partition), topics), 0)
     item = Table(value, table.sub(where), table.ctx)
     result = (

@@ -6,6 +6,7 @@ from typing import Any
 
 from minibroker.cluster.config import BrokerConfig
 from minibroker.scenario.load.document import Table, describe
+from minibroker.scenario.load.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.load.scope import Scope, between, is_broker, kafka, unique
 from minibroker.scenario.model import ClusterSpec, LinkSpec, TopicSpecModel
 
@@ -13,13 +14,13 @@ from minibroker.scenario.model import ClusterSpec, LinkSpec, TopicSpecModel
 def read_cluster(root: Table, scope: Scope) -> None:
     """``[cluster]``: brokers, their Kafka settings (all, and per broker id), latencies."""
     table = root.table("cluster")
-    brokers = table.int("brokers", 3, 1)
+    brokers = table.int("brokers", 3, 1, maximum=MAX_BROKERS)
     config = kafka(table, "config", BrokerConfig.from_kafka)
     overrides: dict[int, dict[str, Any]] = {}
     per_broker = table.table("broker")
     for key in list(per_broker.data):
         if not key.isdigit() or int(key) >= brokers:
-            raise per_broker.error(key, f"expected a broker id 0..{brokers - 1}, got {key!r}")
+            raise per_broker.error(key, f"expected a broker id 0..{brokers - 1}, got {describe(key)}")
         overrides[int(key)] = kafka(
             per_broker, key, lambda values, where: BrokerConfig.from_kafka({**config, **values}, where)
         )
@@ -37,12 +38,21 @@ def read_cluster(root: Table, scope: Scope) -> None:
 def read_topics(root: Table, scope: Scope) -> None:
     """``[[topics]]``: names (unique), partition counts, replication factors, assignments."""
     scope.topics = scope.items(root, "topics", lambda table, _: _topic(table, scope.cluster.brokers))
+    if len(scope.topics) < len(root.array("topics")):
+        return  # a topic with a problem: names are checked once they all load
     unique([t.name for t in scope.topics], "topics", "name", scope.ctx)
+    replicas = sum(t.partitions * t.replication_factor for t in scope.topics)
+    if replicas > MAX_PARTITION_REPLICAS:
+        raise scope.ctx.error(
+            "topics",
+            f"{replicas:,} partition replicas in all (partitions times replication_factor); "
+            f"expected at most {MAX_PARTITION_REPLICAS:,}",
+        )
 
 
 def _topic(table: Table, brokers: int) -> TopicSpecModel:
     name = table.str("name")
-    partitions = table.int("partitions", 1, 1)
+    partitions = table.int("partitions", 1, 1, maximum=MAX_PARTITION_REPLICAS)
     rf = table.int("replication_factor", 1, 1)
     if rf > brokers:
         raise table.error(

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from minibroker.scenario.load.document import Table, describe
+from minibroker.scenario.load.document import Table, describe, listing
+from minibroker.scenario.load.events import COMMON, KINDS
+from minibroker.scenario.load.groups import group_expectation, member_expectation
 from minibroker.scenario.load.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
     Count,
@@ -47,8 +49,10 @@ def _request(table: Table, scope: Scope, index: int) -> Expectation:
     made = scope.made
     request = table.str("request")
     if request not in made:
-        known = ", ".join(sorted(made)) or "(no step names its request with id)"
-        raise table.error("request", f"no step makes a request named {request!r}; expected one of: {known}")
+        known = listing(sorted(made)) or "(no step names its request with id)"
+        raise table.error(
+            "request", f"no step makes a request named {describe(request)}; expected one of: {known}"
+        )
     error = table.raw("error", None)
     if error is not None and not (
         (isinstance(error, str) and error in ERRORS)
@@ -77,7 +81,8 @@ def _request(table: Table, scope: Scope, index: int) -> Expectation:
         if value is not None and value < made[request]:
             raise table.error(
                 label,
-                f"request {request!r} is made at {made[request]} ms; expected a time after that, got {value}",
+                f"request {describe(request)} is made at {made[request]} ms; "
+                f"expected a time after that, got {value}",
             )
     return RequestOutcome(
         index,
@@ -95,7 +100,7 @@ def _partition(table: Table, scope: Scope, index: int) -> Expectation:
     label = table.str("partition")
     topic, _, number = label.rpartition("-")
     if not number.isdigit():
-        raise table.error("partition", f"expected 'topic-partition' like 't-0', got {label!r}")
+        raise table.error("partition", f"expected 'topic-partition' like 't-0', got {describe(label)}")
     check_partition(table, "partition", topic, int(number), scope.topics)
     isr = None
     if table.has("isr"):
@@ -139,10 +144,7 @@ def _count(table: Table, scope: Scope, index: int) -> Expectation:
         if table.has(key):
             value = table.raw(key)
             if key == "event":
-                if not isinstance(value, dict) or "kind" not in value:
-                    raise table.error(
-                        key, f"expected a table of trace fields with a kind, got {describe(value)}"
-                    )
+                _event_fields(table, value)
             elif not isinstance(value, str):
                 raise table.error(key, f"expected a string, got {describe(value)}")
             filters[key] = value
@@ -151,14 +153,36 @@ def _count(table: Table, scope: Scope, index: int) -> Expectation:
     bounds = {k: table.int(k, None) for k in ("equals", "at_least", "at_most")}
     if all(v is None for v in bounds.values()):
         raise table.ctx.error(table.path, "expected one of equals, at_least or at_most")
+    low, high = bounds["at_least"], bounds["at_most"]
+    if low is not None and high is not None and low > high:
+        raise table.error("at_most", f"expected at_most >= at_least ({low}), got {high}")
     return Count(index, table.path, count, bounds["equals"], bounds["at_least"], bounds["at_most"], filters)
 
 
 def _event(table: Table, scope: Scope, index: int) -> Expectation:
-    fields = table.raw("event")
+    fields = _event_fields(table, table.raw("event"))
+    return Event(index, table.path, dict(fields), table.int("count", None))
+
+
+def _event_fields(table: Table, fields: Any) -> dict[str, Any]:
+    """``event = { kind = ..., ... }``: a known kind and fields that events of that kind carry."""
     if not isinstance(fields, dict) or not isinstance(fields.get("kind"), str):
         raise table.error("event", f"expected a table of trace fields with a kind, got {describe(fields)}")
-    return Event(index, table.path, dict(fields), table.int("count", None))
+    kind = fields["kind"]
+    if kind not in KINDS:
+        raise table.error(
+            "event.kind",
+            f"unknown event kind {describe(kind)}; expected one of: {listing(sorted(KINDS), 40)}",
+        )
+    allowed = KINDS[kind] | COMMON
+    for name in fields:
+        if name not in allowed:
+            raise table.error(
+                f"event.{name}",
+                f"{kind} events have no field {describe(name)}; "
+                f"expected one of: {listing(sorted(allowed), 40)}",
+            )
+    return fields
 
 
 #: every kind of expectation, by the key that names it, in the order error messages list them
@@ -168,6 +192,8 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "purgatory": _purgatory,
     "count": _count,
     "event": _event,
+    "group": group_expectation,
+    "member": member_expectation,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")

@@ -13,7 +13,8 @@ from typing import Any
 import attrs
 
 from minibroker.cluster.config import ConfigError
-from minibroker.scenario.load.document import Context, Table, describe
+from minibroker.scenario.load.document import Context, ScenarioError, Table, describe, listing
+from minibroker.scenario.load.limits import setting_problem
 from minibroker.scenario.model import (
     ClientSpec,
     ClusterSpec,
@@ -41,19 +42,29 @@ class Scope:
     steps: tuple[Step, ...] = ()
     made: dict[str, int] = attrs.Factory(dict)  # request name -> the ms of the step that makes it
     expectations: tuple[Expectation, ...] = ()
+    problems: list[str] = attrs.Factory(list)  # one line each, in file order
 
     def items(self, root: Table, section: str, read: Callable[[Table, int], Any]) -> tuple[Any, ...]:
-        """``read`` applied to each table of the array ``section`` (``steps[3]``, ...), in file order."""
-        return tuple(
-            read(Table(raw, f"{section}[{i}]", self.ctx), i) for i, raw in enumerate(root.array(section))
-        )
+        """``read`` applied to each table of the array ``section`` (``steps[3]``, ...), in file order.
+
+        An item with a problem is left out and its problem kept, so every item is checked.
+        """
+        items = []
+        for i, raw in enumerate(root.array(section)):
+            try:
+                items.append(read(Table(raw, f"{section}[{i}]", self.ctx), i))
+            except ScenarioError as error:
+                self.problems.extend(error.problems)
+        return tuple(items)
 
 
 def unique(values: list[str], table: str, key: str, ctx: Context) -> None:
     seen: set[str] = set()
     for i, value in enumerate(values):
         if value in seen:
-            raise ctx.error(f"{table}[{i}].{key}", f"{value!r} is defined twice; expected a unique {key}")
+            raise ctx.error(
+                f"{table}[{i}].{key}", f"{describe(value)} is defined twice; expected a unique {key}"
+            )
         seen.add(value)
 
 
@@ -66,6 +77,10 @@ def kafka(
     values = dict(settings.data)
     if fix is not None:
         values = fix(values)
+    for name, value in values.items():  # bounds of our own first: they are the narrower
+        problem = setting_problem(name, value)
+        if problem is not None:
+            raise settings.ctx.error(f"{settings.path}.{name}", problem)
     try:
         factory(values, settings.path)
     except ConfigError as error:
@@ -90,7 +105,9 @@ def topic_of(table: Table, key: str, topic: str, topics: tuple[TopicSpecModel, .
     spec = next((t for t in topics if t.name == topic), None)
     if spec is None:
         raise table.error(
-            key, f"unknown topic {topic!r}; expected one of: {', '.join(t.name for t in topics)}"
+            key,
+            f"unknown topic {describe(topic)}; "
+            f"expected one of: {listing([t.name for t in topics]) or '(no topic is defined)'}",
         )
     return spec
 
@@ -100,7 +117,9 @@ def check_partition(
 ) -> tuple[str, int]:
     spec = topic_of(table, key, topic, topics)
     if not 0 <= partition < spec.partitions:
-        raise table.error(key, f"topic {topic!r} has partitions 0..{spec.partitions - 1}, not {partition}")
+        raise table.error(
+            key, f"topic {describe(topic)} has partitions 0..{spec.partitions - 1}, not {partition}"
+        )
     return topic, partition
 
 
@@ -108,8 +127,19 @@ def client_of(table: Table, clients: tuple[ClientSpec, ...], kind: str) -> str:
     client_id = table.str("client")
     spec = next((c for c in clients if c.id == client_id), None)
     if spec is None or spec.type != kind:
-        names = ", ".join(c.id for c in clients if c.type == kind) or f"(no {kind} is defined)"
-        raise table.error("client", f"expected a {kind} client: {names}; got {client_id!r}")
+        names = listing([c.id for c in clients if c.type == kind]) or f"(no {kind} is defined)"
+        raise table.error("client", f"expected a {kind} client: {names}; got {describe(client_id)}")
+    return client_id
+
+
+def assigned_consumer(table: Table, clients: tuple[ClientSpec, ...]) -> str:
+    """A consumer that has partitions to fetch (like Kafka's poll, which refuses one without)."""
+    client_id = client_of(table, clients, "consumer")
+    if not next(c for c in clients if c.id == client_id).assign:
+        raise table.error(
+            "client",
+            f"consumer {describe(client_id)} has no assigned partitions; expected assign = [...] on it",
+        )
     return client_id
 
 

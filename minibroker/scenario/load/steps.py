@@ -13,7 +13,18 @@ from collections.abc import Callable
 
 from minibroker.cluster.config import BrokerConfig
 from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.scope import Scope, between, broker, check_partition, client_of, kafka, topic_of
+from minibroker.scenario.load.groups import member_step
+from minibroker.scenario.load.limits import MAX_BATCH
+from minibroker.scenario.load.scope import (
+    Scope,
+    assigned_consumer,
+    between,
+    broker,
+    check_partition,
+    client_of,
+    kafka,
+    topic_of,
+)
 from minibroker.scenario.model import (
     BrokerFault,
     Fetch,
@@ -39,18 +50,18 @@ def _produce(table: Table, scope: Scope, at: int, index: int, action: str) -> St
         client,
         topic,
         partition,
-        table.int("records", 1, 1),
-        table.int("bytes", 100, 0),
+        table.int("records", 1, 1, maximum=MAX_BATCH),
+        table.int("bytes", 100, 0, maximum=MAX_BATCH),
         table.str("id", None),
     )
 
 
 def _fetch(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
-    return Fetch(at, index, client_of(table, scope.clients, "consumer"), table.str("id", None))
+    return Fetch(at, index, assigned_consumer(table, scope.clients), table.str("id", None))
 
 
 def _poll(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
-    client = client_of(table, scope.clients, "consumer")
+    client = assigned_consumer(table, scope.clients)
     return Poll(at, index, client, table.ms("duration_ms"), table.str("id", None))
 
 
@@ -66,7 +77,8 @@ def _load(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
         ):
             raise table.error(
                 "partitions",
-                f"expected a list of partitions of {topic!r} (0..{spec.partitions - 1}), got {describe(raw)}",
+                f"expected a list of partitions of {describe(topic)} (0..{spec.partitions - 1}), "
+                f"got {describe(raw)}",
             )
         partitions = tuple(raw)
     return Load(
@@ -77,8 +89,8 @@ def _load(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
         table.int("rate", what="a whole number of requests per second", minimum=1),
         table.ms("duration_ms"),
         partitions,
-        table.int("records", 1, 1),
-        table.int("bytes", 100, 0),
+        table.int("records", 1, 1, maximum=MAX_BATCH),
+        table.int("bytes", 100, 0, maximum=MAX_BATCH),
         table.str("id", None),
     )
 
@@ -118,6 +130,11 @@ STEPS: dict[str, StepParser] = {
     "drop": _link_fault,
     "heal": _link_fault,
     "config": _config,
+    "join": member_step,
+    "leave": member_step,
+    "stall": member_step,
+    "hang": member_step,
+    "commit": member_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 
@@ -125,14 +142,18 @@ STEP_ACTIONS = tuple(STEPS)
 def read_steps(root: Table, scope: Scope) -> None:
     """``[[steps]]``, then the request names they give (``id``): unique, without '#' or '@'."""
     scope.steps = scope.items(root, "steps", lambda table, index: _step(table, scope, index))
-    for i, step in enumerate(scope.steps):
+    for step in scope.steps:
+        i = step.index
         request_id = getattr(step, "id", None)
         if request_id is not None and ("#" in request_id or "@" in request_id):
-            raise scope.ctx.error(f"steps[{i}].id", f"expected a name without '#' or '@', got {request_id!r}")
+            raise scope.ctx.error(
+                f"steps[{i}].id", f"expected a name without '#' or '@', got {describe(request_id)}"
+            )
         if request_id is not None:
             if request_id in scope.made:
                 raise scope.ctx.error(
-                    f"steps[{i}].id", f"request name {request_id!r} is used twice; expected a new name"
+                    f"steps[{i}].id",
+                    f"request name {describe(request_id)} is used twice; expected a new name",
                 )
             scope.made[request_id] = step.at
 

@@ -9,9 +9,9 @@ import pytest
 import trio
 import trio.testing
 
+from minibroker.runtime.paced import PacedClock
 from minibroker.scenario import load_scenario, run_scenario
 from minibroker.trace import ListSink
-from minibroker.tui.clock import PacedClock
 from tests.tui.helpers import CASCADE
 
 

@@ -1,0 +1,149 @@
+"""``minibroker chaos``: random fault schedules, Kafka's guarantees checked, failures shrunk to scenarios.
+
+Exit status: 0 no violation (losses the profile expects are reported, not
+failures); 1 a violation; 2 bad input or Spark unavailable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+from minibroker.cliutil import UsageError, out_dir, whole_number
+
+MAX_RUNS = 10_000_000
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
+    from minibroker.chaos.profiles import PROFILES
+
+    parser = commands.add_parser(
+        "chaos",
+        help="run random fault schedules and check Kafka's guarantees after each",
+        description="Generate random clusters, clients, load and fault schedules; run each in virtual "
+        "time; check six invariants; shrink failing runs to scenario files that `minibroker run` "
+        "replays. Exit 1 if a guarantee broke, 2 on bad input.",
+    )
+    parser.add_argument(
+        "--runs",
+        type=whole_number(1, MAX_RUNS, "a number of runs"),
+        default=100,
+        help="how many schedules (default 100)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=whole_number(0, noun="a seed"),
+        default=0,
+        help="run i is a pure function of (profile, seed, i, duration); default 0",
+    )
+    parser.add_argument(
+        "--duration-ms",
+        type=whole_number(100, 3_600_000, "a duration in ms"),
+        default=2000,
+        help="virtual ms of load and faults per run; then healing and checks (default 2000)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="default",
+        help="default | unclean | acks1 (see docs/chaos.md)",
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--workers",
+        type=whole_number(1, 1024, "a number of processes"),
+        help="processes to run on (default: the CPU count)",
+    )
+    where.add_argument(
+        "--master", help="run as Spark tasks on this master (local[N], spark://HOST:PORT, ...)"
+    )
+    parser.add_argument(
+        "--out",
+        default="chaos-out",
+        metavar="DIR",
+        help="where chaos.md, runs.parquet and shrunk/*.toml go (default chaos-out)",
+    )
+    parser.add_argument(
+        "--shrink",
+        type=whole_number(0, 100, "a number of runs"),
+        default=3,
+        help="shrink at most this many failing runs, one per invariant first (default 3)",
+    )
+    parser.add_argument(
+        "--shrink-budget",
+        type=whole_number(1, 100_000, "a number of runs"),
+        default=200,
+        help="candidate runs one shrink may spend (default 200)",
+    )
+    return {"chaos": chaos_command}
+
+
+def chaos_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from minibroker.chaos.distribute import Job, RunSummary, run_local, run_spark
+    from minibroker.chaos.failures import shrink_failures
+    from minibroker.chaos.report import ChaosReport, print_report, write_markdown, write_runs
+
+    out = out_dir(args.out)
+    job = Job(args.profile, args.seed, args.duration_ms)
+    console = Console(stderr=True)
+    if args.master:
+        from minibroker.pipeline.session import SparkUnavailable
+
+        where = f"Spark {args.master}"
+        source: Iterator[RunSummary] = run_spark(job, args.runs, args.master)
+    else:
+        workers = args.workers or os.cpu_count() or 1
+        where = f"{workers} worker process{'es' if workers > 1 else ''}"
+        source = run_local(job, args.runs, workers)
+        SparkUnavailable = RuntimeError
+    started = time.perf_counter()
+    summaries: list[RunSummary] = []
+    try:
+        _collect(source, args.runs, summaries, console)
+    except SparkUnavailable as error:
+        raise UsageError(str(error)) from None
+    summaries.sort(key=lambda s: s.index)
+    report = ChaosReport(
+        args.profile, args.seed, args.duration_ms, where, time.perf_counter() - started, summaries
+    )
+    report.shrunk = shrink_failures(report, out / "shrunk", args.shrink, args.shrink_budget, console)
+    report.wall_s = time.perf_counter() - started
+    stdout = Console() if Console().is_terminal else Console(width=140)
+    print_report(report, stdout)
+    command = (
+        "minibroker " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "minibroker chaos"
+    )
+    write_markdown(report, out / "chaos.md", command)
+    write_runs(report, out / "runs.parquet")
+    stdout.print(f"report: {out / 'chaos.md'}, {out / 'runs.parquet'}")
+    return 1 if report.violations else 0
+
+
+def _collect(source: Iterator, runs: int, summaries: list, console) -> None:
+    """Gather summaries with a progress bar and a live count of violations (when stderr is a terminal)."""
+    if not console.is_terminal:
+        summaries.extend(source)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("chaos"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("0 violations", total=runs)
+        violations = 0
+        for summary in source:
+            summaries.append(summary)
+            violations += len(summary.violations)
+            bar.update(task, advance=1, description=f"{violations} violations")

@@ -1,0 +1,79 @@
+"""Chaos profiles: what the generator draws, and which findings are expected.
+
+- ``default``: clean leader election. Nothing acknowledged with acks=-1 while the
+  effective min.insync.replicas was >= 2 may be lost: every violation is a bug.
+- ``unclean``: ``unclean.leader.election.enable=true`` and more crashes. Losses
+  of acknowledged records (invariants 2 and 3) are *expected*: this profile proves
+  the checker sees them. Any other violation is still a bug.
+- ``acks1``: mostly acks=1 producers and leader crashes. acks=1 records lost on a
+  leader crash are Kafka's documented trade-off: counted, never violations.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+FAULTS_ALL = {"pause": 2, "latency": 2, "drop": 2, "crash": 2, "shutdown": 1, "min_isr": 1}
+
+
+@attrs.frozen
+class Profile:
+    name: str
+    description: str
+    unclean: bool
+    acks: dict[int, int]  # acks -> weight
+    fault_weights: dict[str, int]
+    faults: tuple[int, int]  # how many faults, inclusive range
+    expected: frozenset[int] = frozenset()  # invariants whose violations this profile expects
+    replication: tuple[int, int] = (1, 3)  # replication factor, inclusive range
+    min_isr: tuple[int, int] = (1, 3)  # min.insync.replicas, inclusive range
+    brokers: tuple[int, int] = (3, 5)  # brokers, inclusive range
+    lag_ms: tuple[int, ...] = (300, 600, 1000)  # replica.lag.time.max.ms choices
+    #: chance of adding Jepsen's classic unclean-loss pattern (see generate.lagging_then_crashed)
+    pattern: float = 0.0
+    #: chance of adding the acks=1 loss pattern (see generate.paused_then_leader_crashed)
+    acks1_pattern: float = 0.0
+
+
+PROFILES = {
+    "default": Profile(
+        "default",
+        "clean election; no acknowledged acks=-1 record (min ISR >= 2) may be lost",
+        False,
+        {-1: 6, 1: 2, 0: 1},
+        FAULTS_ALL,
+        (0, 6),
+        pattern=0.25,
+    ),
+    "unclean": Profile(
+        "unclean",
+        "unclean leader election on: losses are expected and must be found",
+        True,
+        {-1: 1},
+        {**FAULTS_ALL, "crash": 6, "pause": 4},
+        (4, 8),
+        frozenset({2, 3}),
+        (3, 3),
+        (2, 2),
+        (3, 4),
+        (200, 300),
+        0.5,
+    ),
+    "acks1": Profile(
+        "acks1",
+        "acks=1 producers and leader crashes: acks=1 losses are counted, not violations",
+        False,
+        {1: 6, -1: 2, 0: 1},
+        {**FAULTS_ALL, "crash": 5},
+        (1, 6),
+        pattern=0.25,
+        acks1_pattern=0.5,
+    ),
+}
+
+
+def profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; expected one of: {', '.join(PROFILES)}") from None

@@ -1,0 +1,267 @@
+"""A chaos schedule: the random parts of one run, in a form the shrinker can cut down.
+
+A ``Schedule`` is a cluster, topics, clients, produce requests, consumer polls and
+*faults*; every fault has a start and an end (pause/resume, latency/restore,
+drop/heal, crash/restart, shutdown/restart, a min.insync.replicas change and its
+restoration), and every fault ends by ``heal_ms``. ``compile_schedule`` turns it
+into an ordinary scenario model (layer 5) with the checking phase appended:
+
+- at ``heal_ms + settle_ms`` (``settle_ms`` is the liveness bound, see
+  ``liveness_bound``) a probe producer sends one acks=-1 produce to every
+  partition, each expected to answer NONE, and every partition's ISR is expected
+  to be all its replicas (invariant 6, as ordinary ``[[expect]]`` entries);
+- at the same time the ``reader`` consumer polls every partition from offset 0
+  (invariants 2 and 3 compare what it reads with what was acknowledged).
+
+Produce ``i`` writes ``100 + i`` bytes, so a batch's size names the request that
+wrote it: a record read back is the record acknowledged, not one written later at
+the same offset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from minibroker.scenario.model import (
+    BrokerFault,
+    ClientSpec,
+    ClusterSpec,
+    Expectation,
+    LinkFault,
+    Node,
+    PartitionState,
+    Poll,
+    Produce,
+    RequestOutcome,
+    Scenario,
+    SetConfig,
+    Step,
+    TopicSpecModel,
+)
+
+READER = "reader"
+PROBE = "probe"
+#: how long the reader polls once the cluster has settled
+READ_MS = 300
+#: probes' request.timeout.ms and the grace every generated client waits beyond its timeout
+PROBE_TIMEOUT_MS = 1000
+GRACE_MS = 200
+FAULT_KINDS = ("pause", "latency", "drop", "crash", "shutdown", "min_isr")
+
+
+@attrs.frozen
+class FaultSpec:
+    """One fault from ``start`` to ``end`` (ms); which fields matter depends on ``kind``."""
+
+    kind: str  # one of FAULT_KINDS
+    start: int
+    end: int
+    broker: int | None = None
+    between: tuple[Node, Node] | None = None
+    latency_ms: int = 0
+    min_isr: int = 0
+
+
+@attrs.frozen
+class ProduceSpec:
+    id: str
+    at: int
+    producer: str
+    topic: str
+    partition: int
+    records: int
+    bytes: int
+
+
+@attrs.frozen
+class PollSpec:
+    consumer: str
+    at: int
+    duration_ms: int
+
+
+@attrs.frozen
+class Schedule:
+    """Everything random about one run; ``compile_schedule`` makes the scenario."""
+
+    name: str
+    profile: str
+    seed: int  # same-instant scheduling seed
+    brokers: int
+    config: dict[str, Any]
+    latency_ms: int
+    isr_commit_delay_ms: int
+    crash_detection_ms: int
+    topics: tuple[TopicSpecModel, ...]
+    producers: tuple[ClientSpec, ...]
+    consumers: tuple[ClientSpec, ...]
+    produces: tuple[ProduceSpec, ...]
+    polls: tuple[PollSpec, ...]
+    faults: tuple[FaultSpec, ...]
+    heal_ms: int
+
+    @property
+    def settle_ms(self) -> int:
+        return liveness_bound(self)
+
+    @property
+    def check_ms(self) -> int:
+        """When the probes, the ISR check and the reader start."""
+        return self.heal_ms + self.settle_ms
+
+    @property
+    def end_ms(self) -> int:
+        return self.check_ms + max(READ_MS, PROBE_TIMEOUT_MS + GRACE_MS) + 1
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return [(t.name, p) for t in self.topics for p in range(t.partitions)]
+
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        spec = next(t for t in self.topics if t.name == topic)
+        if spec.assignment is not None:
+            return spec.assignment[partition]
+        return tuple((partition + i) % self.brokers for i in range(spec.replication_factor))
+
+
+def liveness_bound(schedule: Schedule) -> int:
+    """ms after the last heal by which every produce succeeds and every ISR is whole again.
+
+    2 x replica.lag.time.max.ms (a follower is noticed and caught up), plus one
+    replica.socket.timeout.ms and replica.fetch.backoff.ms (a fetch lost on a dropped
+    link is given up on and retried), crash detection, the controller's ISR-commit
+    delay, a round trip on the slowest link, and 100 ms of slack.
+    """
+    config = schedule.config
+    return (
+        2 * config["replica.lag.time.max.ms"]
+        + config["replica.socket.timeout.ms"]
+        + config["replica.fetch.backoff.ms"]
+        + schedule.crash_detection_ms
+        + schedule.isr_commit_delay_ms
+        + 2 * schedule.latency_ms
+        + 100
+    )
+
+
+def _fault_steps(fault: FaultSpec, schedule: Schedule) -> list[tuple[int, Step]]:
+    """(time, step) pairs, index filled in later."""
+    if fault.kind in ("pause", "crash", "shutdown"):
+        begin, finish = {
+            "pause": ("pause", "resume"),
+            "crash": ("crash", "restart"),
+            "shutdown": ("shutdown", "restart"),
+        }[fault.kind]
+        assert fault.broker is not None
+        return [
+            (fault.start, BrokerFault(fault.start, 0, begin, fault.broker)),
+            (fault.end, BrokerFault(fault.end, 0, finish, fault.broker)),
+        ]
+    if fault.kind == "latency":
+        assert fault.between is not None
+        return [
+            (fault.start, LinkFault(fault.start, 0, "latency", fault.between, fault.latency_ms)),
+            (fault.end, LinkFault(fault.end, 0, "latency", fault.between, schedule.latency_ms)),
+        ]
+    if fault.kind == "drop":
+        assert fault.between is not None
+        return [
+            (fault.start, LinkFault(fault.start, 0, "drop", fault.between, 0)),
+            (fault.end, LinkFault(fault.end, 0, "heal", fault.between, 0)),
+        ]
+    base = schedule.config["min.insync.replicas"]
+    return [
+        (fault.start, SetConfig(fault.start, 0, {"min.insync.replicas": fault.min_isr}, None)),
+        (fault.end, SetConfig(fault.end, 0, {"min.insync.replicas": base}, None)),
+    ]
+
+
+def probe_id(topic: str, partition: int) -> str:
+    return f"probe-{topic}-{partition}"
+
+
+def compile_schedule(
+    schedule: Schedule,
+    extra_clients: tuple[ClientSpec, ...] = (),
+    extra_steps: tuple[Step, ...] = (),
+    extra_expectations: tuple[Expectation, ...] = (),
+    description: str = "",
+) -> Scenario:
+    """The scenario that plays ``schedule`` and then checks it; extras come from the TOML writer."""
+    partitions = schedule.partitions()
+    clients = (
+        *schedule.producers,
+        *schedule.consumers,
+        ClientSpec(
+            PROBE,
+            "producer",
+            {"acks": -1, "request.timeout.ms": PROBE_TIMEOUT_MS, "minibroker.response.grace.ms": GRACE_MS},
+        ),
+        ClientSpec(
+            READER,
+            "consumer",
+            {"fetch.max.wait.ms": 10, "minibroker.response.grace.ms": GRACE_MS},
+            tuple((topic, p, 0) for topic, p in partitions),
+        ),
+        *extra_clients,
+    )
+    timed: list[tuple[int, int, Step]] = []  # (at, order, step): faults first, then traffic
+    for fault in schedule.faults:
+        for at, step in _fault_steps(fault, schedule):
+            timed.append((at, 0, step))
+    for produce in schedule.produces:
+        timed.append(
+            (
+                produce.at,
+                1,
+                Produce(
+                    produce.at,
+                    0,
+                    produce.producer,
+                    produce.topic,
+                    produce.partition,
+                    produce.records,
+                    produce.bytes,
+                    produce.id,
+                ),
+            )
+        )
+    for poll in schedule.polls:
+        timed.append((poll.at, 1, Poll(poll.at, 0, poll.consumer, poll.duration_ms)))
+    check = schedule.check_ms
+    for topic, p in partitions:
+        timed.append((check, 2, Produce(check, 0, PROBE, topic, p, 1, 1, probe_id(topic, p))))
+    timed.append((check, 3, Poll(check, 0, READER, READ_MS)))
+    for step in extra_steps:
+        timed.append((step.at, 4, step))
+    timed.sort(key=lambda item: (item[0], item[1]))
+    steps = tuple(attrs.evolve(step, index=i) for i, (_, _, step) in enumerate(timed))
+    expectations: list[Expectation] = []
+    for topic, p in partitions:
+        expectations.append(RequestOutcome(0, "", probe_id(topic, p), "NONE"))
+        expectations.append(PartitionState(0, "", check, f"{topic}-{p}", isr=schedule.replicas(topic, p)))
+    expectations.extend(extra_expectations)
+    numbered = tuple(attrs.evolve(e, index=i, where=f"expect[{i}]") for i, e in enumerate(expectations))
+    cluster = ClusterSpec(
+        schedule.brokers,
+        dict(schedule.config),
+        {},
+        schedule.latency_ms,
+        schedule.isr_commit_delay_ms,
+        schedule.crash_detection_ms,
+    )
+    end = max([schedule.end_ms, *(s.at + 1 for s in extra_steps)])
+    return Scenario(
+        schedule.name,
+        description or f"chaos run {schedule.name} ({schedule.profile} profile)",
+        f"<chaos {schedule.name}>",
+        schedule.seed,
+        end,
+        cluster,
+        (),
+        schedule.topics,
+        clients,
+        steps,
+        numbered,
+    )

@@ -1,0 +1,45 @@
+"""What a check finds: a ``Violation`` names the invariant, the partition, the offsets and the time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+#: invariant number -> short name (docs/chaos.md states each in full)
+INVARIANTS = {
+    1: "delayed operations complete exactly once, in time",
+    2: "acknowledged acks=-1 records are never lost",
+    3: "consumers read only records that stay",
+    4: "HW <= LEO of every ISR member; leader in ISR; epochs grow; logs contiguous",
+    5: "no request appended twice",
+    6: "liveness after healing",
+}
+
+
+@attrs.frozen
+class Violation:
+    """One broken guarantee. ``evidence`` says how the TOML writer makes ``minibroker run`` fail."""
+
+    invariant: int
+    partition: str | None
+    offsets: str
+    time_ms: int
+    message: str
+    #: {"kind": "read", ...} a record to read back; {"kind": "event", "fields": ..., "count": n};
+    #: {"kind": "expect", "where": "expect[3]"} a scenario expectation that failed
+    evidence: dict[str, Any] = attrs.field(factory=dict, eq=False)
+
+    def line(self) -> str:
+        where = f" {self.partition}" if self.partition else ""
+        offsets = f" offsets {self.offsets}" if self.offsets else ""
+        return f"invariant {self.invariant}{where}{offsets} at {self.time_ms} ms: {self.message}"
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "invariant": self.invariant,
+            "partition": self.partition,
+            "offsets": self.offsets,
+            "time_ms": self.time_ms,
+            "message": self.message,
+        }

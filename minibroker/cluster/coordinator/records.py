@@ -1,0 +1,71 @@
+"""The records a coordinator writes to ``__consumer_offsets``, and replaying them.
+
+Two kinds, keyed like Kafka's (an offset commit by group, topic and partition; a
+group's metadata by group), each with a value or ``None`` (a tombstone):
+
+- ``offset``: committed offset, leader epoch, metadata, commit time, optional expire time;
+- ``group``: protocol type, generation, protocol, leader, state timestamp and every
+  member with its timeouts, subscription and assignment.
+
+Deviation: the bytes are canonical JSON (bytes fields in base64), not Kafka's binary
+schemas, so a real client that reads ``__consumer_offsets`` sees our own format.
+A record is one value of a batch; ``decode`` raises ``ValueError`` on anything else.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    commit_ms: int
+    expire_ms: int | None = None
+
+
+def offset_record(group: str, topic: str, partition: int, value: OffsetAndMetadata | None) -> bytes:
+    body = None if value is None else attrs.asdict(value)
+    return _dump({"type": "offset", "group": group, "topic": topic, "partition": partition, "value": body})
+
+
+def group_record(group: str, value: dict[str, Any] | None) -> bytes:
+    return _dump({"type": "group", "group": group, "value": value})
+
+
+def member_value(member: Any, protocol: str | None, assignment: bytes) -> dict[str, Any]:
+    subscription = member.metadata(protocol) if protocol is not None else b""
+    return {
+        "member_id": member.member_id,
+        "instance_id": member.instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "rebalance_timeout_ms": member.rebalance_timeout_ms,
+        "session_timeout_ms": member.session_timeout_ms,
+        "subscription": base64.b64encode(subscription).decode(),
+        "assignment": base64.b64encode(assignment).decode(),
+    }
+
+
+def b64(text: str) -> bytes:
+    return base64.b64decode(text.encode())
+
+
+def decode(data: bytes) -> dict[str, Any]:
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"not a coordinator record: {error}") from None
+    if not isinstance(record, dict) or record.get("type") not in ("offset", "group"):
+        raise ValueError("not a coordinator record")
+    return record
+
+
+def _dump(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, sort_keys=True, separators=(",", ":")).encode()

@@ -1,0 +1,65 @@
+"""Checking a ``group`` expectation against the group's coordinator at the end of a millisecond."""
+
+from __future__ import annotations
+
+from minibroker.cluster import Cluster
+from minibroker.cluster.coordinator import OFFSETS_TOPIC, consumer_protocol
+from minibroker.scenario.expect import ExpectationResult, _compare
+from minibroker.scenario.model import GroupState, MemberErrors
+
+
+def check_group(expectation: GroupState, cluster: Cluster) -> ExpectationResult:
+    group = None
+    committed: dict[str, int] = {}
+    if OFFSETS_TOPIC in cluster.topics:
+        broker = cluster.coordinator_for(expectation.group)
+        coordinator = cluster.brokers[broker].coordinator if broker >= 0 else None
+        if coordinator is not None:
+            group = coordinator.groups.get(expectation.group)
+            offsets = coordinator.offsets.get(expectation.group, {})
+            committed = {str(tp): value.offset for tp, value in sorted(offsets.items())}
+    members = group.members.values() if group is not None else ()
+    clients = {m.member_id: m.client_id for m in members}
+    assignment = {m.client_id: tuple(sorted(f"{t}-{p}" for t, p in _decode(m.assignment))) for m in members}
+    expected, passed, seen = _compare(
+        [
+            ("state", expectation.state, group.state if group is not None else "Dead"),
+            ("generation", expectation.generation, group.generation_id if group is not None else None),
+            (
+                "members",
+                list(expectation.members) if expectation.members is not None else None,
+                sorted(clients.values()),
+            ),
+            ("leader", expectation.leader, clients.get(group.leader_id or "") if group is not None else None),
+            ("assignment", _show(expectation.assignment), _show(assignment)),
+            ("committed", expectation.committed, committed),
+        ]
+    )
+    return ExpectationResult(
+        expectation.where, f"group {expectation.group} at {expectation.at} ms: {expected}", passed, seen
+    )
+
+
+def _decode(data: bytes) -> list[tuple[str, int]]:
+    try:
+        return consumer_protocol.decode_assignment(data)
+    except ValueError:
+        return []
+
+
+def _show(assignment: dict[str, tuple[str, ...]] | None) -> dict[str, list[str]] | None:
+    if assignment is None:
+        return None
+    return {client: list(parts) for client, parts in sorted(assignment.items())}
+
+
+def check_member(expectation: MemberErrors, seen: list[tuple[int, str, str]]) -> ExpectationResult:
+    """``seen``: the member's (ms, api, error) answers, in order."""
+    errors = [error for _, api, error in seen if expectation.api in (None, api)]
+    which = f"{expectation.api} " if expectation.api else ""
+    return ExpectationResult(
+        expectation.where,
+        f"member {expectation.member}: {which}errors {list(expectation.errors)}",
+        errors == list(expectation.errors),
+        f"{which}errors {errors}",
+    )

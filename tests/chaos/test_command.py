@@ -1,0 +1,93 @@
+"""`minibroker chaos` end to end: a bounded default-profile run with zero violations, and bad input."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from minibroker.cli import main
+
+
+def test_bounded_default_run_has_zero_violations(tmp_path, capsys):
+    # 200 short schedules on 2 processes: every fault kind, every invariant checked
+    out = tmp_path / "out"
+    status = main(
+        [
+            "chaos",
+            "--runs",
+            "200",
+            "--duration-ms",
+            "500",
+            "--workers",
+            "2",
+            "--seed",
+            "14",
+            "--out",
+            str(out),
+        ]
+    )
+    shown = capsys.readouterr().out
+    assert status == 0, shown
+    table = pq.read_table(out / "runs.parquet").to_pylist()
+    assert [row["index"] for row in table] == list(range(200))
+    assert sum(row["violations"] for row in table) == 0
+    assert sum(row["faults"] for row in table) > 300
+    assert all(
+        sum(row[f"fault_{k}"] for row in table) > 20
+        for k in ("pause", "latency", "drop", "crash", "shutdown", "min_isr")
+    )
+    assert sum(row["protected"] for row in table) > 100
+    report = (out / "chaos.md").read_text()
+    assert "| runs | 200 |" in report and "| violations | 0 |" in report
+    assert "violations by invariant" in shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--runs", "0"], "expected a number of runs 1..10000000, got 0"),
+        (["--profile", "nope"], "invalid choice: 'nope'"),
+        (["--workers", "2", "--master", "local[2]"], "not allowed with argument"),
+        (["--duration-ms", "5"], "expected a duration in ms 100..3600000, got 5"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["chaos", *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_that_is_a_file_exits_2(tmp_path, capsys):
+    path = tmp_path / "file"
+    path.write_text("x")
+    assert main(["chaos", "--runs", "1", "--out", str(path), "--workers", "1"]) == 2
+    assert "is a file; expected a directory" in capsys.readouterr().err
+
+
+def test_unclean_profile_through_the_command_shrinks_its_loss(tmp_path, capsys):
+    out = tmp_path / "out"
+    status = main(
+        [
+            "chaos",
+            "--runs",
+            "3",
+            "--profile",
+            "unclean",
+            "--workers",
+            "1",
+            "--shrink-budget",
+            "30",
+            "--out",
+            str(out),
+        ]
+    )
+    assert status == 0  # losses are what this profile expects
+    shrunk = out / "shrunk" / "unclean-s0-r2.toml"
+    assert shrunk.is_file()
+    report = (out / "chaos.md").read_text()
+    assert "| expected losses (profile) | 1 |" in report
+    assert f"| unclean-s0-r2 | {shrunk} |" in report and "| fails |" in report
+    capsys.readouterr()
+    assert main(["run", str(shrunk), "--quiet"]) == 1

@@ -1,0 +1,79 @@
+"""Benchmark chaos: runs per CPU-minute and simulated requests per CPU-second, faults on.
+
+Usage::
+
+    python tools/chaos_bench.py                        # 50 runs of the default profile, 2000 ms each
+    python tools/chaos_bench.py --runs 200 --profile unclean --duration-ms 1000 --json
+
+Workload: runs ``0 .. runs-1`` of ``--seed`` on ``--profile``, one after the other
+in this process (``minibroker.chaos.run_index``: generate the schedule, play it in
+virtual time under the live checker, check the end). Each run is a whole chaos run
+with its faults, its healing, its probes and its read-back.
+
+What is measured: CPU time (``time.process_time``) and wall time
+(``time.perf_counter``) around all runs together, in one process, so the figures
+are per core. Counted per run: client requests (``ClientRequest`` records: produce
+and fetch, the probes and the reader included) and network messages (every
+message sent on the emulated network: client requests and answers, follower fetches,
+controller traffic). Printed: runs per CPU-minute, client requests and network
+messages per CPU-second, trace events checked per CPU-second, violations (must be 0
+on the default profile). On a machine shared with other work the CPU figures are the
+ones to quote; wall time only says how loaded it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from minibroker.chaos import PROFILES, run_index
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--duration-ms", type=int, default=2000)
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.runs < 1 or args.duration_ms < 100:
+        parser.error("--runs must be >= 1 and --duration-ms >= 100")
+    wall, cpu = time.perf_counter(), time.process_time()
+    requests = messages = events = violations = 0
+    for index in range(args.runs):
+        row = run_index(args.profile, args.seed, index, args.duration_ms).row
+        requests += row["requests"]
+        messages += row["messages"]
+        events += row["events"]
+        violations += row["violations"]
+    cpu_s = time.process_time() - cpu
+    wall_s = time.perf_counter() - wall
+    figures = {
+        "runs": args.runs,
+        "profile": args.profile,
+        "seed": args.seed,
+        "duration_ms": args.duration_ms,
+        "cpu_s": round(cpu_s, 2),
+        "wall_s": round(wall_s, 2),
+        "runs_per_cpu_minute": round(args.runs / cpu_s * 60, 1),
+        "client_requests_per_cpu_s": round(requests / cpu_s),
+        "network_messages_per_cpu_s": round(messages / cpu_s),
+        "trace_events_per_cpu_s": round(events / cpu_s),
+        "violations": violations,
+    }
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for key, value in figures.items():
+            print(f"{key:28} {value}")
+    return 1 if violations and args.profile == "default" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Consumer group figures: rebalances of the emulator's own consumers, and a real client's failover.
+
+Usage::
+
+    python tools/group_bench.py                 # N = 1, 10, 100 members, then the kafka-python kill test
+    python tools/group_bench.py --members 1,10 --no-wire --json
+
+Virtual time (the emulator's own consumers, ``session.timeout.ms`` 10000, ``heartbeat.interval.ms``
+3000, the default ``group.initial.rebalance.delay.ms`` 3000, one broker, topic ``t`` with N
+partitions): all N members join at 0 ms. Reported per N:
+
+- ``stable_ms``: the virtual ms at which the group is first Stable with all N members (the initial
+  delay is re-armed once when members arrive after the first one: 6000 ms);
+- ``rebalance_ms``: after one member leaves (LeaveGroup), the virtual ms until the group is Stable
+  again with N - 1 members (the others hear REBALANCE_IN_PROGRESS at their next heartbeat);
+- ``cpu_ms_to_stable`` and ``cpu_ms_per_rebalance``: the process CPU time (``time.process_time``) the
+  emulator spent on each of those two phases (everything: network, wheel, coordinator, fetches), after
+  a warm-up run of one member that is not reported.
+
+Real time (``--no-wire`` skips it): ``minibroker serve`` with one broker and topic ``t`` of 2
+partitions; a kafka-python member in a subprocess and one in this process share group ``bench``
+(``session.timeout.ms`` 6000, ``heartbeat.interval.ms`` 1000). The subprocess is killed with SIGKILL;
+reported is the wall time from the kill to the survivor's first poll that owns both partitions,
+against ``session.timeout.ms``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MEMBER = """
+import sys, warnings
+warnings.simplefilter("ignore")
+from kafka import KafkaConsumer
+c = KafkaConsumer("t", bootstrap_servers=sys.argv[1], group_id="bench", session_timeout_ms=6000,
+                  heartbeat_interval_ms=1000)
+seen = None
+while True:
+    c.poll(timeout_ms=100)
+    now = sorted(tp.partition for tp in c.assignment())
+    if now != seen:
+        seen = now
+        print("assigned", now, flush=True)
+"""
+
+
+def virtual_run(members: int) -> dict:
+    import trio
+    import trio.testing
+
+    from minibroker.cluster import TopicSpec, open_cluster
+    from minibroker.trace import RecordingTracer
+
+    settings = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}
+    out: dict = {"members": members}
+    stable_at: list[tuple[int, int]] = []  # (time, members) of each Stable group.state event
+    wake: list[trio.Event] = []
+
+    def sink(event: dict) -> None:
+        if event["kind"] == "group.state" and event.get("state") == "Stable":
+            group = cluster_box[0].brokers[0].coordinator.groups["g"]
+            stable_at.append((event["time_ms"], len(group.members)))
+            if wake:
+                wake[-1].set()
+
+    cluster_box: list = []
+
+    async def until_stable(size: int) -> int:
+        while not stable_at or stable_at[-1][1] != size:
+            wake.append(trio.Event())
+            await wake[-1].wait()
+        return stable_at[-1][0]
+
+    async def main() -> None:
+        tracer = RecordingTracer(lambda: 0, [sink])
+        config = {"offsets.topic.num.partitions": 1}
+        async with open_cluster(1, [TopicSpec("t", members, 1)], config, tracer=tracer) as cluster:
+            cluster_box.append(cluster)
+            tracer.clock = cluster.now
+            cluster.ensure_offsets_topic()
+            memberships = []
+            cpu = time.process_time()
+            for i in range(members):
+                membership = cluster.consumer(f"c{i}", settings).subscribe(["t"])
+                cluster._nursery.start_soon(membership.run)
+                memberships.append(membership)
+            out["stable_ms"] = await until_stable(members)
+            out["cpu_ms_to_stable"] = round((time.process_time() - cpu) * 1000, 1)
+            start, cpu = cluster.now(), time.process_time()
+            await memberships[-1].leave()
+            out["rebalance_ms"] = (await until_stable(members - 1) if members > 1 else start) - start
+            out["cpu_ms_per_rebalance"] = round((time.process_time() - cpu) * 1000, 1)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return out
+
+
+def wire_run() -> dict:
+    from tests.wire.conftest import ServedThread, scenario
+
+    config = '"group.initial.rebalance.delay.ms" = 0, "offsets.topic.num.partitions" = 1'
+    server = ServedThread(
+        scenario(brokers=1, config=config, topics='name = "t"\npartitions = 2\nreplication_factor = 1')
+    ).start()
+    victim = None
+    try:
+        import warnings
+
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaConsumer
+
+        survivor = KafkaConsumer(
+            "t",
+            bootstrap_servers=server.bootstrap,
+            group_id="bench",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+        )
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        victim = subprocess.Popen(
+            [sys.executable, "-c", MEMBER, server.bootstrap], stdout=subprocess.PIPE, text=True, env=env
+        )
+        deadline = time.monotonic() + 60
+        while len(survivor.assignment()) != 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the two members never split the partitions")
+            survivor.poll(timeout_ms=50)
+        victim.kill()
+        killed = time.monotonic()
+        victim.wait(10)
+        while len(survivor.assignment()) != 2:
+            if time.monotonic() - killed > 60:
+                raise RuntimeError("the survivor never got the victim's partition")
+            survivor.poll(timeout_ms=20)
+        took = time.monotonic() - killed
+        survivor.close()
+        return {
+            "client": "kafka-python",
+            "session_timeout_ms": 6000,
+            "kill_to_takeover_ms": round(took * 1000),
+        }
+    finally:
+        if victim is not None and victim.poll() is None:
+            victim.kill()
+            victim.wait(10)
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--members", default="1,10,100", help="comma-separated group sizes (default 1,10,100)"
+    )
+    parser.add_argument("--no-wire", action="store_true", help="skip the real-client kill measurement")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    try:
+        sizes = [int(n) for n in args.members.split(",")]
+        if any(n < 1 for n in sizes):
+            raise ValueError
+    except ValueError:
+        print(
+            f"group_bench: --members: expected whole numbers >= 1 like 1,10,100, got {args.members!r}",
+            file=sys.stderr,
+        )
+        return 2
+    virtual_run(1)  # warm-up (first imports and code paths), not reported
+    report = {"virtual": [virtual_run(n) for n in sizes], "wire": None if args.no_wire else wire_run()}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(
+        "members  stable at (virtual ms)  rebalance after a leave (virtual ms)  CPU to stable (ms)  "
+        "CPU/rebalance (ms)"
+    )
+    for row in report["virtual"]:
+        print(
+            f"{row['members']:>7}  {row['stable_ms']:>22,}  {row['rebalance_ms']:>36,}  "
+            f"{row['cpu_ms_to_stable']:>18,.1f}  {row['cpu_ms_per_rebalance']:>18,.1f}"
+        )
+    if report["wire"] is not None:
+        wire = report["wire"]
+        print(
+            f"{wire['client']}: SIGKILL of one member -> the survivor owns its partition after "
+            f"{wire['kill_to_takeover_ms']:,} ms (session.timeout.ms {wire['session_timeout_ms']:,})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
