@@ -149,6 +149,9 @@ def relevant(events: DataFrame) -> DataFrame:
         "cause",
         "partition",
         "count",
+        F.when(F.col("kind").startswith("op."), operations.op_kind(F.col("purgatory"), F.col("op"))).alias(
+            "op_kind"
+        ),
         _field("delay_ms", "op.create").alias("delay_ms"),
         _field("expiration", "timer.fire").alias("expiration"),
         _field("watched", "purge").alias("watched"),
@@ -161,70 +164,77 @@ def relevant(events: DataFrame) -> DataFrame:
 
 
 # --- the job -----------------------------------------------------------------------------------
-def _collect(frame: DataFrame, name: str, trace_names: dict[int, str], limit: int | None = None) -> Table:
-    keys = KEYS[name]
-    if "tid" in frame.columns:
-        columns = [("trace", "string")] + [
-            (field.name, field.dataType.typeName()) for field in frame.schema.fields if field.name != "tid"
-        ]
-    else:
-        columns = [(field.name, field.dataType.typeName()) for field in frame.schema.fields]
-    if limit is not None:
-        frame = frame.orderBy(*[k if k != "trace" else "tid" for k in keys]).limit(limit)
-    rows = []
-    for row in frame.collect():
+def trace_stats(events: DataFrame) -> DataFrame:
+    """Per trace: ``tid``, its path, events, unreadable lines, first and last time, has_expire.
+
+    It reads only ``kind`` and ``time_ms`` (Parquet's column pruning keeps this pass cheap).
+    """
+    return events.groupBy("trace").agg(
+        F.xxhash64("trace").alias("tid"),
+        F.count(F.lit(1)).alias("events"),
+        F.sum(F.col("kind").isNull().cast("long")).alias("unreadable"),
+        F.min("time_ms").alias("start_ms"),
+        F.max("time_ms").alias("end_ms"),
+        F.coalesce(F.max((F.col("kind") == "op.expire").cast("int")) == 1, F.lit(False)).alias("has_expire"),
+    )
+
+
+def _ordered(frame: DataFrame, name: str) -> DataFrame:
+    return frame.orderBy(*[k if k != "trace" else "tid" for k in KEYS[name]])
+
+
+def _collect_all(frames: dict[str, DataFrame]) -> dict[str, tuple[list[tuple[str, str]], list[dict]]]:
+    """Every frame in ONE Spark action: a union by name (columns of one name share one type).
+
+    One action lets Spark run the tables' independent stages side by side and plan once,
+    instead of one job (and its scheduling round trips) per table.
+    """
+    columns = {
+        name: [(f.name, f.dataType.typeName()) for f in frame.schema.fields] for name, frame in frames.items()
+    }
+    tagged = [frame.withColumn("_table", F.lit(name)) for name, frame in frames.items()]
+    union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
+    rows: dict[str, list[dict]] = {name: [] for name in frames}
+    for row in union.collect():
         item = row.asDict()
-        if "tid" in item:
-            item = {"trace": trace_names[item.pop("tid")], **item}
-        rows.append(item)
-    rows.sort(key=lambda item: tuple(_sort_key(item[k]) for k in keys))
-    return Table(columns, rows)
+        name = item["_table"]
+        rows[name].append({column: item[column] for column, _ in columns[name]})
+    return {name: (columns[name], rows[name]) for name in frames}
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
     return (0, "") if value is None else (1, value)
 
 
+def _table(name: str, columns: list[tuple[str, str]], rows: list[dict], trace_names: dict[int, str]) -> Table:
+    """A collected frame as a Table: ``tid`` becomes ``trace`` (first column), rows in key order."""
+    if any(column == "tid" for column, _ in columns):
+        columns = [("trace", "string")] + [c for c in columns if c[0] != "tid"]
+        rows = [{"trace": trace_names[row.pop("tid")], **row} for row in rows]
+    keys = KEYS[name]
+    rows.sort(key=lambda item: tuple(_sort_key(item[k]) for k in keys))
+    return Table(columns, rows)
+
+
 def analyze(
     spark: SparkSession, inputs: TraceInputs, *, bucket_ms: int = 1000, audit_limit: int = 100_000
 ) -> Analysis:
-    """Run the job over ``inputs``; every table collected (the audit up to ``audit_limit`` rows)."""
+    """Run the job over ``inputs``; every table collected (the audit up to ``audit_limit`` rows).
+
+    One Spark action computes everything: the per-trace pass and the relevant events (read
+    once, cached) feed every table, collected together (``_collect_all``).
+    """
     if bucket_ms < 1:
         raise ValueError(f"bucket_ms must be >= 1, got {bucket_ms}")
     started = time.perf_counter()
     events = read_events(spark, inputs)
-    stats = (
-        events.groupBy("trace")
-        .agg(
-            F.count(F.lit(1)).alias("events"),
-            F.sum(F.col("kind").isNull().cast("long")).alias("unreadable"),
-            F.min("time_ms").alias("start_ms"),
-            F.max("time_ms").alias("end_ms"),
-            F.coalesce(F.max((F.col("kind") == "op.expire").cast("int")) == 1, F.lit(False)).alias(
-                "has_expire"
-            ),
-        )
-        .withColumn("tid", F.xxhash64("trace"))
-        .collect()
-    )
-    columns = ["events", "unreadable", "start_ms", "end_ms", "has_expire"]
-    trace_table = Table(
-        [("trace", "string"), *((c, "boolean" if c == "has_expire" else "long") for c in columns)],
-        sorted(
-            ({"trace": display_name(r["trace"]), **{c: r[c] for c in columns}} for r in stats),
-            key=lambda row: row["trace"],
-        ),
-    )
-    trace_names = {r["tid"]: display_name(r["trace"]) for r in stats}
-    traces = spark.createDataFrame(
-        [(r["tid"], r["end_ms"], r["has_expire"]) for r in stats],
-        "tid bigint, end_ms bigint, has_expire boolean",
-    )
+    stats = trace_stats(events)
     rel = relevant(events).persist(StorageLevel.MEMORY_AND_DISK)
-    ops = operations.operations(rel, traces).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        tables = {"traces": trace_table}
+        ops = operations.operations(rel, stats)
+        audit = operations.audit(ops)
         frames = {
+            "traces": stats,
             "operations": operations.summary(ops),
             "latency": operations.latency(ops),
             "rate": timelines.rate(rel, bucket_ms),
@@ -232,16 +242,20 @@ def analyze(
             "purgatory_size": timelines.purgatory_size(rel, bucket_ms),
             "hw": timelines.hw(rel, bucket_ms),
             "isr": timelines.isr(rel, bucket_ms),
+            "audit": _ordered(audit, "audit").limit(audit_limit),
+            "audit_total": audit.agg(F.count(F.lit(1)).alias("problems")),
         }
-        for name, frame in frames.items():
-            tables[name] = _collect(frame, name, trace_names)
-        audit = operations.audit(ops).persist(StorageLevel.MEMORY_AND_DISK)
-        total = audit.count()
-        tables["audit"] = _collect(audit, "audit", trace_names, audit_limit if total > audit_limit else None)
-        audit.unpersist()
+        collected = _collect_all(frames)
     finally:
-        ops.unpersist()
         rel.unpersist()
+    columns, stat_rows = collected.pop("traces")
+    trace_names = {}
+    for row in stat_rows:
+        row["trace"] = trace_names[row.pop("tid")] = display_name(row["trace"])
+    total = collected.pop("audit_total")[1][0]["problems"]
+    tables = {"traces": _table("traces", [c for c in columns if c[0] != "tid"], stat_rows, {})}
+    for name, (columns, rows) in collected.items():
+        tables[name] = _table(name, columns, rows, trace_names)
     return Analysis(bucket_ms, tables, total, time.perf_counter() - started)
 
 

@@ -31,8 +31,6 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.operations import op_kind
-
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -49,7 +47,7 @@ def _op_events(events: DataFrame, bucket_ms: int) -> DataFrame:
         "tid",
         "broker",
         "purgatory",
-        op_kind(F.col("purgatory"), F.col("op")).alias("op_kind"),
+        "op_kind",
         bucket(bucket_ms),
         (kind == "op.create").cast("long").alias("c"),
         (kind == "op.complete").cast("long").alias("d"),
