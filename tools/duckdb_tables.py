@@ -26,7 +26,7 @@ KEYS = {
     "isr": ("trace", "partition", "bucket_ms"),
     "audit": ("trace", "broker", "op", "problem"),
 }
-ISR_KINDS = "('isr.commit', 'controller.isr', 'controller.elect')"
+ISR_KINDS = "('leader', 'isr.commit', 'controller.isr', 'controller.elect')"
 COLUMNS = (
     "seq BIGINT, time_ms BIGINT, kind VARCHAR, broker BIGINT, purgatory VARCHAR, op VARCHAR, "
     "partition VARCHAR, count BIGINT, cause VARCHAR, data VARCHAR"
@@ -148,20 +148,26 @@ def _queries(b: int) -> dict[str, str]:
             FROM rel WHERE kind IN ('op.create', 'op.complete') GROUP BY ALL""",
         "timer_precision": "SELECT time_ms - expiration AS delta_ms, count(*) AS fires FROM rel "
         "WHERE kind = 'timer.fire' GROUP BY ALL",
-        "purgatory_size": """WITH f AS (SELECT trace, broker, purgatory, bucket_ms,
+        "purgatory_size": """WITH e AS (SELECT *, CASE WHEN kind = 'op.create' THEN 1 ELSE -1 END AS delta
+              FROM rel WHERE kind IN ('op.create', 'op.complete')),
+            l AS (SELECT *, sum(delta) OVER (PARTITION BY trace, broker, purgatory ORDER BY seq) AS after
+              FROM e),
+            f AS (SELECT trace, broker, purgatory, bucket_ms,
               count(*) FILTER (kind = 'op.create') AS created,
-              count(*) FILTER (kind = 'op.complete') AS completed
-              FROM rel WHERE kind IN ('op.create', 'op.complete') GROUP BY ALL),
+              count(*) FILTER (kind = 'op.complete') AS completed,
+              max(greatest(after, after - delta)) AS peak
+              FROM l GROUP BY ALL),
             p AS (SELECT trace, broker, purgatory, bucket_ms, count(*) AS purges, sum(count) AS purged,
               arg_max_null(watched, seq) AS watched, arg_max_null(num_delayed, seq) AS num_delayed
               FROM rel WHERE kind = 'purge' GROUP BY ALL),
             j AS (SELECT trace, broker, purgatory, bucket_ms, coalesce(created, 0) AS created,
               coalesce(completed, 0) AS completed, coalesce(purges, 0) AS purges,
-              coalesce(purged, 0)::BIGINT AS purged, watched, num_delayed
-              FROM f FULL JOIN p USING (trace, broker, purgatory, bucket_ms))
-            SELECT *, sum(created - completed) OVER (PARTITION BY trace, broker, purgatory
-              ORDER BY bucket_ms ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)::BIGINT AS waiting
-            FROM j""",
+              coalesce(purged, 0)::BIGINT AS purged, watched, num_delayed, peak
+              FROM f FULL JOIN p USING (trace, broker, purgatory, bucket_ms)),
+            w AS (SELECT * EXCLUDE (peak), sum(created - completed) OVER (PARTITION BY trace, broker,
+              purgatory ORDER BY bucket_ms ROWS UNBOUNDED PRECEDING)::BIGINT AS waiting,
+              peak FROM j)
+            SELECT * EXCLUDE (peak), coalesce(peak, waiting)::BIGINT AS max_waiting FROM w""",
         "hw": """SELECT trace, partition, bucket_ms, arg_max_null(hw, seq) AS hw,
             arg_max_null(broker, seq) AS leader, count(*) AS changes FROM rel WHERE kind = 'hw'
             GROUP BY ALL""",

@@ -230,8 +230,9 @@ def analyze(
     events = read_events(spark, inputs)
     stats = trace_stats(events)
     rel = relevant(events).persist(StorageLevel.MEMORY_AND_DISK)
+    # summary, latency, the audit's rows and its count all read the operations: compute them once
+    ops = operations.operations(rel, stats).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        ops = operations.operations(rel, stats)
         audit = operations.audit(ops)
         frames = {
             "traces": stats,
@@ -247,6 +248,7 @@ def analyze(
         }
         collected = _collect_all(frames)
     finally:
+        ops.unpersist()
         rel.unpersist()
     columns, stat_rows = collected.pop("traces")
     trace_names = {}
