@@ -1,12 +1,14 @@
 """``minibroker analyze``: the trace analytics job on Spark.
 
-The job reads every trace once for per-trace figures (events, first and last time,
-whether it has ``op.expire`` events), then once more for the events it needs
-(``RELEVANT``), with the kind-specific ``data`` fields it uses parsed out; that
-narrow projection is cached and feeds every table (``operations`` and
-``timelines`` define them). Each result table is small and is collected to the
-driver, where ``write_tables`` writes it as Parquet with pyarrow (so ``--out`` is a
-driver-local directory on a cluster too) and ``report`` draws it.
+The whole job is ONE Spark action. Two passes over the traces feed it: the per-trace
+figures (events, first and last time, whether it has ``op.expire`` events), which read
+only ``kind`` and ``time_ms``, and the events the tables need (``RELEVANT``) with the
+kind-specific ``data`` fields parsed out and the operation kind computed once; that
+narrow projection is cached, and so are the operations built from it (``operations``
+and ``timelines`` define the tables). Every table is small; they are collected together
+(``_collect_all``) to the driver, where ``write_tables`` writes them as Parquet with
+pyarrow (so ``--out`` is a driver-local directory on a cluster too) and ``report``
+draws them. No Python UDF runs on events.
 
 Invariants: rows of every table are sorted by their key columns, so two runs over
 the same traces give the same tables whatever the master or partitioning; a trace
