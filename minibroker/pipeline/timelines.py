@@ -48,6 +48,7 @@ def _op_events(events: DataFrame, bucket_ms: int) -> DataFrame:
     kind = F.col("kind")
     return events.filter(kind.isin("op.create", "op.complete")).select(
         "tid",
+        "seq",
         "broker",
         "purgatory",
         "op_kind",
