@@ -133,7 +133,7 @@ def analyze(directory: Path, out: Path, master: str) -> dict:
         "-m",
         "minibroker",
         "analyze",
-        str(directory),
+        str(directory / "*.parquet"),  # not manifest.json: a .json file would be read as a JSONL trace
         "--out",
         str(out),
         "--master",
