@@ -1,7 +1,8 @@
-"""Benchmark ``minibroker analyze`` on a 10,000,000-event trace: local[1] against local[2], one run.
+"""Benchmark ``minibroker analyze`` on a 10,000,000-event trace against DuckDB on the same files, one run.
 
     .venv/bin/python tools/pipeline_bench.py                 # 10M events (generation takes minutes)
     .venv/bin/python tools/pipeline_bench.py --events 1000000 --json
+    .venv/bin/python tools/pipeline_bench.py --master 'local[1]' --master 'local[2]'
 
 How the trace is made: nothing is replicated or synthesised. The bench runs the
 bundled load scenario ``scenarios/load_lagging_follower.toml`` (30,000 acks=all
@@ -12,15 +13,18 @@ so the total lands near the target (within one load step's worth of events). The
 directory is the input of ``analyze``: one "trace" per run, as a sweep would leave.
 It is kept and reused by later runs with the same ``--events`` (``--fresh`` to redo).
 
-Then ``minibroker analyze DIR --master local[N]`` runs as a subprocess for N = 1 and
-N = 2, one after the other in this one run, each in a fresh JVM. Reported per master:
-wall time of the whole command (JVM start, job, writing tables, report and charts),
-the job's own time (as ``analyze --json`` reports it: reading, aggregating and
-collecting), events per second of each, and the speed-up of local[2] over local[1].
-The trace files are read once
-before the first run so that both start with them in the page cache. Both runs'
-tables are compared and must be identical. The machine's load average is
-printed too: the figures are only as quiet as the machine was.
+Then ``minibroker analyze DIR --master M`` runs as a subprocess for each ``--master``
+(default ``local[2]``), one after the other in this one run, each in a fresh JVM, and
+the same nine tables are computed in this process with DuckDB (``tools/duckdb_tables.py``,
+SQL written from docs/pipeline.md, DuckDB's default threads: one per core). Reported:
+per master the wall time of the whole command (JVM start, job, writing tables, report
+and charts) and the job's own time (as ``analyze --json`` reports it: reading,
+aggregating and collecting), events per second of each; DuckDB's time (reading the
+files and computing every table); Spark ÷ DuckDB for both Spark figures; with two
+masters the speed-up of the second over the first. The trace files are read once
+before the first run so that every run starts with them in the page cache. Every
+Spark run's tables must equal DuckDB's, row for row (exit status 1 otherwise). The
+machine's load average is printed too: the figures are only as quiet as the machine was.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+import duckdb_tables  # noqa: E402
 
 from minibroker.scenario import Scenario, load_scenario, run_scenario  # noqa: E402
 from minibroker.scenario.model import Load  # noqa: E402
@@ -125,7 +133,7 @@ def analyze(directory: Path, out: Path, master: str) -> dict:
         "-m",
         "minibroker",
         "analyze",
-        str(directory),
+        str(directory / "*.parquet"),  # not manifest.json: a .json file would be read as a JSONL trace
         "--out",
         str(out),
         "--master",
@@ -147,13 +155,32 @@ def analyze(directory: Path, out: Path, master: str) -> dict:
     }
 
 
-def same_tables(a: Path, b: Path) -> bool:
+def duckdb_reference(directory: Path, bucket_ms: int) -> tuple[dict, float]:
+    """The nine tables computed by DuckDB from the trace files, and the seconds it took."""
+    started = time.perf_counter()
+    tables = duckdb_tables.tables(sorted(directory.glob("*.parquet")), bucket_ms)
+    return tables, time.perf_counter() - started
+
+
+def differences(spark_out: Path, reference: dict) -> list[str]:
+    """Where the Spark run's tables differ from DuckDB's (empty when they agree row for row)."""
     import pyarrow.parquet as pq
 
-    names = sorted(p.name for p in a.glob("*.parquet"))
-    if names != sorted(p.name for p in b.glob("*.parquet")):
-        return False
-    return all(pq.read_table(a / n).to_pylist() == pq.read_table(b / n).to_pylist() for n in names)
+    found = []
+    for name, expected in reference.items():
+        path = spark_out / f"{name}.parquet"
+        if not path.exists():
+            found.append(f"{name}: no table from Spark")
+            continue
+        rows = pq.read_table(path).to_pylist()
+        if len(rows) != len(expected):
+            found.append(f"{name}: {len(rows)} rows from Spark, {len(expected)} from DuckDB")
+            continue
+        for got, want in zip(rows, expected, strict=True):
+            if got != want:
+                found.append(f"{name}: Spark {got} != DuckDB {want}")
+                break
+    return found
 
 
 def main() -> int:
@@ -164,12 +191,16 @@ def main() -> int:
     parser.add_argument(
         "--dir", type=Path, help="where traces and results go (default: $TMPDIR/minibroker-bench)"
     )
+    parser.add_argument(
+        "--master", action="append", help="Spark master to time, repeatable (default local[2])"
+    )
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="generator processes")
     parser.add_argument("--fresh", action="store_true", help="regenerate the traces even if they exist")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if args.events < 1:
         parser.error("--events must be >= 1")
+    masters = args.master or ["local[2]"]
     base = args.dir or Path(tempfile.gettempdir()) / "minibroker-bench"
     traces = base / f"traces-{args.events}"
     if args.fresh and traces.exists():
@@ -182,48 +213,66 @@ def main() -> int:
             f"trace: {manifest['events']:,} events in {manifest['runs']} runs of {SCENARIO.name} ({how}):",
             traces,
         )
-    for path in traces.glob("*.parquet"):  # both masters start with the files in the page cache
+    for path in traces.glob("*.parquet"):  # every run starts with the files in the page cache
         path.read_bytes()
-    runs = [analyze(traces, base / f"analysis-local{n}", f"local[{n}]") for n in (1, 2)]
-    one, two = runs
+    reference, duckdb_s = duckdb_reference(traces, bucket_ms=1000)
+    runs = []
+    for master in masters:
+        out = base / f"analysis-{''.join(c for c in master if c.isalnum())}"
+        run = analyze(traces, out, master)
+        run["differences"] = differences(out, reference)
+        runs.append(run)
     figures = {
         "events": manifest["events"],
         "trace_files": manifest["runs"],
         "trace_bytes": sum(p.stat().st_size for p in traces.glob("*.parquet")),
         "generate_s": manifest.get("generate_s"),
+        "duckdb_s": round(duckdb_s, 2),
         "runs": [
             {
                 **run,
                 "events_per_s_wall": round(run["events"] / run["wall_s"]),
                 "events_per_s_job": round(run["events"] / run["job_s"]),
+                "wall_over_duckdb": round(run["wall_s"] / duckdb_s, 1),
+                "job_over_duckdb": round(run["job_s"] / duckdb_s, 1),
             }
             for run in runs
         ],
-        "speedup_wall": round(one["wall_s"] / two["wall_s"], 2),
-        "speedup_job": round(one["job_s"] / two["job_s"], 2),
-        "same_tables": same_tables(base / "analysis-local1", base / "analysis-local2"),
+        "same_tables_as_duckdb": all(not run["differences"] for run in runs),
         "cpus": os.cpu_count(),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
+    if len(runs) >= 2:
+        figures["speedup_wall"] = round(runs[0]["wall_s"] / runs[-1]["wall_s"], 2)
+        figures["speedup_job"] = round(runs[0]["job_s"] / runs[-1]["job_s"], 2)
     if args.json:
         print(json.dumps(figures, indent=2))
-        return 0 if figures["same_tables"] else 1
-    print(f"{'master':<10} {'wall s':>8} {'job s':>8} {'events/s (wall)':>16} {'events/s (job)':>15}")
+        return 0 if figures["same_tables_as_duckdb"] else 1
+    print(
+        f"{'engine':<10} {'wall s':>8} {'job s':>8} {'events/s (wall)':>16} {'events/s (job)':>15} "
+        f"{'÷ DuckDB (wall, job)':>22}"
+    )
     for run in figures["runs"]:
         print(
             f"{run['master']:<10} {run['wall_s']:>8.1f} {run['job_s']:>8.1f} "
-            f"{run['events_per_s_wall']:>16,} {run['events_per_s_job']:>15,}"
+            f"{run['events_per_s_wall']:>16,} {run['events_per_s_job']:>15,} "
+            f"{run['wall_over_duckdb']:>12}x {run['job_over_duckdb']:>7}x"
         )
-    print(
-        f"speed-up local[2] / local[1]: {figures['speedup_wall']}x wall, {figures['speedup_job']}x job; "
-        f"identical tables: {figures['same_tables']}"
-    )
+        for line in run["differences"]:
+            print(f"  differs from DuckDB: {line[:300]}")
+    print(f"{'DuckDB':<10} {duckdb_s:>8.2f} {'':>8} {round(manifest['events'] / duckdb_s):>16,}")
+    if "speedup_wall" in figures:
+        print(
+            f"speed-up {runs[-1]['master']} / {runs[0]['master']}: {figures['speedup_wall']}x wall, "
+            f"{figures['speedup_job']}x job"
+        )
+    print(f"every Spark run's tables equal DuckDB's: {figures['same_tables_as_duckdb']}")
     print(
         f"load average before {figures['load_average_before']}, after {figures['load_average_after']} "
         f"on {figures['cpus']} CPUs"
     )
-    return 0 if figures["same_tables"] else 1
+    return 0 if figures["same_tables_as_duckdb"] else 1
 
 
 if __name__ == "__main__":

@@ -143,6 +143,9 @@ def relevant(events: DataFrame) -> DataFrame:
         "cause",
         "partition",
         "count",
+        F.when(F.col("kind").startswith("op."), operations.op_kind(F.col("purgatory"), F.col("op"))).alias(
+            "op_kind"
+        ),
         _field("delay_ms", "op.create").alias("delay_ms"),
         _field("expiration", "timer.fire").alias("expiration"),
         _field("watched", "purge").alias("watched"),

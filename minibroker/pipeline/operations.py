@@ -95,7 +95,7 @@ def operations(events: DataFrame, traces: DataFrame) -> DataFrame:
     create, complete, expire = kind == "op.create", kind == "op.complete", kind == "op.expire"
     ops = (
         events.filter(kind.isin("op.create", "op.complete", "op.expire"))
-        .groupBy("tid", "broker", "purgatory", "op")
+        .groupBy("tid", "broker", "purgatory", "op", "op_kind")  # op_kind: a function of purgatory, op
         .agg(
             F.sum(create.cast("long")).alias("creations"),
             F.min(F.when(create, F.col("seq"))).alias("created_seq"),
@@ -138,7 +138,7 @@ def operations(events: DataFrame, traces: DataFrame) -> DataFrame:
         "tid",
         "broker",
         "purgatory",
-        op_kind(F.col("purgatory"), F.col("op")).alias("op_kind"),
+        "op_kind",
         "op",
         "creations",
         "created_seq",

@@ -8,26 +8,27 @@ matplotlib's object API (``Figure``), not pyplot: no global state, no GUI backen
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from minibroker.pipeline.charts import (
+    figure,
+    hw_chart,
+    isr_chart,
+    latency_chart,
+    purgatory_chart,
+    rate_chart,
+    save,
+    timer_chart,
+    timer_note,
+)
 
 if TYPE_CHECKING:
     from minibroker.pipeline.analyze import Analysis
     from minibroker.pipeline.sweepfile import Heatmap, Sweep
 
 MAX_ROWS = 50
-
-
-def _figure(width: float = 8.0, height: float = 4.0) -> Any:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
-
-
-def _save(figure: Any, path: Path) -> Path:
-    figure.savefig(path, metadata={"Software": None})
-    return path
 
 
 def _cell(value: Any) -> str:
@@ -56,135 +57,6 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit
     return "\n".join(lines)
 
 
-# --- analyze charts ---------------------------------------------------------------------------------
-def latency_chart(analysis: Analysis, path: Path) -> Path | None:
-    rows = [row for row in analysis.rows("latency") if row["cause"] == "all"]
-    if not rows:
-        return None
-    figure = _figure()
-    axes = figure.subplots()
-    names = ["p50", "p90", "p99", "p999", "max"]
-    width = 0.8 / len(rows)
-    for i, row in enumerate(rows):
-        positions = [n + i * width for n in range(len(names))]
-        axes.bar(positions, [max(row[name], 0.5) for name in names], width, label=row["op_kind"])
-    axes.set_xticks([n + 0.4 - width / 2 for n in range(len(names))], names)
-    axes.set_yscale("log")
-    axes.set_ylabel("completion latency (ms, log)")
-    axes.set_title("completion latency by operation kind (all causes)")
-    axes.legend(fontsize="small")
-    return _save(figure, path)
-
-
-def _series(rows: Iterable[dict[str, Any]], key: Any, x: str, y: str) -> dict[Any, tuple[list, list]]:
-    series: dict[Any, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for row in rows:
-        xs, ys = series[key(row)]
-        xs.append(row[x] / 1000)
-        ys.append(row[y])
-    return dict(sorted(series.items()))
-
-
-def rate_chart(analysis: Analysis, path: Path) -> Path | None:
-    rows = analysis.rows("rate")
-    if not rows:
-        return None
-    figure = _figure()
-    axes = figure.subplots()
-    for kind, (xs, ys) in _series(rows, lambda r: r["op_kind"], "bucket_ms", "created_per_s").items():
-        axes.step(xs, ys, where="post", label=kind)
-    axes.set_xlabel("virtual time (s)")
-    axes.set_ylabel("operations created per second")
-    axes.set_title(f"purgatory operations per second ({analysis.bucket_ms} ms buckets, all traces)")
-    axes.legend(fontsize="small")
-    return _save(figure, path)
-
-
-def timer_chart(analysis: Analysis, path: Path) -> Path | None:
-    rows = analysis.rows("timer_precision")
-    if not rows:
-        return None
-    figure = _figure(6, 3.5)
-    axes = figure.subplots()
-    axes.bar([row["delta_ms"] for row in rows], [row["fires"] for row in rows], width=0.8)
-    axes.set_xlabel("fire time − expiration (ms)")
-    axes.set_ylabel("tasks")
-    axes.set_title("timer precision")
-    return _save(figure, path)
-
-
-def waiting_totals(rows: list[dict[str, Any]]) -> dict[tuple[int, str], dict[int, int]]:
-    """Per (broker, purgatory): bucket -> operations waiting, summed over traces.
-
-    A trace's level holds from its row until its next row, so a bucket where one
-    trace has no row still counts that trace's last level.
-    """
-    changes: dict[tuple[int, str], dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
-    for row in rows:
-        changes[(row["broker"], row["purgatory"])][row["bucket_ms"]][row["trace"]] = row["waiting"]
-    totals: dict[tuple[int, str], dict[int, int]] = {}
-    for key, by_bucket in changes.items():
-        level: dict[str, int] = {}
-        points = {}
-        for bucket_ms in sorted(by_bucket):
-            level.update(by_bucket[bucket_ms])
-            points[bucket_ms] = sum(level.values())
-        totals[key] = points
-    return totals
-
-
-def purgatory_chart(analysis: Analysis, path: Path) -> Path | None:
-    rows = analysis.rows("purgatory_size")
-    if not rows:
-        return None
-    waiting = waiting_totals(rows)
-    figure = _figure()
-    axes = figure.subplots()
-    for (broker, purgatory), points in sorted(waiting.items()):
-        xs = sorted(points)
-        axes.step(
-            [x / 1000 for x in xs],
-            [points[x] for x in xs],
-            where="post",
-            label=f"broker {broker} {purgatory}",
-        )
-    purges = [row for row in rows if row["watched"] is not None]
-    if purges:
-        axes.scatter(
-            [row["bucket_ms"] / 1000 for row in purges],
-            [row["watched"] for row in purges],
-            marker="x",
-            color="black",
-            label="PurgatorySize at a purge",
-        )
-    axes.set_xlabel("virtual time (s)")
-    axes.set_ylabel("operations")
-    axes.set_title("operations waiting in each purgatory (end of bucket)")
-    axes.legend(fontsize="small", ncol=2)
-    return _save(figure, path)
-
-
-def _first_trace(rows: list[dict[str, Any]]) -> str | None:
-    return rows[0]["trace"] if rows else None
-
-
-def partition_chart(analysis: Analysis, table: str, column: str, label: str, path: Path) -> Path | None:
-    rows = analysis.rows(table)
-    trace = _first_trace(rows)
-    if trace is None:
-        return None
-    rows = [row for row in rows if row["trace"] == trace]
-    figure = _figure()
-    axes = figure.subplots()
-    for partition, (xs, ys) in _series(rows, lambda r: r["partition"], "bucket_ms", column).items():
-        axes.step(xs, ys, where="post", label=partition)
-    axes.set_xlabel("virtual time (s)")
-    axes.set_ylabel(label)
-    axes.set_title(f"{label} per partition — {Path(trace).name}")
-    axes.legend(fontsize="small", ncol=3)
-    return _save(figure, path)
-
-
 # --- the analyze report ---------------------------------------------------------------------------
 def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
     """``out/report.md`` and its charts; returns the report's path."""
@@ -193,13 +65,15 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         "rate": rate_chart(analysis, out / "rate.png"),
         "timer": timer_chart(analysis, out / "timer_precision.png"),
         "purgatory": purgatory_chart(analysis, out / "purgatory_size.png"),
-        "hw": partition_chart(analysis, "hw", "hw", "high watermark", out / "hw.png"),
-        "isr": partition_chart(analysis, "isr", "isr_size", "ISR size", out / "isr.png"),
+        "hw": hw_chart(analysis, out / "hw.png"),
+        "isr": isr_chart(analysis, out / "isr.png"),
     }
 
-    def image(name: str, alt: str) -> str:
+    def image(name: str, alt: str, instead: str | None = None) -> str:
         chart = charts[name]
-        return f"![{alt}]({chart.name})" if chart is not None else f"_(no data for {alt})_"
+        if chart is not None:
+            return f"![{alt}]({chart.name})"
+        return instead or f"_(no data for {alt})_"
 
     traces = analysis.rows("traces")
     timer = analysis.timer_summary()
@@ -296,16 +170,21 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         lines.append("No `timer.fire` event.")
     lines += [
         "",
-        image("timer", "timer precision"),
+        image("timer", "timer precision", timer_note(analysis.rows("timer_precision"))),
         "",
         "## Purgatory size",
         "",
-        "Operations waiting (created − completed so far) per broker and purgatory, summed over traces; "
+        "Operations waiting per broker and purgatory, summed over traces: the shaded area is the most "
+        "waiting at any moment of a bucket (`max_waiting`), the line the level at its end (`waiting`); "
         "crosses: PurgatorySize (`watched`) when a purge ran.",
         "",
         image("purgatory", "purgatory size"),
         "",
         "## High watermark and ISR",
+        "",
+        "The HW chart shows the trace with the most HW moves, one panel per partition; the ISR chart "
+        "the traces whose ISR changed (shrinks first), lines offset a little so none hides another. "
+        "The tables hold every trace.",
         "",
         image("hw", "high watermark"),
         "",
@@ -353,8 +232,8 @@ def heatmap_grid(rows: list[dict[str, Any]], heatmap: Heatmap) -> tuple[list, li
 
 def heatmap_chart(rows: list[dict[str, Any]], heatmap: Heatmap, path: Path) -> Path:
     x_values, y_values, grid = heatmap_grid(rows, heatmap)
-    figure = _figure(1.6 + 1.1 * max(3, len(x_values)), 1.4 + 0.6 * max(3, len(y_values)))
-    axes = figure.subplots()
+    fig = figure(1.6 + 1.1 * max(3, len(x_values)), 1.4 + 0.6 * max(3, len(y_values)))
+    axes = fig.subplots()
     values = [[float("nan") if v is None else v for v in line] for line in grid]
     image = axes.imshow(values, origin="lower", aspect="auto", cmap="viridis")
     axes.set_xticks(range(len(x_values)), [str(v) for v in x_values])
@@ -379,8 +258,8 @@ def heatmap_chart(rows: list[dict[str, Any]], heatmap: Heatmap, path: Path) -> P
                     fontsize="small",
                     color="black" if value > middle else "white",
                 )
-    figure.colorbar(image, ax=axes)
-    return _save(figure, path)
+    fig.colorbar(image, ax=axes)
+    return save(fig, path)
 
 
 def heatmap_name(index: int, heatmap: Heatmap) -> str:

@@ -10,13 +10,15 @@ level (waiting, HW, ISR) holds until its next row.
   those with cause ``expiry`` (``expired``).
 - ``purgatory_size``: per (trace, broker, purgatory, bucket), ``created`` and
   ``completed`` as above, ``waiting`` = created - completed summed over the buckets
-  so far (operations still in the purgatory at the bucket's end), and from the
+  so far (operations still in the purgatory at the bucket's end), ``max_waiting``
+  the most waiting at any moment of the bucket (its start included; events in
+  ``seq`` order, so a create and its completion in one ms count), and from the
   bucket's ``purge`` events: ``purges``, ``purged`` (their ``count``) and the last
   one's ``watched`` (PurgatorySize) and ``num_delayed`` (null without a purge).
 - ``hw``: per (trace, partition, bucket), the last ``hw`` event's ``hw`` and its
   ``broker`` (the leader), and how many ``hw`` events there were.
-- ``isr``: per (trace, partition, bucket), over ``isr.commit``, ``controller.isr`` and
-  ``controller.elect`` events: the last one's ``isr`` (JSON text) and its size, the
+- ``isr``: per (trace, partition, bucket), over ``leader``, ``isr.commit``,
+  ``controller.isr`` and ``controller.elect`` events: the last one's ``isr`` (JSON text) and its size, the
   smallest size seen, and how many there were.
 - ``timer_precision``: per ``delta_ms = time_ms - expiration`` of ``timer.fire``
   events (one per task run by the timer), how many tasks fired that late.
@@ -31,12 +33,11 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.operations import op_kind
-
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-ISR_KINDS = ("isr.commit", "controller.isr", "controller.elect")
+#: events that carry a partition's ISR: ``leader`` gives the one it starts with
+ISR_KINDS = ("leader", "isr.commit", "controller.isr", "controller.elect")
 
 
 def bucket(bucket_ms: int) -> Column:
@@ -47,9 +48,10 @@ def _op_events(events: DataFrame, bucket_ms: int) -> DataFrame:
     kind = F.col("kind")
     return events.filter(kind.isin("op.create", "op.complete")).select(
         "tid",
+        "seq",
         "broker",
         "purgatory",
-        op_kind(F.col("purgatory"), F.col("op")).alias("op_kind"),
+        "op_kind",
         bucket(bucket_ms),
         (kind == "op.create").cast("long").alias("c"),
         (kind == "op.complete").cast("long").alias("d"),
@@ -68,10 +70,17 @@ def rate(events: DataFrame, bucket_ms: int) -> DataFrame:
 
 def purgatory_size(events: DataFrame, bucket_ms: int) -> DataFrame:
     keys = ["tid", "broker", "purgatory", "bucket_ms"]
+    level = Window.partitionBy("tid", "broker", "purgatory").orderBy("seq")
     flows = (
         _op_events(events, bucket_ms)
+        .withColumn("after", F.sum(F.col("c") - F.col("d")).over(level))
         .groupBy(*keys)
-        .agg(F.sum("c").alias("created"), F.sum("d").alias("completed"))
+        .agg(
+            F.sum("c").alias("created"),
+            F.sum("d").alias("completed"),
+            # the level before an event is the level after the previous one: the bucket's start counts
+            F.max(F.greatest("after", F.col("after") - F.col("c") + F.col("d"))).alias("peak"),
+        )
     )
     purges = (
         events.filter(F.col("kind") == "purge")
@@ -92,13 +101,19 @@ def purgatory_size(events: DataFrame, bucket_ms: int) -> DataFrame:
         F.coalesce("purged", F.lit(0)).alias("purged"),
         "watched",
         "num_delayed",
+        "peak",
     )
     so_far = (
         Window.partitionBy("tid", "broker", "purgatory")
         .orderBy("bucket_ms")
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    return joined.withColumn("waiting", F.sum(F.col("created") - F.col("completed")).over(so_far))
+    waiting = F.sum(F.col("created") - F.col("completed")).over(so_far)
+    return (
+        joined.withColumn("waiting", waiting)
+        .withColumn("max_waiting", F.coalesce("peak", "waiting"))
+        .drop("peak")
+    )
 
 
 def hw(events: DataFrame, bucket_ms: int) -> DataFrame:

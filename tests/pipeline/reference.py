@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 CAUSES = ("condition", "expiry", "leadership")
-ISR_KINDS = ("isr.commit", "controller.isr", "controller.elect")
+ISR_KINDS = ("leader", "isr.commit", "controller.isr", "controller.elect")
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
@@ -132,6 +132,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
     hw: dict[tuple, dict] = {}
     isr: dict[tuple, dict] = {}
     groups: list[dict[str, Any]] = []
+    levels: dict[tuple, int] = defaultdict(int)
     for path in paths:
         name = str(path.resolve())
         events = read_trace(path)
@@ -170,6 +171,11 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
                         "num_delayed": None,
                     },
                 )
+                if kind != "purge":
+                    before = levels[(name, e["broker"], e["purgatory"])]
+                    after = before + (1 if kind == "op.create" else -1)
+                    levels[(name, e["broker"], e["purgatory"])] = after
+                    size["max_waiting"] = max(size.get("max_waiting", before), before, after)
                 if kind == "purge":
                     size["purges"] += 1
                     size["purged"] += e["count"]
@@ -197,10 +203,11 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
     for key in sorted(sizes):
         row = sizes[key]
         waiting[key[:3]] += row["created"] - row["completed"]
+        peak = row.pop("max_waiting", waiting[key[:3]])  # a bucket with purges only: the level held
         size_rows.append(
             dict(zip(("trace", "broker", "purgatory", "bucket_ms"), key, strict=True))
             | row
-            | {"waiting": waiting[key[:3]]}
+            | {"waiting": waiting[key[:3]], "max_waiting": peak}
         )
     return {
         "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"])),

@@ -62,7 +62,11 @@ def test_json_summary_and_report(analyzed, expected):
     assert summary["timer_precision"]["fires"] == sum(n for _, n in fires)
     assert summary["timer_precision"]["max"] == max(d for d, _ in fires)
     report = (out / "report.md").read_text()
-    for chart in ("latency", "rate", "timer_precision", "purgatory_size", "hw", "isr"):
+    for chart in ("latency", "rate", "purgatory_size", "hw", "isr"):
         assert f"({chart}.png)" in report
         assert (out / f"{chart}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # in virtual time every task fires on time: a sentence, not a one-bar chart
+    assert fires == [(0, summary["timer_precision"]["fires"])]
+    assert f"All {fires[0][1]:,} tasks fired exactly at their expiration" in report
+    assert not (out / "timer_precision.png").exists()
     assert "No problem" in report
