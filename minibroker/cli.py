@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        if signal.getsignal(signal.SIGINT) is _interrupted_at_start_up:
+        if getattr(signal.getsignal(signal.SIGINT), "minibroker_start_up", False):
             signal.signal(signal.SIGINT, signal.default_int_handler)
         if args.command is None:
             parser.print_help()
@@ -123,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _interrupted_at_start_up(signum: int, frame: object) -> None:
     os.write(2, INTERRUPTED.encode())
     os._exit(130)
+
+
+_interrupted_at_start_up.minibroker_start_up = True  # type: ignore[attr-defined]
 
 
 def entry_point() -> None:
