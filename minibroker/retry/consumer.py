@@ -119,5 +119,6 @@ class RetryingConsumer:
                 batch = self.scheduler.claim_due(now)
                 if batch:
                     await self._produce(self.topic, batch)
+                    self.scheduler.done(batch)
                 continue
             await trio.sleep(0.01 if due is None else min(max(due - now, 1), 10) / 1000)

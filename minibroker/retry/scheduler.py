@@ -9,11 +9,14 @@ from minibroker.timer.task import TimerTask
 
 
 class RetryScheduler(Protocol):
-    """Holds records until due. ``claim_due`` returns each scheduled record at most once, never before due."""
+    """Holds records until due. ``claim_due`` returns each scheduled record at most once, never before due;
+    ``done`` is called once the claimed records were produced back (acknowledged)."""
 
     def schedule(self, record: Any, due_ms: int) -> None: ...
 
     def claim_due(self, now_ms: int) -> list[Any]: ...
+
+    def done(self, records: list[Any]) -> None: ...
 
     def next_due(self) -> int | None: ...
 
@@ -37,6 +40,9 @@ class WheelScheduler:
         self.timer.advance_clock(now_ms)
         ready, self._ready = self._ready, []
         return ready
+
+    def done(self, records: list[Any]) -> None:
+        """Nothing to forget: a claimed record left the wheel already."""
 
     def next_due(self) -> int | None:
         if self._ready:

@@ -37,8 +37,9 @@ def test_wheel_scheduler_never_early():
     assert wheel.claim_due(1234) == ["c"] and wheel.pending() == 0
 
 
-def run(failures: dict[int, int], policy: RetryPolicy, end_ms: int):
+def run(failures: dict[int, int], policy: RetryPolicy, end_ms: int, make_scheduler=None):
     """Produce records 0..n-1 to "orders"; record i fails its first failures[i] deliveries."""
+    make_scheduler = make_scheduler or (lambda cluster: WheelScheduler(cluster.now()))
     topics = [TopicSpec("orders"), TopicSpec("orders-dlt")]
     topics += [TopicSpec(retry_topic("orders", n)) for n in range(1, policy.attempts)]
     calls: dict[bytes, int] = {}
@@ -50,7 +51,7 @@ def run(failures: dict[int, int], policy: RetryPolicy, end_ms: int):
 
     async def main():
         async with open_cluster(1, topics) as cluster:
-            consumer = RetryingConsumer(cluster, "orders", handler, policy, WheelScheduler(cluster.now()))
+            consumer = RetryingConsumer(cluster, "orders", handler, policy, make_scheduler(cluster))
             raw = h.encode([h.RetryRecord(str(i).encode(), b"v", 0) for i in sorted(failures)])
             producer = cluster.producer("app", acks=-1)
             (request,) = producer.produce(
@@ -70,9 +71,14 @@ def run(failures: dict[int, int], policy: RetryPolicy, end_ms: int):
     return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-def test_transient_failure_recovers_and_poison_dead_letters():
+def run_with(make_scheduler, failures):
+    """``run`` with 3 attempts, 100 ms doubling backoff, for 2 s."""
     policy = RetryPolicy(attempts=3, backoff="exponential", delay_ms=100, multiplier=2)
-    consumer, dlt = run({0: 0, 1: 1, 2: 5}, policy, 2000)
+    return run(failures, policy, 2000, make_scheduler)
+
+
+def test_transient_failure_recovers_and_poison_dead_letters():
+    consumer, dlt = run_with(None, {0: 0, 1: 1, 2: 5})
     assert sorted(consumer.processed) == [(b"0", 1), (b"1", 2)]
     assert consumer.dead == [(b"2", 3)]
     assert consumer.committed == 6  # 3 records + 3 redeliveries appended to "orders", all handled
