@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import trio
 
 from minibroker.cluster.messages import ProduceData, TopicPartition
@@ -74,7 +75,7 @@ class RetryingConsumer:
             fields[h.ERROR] = f"{type(error).__name__}: {error}"
             dead = target == dlt_topic(self.topic)
             fields[h.DUE] = now if dead else now + self.policy.delay_after(attempt)
-            await self._produce(target, [h.RetryRecord(record.key, record.value, record.timestamp, fields)])
+            await self._produce(target, [attrs.evolve(record, headers=fields)])
             if dead:
                 self.dead.append((record.key, attempt))
         else:

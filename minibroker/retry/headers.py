@@ -21,12 +21,14 @@ INTEGERS = (ORIGINAL_PARTITION, ORIGINAL_OFFSET, ORIGINAL_TIMESTAMP, ATTEMPT, DU
 
 @attrs.frozen
 class RetryRecord:
-    """One record as the retry machinery sees it; ``headers`` holds only the ``retry.*`` fields."""
+    """One record as the retry machinery sees it: ``headers`` the parsed ``retry.*`` fields, ``extra`` the
+    record's other headers, carried unchanged through every hand-off."""
 
     key: bytes | None
     value: bytes | None
     timestamp: int
     headers: dict[str, str | int] = attrs.field(factory=dict)
+    extra: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def attempt(self) -> int:
@@ -34,7 +36,8 @@ class RetryRecord:
         return int(self.headers.get(ATTEMPT, 0))
 
     def encode_headers(self) -> list[tuple[str, bytes]]:
-        return [(name, str(value).encode()) for name, value in sorted(self.headers.items())]
+        own = [(name, str(value).encode()) for name, value in sorted(self.headers.items())]
+        return [*self.extra, *own]
 
 
 def encode(batch: Iterable[RetryRecord]) -> bytes:
@@ -47,9 +50,12 @@ def decode(raw: bytes) -> list[RetryRecord]:
     out = []
     for record in records(raw):
         headers: dict[str, str | int] = {}
+        extra = []
         for name, value in record.headers:
             if name.startswith("retry."):
                 text = value.decode()
                 headers[name] = int(text) if name in INTEGERS else text
-        out.append(RetryRecord(record.key, record.value, record.timestamp, headers))
+            else:
+                extra.append((name, value))
+        out.append(RetryRecord(record.key, record.value, record.timestamp, headers, tuple(extra)))
     return out

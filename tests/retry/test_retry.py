@@ -52,7 +52,12 @@ def run(failures: dict[int, int], policy: RetryPolicy, end_ms: int, make_schedul
     async def main():
         async with open_cluster(1, topics) as cluster:
             consumer = RetryingConsumer(cluster, "orders", handler, policy, make_scheduler(cluster))
-            raw = h.encode([h.RetryRecord(str(i).encode(), b"v", 0) for i in sorted(failures)])
+            raw = h.encode(
+                [
+                    h.RetryRecord(str(i).encode(), b"v", 0, extra=(("trace", b"t%d" % i),))
+                    for i in sorted(failures)
+                ]
+            )
             producer = cluster.producer("app", acks=-1)
             (request,) = producer.produce(
                 {TopicPartition("orders", 0): ProduceData(len(failures), len(raw), raw=raw)}
@@ -86,6 +91,7 @@ def test_transient_failure_recovers_and_poison_dead_letters():
     assert dead.key == b"2" and dead.headers[h.ATTEMPT] == 3
     assert dead.headers[h.ORIGINAL_TOPIC] == "orders" and dead.headers[h.ORIGINAL_OFFSET] == 2
     assert dead.headers[h.ERROR] == "TimeoutError: record 2 failed"
+    assert dead.extra == (("trace", b"t2"),) and dead.value == b"v"  # the record's own headers travel
     times = [t for key, t, _ in consumer.deliveries if key == b"2"]
     # redelivered no earlier than 100 ms, then 200 ms after each failure
     assert times[1] - times[0] >= 100 and times[2] - times[1] >= 200
