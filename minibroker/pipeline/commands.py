@@ -145,10 +145,12 @@ def _raise_if_spark_error(command: str, error: Exception, log: Path) -> None:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    from minibroker.pipeline.session import spark_failure
+
     if isinstance(error, (PySparkException, Py4JError)):
-        text = str(error).strip().splitlines()
-        first = next((line.strip() for line in text if line.strip()), type(error).__name__)
-        raise UsageError(f"{command}: Spark failed: {first[:300]} (Spark's log: {log})") from None
+        raise UsageError(
+            f"{command}: Spark failed: {spark_failure(str(error))[:400]} (Spark's log: {log})"
+        ) from None
 
 
 def _command_line() -> str:
@@ -251,12 +253,15 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _progress_bar(console: Any, variants: int) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar of the sweep's variants on ``console`` (stderr); yields ``update(done, total)``.
+    """A bar of the sweep's variants on ``console`` (stderr, a terminal); yields ``update(done, total)``.
 
     Tasks are counted, and shown as variants: a task runs ``variants / tasks`` of them.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if not console.is_terminal:  # a log file or a pipe: the count line said enough
+        yield lambda done, total: None
+        return
     with Progress(
         TextColumn("variants"),
         BarColumn(),

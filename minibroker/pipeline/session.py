@@ -53,6 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from minibroker.pipeline.inputs import display_name
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -234,6 +236,23 @@ def size_shuffle(spark: SparkSession, input_bytes: int, conf: dict[str, str] | N
     partitions = shuffle_partitions(cores or 2, input_bytes)
     spark.conf.set(key, str(partitions))
     return partitions
+
+
+_JAVA_EXCEPTION = re.compile(r"(?:^|: )((?:[a-z0-9_$]+\.)+[A-Z][A-Za-z0-9_$]*(?:Exception|Error): .*)")
+
+
+def spark_failure(text: str) -> str:
+    """The telling line of a Spark error: its root Java cause, not py4j's "error calling o138.collect"."""
+    lines = [
+        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
+    ]
+    causes = [match.group(1) for line in lines if (match := _JAVA_EXCEPTION.search(line))]
+    if not causes:
+        return lines[0] if lines else "unknown error"
+    where = re.search(r"in file (\S+)", text)
+    if where and where.group(1) not in causes[-1]:
+        return f"{causes[-1]} (in file {display_name(where.group(1))})"
+    return causes[-1]
 
 
 def default_log_path() -> Path:

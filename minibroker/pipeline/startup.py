@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from minibroker.pipeline.session import SparkUnavailable, is_local, master_addresses
+from minibroker.pipeline.session import SparkUnavailable, is_local, master_addresses, spark_failure
 
 
 def start_context(conf: Any, gateway: Any, log: Path, master: str, timeout: float) -> Any:
@@ -61,10 +61,8 @@ def start_context(conf: Any, gateway: Any, log: Path, master: str, timeout: floa
             f"see its log: {log}"
         )
     if "error" in outcome:
-        message = str(outcome["error"]).strip().splitlines()
-        raise SparkUnavailable(
-            f"Spark did not start ({(message or [type(outcome['error']).__name__])[0][:300]}); its log: {log}"
-        )
+        reason = spark_failure(str(outcome["error"])) or type(outcome["error"]).__name__
+        raise SparkUnavailable(f"Spark did not start ({reason[:300]}); its log: {log}")
     context = outcome["context"]
     context.setLogLevel("WARN")
     _cancel_jobs_on_interrupt(context)

@@ -299,7 +299,7 @@ class Scenario:
     def last_step_ms(self) -> int:
         ends = [0]
         for step in self.steps:
-            ends.append(step.at + getattr(step, "duration_ms", 0))
+            ends.append(step.at + (getattr(step, "duration_ms", 0) or 0))
         for expectation in self.expectations:
             ends.append(getattr(expectation, "at", 0))
         return max(ends)

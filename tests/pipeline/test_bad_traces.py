@@ -212,3 +212,19 @@ def test_one_bad_file_among_good_ones_is_still_one_line(spark, clean, tmp_path):
         f"minibroker: analyze: {tmp_path / 'junk.jsonl'} has no valid trace event: "
         "1 not a JSON object (first at line 1)"
     )
+
+
+def test_a_parquet_trace_with_corrupt_pages_is_one_line(spark, clean, tmp_path):
+    """The footer reads, so only Spark's read finds the damage: one line with the root cause and the file."""
+    path = tmp_path / "corrupt.parquet"
+    pq.write_table(pa.Table.from_pylist(_events(clean), schema=_schema(tmp_path)), path, compression="zstd")
+    data = bytearray(path.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little") + 8
+    for i in range(4, len(data) - footer, 7):  # every 7th byte of the column chunks, footer intact
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    code, _, err = analyze(str(path), "--out", str(tmp_path / "o"))
+    line = one_line(code, err)
+    assert line.startswith("minibroker: analyze: Spark failed: ")
+    assert "o138" not in line and "collectToPython" not in line
+    assert str(path) in line

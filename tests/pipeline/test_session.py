@@ -328,3 +328,22 @@ def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["spark"] == {"master": "local[1]", "shuffle_partitions": 5}
+
+
+def test_a_spark_failure_is_told_by_its_root_cause_and_file():
+    from minibroker.pipeline.session import spark_failure
+
+    text = (
+        "An error occurred while calling o138.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0: "
+        "org.apache.parquet.io.ParquetDecodingException: Can not read value at 0 in block -1 in file "
+        "file:/runs/a%20b.parquet\n\tat org.apache.Foo.bar(Foo.java:1)\n"
+        "Caused by: java.io.IOException: could not read page in col [seq]\n\tat x.y(Z.java:2)\n"
+    )
+    assert (
+        spark_failure(text)
+        == "java.io.IOException: could not read page in col [seq] (in file /runs/a b.parquet)"
+    )
+    assert spark_failure("[PATH_NOT_FOUND] Path does not exist: file:/x.") == (
+        "[PATH_NOT_FOUND] Path does not exist: file:/x."
+    )

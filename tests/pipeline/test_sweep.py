@@ -264,3 +264,18 @@ def test_progress_reports_tasks_done_up_to_all(spark, base):
     assert calls[-1] == (8, 8)
     assert all(total == 8 and 0 <= done <= 8 for done, total in calls)
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_the_progress_bar_counts_variants_on_a_terminal():
+    from rich.console import Console
+
+    from minibroker.pipeline.commands import _progress_bar
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
+    with _progress_bar(console, 4000) as update:
+        update(1000, 2000)  # 2,000 tasks of 2 variants each: half done
+        update(2000, 2000)
+    assert "4000/4000" in screen.getvalue()
+    with _progress_bar(Console(file=io.StringIO(), force_terminal=False), 8) as update:
+        update(8, 8)  # not a terminal: nothing drawn, nothing fails

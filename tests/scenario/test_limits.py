@@ -88,7 +88,8 @@ CASES = {
     "fetch by a consumer with nothing assigned": (
         BASE.replace('assign = ["t-0"]', "assign = []")
         + '\n[[steps]]\nat = 20\naction = "fetch"\nclient = "c"\n',
-        "x.toml:29: steps[1].client: consumer 'c' has no assigned partitions; expected assign = [...] on it",
+        "x.toml:29: steps[1].client: consumer 'c' has no assigned partitions; "
+        "expected assign = [...] or subscribe = [...] on it",
     ),
     "inline tables 1000 deep": (
         BASE + "x = " + "{a = " * 1000 + "1" + "}" * 1000 + "\n",

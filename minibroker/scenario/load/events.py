@@ -14,6 +14,9 @@ _OP = ("broker", "purgatory", "op")
 _CLIENT = ("client", "op", "broker", "keys")
 _DONE = (*_CLIENT, "error", "cause", "latency_ms")
 _TIMER = ("broker", "op", "expiration", "level", "slot", "bucket", "left_ms")
+_KEYED = ("broker", "key", "deadline_ms")  # the group coordinator's keyed tasks
+_GROUP = ("broker", "group")  # the group coordinator's events
+_MEMBER = ("client", "group")  # the emulator's own group members
 
 KINDS: dict[str, frozenset[str]] = {
     kind: frozenset(fields)
@@ -47,32 +50,6 @@ KINDS: dict[str, frozenset[str]] = {
         "controller.isr": ("partition", "isr", "leader", "epoch"),
         "controller.elect": ("partition", "isr", "leader", "epoch"),
         "controller.broker": ("broker", "state"),
-        "topic.create": ("topic", "partitions", "rf"),
-        # the group coordinator (docs/groups.md): its keyed timers, groups and members
-        "timer.schedule": ("broker", "key", "delay_ms", "deadline_ms", "replaced"),
-        "timer.cancel": ("broker", "key", "deadline_ms"),
-        "timer.expire": ("broker", "key", "deadline_ms"),
-        "group.load": ("broker", "partition", "epoch", "records", "groups"),
-        "group.unload": ("broker", "partition"),
-        "group.join": ("broker", "group", "member", "instance", "session_timeout_ms", "rebalance_timeout_ms"),
-        "group.sync": ("broker", "group", "member", "generation", "assignments"),
-        "group.state": ("broker", "group", "state", "generation", "leader", "members", "protocol", "reason"),
-        "group.member.add": ("broker", "group", "member", "instance"),
-        "group.member.replace": ("broker", "group", "member", "previous", "instance"),
-        "group.member.remove": ("broker", "group", "member", "reason"),
-        "group.session.expire": ("broker", "group", "member", "generation", "pending"),
-        "group.leave": ("broker", "group", "member", "reason"),
-        "group.commit": ("broker", "group", "member", "error", "offsets"),
-        "group.offsets.expire": ("broker", "group", "partitions"),
-        "member.join": ("client", "group", "member"),
-        "member.assigned": ("client", "group", "member", "generation", "leader", "partitions"),
-        "member.commit": ("client", "group", "offsets"),
-        "member.error": ("client", "group", "api", "error"),
-        "member.failed": ("client", "group", "error"),
-        "member.leave": ("client", "group", "member"),
-        "member.stall": ("client", "group"),
-        "member.hang": ("client", "group"),
-        "member.resume": ("client", "group"),
         "leader": ("broker", "partition", "leader", "epoch", "isr"),
         "leader.lost": ("broker", "partition", "leader", "epoch"),
         "replica.stopped": ("broker", "partition", "deleted"),
@@ -95,5 +72,30 @@ KINDS: dict[str, frozenset[str]] = {
         "delay.wheel.out_of_sync": ("broker",),
         "delay.wheel.in_sync": ("broker", "copied_from"),
         "delay.wheel.damage": ("broker", "path", "offset", "reason"),
+        "topic.create": ("topic", "partitions", "rf"),
+        "timer.schedule": (*_KEYED, "delay_ms", "replaced"),
+        "timer.cancel": _KEYED,
+        "timer.expire": _KEYED,
+        "group.join": (*_GROUP, "member", "instance", "session_timeout_ms", "rebalance_timeout_ms"),
+        "group.sync": (*_GROUP, "member", "generation", "assignments"),
+        "group.state": (*_GROUP, "state", "generation", "reason", "protocol", "leader", "members"),
+        "group.member.add": (*_GROUP, "member", "instance"),
+        "group.member.remove": (*_GROUP, "member", "reason"),
+        "group.member.replace": (*_GROUP, "member", "instance", "previous"),
+        "group.leave": (*_GROUP, "member", "reason"),
+        "group.session.expire": (*_GROUP, "member", "generation", "pending"),
+        "group.commit": (*_GROUP, "member", "offsets", "error"),
+        "group.offsets.expire": (*_GROUP, "partitions"),
+        "group.load": ("broker", "partition", "epoch", "records", "groups"),
+        "group.unload": ("broker", "partition"),
+        "member.join": (*_MEMBER, "member"),
+        "member.assigned": (*_MEMBER, "member", "generation", "leader", "partitions"),
+        "member.commit": (*_MEMBER, "offsets"),
+        "member.leave": (*_MEMBER, "member"),
+        "member.error": (*_MEMBER, "api", "error"),
+        "member.failed": (*_MEMBER, "error"),
+        "member.stall": _MEMBER,
+        "member.hang": _MEMBER,
+        "member.resume": _MEMBER,
     }.items()
 }

@@ -135,12 +135,14 @@ def client_of(table: Table, clients: tuple[ClientSpec, ...], kind: str) -> str:
 
 
 def assigned_consumer(table: Table, clients: tuple[ClientSpec, ...]) -> str:
-    """A consumer that has partitions to fetch (like Kafka's poll, which refuses one without)."""
+    """A consumer with partitions to fetch, or a subscription (Kafka's poll refuses one with neither)."""
     client_id = client_of(table, clients, "consumer")
-    if not next(c for c in clients if c.id == client_id).assign:
+    spec = next(c for c in clients if c.id == client_id)
+    if not spec.assign and not spec.subscribe:  # a subscribed one fetches what its group assigns it
         raise table.error(
             "client",
-            f"consumer {describe(client_id)} has no assigned partitions; expected assign = [...] on it",
+            f"consumer {describe(client_id)} has no assigned partitions; "
+            "expected assign = [...] or subscribe = [...] on it",
         )
     return client_id
 
