@@ -55,7 +55,7 @@ def _statements(source: str, b: int) -> list[str]:
     bucket = f"time_ms // {b} * {b}"
     return [
         f"CREATE TEMP TABLE traces AS SELECT trace, count(*) AS events, "
-        f"count(*) FILTER (kind IS NULL) AS unreadable, min(time_ms) AS start_ms, max(time_ms) AS end_ms, "
+        f"count(*) FILTER (kind IS NULL) AS skipped, min(time_ms) AS start_ms, max(time_ms) AS end_ms, "
         f"coalesce(bool_or(kind = 'op.expire'), false) AS has_expire FROM ({source}) GROUP BY trace",
         f"""CREATE TEMP TABLE rel AS SELECT trace, seq, time_ms, kind, broker, purgatory, op, cause,
             partition, count, {bucket} AS bucket_ms,

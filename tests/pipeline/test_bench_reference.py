@@ -23,11 +23,16 @@ import duckdb_tables
 @pytest.mark.parametrize("bucket_ms", [100, 1000])
 def test_duckdb_tables_equal_the_plain_python_computation(trace_dir, bucket_ms):
     paths = sorted(trace_dir.iterdir())
-    assert duckdb_tables.tables(paths, bucket_ms) == reference.analyze(paths, bucket_ms)
+    tables = duckdb_tables.tables(paths, bucket_ms)
+    expected = reference.analyze(paths, bucket_ms)
+    # the nine documented tables; `skipped` and `rebalances` are not in the DuckDB reference
+    assert set(expected) - set(tables) == {"skipped", "rebalances"}
+    assert tables == {name: expected[name] for name in tables}
 
 
 def test_duckdb_finds_the_planted_audit_problems(planted):  # noqa: F811
     paths = sorted(planted.glob("*.jsonl"))
     tables = duckdb_tables.tables(paths, 1000)
-    assert tables == reference.analyze(paths, 1000)
+    expected = reference.analyze(paths, 1000)
+    assert tables == {name: expected[name] for name in tables}
     assert len(tables["audit"]) == 7
