@@ -18,7 +18,13 @@ from minibroker.cluster.config import BrokerConfig
 from minibroker.cluster.coordinator import GroupCoordinator
 from minibroker.cluster.coordinator.messages import GroupRequest
 from minibroker.cluster.log import Log
-from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
+from minibroker.cluster.messages import (
+    DeleteRecordsRequest,
+    FetchRequest,
+    LeaderAndIsr,
+    ProduceRequest,
+    TopicPartition,
+)
 from minibroker.cluster.network import Network
 from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.cluster.replica_manager import ReplicaManager
@@ -121,6 +127,9 @@ class Broker:
         elif isinstance(message, FetchRequest):
             assert respond is not None
             manager.fetch_messages(message, respond)
+        elif isinstance(message, DeleteRecordsRequest):
+            assert respond is not None
+            manager.delete_records(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
@@ -136,7 +145,7 @@ class Broker:
         totals = {name: dict(values) for name, values in self.retired.items()}
         manager = self.replica_manager
         if manager is not None:
-            for purgatory in (manager.produce_purgatory, manager.fetch_purgatory):
+            for purgatory in manager.purgatories:
                 into = totals.setdefault(
                     purgatory.name, {"completions": 0, "expirations": 0, "purges": 0, "purged": 0}
                 )
@@ -164,7 +173,7 @@ class Broker:
                 p.purged,
                 p.last_purge,
             )
-            for p in (manager.produce_purgatory, manager.fetch_purgatory)
+            for p in manager.purgatories
         )
         coordinator = self.coordinator.snapshot() if self.coordinator is not None else None
         if coordinator is not None and not coordinator.partitions:
@@ -182,6 +191,7 @@ class Broker:
         manager.config = config
         manager.produce_purgatory.purge_interval = config.producer_purge_interval
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
+        manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
         for partition in manager.partitions.values():
             partition.min_insync_replicas = config.min_insync_replicas
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms

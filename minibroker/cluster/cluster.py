@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import trio
 
+from minibroker.cluster.admin_client import AdminClient
 from minibroker.cluster.broker import Broker
 from minibroker.cluster.client import ClientRequest, Consumer, Producer
 from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
@@ -89,7 +90,7 @@ class Cluster:
         )
         self.topics: dict[str, TopicSpec] = {}
         self.requests: list[ClientRequest] = []
-        self.clients: dict[str, Producer | Consumer] = {}
+        self.clients: dict[str, Producer | Consumer | AdminClient] = {}
         self._nursery: trio.Nursery | None = None
         #: services beside the brokers (``minibroker.delay``) follow each broker's life through these:
         #: ``broker_stopped(id)`` on crash/shutdown, ``await broker_started(id)`` on restart
@@ -199,6 +200,13 @@ class Cluster:
         if settings:
             consumer_config = attrs.evolve(consumer_config, **settings)
         return self._add_client(Consumer(self, client_id, consumer_config))
+
+    def admin(self, client_id: str) -> AdminClient:
+        """An admin client (DeleteRecords); the same one again for an id it already has."""
+        existing = self.clients.get(client_id)
+        if isinstance(existing, AdminClient):
+            return existing
+        return self._add_client(AdminClient(self, client_id))
 
     def _add_client(self, client: Any) -> Any:
         if client.client_id in self.clients or client.client_id == CONTROLLER:

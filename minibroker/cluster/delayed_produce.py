@@ -88,10 +88,7 @@ class DelayedProduce(DelayedOperation):
 
     def on_expiration(self) -> None:
         self.expired_partitions = [tp for tp, status in self.statuses.items() if status.acks_pending]
-        purgatory = self._purgatory
-        if purgatory is not None:
-            for tp in self.expired_partitions:
-                purgatory.expires_by_key[tp] = purgatory.expires_by_key.get(tp, 0) + 1
+        self.count_expired(self.expired_partitions)
 
     def on_complete(self) -> None:
         responses = {}

@@ -60,7 +60,8 @@ def test_base_is_valid():
         (
             '[[steps]]\nat = 5\naction = "explode"\n',
             "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
-            "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, got 'explode'",
+            "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, "
+            "delete_records, got 'explode'",
         ),
         (
             '[[steps]]\nat = 5\naction = "pause"\nbroker = 7\n',
