@@ -62,6 +62,8 @@ class Broker:
         self.coordinator: GroupCoordinator | None = None
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
+        #: a topic's config overrides (the cluster points this at its topics)
+        self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
         self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
@@ -86,6 +88,7 @@ class Broker:
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
         manager.request_numbers = self._request_numbers
+        manager.topic_overrides = self.topic_overrides
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         if self.tracer.enabled:
@@ -192,7 +195,7 @@ class Broker:
         manager.produce_purgatory.purge_interval = config.producer_purge_interval
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
         manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
-        for partition in manager.partitions.values():
-            partition.min_insync_replicas = config.min_insync_replicas
+        for tp, partition in manager.partitions.items():
+            partition.min_insync_replicas = manager.min_isr_for(tp.topic)
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms
             partition.freeze_hw_under_min_isr = config.freeze_hw_under_min_isr

@@ -3,7 +3,8 @@
 ``DeleteRecordsPath`` is a mixin of ``ReplicaManager``. For each partition the
 leader moves its own log start offset at once (``Partition.delete_records_on_leader``:
 -1 means the HW; below -1 or above the HW is OFFSET_OUT_OF_RANGE; not led here is
-NOT_LEADER_OR_FOLLOWER; unknown is UNKNOWN_TOPIC_OR_PARTITION). If any partition
+NOT_LEADER_OR_FOLLOWER; unknown is UNKNOWN_TOPIC_OR_PARTITION; a topic whose
+``cleanup.policy`` lacks ``delete`` is POLICY_VIOLATION, as Kafka). If any partition
 was accepted a DelayedDeleteRecords is parked in the DeleteRecords purgatory until
 the low watermark reaches every accepted offset or ``timeout_ms`` passes; if none
 was, the answer goes out at once.
@@ -22,6 +23,7 @@ from minibroker.cluster.messages import (
     PartitionDeleteRecordsResponse,
 )
 from minibroker.cluster.partition import PartitionError
+from minibroker.cluster.topic_configs import deletes_records
 
 if TYPE_CHECKING:
     from minibroker.cluster.replica_manager import ReplicaManager
@@ -48,6 +50,8 @@ class DeleteRecordsPath:
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
+                if not deletes_records(self.topic_overrides(tp.topic)):
+                    raise PartitionError(Errors.POLICY_VIOLATION, "cleanup.policy has no 'delete'")
                 before = partition.log.log_start_offset
                 required = partition.delete_records_on_leader(offset)
                 statuses[tp] = DeleteRecordsPartitionStatus(required, Errors.NONE, partition.low_watermark())

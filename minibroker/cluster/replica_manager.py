@@ -117,6 +117,8 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         self.stopped = False
         #: numbers this broker's own requests; the Broker keeps it across restarts so ids stay unique
         self.request_numbers = itertools.count(1)
+        #: a topic's config overrides (Kafka names, strings); the broker points this at the cluster's
+        self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with (partition, is_leader, leader epoch) after each leadership change
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
@@ -145,6 +147,11 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.tracer.emit(kind, broker=self.broker_id, **fields)
+
+    def min_isr_for(self, topic: str) -> int:
+        """``min.insync.replicas``: the topic's override, else this broker's setting."""
+        override = self.topic_overrides(topic).get("min.insync.replicas")
+        return int(override) if override is not None else self.config.min_insync_replicas
 
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
@@ -180,7 +187,7 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
                 self.broker_id,
                 state.replicas,
                 log,
-                self.config.min_insync_replicas,
+                self.min_isr_for(tp.topic),
                 self.config.replica_lag_time_max_ms,
                 self.config.freeze_hw_under_min_isr,
                 self.is_replica_isr_eligible,

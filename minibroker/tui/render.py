@@ -145,6 +145,8 @@ def _replica(partition_leader: int, replica: ReplicaView) -> Text:
     if replica.broker == partition_leader:
         text.append("*")
     text.append(f" {replica.log_end_offset:,}/{replica.high_watermark:,}")
+    if replica.log_start_offset:  # DeleteRecords moved it
+        text.append(f" start {replica.log_start_offset:,}", style="dim")
     if not replica.alive:
         text.append(" down", style="bold red")
     elif replica.fetcher_paused:

@@ -58,7 +58,7 @@ KINDS: dict[str, frozenset[str]] = {
         "leader": ("broker", "partition", "leader", "epoch", "isr"),
         "leader.lost": ("broker", "partition", "leader", "epoch"),
         "replica.stopped": ("broker", "partition", "deleted"),
-        "fault": ("fault", "broker", "src", "dst", "latency_ms", "settings"),
+        "fault": ("fault", "broker", "src", "dst", "latency_ms", "settings", "partition", "topic"),
         "net.lost": ("src", "dst", "message"),
         # delayed messages (minibroker.delay, docs/delay.md)
         "delay.assign": ("broker", "partition", "offset"),
@@ -78,6 +78,8 @@ KINDS: dict[str, frozenset[str]] = {
         "delay.wheel.in_sync": ("broker", "copied_from"),
         "delay.wheel.damage": ("broker", "path", "offset", "reason"),
         "topic.create": ("topic", "partitions", "rf"),
+        "topic.delete": ("topic", "partitions"),
+        "topic.partitions": ("topic", "partitions"),
         "timer.schedule": (*_KEYED, "delay_ms", "replaced"),
         "timer.cancel": _KEYED,
         "timer.expire": _KEYED,
