@@ -2,8 +2,8 @@
 
 Any broker answers them (KRaft brokers forward them to the controller; here the
 controller's decision is immediate). Each topic is answered on its own with
-Kafka's error code and message; a topic named twice in one request is
-INVALID_REQUEST for each mention, as Kafka answers. ``timeout_ms`` is not waited
+Kafka's error code and message; a topic named twice in one request is answered
+once, INVALID_REQUEST, as Kafka answers (its responses are keyed by name). ``timeout_ms`` is not waited
 on: the topics exist (or are gone) when the answer leaves. CreateTopics v5+
 answers with the topic's partitions, replication factor and configs, v7+ with
 its topic id; DeleteTopics v6 takes topics by name or id.
@@ -12,6 +12,8 @@ its topic id; DeleteTopics v6 takes topics by name or id.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
@@ -28,11 +30,18 @@ CreatedConfig = Created.CreatableTopicConfigs
 Deleted = DeleteTopicsResponse.DeletableTopicResult
 Grown = CreatePartitionsResponse.CreatePartitionsTopicResult
 
+T = TypeVar("T")
 _ZERO_ID = "00000000-0000-0000-0000-000000000000"
 
 
 def _duplicates(names: list[str | None]) -> set[str | None]:
     return {name for name, count in Counter(names).items() if count > 1}
+
+
+def _once(items: list[T], key: Callable[[T], Hashable]) -> list[T]:
+    """The first of each key, in order (a name asked twice gets one answer)."""
+    seen: set[Hashable] = set()
+    return [item for item in items if not (key(item) in seen or seen.add(key(item)))]
 
 
 def _log(conn: Connection, api: str, name: str | None, error: AdminError) -> None:
@@ -45,7 +54,7 @@ async def create_topics(request: Request, conn: Connection) -> CreateTopicsRespo
     validate_only = bool(body.validate_only)
     twice = _duplicates([t.name for t in body.topics])
     results = []
-    for topic in body.topics:
+    for topic in _once(body.topics, lambda t: t.name):
         error, message, spec = Errors.NONE, None, None
         try:
             if topic.name in twice:
@@ -100,7 +109,7 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
         asked = [(name, None) for name in body.topic_names]
     twice = _duplicates([name for name, _ in asked if name is not None])
     results = []
-    for name, asked_id in asked:
+    for name, asked_id in _once(asked, lambda pair: pair):
         error, message = Errors.NONE, None
         try:
             if name is None:
@@ -126,7 +135,7 @@ async def create_partitions(request: Request, conn: Connection) -> CreatePartiti
     body = request.body
     twice = _duplicates([t.name for t in body.topics])
     results = []
-    for topic in body.topics:
+    for topic in _once(body.topics, lambda t: t.name):
         error, message = Errors.NONE, None
         try:
             if topic.name in twice:
