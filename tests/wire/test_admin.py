@@ -155,9 +155,9 @@ def test_confluent_kafka_creates_grows_and_deletes_topics_with_kafka_errors(clus
 
 # --- DescribeConfigs and IncrementalAlterConfigs: min.insync.replicas at run time ---------------
 def test_kafka_python_raises_min_insync_replicas_and_acks_all_gets_not_enough_replicas(cluster):
+    crash_out_of_isr(cluster, 2)  # first: the admin client then never learns of broker 2
     admin = kp_admin(cluster)
     try:
-        crash_out_of_isr(cluster, 2)
         assert cluster.partition("t", 0)["isr"] == [0, 1]
         kp_produce(cluster, "t", 1, retries=0)  # min.insync.replicas 1: fine
         altered = admin.alter_configs(
@@ -190,8 +190,8 @@ def test_kafka_python_raises_min_insync_replicas_and_acks_all_gets_not_enough_re
 
 
 def test_confluent_kafka_raises_min_insync_replicas_and_acks_all_gets_not_enough_replicas(cluster):
-    admin = ck_admin(cluster)
     crash_out_of_isr(cluster, 2)
+    admin = ck_admin(cluster)
     topic = ConfigResource(ResourceType.TOPIC, "t")
     (described,) = admin.describe_configs([topic]).values()
     entry = described.result(WAIT_S)["min.insync.replicas"]
