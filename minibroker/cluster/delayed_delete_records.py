@@ -30,7 +30,7 @@ from minibroker.cluster.messages import (
     TopicPartition,
 )
 from minibroker.cluster.partition import Partition
-from minibroker.purgatory import DelayedOperation
+from minibroker.cluster.partition_operation import DelayedPartitionsOperation
 
 
 @attrs.define(slots=True)
@@ -43,10 +43,10 @@ class DeleteRecordsPartitionStatus:
     acks_pending: bool = False
 
 
-class DelayedDeleteRecords(DelayedOperation):
+class DelayedDeleteRecords(DelayedPartitionsOperation):
     """Completes when every partition's low watermark reaches its required offset, or on timeout."""
 
-    __slots__ = ("statuses", "lookup", "hosted", "respond", "expired_partitions", "_pending")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -56,17 +56,7 @@ class DelayedDeleteRecords(DelayedOperation):
         respond: Callable[[DeleteRecordsResponse], object],
         op_id: str | None = None,
     ) -> None:
-        super().__init__(delay_ms, op_id)
-        self.statuses = statuses
-        self.lookup = lookup
-        self.respond = respond
-        self.expired_partitions: list[TopicPartition] = []
-        self._pending = 0
-        for status in statuses.values():
-            if status.error is Errors.NONE:
-                status.acks_pending = True
-                status.error = Errors.REQUEST_TIMED_OUT
-                self._pending += 1
+        super().__init__(delay_ms, statuses, lookup, respond, op_id, lambda status: status.error)
 
     def try_complete(self) -> bool:
         for tp, status in self.statuses.items():
@@ -81,17 +71,11 @@ class DelayedDeleteRecords(DelayedOperation):
                 low = partition.low_watermark()
                 reached, error = low >= status.required_offset, Errors.NONE
             if error is not Errors.NONE or reached:
-                status.acks_pending = False
-                status.error = error
                 status.low_watermark = low
-                self._pending -= 1
+                self.settle(status, error)
         if self._pending:
             return False
         return self.force_complete()
-
-    def on_expiration(self) -> None:
-        self.expired_partitions = [tp for tp, status in self.statuses.items() if status.acks_pending]
-        self.count_expired(self.expired_partitions)
 
     def on_complete(self) -> None:
         responses = {
