@@ -146,3 +146,34 @@ async def test_a_follower_behind_the_log_start_starts_again_there(autojump_clock
         # its log starts inside the batch 0..9: it holds the whole batch, its log start stays 8
         follower = cluster.snapshot().partition("t-0").replica(1)
         assert (follower.log_start_offset, follower.log_end_offset) == (8, 10)
+
+
+def test_losing_leadership_does_not_check_it_a_later_check_answers_not_leader():
+    h = Harness()
+    led_with_ten(h)
+    box = delete(h, {TP: 4}, timeout_ms=30)
+    h.follow(leader=1, epoch=1)  # Kafka's become-follower checks produce and fetch only
+    assert box == [] and h.rm.delete_records_purgatory.num_delayed() == 1
+    h.rm.delete_records_purgatory.check_and_complete(TP)
+    (response,) = box
+    part = response.partitions[TP]
+    assert (part.error, part.low_watermark) == (Errors.NOT_LEADER_OR_FOLLOWER, -1)
+
+
+def test_without_a_check_it_expires_after_losing_leadership():
+    h = Harness()
+    led_with_ten(h)
+    box = delete(h, {TP: 4}, timeout_ms=30)
+    h.follow(leader=1, epoch=1)
+    h.advance(30)
+    (response,) = box
+    assert (response.partitions[TP].error, response.cause) == (Errors.REQUEST_TIMED_OUT, "expiry")
+
+
+def test_a_compacted_topic_refuses_delete_records_with_policy_violation():
+    h = Harness()
+    led_with_ten(h)
+    h.rm.topic_overrides = lambda topic: {"cleanup.policy": "compact"}
+    (response,) = delete(h, {TP: 4})
+    assert response.partitions[TP].error is Errors.POLICY_VIOLATION
+    assert h.rm.partitions[TP].log.log_start_offset == 0
