@@ -111,7 +111,7 @@ def _section_table(title: str) -> Table:
 
 
 def purgatory_table(frame: Frame, only_chosen: bool = False) -> Table:
-    """Every purgatory (Produce, Fetch, DeleteRecords) of every broker (or of the chosen one only), the chosen broker in bold."""
+    """Every purgatory of every broker (or of the chosen one only), the chosen broker in bold."""
     table = _section_table("purgatories · watched = PurgatorySize · delayed = NumDelayedOperations")
     table.add_column("purgatory", no_wrap=True)
     for column in PURGATORY_COLUMNS:
