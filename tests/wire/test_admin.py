@@ -164,6 +164,7 @@ def test_kafka_python_raises_min_insync_replicas_and_acks_all_gets_not_enough_re
             [KpConfigResource(ConfigResourceType.TOPIC, "t", {"min.insync.replicas": "3"})]
         )
         assert altered == {"topic": {"t": "OK"}}
+        assert cluster.requests().get("IncrementalAlterConfigs", 0) >= 1  # not the old AlterConfigs
         described = admin.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, "t")])
         entry = described["topic"]["t"]["min.insync.replicas"]
         assert (entry["value"], entry["config_source"]) == ("3", "DYNAMIC_TOPIC_CONFIG")
