@@ -64,6 +64,15 @@ def test_base_is_valid():
             "delete_records, got 'explode'",
         ),
         (
+            '[[steps]]\nat = 5\naction = "delete_records"\ntopic = "t"\noffset = -2\n',
+            "x.toml:30: steps[1].offset: expected an offset (-1: the high watermark) >= -1, got -2",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "delete_records"\nclient = "p"\ntopic = "t"\noffset = 1\n',
+            "x.toml:29: steps[1].client: 'p' is a producer; expected the name of an admin client "
+            "(not declared under [[clients]])",
+        ),
+        (
             '[[steps]]\nat = 5\naction = "pause"\nbroker = 7\n',
             "x.toml:29: steps[1].broker: expected a broker id 0..2, got 7",
         ),
