@@ -96,12 +96,18 @@ def describe_configs(
     spec = cluster.topics.get(name)
     if spec is None:
         raise AdminError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist.")
+    return topic_entries(cluster, spec.configs, wanted)
+
+
+def topic_entries(cluster: Cluster, overrides: dict[str, str], wanted: set[str] | None = None) -> list:
+    """A topic's configs given its overrides; the fallbacks are broker 0's settings."""
+    entries: list[ConfigEntry] = []
     broker_settings = cluster.brokers[0].config.to_kafka()
     for key, definition in sorted(TOPIC_CONFIGS.items()):
         if wanted is not None and key not in wanted:
             continue
-        if key in spec.configs:
-            value, source = spec.configs[key], DYNAMIC_TOPIC_CONFIG
+        if key in overrides:
+            value, source = overrides[key], DYNAMIC_TOPIC_CONFIG
         elif definition.broker_key is not None:
             value = _text(broker_settings[definition.broker_key])
             source = _broker_source(cluster, 0, definition.broker_key)

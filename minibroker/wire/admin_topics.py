@@ -18,7 +18,7 @@ from typing import TypeVar
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
 from minibroker.cluster import topic_admin
-from minibroker.cluster.dynamic_configs import TOPIC, describe_configs
+from minibroker.cluster.dynamic_configs import topic_entries
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.topic_admin import AdminError
 from minibroker.wire.codec import Request
@@ -76,7 +76,7 @@ async def create_topics(request: Request, conn: Connection) -> CreateTopicsRespo
             if spec is not None:
                 result.num_partitions = spec.partitions
                 result.replication_factor = spec.replication_factor
-                result.configs = _configs(conn, spec.name, spec.configs) if not validate_only else []
+                result.configs = _configs(conn, spec.configs)
             else:
                 result.num_partitions, result.replication_factor, result.configs = -1, -1, None
         if version >= 7:
@@ -85,7 +85,7 @@ async def create_topics(request: Request, conn: Connection) -> CreateTopicsRespo
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _configs(conn: Connection, name: str, overrides: dict[str, str]) -> list:
+def _configs(conn: Connection, overrides: dict[str, str]) -> list:
     return [
         CreatedConfig(
             name=entry.name,
@@ -94,7 +94,7 @@ def _configs(conn: Connection, name: str, overrides: dict[str, str]) -> list:
             config_source=entry.source,
             is_sensitive=False,
         )
-        for entry in describe_configs(conn.cluster, TOPIC, name)
+        for entry in topic_entries(conn.cluster, overrides)
     ]
 
 

@@ -110,6 +110,7 @@ def test_kafka_python_creates_grows_and_deletes_topics_with_kafka_errors(cluster
             {"dry": {"num_partitions": 1, "replication_factor": 1}}, validate_only=True
         )
         assert validated["topics"][0]["error_code"] == 0 and "dry" not in admin.list_topics()
+        assert validated["topics"][0]["configs"]["cleanup.policy"]["value"] == "delete"  # as it would be
 
         grown = admin.create_partitions({"a": 4, "t": 1}, raise_errors=False)
         assert {r.name: r.error_code for r in grown.results} == {"a": 0, "t": 37}
