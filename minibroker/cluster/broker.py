@@ -18,7 +18,13 @@ from minibroker.cluster.config import BrokerConfig
 from minibroker.cluster.coordinator import GroupCoordinator
 from minibroker.cluster.coordinator.messages import GroupRequest
 from minibroker.cluster.log import Log
-from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
+from minibroker.cluster.messages import (
+    DeleteRecordsRequest,
+    FetchRequest,
+    LeaderAndIsr,
+    ProduceRequest,
+    TopicPartition,
+)
 from minibroker.cluster.network import Network
 from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.cluster.replica_manager import ReplicaManager
@@ -56,6 +62,8 @@ class Broker:
         self.coordinator: GroupCoordinator | None = None
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
+        #: a topic's config overrides (the cluster points this at its topics)
+        self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
         self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
@@ -80,6 +88,7 @@ class Broker:
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
         manager.request_numbers = self._request_numbers
+        manager.topic_overrides = self.topic_overrides
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         if self.tracer.enabled:
@@ -121,6 +130,9 @@ class Broker:
         elif isinstance(message, FetchRequest):
             assert respond is not None
             manager.fetch_messages(message, respond)
+        elif isinstance(message, DeleteRecordsRequest):
+            assert respond is not None
+            manager.delete_records(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
@@ -136,7 +148,7 @@ class Broker:
         totals = {name: dict(values) for name, values in self.retired.items()}
         manager = self.replica_manager
         if manager is not None:
-            for purgatory in (manager.produce_purgatory, manager.fetch_purgatory):
+            for purgatory in manager.purgatories:
                 into = totals.setdefault(
                     purgatory.name, {"completions": 0, "expirations": 0, "purges": 0, "purged": 0}
                 )
@@ -164,7 +176,7 @@ class Broker:
                 p.purged,
                 p.last_purge,
             )
-            for p in (manager.produce_purgatory, manager.fetch_purgatory)
+            for p in manager.purgatories
         )
         coordinator = self.coordinator.snapshot() if self.coordinator is not None else None
         if coordinator is not None and not coordinator.partitions:
@@ -182,7 +194,8 @@ class Broker:
         manager.config = config
         manager.produce_purgatory.purge_interval = config.producer_purge_interval
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
-        for partition in manager.partitions.values():
-            partition.min_insync_replicas = config.min_insync_replicas
+        manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
+        for tp, partition in manager.partitions.items():
+            partition.min_insync_replicas = manager.min_isr_for(tp.topic)
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms
             partition.freeze_hw_under_min_isr = config.freeze_hw_under_min_isr

@@ -47,7 +47,7 @@ class ClientRequest:
 
     id: str
     client: str
-    kind: str  # "produce" or "fetch"
+    kind: str  # "produce", "fetch" or "delete_records"
     broker: int
     created_ms: int
     partitions: tuple[TopicPartition, ...]
@@ -58,6 +58,8 @@ class ClientRequest:
     records: dict[str, int] = attrs.Factory(dict)
     bytes: dict[str, int] = attrs.Factory(dict)
     high_watermarks: dict[str, int] = attrs.Factory(dict)
+    #: DeleteRecords: the low watermark each partition answered with (-1 on error)
+    low_watermarks: dict[str, int] = attrs.Factory(dict)
     #: the scenario step's name for the request (or its load generator's), if any
     label: str | None = None
     _done: trio.Event | None = attrs.field(default=None, repr=False, alias="_done")

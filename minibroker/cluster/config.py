@@ -108,6 +108,7 @@ class BrokerConfig(_KafkaNamed):
     unclean_leader_election_enable: bool = _bool_field("unclean.leader.election.enable", False)
     producer_purge_interval: int = _int_field("producer.purgatory.purge.interval.requests", 1000)
     fetch_purge_interval: int = _int_field("fetch.purgatory.purge.interval.requests", 1000)
+    delete_records_purge_interval: int = _int_field("delete.records.purgatory.purge.interval.requests", 1)
     log_segment_bytes: int = _int_field("log.segment.bytes", 1_073_741_824, 1)
     timer_tick_ms: int = _int_field("minibroker.timer.tick.ms", 1, 1)
     timer_wheel_size: int = _int_field("minibroker.timer.wheel.size", 20, 1)

@@ -118,6 +118,19 @@ class Load(Step):
 
 
 @attrs.frozen
+class DeleteRecords(Step):
+    """An admin client's DeleteRecords: records below ``offset`` (-1: the HW) go; it waits for the
+    low watermark in the leader's DeleteRecords purgatory, at most ``timeout_ms``."""
+
+    client: str
+    topic: str
+    partition: int
+    offset: int
+    timeout_ms: int = 30_000
+    id: str | None = None
+
+
+@attrs.frozen
 class BrokerFault(Step):
     """pause / resume (a follower's fetchers), crash / restart / shutdown (a broker)."""
 
@@ -169,6 +182,7 @@ class RequestOutcome(Expectation):
     completed_at: int | None = None
     completed_within: tuple[int, int] | None = None
     records: int | None = None
+    low_watermark: int | None = None  # a delete_records request's answer (one partition)
 
 
 @attrs.frozen
@@ -181,6 +195,7 @@ class PartitionState(Expectation):
     isr: tuple[int, ...] | None = None
     hw: int | None = None
     leo: int | None = None
+    log_start: int | None = None
 
 
 @attrs.frozen

@@ -36,6 +36,7 @@ from minibroker.scenario.model import (
     BrokerFault,
     Count,
     DelayHeld,
+    DeleteRecords,
     Delivered,
     Event,
     Expectation,
@@ -240,6 +241,10 @@ class ScenarioRunner:
             self._name(consumer.fetch(step.id), step.id)
         elif isinstance(step, Poll):
             workers.start_soon(self._poll, step)
+        elif isinstance(step, DeleteRecords):
+            tp = TopicPartition(step.topic, step.partition)
+            admin = cluster.admin(step.client)
+            self._name(admin.delete_records({tp: step.offset}, step.timeout_ms, step.id), step.id)
         elif isinstance(step, Load):
             workers.start_soon(self._load, step)
         elif isinstance(step, BrokerFault):

@@ -111,7 +111,7 @@ def _section_table(title: str) -> Table:
 
 
 def purgatory_table(frame: Frame, only_chosen: bool = False) -> Table:
-    """Both purgatories of every broker (or of the chosen one only), the chosen broker in bold."""
+    """Every purgatory of every broker (or of the chosen one only), the chosen broker in bold."""
     table = _section_table("purgatories · watched = PurgatorySize · delayed = NumDelayedOperations")
     table.add_column("purgatory", no_wrap=True)
     for column in PURGATORY_COLUMNS:
@@ -145,6 +145,8 @@ def _replica(partition_leader: int, replica: ReplicaView) -> Text:
     if replica.broker == partition_leader:
         text.append("*")
     text.append(f" {replica.log_end_offset:,}/{replica.high_watermark:,}")
+    if replica.log_start_offset:  # DeleteRecords moved it
+        text.append(f" start {replica.log_start_offset:,}", style="dim")
     if not replica.alive:
         text.append(" down", style="bold red")
     elif replica.fetcher_paused:

@@ -15,13 +15,13 @@ from __future__ import annotations
 from minibroker.cluster.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.load.limits import MAX_EVENTS
 from minibroker.scenario.load.scope import Scope
-from minibroker.scenario.model import Fetch, Load, Poll, Produce, Scenario, SetConfig
+from minibroker.scenario.model import DeleteRecords, Fetch, Load, Poll, Produce, Scenario, SetConfig
 
 #: a Scenario, or the Scope it is loaded from (the same fields)
 Planned = Scenario | Scope
 
 #: steps that make client requests
-REQUESTS = (Produce, Fetch, Poll, Load)
+REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords)
 
 
 def projected_span(scope: Planned) -> int:
@@ -31,7 +31,9 @@ def projected_span(scope: Planned) -> int:
     ends += [getattr(e, "at", 0) for e in scope.expectations]
     last = max(ends)
     if scope.end_ms is None and any(isinstance(step, REQUESTS) for step in scope.steps):
-        last += max((_client_wait(c.type, c.config) for c in scope.clients), default=0)
+        waits = [_client_wait(c.type, c.config) for c in scope.clients]
+        waits += [s.timeout_ms for s in scope.steps if isinstance(s, DeleteRecords)]
+        last += max(waits, default=0)
     return last
 
 
@@ -63,6 +65,8 @@ def projected_events(scope: Planned) -> tuple[int, int, int]:
             requests += factor[step.topic]
         elif isinstance(step, Load):
             requests += step.rate * step.duration_ms // 1000 * factor[step.topic]
+        elif isinstance(step, DeleteRecords):
+            requests += factor[step.topic]
         elif isinstance(step, (Fetch, Poll)):
             consumer = clients[step.client]
             rounds = 1

@@ -40,6 +40,8 @@ ERRORS = (
     "FENCED_LEADER_EPOCH",
     "UNKNOWN_LEADER_EPOCH",
 )
+#: the purgatories a ``purgatory`` expectation or a count may name
+PURGATORIES = ("Produce", "Fetch", "DeleteRecords")
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 
@@ -94,6 +96,7 @@ def _request(table: Table, scope: Scope, index: int) -> Expectation:
         completed_at,
         within,
         table.int("records", None),
+        table.int("low_watermark", None, -1),
     )
 
 
@@ -120,6 +123,7 @@ def _partition(table: Table, scope: Scope, index: int) -> Expectation:
         isr,
         table.int("hw", None),
         table.int("leo", None),
+        table.int("log_start", None),
     )
 
 
@@ -129,7 +133,7 @@ def _purgatory(table: Table, scope: Scope, index: int) -> Expectation:
         table.path,
         table.ms("at"),
         broker(table, scope.cluster),
-        table.str("purgatory", choices=("Produce", "Fetch")),
+        table.str("purgatory", choices=PURGATORIES),
         table.int("num_delayed", None),
         table.int("watched", None),
         table.int("watched_keys", None),
