@@ -157,7 +157,7 @@ class GroupMembership:
             self.member_id = joined.member_id
             return
         if joined.error is not Errors.NONE:
-            self._on_error(joined.error)
+            await self._rejoin_after(joined.error)
             return
         self.member_id, self.generation, self.leader = joined.member_id, joined.generation_id, joined.leader
         assignments: tuple[tuple[str, bytes], ...] = ()
@@ -178,7 +178,7 @@ class GroupMembership:
         if synced is None:
             return
         if synced.error is not Errors.NONE:
-            self._on_error(synced.error)
+            await self._rejoin_after(synced.error)
             return
         self.need_rejoin = False
         now = self.cluster.now()
@@ -238,7 +238,10 @@ class GroupMembership:
                 continue
             request = m.HeartbeatRequest(self.group_id, self.generation, self.member_id, self._instance())
             answer = await self._call(coordinator, request, "Heartbeat")
-            if answer is not None and answer.error is not Errors.NONE:
+            if answer is not None and answer.error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+                # as Java's heartbeat thread: a failed heartbeat, sent again after retry.backoff.ms
+                self._last_heartbeat += RETRY_BACKOFF_MS - self.config.heartbeat_interval_ms
+            elif answer is not None and answer.error is not Errors.NONE:
                 self._on_error(answer.error)
 
     async def _fetches(self) -> None:
@@ -274,6 +277,10 @@ class GroupMembership:
         )
         self._emit("member.commit", offsets={str(tp): o for tp, o in sorted(positions.items())})
         answer = await self._call(coordinator, request, "OffsetCommit")
+        while answer is not None and _load_in_progress(answer):
+            # retriable: Java's commitSync sends it again after retry.backoff.ms (within its timeout)
+            await self._sleep(RETRY_BACKOFF_MS)
+            answer = await self._call(coordinator, request, "OffsetCommit")
         if answer is None:
             return Errors.NETWORK_EXCEPTION
         errors = [error for _, _, error in answer.partitions if error is not Errors.NONE]
@@ -294,6 +301,12 @@ class GroupMembership:
         if error is not Errors.NONE:
             self._record(api, error)
         return answer
+
+    async def _rejoin_after(self, error: Errors) -> None:
+        """A failed JoinGroup/SyncGroup: rejoin, after retry.backoff.ms when the coordinator failed."""
+        self._on_error(error)
+        if error in _COORDINATOR:
+            await self._sleep(RETRY_BACKOFF_MS)
 
     def _on_error(self, error: Errors, rejoin_only: bool = False) -> None:
         if error is Errors.UNKNOWN_MEMBER_ID:
@@ -344,6 +357,10 @@ class GroupMembership:
 
     async def _sleep(self, ms: int) -> None:
         await self.cluster.clock.sleep_until(self.cluster.now() + ms)
+
+
+def _load_in_progress(answer: Any) -> bool:
+    return any(error is Errors.COORDINATOR_LOAD_IN_PROGRESS for _, _, error in answer.partitions)
 
 
 def _subscription(metadata: bytes) -> list[str]:

@@ -166,7 +166,7 @@ class OffsetsManager:
         return OffsetFetchResult(gid, Errors.NONE, tuple(result))
 
     # --- DeleteGroups ------------------------------------------------------------------------
-    def delete_groups(self, request: DeleteGroupsRequest, answer: Answer, owns: Any) -> None:
+    def delete_groups(self, request: DeleteGroupsRequest, answer: Answer, refusal: Any) -> None:
         """Delete each Empty group; answer once every deletion is written."""
         results: dict[str, Errors] = {}
         waiting = {"n": 0}
@@ -177,7 +177,7 @@ class OffsetsManager:
 
         pending: list[tuple[str, list[bytes]]] = []
         for gid in request.group_ids:
-            error = self._delete_error(gid, owns)
+            error = self._delete_error(gid, refusal)
             if error is not None:
                 results[gid] = error
                 continue
@@ -196,11 +196,12 @@ class OffsetsManager:
         if not pending:
             finish()
 
-    def _delete_error(self, gid: str, owns: Any) -> Errors | None:
+    def _delete_error(self, gid: str, refusal: Any) -> Errors | None:
         if not gid:
             return Errors.INVALID_GROUP_ID
-        if not owns(gid):
-            return Errors.NOT_COORDINATOR
+        refused = refusal(gid)
+        if refused is not None:
+            return refused
         group = self.groups.get(gid)
         if group is None or group.state == DEAD:
             return Errors.GROUP_ID_NOT_FOUND
