@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.cluster.coordinator import records
-from minibroker.cluster.coordinator.classic import heartbeat_key, write_error
+from minibroker.cluster.coordinator.classic_base import ClassicBase, heartbeat_key, write_error
 from minibroker.cluster.coordinator.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -45,17 +45,11 @@ from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import TopicPartition
 
 
-class OffsetsManager:
+class OffsetsManager(ClassicBase):
     """Mixin of ``GroupCoordinator``: committed offsets."""
 
-    groups: dict[str, ClassicGroup]
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]
-    timer: Any
-    config: Any
 
-    def now(self) -> int: ...
-    def emit(self, kind: str, **fields: Any) -> None: ...
-    def write(self, group_id: str, values: list[bytes], on_done: Any) -> None: ...
     def known(self, tp: TopicPartition) -> bool: ...
     def create_group(self, group_id: str) -> ClassicGroup: ...
     def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None: ...
