@@ -377,6 +377,6 @@ def rebalance_chart(analysis: Analysis, path: Path) -> Path | None:
         axes.text(row["max"] + right * 0.02, y, row["note"], va="center", fontsize="small")
     axes.set_yticks(ys, [r["label"] for r in drawn], fontsize="small")
     axes.set_xlim(0, right * 1.45 or 1)
-    axes.set_xlabel("rebalance duration, PreparingRebalance to Stable (virtual s): mean, whisker min–max")
-    axes.set_title("consumer group rebalances")
+    axes.set_xlabel("duration in virtual s: bar = mean, whisker = shortest to longest")
+    fig.suptitle("consumer group rebalances (PreparingRebalance to Stable)")
     return save(fig, path)
