@@ -239,8 +239,9 @@ class GroupMembership:
             request = m.HeartbeatRequest(self.group_id, self.generation, self.member_id, self._instance())
             answer = await self._call(coordinator, request, "Heartbeat")
             if answer is not None and answer.error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
-                # as Java's heartbeat thread: a failed heartbeat, sent again after retry.backoff.ms
-                self._last_heartbeat += RETRY_BACKOFF_MS - self.config.heartbeat_interval_ms
+                # as Java's heartbeat thread: a failed heartbeat, sent again retry.backoff.ms after it failed
+                retry_at = self.cluster.now() + RETRY_BACKOFF_MS
+                self._last_heartbeat = retry_at - self.config.heartbeat_interval_ms
             elif answer is not None and answer.error is not Errors.NONE:
                 self._on_error(answer.error)
 
