@@ -290,6 +290,15 @@ def test_find_coordinator_batched_and_single_and_the_internal_topic_in_metadata(
     server = serve(scenario(config='"offsets.topic.num.partitions" = 50', topics=TOPIC))
     client = RawClient(server.port(0))
     try:
+        # the first FindCoordinator creates __consumer_offsets and, as from Kafka, finds no coordinator yet
+        first = client.request(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), FindCoordinatorResponse, 4
+        )
+        assert [(c.key, c.node_id, c.error_code) for c in first.coordinators] == [
+            ("a", -1, 15),
+            ("b", -1, 15),
+        ]
+        assert OFFSETS_TOPIC in server.cluster.topics
         batched = client.request(
             FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "test-group"]),
             FindCoordinatorResponse,
@@ -352,6 +361,10 @@ def test_admin_apis_over_the_wire(serve):
             HeartbeatRequest(group_id="g", generation_id=0, member_id="m"), HeartbeatResponse, 4
         )
         assert early.error_code == 16  # NOT_COORDINATOR
+        creating = client.request(
+            FindCoordinatorRequest(key="simple", key_type=0), FindCoordinatorResponse, 3
+        )
+        assert (creating.error_code, creating.node_id) == (15, -1)  # COORDINATOR_NOT_AVAILABLE, as Kafka
         found = client.request(FindCoordinatorRequest(key="simple", key_type=0), FindCoordinatorResponse, 3)
         assert (found.error_code, found.node_id) == (0, 0)
         part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
