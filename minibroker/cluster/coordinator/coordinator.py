@@ -255,7 +255,9 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
                     len(group.pending_members),
                 )
             )
-        return CoordinatorView(tuple(sorted(self.loaded)), tuple(groups), tuple(self.timer.armed()))
+        return CoordinatorView(
+            tuple(sorted(self.loaded)), tuple(groups), tuple(self.timer.armed()), tuple(sorted(self.loading))
+        )
 
     # --- loading -----------------------------------------------------------------------------
     def on_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:

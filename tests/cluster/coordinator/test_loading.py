@@ -44,6 +44,8 @@ async def test_every_group_request_gets_coordinator_load_in_progress_until_the_l
     try:
         coordinator = cluster.brokers[new].coordinator
         assert coordinator.loading == {0: 1} and coordinator.loaded == {}
+        view = coordinator.snapshot()  # what the TUI's coordinator section shows
+        assert (view.partitions, view.loading, view.timers) == ((), (0,), (("load-0", crash_at + 200),))
         (start,) = [e for e in sink.of_kind("group.load.start") if e["broker"] == new]
         assert (start["time_ms"], start["records"], start["load_ms"]) == (crash_at, 2, 200)
         answers = [
@@ -71,6 +73,7 @@ async def test_every_group_request_gets_coordinator_load_in_progress_until_the_l
         assert [(o.partition, o.offset) for o in fetched.groups[0].offsets] == [(0, 17)]
         (load,) = [e for e in sink.of_kind("group.load") if e["broker"] == new]
         assert (load["time_ms"], load["records"], load["groups"]) == (crash_at + 200, 2, 1)
+        assert (coordinator.snapshot().partitions, coordinator.snapshot().loading) == ((0,), ())
         # the load is a keyed task on the broker's timer, traced like the coordinator's other tasks
         assert [e["time_ms"] for e in sink.of_kind("timer.expire") if e.get("key") == "load-0"] == [
             crash_at + 200
