@@ -203,7 +203,7 @@ class GroupMembership:
         request = m.OffsetFetchRequest(
             (m.OffsetFetchGroup(self.group_id, tuple((t, tuple(ps)) for t, ps in wanted.items())),)
         )
-        fetched = await self._call(coordinator, request, "OffsetFetch")
+        fetched = await self._call_while_loading(coordinator, request, "OffsetFetch")
         committed = {}
         if fetched is not None:
             committed = {TopicPartition(o.topic, o.partition): o.offset for o in fetched.groups[0].offsets}
@@ -277,11 +277,7 @@ class GroupMembership:
             self.group_id, offsets, self.generation, self.member_id, self._instance()
         )
         self._emit("member.commit", offsets={str(tp): o for tp, o in sorted(positions.items())})
-        answer = await self._call(coordinator, request, "OffsetCommit")
-        while answer is not None and _load_in_progress(answer):
-            # retriable: Java's commitSync sends it again after retry.backoff.ms (within its timeout)
-            await self._sleep(RETRY_BACKOFF_MS)
-            answer = await self._call(coordinator, request, "OffsetCommit")
+        answer = await self._call_while_loading(coordinator, request, "OffsetCommit")
         if answer is None:
             return Errors.NETWORK_EXCEPTION
         errors = [error for _, _, error in answer.partitions if error is not Errors.NONE]
@@ -301,6 +297,16 @@ class GroupMembership:
         error = getattr(answer, "error", Errors.NONE)
         if error is not Errors.NONE:
             self._record(api, error)
+        return answer
+
+    async def _call_while_loading(self, broker: int, message: Any, api: str) -> Any:
+        """``_call``, sent again after retry.backoff.ms while the coordinator answers
+        COORDINATOR_LOAD_IN_PROGRESS (retriable: the Java client retries commits and offset fetches)."""
+        answer = await self._call(broker, message, api)
+        while answer is not None and _load_in_progress(answer):
+            self._record(api, Errors.COORDINATOR_LOAD_IN_PROGRESS)  # a per-partition / per-group error
+            await self._sleep(RETRY_BACKOFF_MS)
+            answer = await self._call(broker, message, api)
         return answer
 
     async def _rejoin_after(self, error: Errors) -> None:
@@ -361,7 +367,12 @@ class GroupMembership:
 
 
 def _load_in_progress(answer: Any) -> bool:
-    return any(error is Errors.COORDINATOR_LOAD_IN_PROGRESS for _, _, error in answer.partitions)
+    """An OffsetCommit (per partition) or OffsetFetch (per group) answer refused while loading."""
+    if isinstance(answer, m.OffsetFetchResponse):
+        errors = [group.error for group in answer.groups]
+    else:
+        errors = [error for _, _, error in answer.partitions]
+    return Errors.COORDINATOR_LOAD_IN_PROGRESS in errors
 
 
 def _subscription(metadata: bytes) -> list[str]:
