@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from minibroker.cluster.client import ClientRequest, _Client
+from minibroker.cluster.client.request import Client, ClientRequest
 from minibroker.cluster.messages import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
@@ -27,7 +27,7 @@ DEFAULT_TIMEOUT_MS = 30_000
 RESPONSE_GRACE_MS = 1000
 
 
-class AdminClient(_Client):
+class AdminClient(Client):
     """Sends DeleteRecords to the leaders of the partitions named."""
 
     def delete_records(

@@ -179,7 +179,7 @@ class Broker:
             for p in manager.purgatories
         )
         coordinator = self.coordinator.snapshot() if self.coordinator is not None else None
-        if coordinator is not None and not coordinator.partitions:
+        if coordinator is not None and not (coordinator.partitions or coordinator.loading):
             coordinator = None  # no __consumer_offsets partition led here: nothing to show
         return BrokerView(
             self.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused, coordinator

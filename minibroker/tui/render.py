@@ -208,10 +208,12 @@ def coordinator_table(frame: Frame) -> Group | None:
     view = frame.view.broker(frame.broker).coordinator
     if view is None:
         return None
-    parts = ",".join(map(str, view.partitions))
+    parts = ",".join(map(str, view.partitions)) or "none"
+    loading = ",".join(map(str, view.loading))
     table = _section_table(
         f"group coordinator · broker {frame.broker} · __consumer_offsets partitions {parts}"
-        f" · {len(view.timers)} keyed timer tasks on the wheel"
+        + (f" · loading {loading} (COORDINATOR_LOAD_IN_PROGRESS)" if loading else "")
+        + f" · {len(view.timers)} keyed timer tasks on the wheel"
     )
     for column in ("group", "state", "gen", "protocol", "leader", "members (session deadline ms)"):
         table.add_column(column, justify="right" if column == "gen" else "left")

@@ -93,6 +93,7 @@ KINDS: dict[str, frozenset[str]] = {
         "group.session.expire": (*_GROUP, "member", "generation", "pending"),
         "group.commit": (*_GROUP, "member", "offsets", "error"),
         "group.offsets.expire": (*_GROUP, "partitions"),
+        "group.load.start": ("broker", "partition", "epoch", "records", "load_ms"),
         "group.load": ("broker", "partition", "epoch", "records", "groups"),
         "group.unload": ("broker", "partition"),
         "member.join": (*_MEMBER, "member"),
