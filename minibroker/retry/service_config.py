@@ -91,10 +91,11 @@ _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number"}
 
 
 def _checked(where: str, table: Mapping[str, Any], keys: dict[str, tuple[type, int | None]]) -> dict:
+    """``table``'s values, each checked against ``keys``; ``where`` (``FILE: [backend] ``) prefixes errors."""
     out = {}
     for name, value in table.items():
         if name not in keys:
-            raise ConfigError(f"{where}: unknown key {name!r} (expected one of: {', '.join(keys)})")
+            raise ConfigError(f"{where}unknown key {name!r} (expected one of: {', '.join(keys)})")
         kind, lowest = keys[name]
         ok = isinstance(value, kind) and not isinstance(value, bool)
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -102,7 +103,7 @@ def _checked(where: str, table: Mapping[str, Any], keys: dict[str, tuple[type, i
         expected = _TYPE_NAMES[kind] + (f" >= {lowest}" if lowest is not None else "")
         if not ok or (lowest is not None and value < lowest) or (kind is str and not value):
             expected = expected if kind is not str else "a non-empty string"
-            raise ConfigError(f"{where} {name}: expected {expected}, got {value!r}")
+            raise ConfigError(f"{where}{name}: expected {expected}, got {value!r}")
         out[name] = value
     return out
 
@@ -112,10 +113,10 @@ def parse_config(data: Mapping[str, Any], source: str) -> ServiceConfig:
     data = dict(data)
     topics_table = data.pop("topics", None)
     backend_table = data.pop("backend", {})
-    service = _checked(f"{source}:", data, _SERVICE_KEYS)
+    service = _checked(f"{source}: ", data, _SERVICE_KEYS)
     if not isinstance(backend_table, Mapping):
         raise ConfigError(f"{source}: backend: expected a table [backend], got {backend_table!r}")
-    backend = _checked(f"{source}: [backend]", backend_table, _BACKEND_KEYS)
+    backend = _checked(f"{source}: [backend] ", backend_table, _BACKEND_KEYS)
     kind = backend.get("kind", "wheel")
     if kind not in BACKENDS:
         raise ConfigError(f'{source}: [backend] kind: expected "wheel" or "redis", got {kind!r}')
@@ -133,11 +134,11 @@ def parse_config(data: Mapping[str, Any], source: str) -> ServiceConfig:
             raise ConfigError(f"{where}: expected a topic name of 1..200 characters [A-Za-z0-9._-]")
         if not isinstance(table, Mapping):
             raise ConfigError(f"{where}: expected a table, got {table!r}")
-        fields = _checked(where, table, _POLICY_KEYS)
+        fields = _checked(f"{where} ", table, _POLICY_KEYS)
         try:
             topics[name] = RetryPolicy(**fields)
         except ValueError as error:
-            raise ConfigError(f"{where}: {error}") from None
+            raise ConfigError(f"{where} {error}") from None
     return ServiceConfig(topics=topics, backend=BackendConfig(**backend), **service)
 
 
