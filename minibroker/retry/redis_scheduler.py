@@ -1,6 +1,6 @@
 """The ``redis`` backend (seed 004): a sorted set scored by due time, claimed atomically by a Lua script.
 
-``schedule`` is a ZADD (member: the record as a one-record v2 batch, unique by its original offset and
+``schedule`` is a ZADD (member: the record packed by ``member``, unique by its original offset and
 attempt). ``claim_due`` runs one Lua script that moves up to ``batch`` due members to ``<key>:inflight``
 (scored by the claim time): Redis runs a script alone, so two schedulers never claim one member. ``done``
 removes them from ``<key>:inflight`` after the produce was acknowledged and leaves a tombstone (the
@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from minibroker.retry import headers as h
+from minibroker.retry.member import pack, unpack
 
 #: KEYS: set, inflight, done; ARGV: due, member, due, member, ... -> how many were added
 SCHEDULE = """
@@ -96,6 +97,8 @@ class RedisScheduler:
         self._claim = client.register_script(CLAIM)
         self._done = client.register_script(DONE)
         self._recover = client.register_script(RECOVER)
+        #: id(claimed record) -> (the record, its member) until done() or release(): no re-encoding
+        self._members: dict[int, tuple[h.RetryRecord, bytes]] = {}
 
     def schedule(self, record: h.RetryRecord, due_ms: int) -> None:
         self.schedule_many([(record, due_ms)])
@@ -104,7 +107,7 @@ class RedisScheduler:
         """Schedule every (record, due) in one pipelined round trip; how many were new."""
         args: list[Any] = []
         for record, due_ms in entries:
-            args += (due_ms, h.encode([record]))
+            args += (due_ms, pack(record))
         if not args:
             return 0
         keys = [self.key, self.inflight, self.tombstones]
@@ -116,11 +119,23 @@ class RedisScheduler:
 
     def claim_due(self, now_ms: int) -> list[h.RetryRecord]:
         members = self._claim(keys=[self.key, self.inflight], args=[now_ms, self.batch])
-        return [record for member in members for record in h.decode(member)]
+        claimed = []
+        for member in members:
+            record = unpack(member)
+            self._members[id(record)] = (record, member)  # done() and release() need no re-encoding
+            claimed.append(record)
+        return claimed
+
+    def _members_of(self, records: list[h.RetryRecord]) -> list[bytes]:
+        out = []
+        for record in records:
+            held, member = self._members.pop(id(record), (None, b""))
+            out.append(member if held is record else pack(record))
+        return out
 
     def done(self, records: list[h.RetryRecord]) -> None:
         """Forget ``records`` (their produce was acknowledged), leaving tombstones."""
-        members = [h.encode([record]) for record in records]
+        members = self._members_of(records)
         if not members:
             return
         pipe = self.client.pipeline(transaction=False)
@@ -131,7 +146,7 @@ class RedisScheduler:
 
     def release(self, records: list[h.RetryRecord], due_ms: int) -> None:
         """Put claimed ``records`` whose produce failed back as due at ``due_ms``."""
-        members = [h.encode([record]) for record in records]
+        members = self._members_of(records)
         if members:
             pipe = self.client.pipeline(transaction=True)
             pipe.zrem(self.inflight, *members)

@@ -51,9 +51,11 @@ def start_service(bootstrap: str, config: Path | str) -> subprocess.Popen:
 
 
 def stop(process: subprocess.Popen) -> None:
+    """Kill ``process`` if it still runs; print what it wrote (pytest shows it when the test failed)."""
     if process.poll() is None:
         process.kill()
-        process.wait()
+        _, err = process.communicate()
+        print(f"retry-service stderr:\n{err}")
 
 
 def now_ms() -> int:
