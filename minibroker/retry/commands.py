@@ -9,6 +9,8 @@ committed is read again by the next instance).
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import re
 import signal
 import sys
@@ -32,6 +34,16 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"retry-service": _retry_service}
 
 
+def _client_logging() -> None:
+    """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler);
+    ``MINIBROKER_RETRY_DEBUG=1`` shows its debug lines too."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("retry-service: %(name)s: %(levelname)s: %(message)s"))
+    kafka_logger = logging.getLogger("kafka")
+    kafka_logger.addHandler(handler)
+    kafka_logger.setLevel(logging.DEBUG if os.environ.get("MINIBROKER_RETRY_DEBUG") else logging.WARNING)
+
+
 def _retry_service(args: argparse.Namespace) -> int:
     from minibroker.retry.service import RetryService, ServiceError
     from minibroker.retry.service_config import ConfigError, load_config
@@ -42,6 +54,7 @@ def _retry_service(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ConfigError as error:
         raise UsageError(f"retry-service: {error}") from None
+    _client_logging()
     service = RetryService(config, args.bootstrap)
     previous = {sig: signal.signal(sig, lambda *_: service.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

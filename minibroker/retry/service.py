@@ -55,6 +55,8 @@ class RetryService:
         self._committed: dict[Any, int] = {}
         self._partitions: dict[str, set[int]] = {}
         self._recovered_at = 0
+        #: partitions assigned by the last rebalance whose position ``_position`` has not set yet
+        self._unpositioned: set[Any] = set()
 
     # -- start-up -----------------------------------------------------------------------------------------
 
@@ -126,6 +128,9 @@ class RetryService:
             due = self.holding.next_due()
             wait = c.poll_ms if due is None else min(c.poll_ms, max(0, due - now_ms()))
             polled = self.consumer.poll(timeout_ms=wait, max_records=c.max_poll_records)
+            if self._unpositioned:
+                self._unpositioned -= set(polled)  # kafka-python found their positions itself
+                self._position()
             batch = [self._held(tp, record) for tp, records in polled.items() for record in records]
             if batch:
                 self.holding.hold(batch)
@@ -137,6 +142,28 @@ class RetryService:
                 if recovered := self.holding.recover(self._recovered_at, c.backend.lease_ms):
                     self.log(f"recovered {recovered} records claimed over {c.backend.lease_ms} ms ago")
         self._commit()
+
+    def _position(self) -> None:
+        """Start newly assigned partitions at the group's committed offsets (the earliest without one).
+
+        Done here, outside ``poll``, with the public ``committed``/``seek``: kafka-python 3.0.12 was seen
+        to spin in ``poll`` without ever fetching the committed offsets after a rebalance.
+        """
+        from kafka.errors import KafkaError
+
+        assigned = self.consumer.assignment()
+        for tp in sorted(self._unpositioned & assigned):
+            try:
+                committed = self.consumer.committed(tp, timeout_ms=self.config.bootstrap_timeout_ms)
+            except KafkaError as error:  # the coordinator is moving: the next loop tries again
+                self.log(f"reading the committed offset of {tp.topic}[{tp.partition}] failed ({error})")
+                return
+            if committed is None:
+                self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, committed)
+            self._unpositioned.discard(tp)
+        self._unpositioned &= assigned
 
     def _held(self, tp: Any, record: Any) -> Held:
         """A retry-topic record as held: its source topic from the topic's name; a malformed one is due now
@@ -249,6 +276,9 @@ def _listener(service: RetryService) -> Any:
                 service._committed.pop(tp, None)
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            """Nothing to do: reading starts from the group's committed offsets."""
+            """Reading starts from the group's committed offsets; say which partitions are ours."""
+            service._unpositioned = set(assigned)
+            names = sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned)
+            service.log(f"assigned {len(names)} partitions: {', '.join(names) or 'none'}")
 
     return Listener()

@@ -4,8 +4,11 @@ loopback), with kafka-python as the application: it writes retry-topic records a
 from __future__ import annotations
 
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,23 +42,57 @@ def redis_backend(client, claim_batch: int = 100, key: str = "svc") -> str:
     )
 
 
-def start_service(bootstrap: str, config: Path | str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    config = str(config)
-    return subprocess.Popen(
-        [sys.executable, "-m", "minibroker", "retry-service", "--bootstrap", bootstrap, "--config", config],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+class Service:
+    """A ``minibroker retry-service`` process; its stderr lines are collected by a thread as they come."""
 
+    def __init__(self, bootstrap: str, config: Path | str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        args = ["retry-service", "--bootstrap", bootstrap, "--config", str(config)]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "minibroker", *args], env=env, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-def stop(process: subprocess.Popen) -> None:
-    """Kill ``process`` if it still runs; print what it wrote (pytest shows it when the test failed)."""
-    if process.poll() is None:
-        process.kill()
-        _, err = process.communicate()
-        print(f"retry-service stderr:\n{err}")
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.log.append(line.rstrip("\n"))
+            self.lines.put(line.rstrip("\n"))
+
+    def wait_assigned(self, timeout_s: float = WAIT_S) -> str:
+        """Block until the service says it was assigned partitions (not none); that line."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"never assigned partitions: {self.log}") from None
+            if line.startswith("retry-service: assigned") and not line.endswith(": none"):
+                return line
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def terminate(self) -> tuple[int, list[str]]:
+        """SIGTERM; the exit status and every line it wrote."""
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=WAIT_S)
+        self._reader.join(WAIT_S)
+        return code, self.log
+
+    def stop(self) -> None:
+        """End it if it still runs (SIGTERM, then SIGKILL); print its lines (shown when a test failed)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(WAIT_S)
+        print("retry-service stderr:", *self.log, sep="\n")
 
 
 def now_ms() -> int:
@@ -100,6 +137,7 @@ class Reader:
 
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
         parts = self.consumer.partitions_for_topic(topic)
+        assert parts, f"no partitions of {topic} in the metadata"
         self.consumer.assign([TopicPartition(topic, p) for p in sorted(parts)])
         #: (arrival ms, partition, key, parsed record)
         self.arrivals: list[tuple[int, int, bytes, h.RetryRecord]] = []

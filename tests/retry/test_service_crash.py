@@ -13,11 +13,10 @@ from tests.retry.service_helpers import (
     GROUP_CONFIG,
     WAIT_S,
     Reader,
+    Service,
     now_ms,
     produce_retries,
     redis_backend,
-    start_service,
-    stop,
     topics,
     write_config,
 )
@@ -25,16 +24,10 @@ from tests.retry.service_helpers import (
 BATCH = 100
 
 
-def _started(service) -> None:
-    line = service.stderr.readline()
-    assert line.startswith("retry-service: started"), line
-
-
-def _terminate(service) -> str:
-    service.send_signal(signal.SIGTERM)
-    _, err = service.communicate(timeout=WAIT_S)
-    assert service.returncode == 0, err
-    return err.strip().splitlines()[-1]
+def _terminate(service: Service) -> str:
+    code, lines = service.terminate()
+    assert code == 0, lines
+    return lines[-1]
 
 
 @pytest.mark.parametrize("backend", ["wheel", "redis"])
@@ -49,13 +42,13 @@ def test_sigkill_mid_batch_then_restart_loses_nothing(backend, request, tmp_path
         bootstrap = cluster.bootstrap_servers
         produce_retries(bootstrap, total, now_ms() + 1000)
         reader = Reader(bootstrap)
-        first = start_service(bootstrap, config)
+        first = Service(bootstrap, config)
         try:
             reader.until(lambda r: len(r.arrivals) >= 600)
-            first.send_signal(signal.SIGKILL)
-            first.wait(timeout=WAIT_S)
+            first.signal(signal.SIGKILL)
+            first.process.wait(timeout=WAIT_S)
             at_kill = len(reader.arrivals)
-            second = start_service(bootstrap, config)
+            second = Service(bootstrap, config)
             try:
                 reader.until(lambda r: len(set(r.keys())) == total)
                 if backend == "redis":  # a recovered claim may still be on its way back
@@ -64,10 +57,10 @@ def test_sigkill_mid_batch_then_restart_loses_nothing(backend, request, tmp_path
                 reader.poll(1000)
                 summary = _terminate(second)
             finally:
-                stop(second)
+                second.stop()
             reader.poll(500)
         finally:
-            stop(first)
+            first.stop()
             reader.close()
     counts = Counter(reader.keys())
     assert set(counts) == {f"k{i}".encode() for i in range(total)}  # nothing lost
@@ -83,11 +76,11 @@ def test_two_redis_instances_never_deliver_one_record_twice(redis_client, tmp_pa
     config = write_config(tmp_path / "retry.toml", redis_backend(redis_client, claim_batch=BATCH))
     with MiniCluster(1, topics(partitions=4), GROUP_CONFIG) as cluster:
         bootstrap = cluster.bootstrap_servers
-        services = [start_service(bootstrap, config), start_service(bootstrap, config)]
+        services = [Service(bootstrap, config), Service(bootstrap, config)]
         reader = Reader(bootstrap)
         try:
             for service in services:
-                _started(service)
+                service.wait_assigned()
             produce_retries(bootstrap, total, now_ms() + 1000, partitions=4)
             reader.until(lambda r: len(r.arrivals) >= total)
             reader.poll(1000)  # a second delivery would arrive within this (both claim every poll_ms)
@@ -95,7 +88,7 @@ def test_two_redis_instances_never_deliver_one_record_twice(redis_client, tmp_pa
             reader.poll(200)
         finally:
             for service in services:
-                stop(service)
+                service.stop()
             reader.close()
     counts = Counter(reader.keys())
     assert len(counts) == total and max(counts.values()) == 1, counts.most_common(3)
