@@ -32,11 +32,13 @@ import gc
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -206,12 +208,16 @@ class BatchedWheel(WheelScheduler):
     def __init__(self, start_ms: int, batch: int) -> None:
         super().__init__(start_ms)
         self.batch = batch
+        self._due: deque = deque()
 
     def claim_due(self, now_ms: int) -> list:
-        if len(self._ready) < self.batch:
-            self.timer.advance_clock(now_ms)
-        claimed, self._ready = self._ready[: self.batch], self._ready[self.batch :]
-        return claimed
+        if len(self._due) < self.batch:
+            self._due.extend(super().claim_due(now_ms))
+        due = self._due
+        return [due.popleft() for _ in range(min(self.batch, len(due)))]
+
+    def pending(self) -> int:
+        return super().pending() + len(self._due)
 
 
 def _format(row: dict) -> str:
@@ -262,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", help="use this Redis server instead of starting one")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the redis-server it started is stopped
     counts, paced = ([2_000], 1_000) if args.quick else (args.counts, args.paced)
     rows = run(counts, args.batch, paced, args.window_ms, args.redis_url)
     if args.json:

@@ -15,6 +15,7 @@ offset of each partition are the records safe without the retry topic?"
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from typing import Any
 
 import attrs
@@ -74,7 +75,7 @@ class WheelHolding:
         self.wheel = WheelScheduler(start_ms=now_ms)
         self.marks = LowWater()
         self.epochs: dict[Any, int] = {}
-        self._ready: list[Held] = []
+        self._ready: deque[Held] = deque()
 
     def hold(self, batch: list[Held]) -> None:
         for held in batch:
@@ -82,8 +83,9 @@ class WheelHolding:
             self.wheel.schedule(attrs.evolve(held, epoch=self.epochs.get(held.tp, 0)), held.due_ms)
 
     def claim(self, now_ms: int, limit: int) -> list[Held]:
-        self._ready += self.wheel.claim_due(now_ms)
-        claimed, self._ready = self._ready[:limit], self._ready[limit:]
+        ready = self._ready
+        ready.extend(self.wheel.claim_due(now_ms))
+        claimed = [ready.popleft() for _ in range(min(limit, len(ready)))]
         return [held for held in claimed if held.epoch == self.epochs.get(held.tp, 0)]
 
     def done(self, batch: list[Held]) -> None:

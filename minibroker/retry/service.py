@@ -193,33 +193,34 @@ class RetryService:
                 return
             sent = [(held, self._send(held)) for held in claimed]
             self.producer.flush(timeout=c.produce_timeout_ms / 1000)
-            ok = [held for held, future in sent if future.is_done and future.succeeded()]
-            failed = [held for held, future in sent if not (future.is_done and future.succeeded())]
-            self.holding.done(ok)
+            ok = [(held, dead) for held, (future, dead) in sent if future.is_done and future.succeeded()]
+            failed = [held for held, (future, _) in sent if not (future.is_done and future.succeeded())]
+            self.holding.done([held for held, _ in ok])
+            self.dead_lettered += sum(dead for _, dead in ok)
+            self.delivered += len(ok) - sum(dead for _, dead in ok)
             self._commit()  # bounds what a crash delivers again to about one batch
             if failed:
                 self.produce_failures += len(failed)
-                first = next((f.exception for _, f in sent if f.is_done and f.failed()), "timed out")
+                first = next((f.exception for _, (f, _) in sent if f.is_done and f.failed()), "timed out")
                 self.log(f"{len(failed)} produces failed ({first}); again in {c.retry_backoff_ms} ms")
                 self.holding.release(failed, now_ms() + c.retry_backoff_ms)
             if self.stopping:
                 return
 
-    def _send(self, held: Held) -> Any:
+    def _send(self, held: Held) -> tuple[Any, bool]:
+        """Produce ``held`` back (or to the DLT); the future and whether it is dead-lettered."""
         record = held.record
         source = str(record.headers[h.ORIGINAL_TOPIC])
         fields = dict(record.headers)
-        if record.attempt >= self.config.topics[source].attempts:
-            target, fields[h.DUE] = dlt_topic(source), now_ms()
-            self.dead_lettered += 1
-        else:
-            target = source
-            self.delivered += 1
+        dead = record.attempt >= self.config.topics[source].attempts
+        target = dlt_topic(source) if dead else source
+        if dead:
+            fields[h.DUE] = now_ms()
         partition = fields.get(h.ORIGINAL_PARTITION)
         if not isinstance(partition, int) or partition not in self._partitions_of(target):
             partition = None  # the key picks one, as the producer's partitioner does
         out = h.RetryRecord(record.key, record.value, record.timestamp, fields, record.extra)
-        return self.producer.send(
+        future = self.producer.send(
             target,
             key=record.key,
             value=record.value,
@@ -227,6 +228,7 @@ class RetryService:
             partition=partition,
             timestamp_ms=record.timestamp,
         )
+        return future, dead
 
     def _partitions_of(self, topic: str) -> set[int]:
         if topic not in self._partitions:
