@@ -34,7 +34,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"retry-service": _retry_service}
 
 
-def _client_logging() -> None:
+def _client_logging() -> logging.Handler:
     """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler);
     ``MINIBROKER_RETRY_DEBUG=1`` shows its debug lines too."""
     handler = logging.StreamHandler(sys.stderr)
@@ -42,6 +42,7 @@ def _client_logging() -> None:
     kafka_logger = logging.getLogger("kafka")
     kafka_logger.addHandler(handler)
     kafka_logger.setLevel(logging.DEBUG if os.environ.get("MINIBROKER_RETRY_DEBUG") else logging.WARNING)
+    return handler
 
 
 def _retry_service(args: argparse.Namespace) -> int:
@@ -54,11 +55,12 @@ def _retry_service(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ConfigError as error:
         raise UsageError(f"retry-service: {error}") from None
-    _client_logging()
     service = RetryService(config, args.bootstrap)
+    handler = None
     previous = {sig: signal.signal(sig, lambda *_: service.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        service.open()
+        service.open()  # its failures are one line of ours: kafka-python's own lines only from here on
+        handler = _client_logging()
         service.log(f"started: {len(service.sources)} retry topics, backend {config.backend.kind}")
         service.run()
     except ServiceError as error:
@@ -67,10 +69,12 @@ def _retry_service(args: argparse.Namespace) -> int:
         print(f"minibroker: retry-service: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     finally:
+        if handler is not None:  # closing makes kafka-python log cancelled requests: not news
+            logging.getLogger("kafka").removeHandler(handler)
         try:
             service.close()
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            for sig, previous_handler in previous.items():
+                signal.signal(sig, previous_handler)
     service.log(f"stopped: {service.summary()}")
     return 0
