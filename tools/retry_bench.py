@@ -175,7 +175,14 @@ def _redis_server(url: str | None):
             process.wait(timeout=10)
 
 
-def run(counts: list[int], batch: int, paced: int, window_ms: int, redis_url: str | None) -> list[dict]:
+def run(
+    counts: list[int],
+    batch: int,
+    paced: int,
+    window_ms: int,
+    redis_url: str | None,
+    backends: tuple[str, ...] = ("wheel", "redis"),
+) -> list[dict]:
     from minibroker.retry.redis_scheduler import RedisScheduler
 
     rows = []
@@ -191,7 +198,9 @@ def run(counts: list[int], batch: int, paced: int, window_ms: int, redis_url: st
 
         for count in counts:
             records = _records(count)
-            for name, make in (("wheel", wheel_scheduler), ("redis", redis_scheduler)):
+            makers = {"wheel": wheel_scheduler, "redis": redis_scheduler}
+            for name in backends:
+                make = makers[name]
                 gc.collect()
                 row = {"backend": name, "pending": count, **_drain(make, records)}
                 gc.collect()
@@ -252,6 +261,13 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _backends(text: str) -> tuple[str, ...]:
+    names = tuple(text.split(","))
+    if not names or any(n not in ("wheel", "redis") for n in names):
+        raise argparse.ArgumentTypeError(f"expected backends among wheel, redis, got {text!r}")
+    return names
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
@@ -264,13 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=_positive, default=1000, help="records per claim (default 1000)")
     parser.add_argument("--paced", type=_positive, default=10_000, help="records timed for lateness")
     parser.add_argument("--window-ms", type=_positive, default=2000, help="the paced records' spread")
+    parser.add_argument("--backends", type=_backends, default=("wheel", "redis"), help="wheel,redis")
     parser.add_argument("--quick", action="store_true", help="2,000 pending, 1,000 paced (a smoke run)")
     parser.add_argument("--redis-url", help="use this Redis server instead of starting one")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the redis-server it started is stopped
     counts, paced = ([2_000], 1_000) if args.quick else (args.counts, args.paced)
-    rows = run(counts, args.batch, paced, args.window_ms, args.redis_url)
+    rows = run(counts, args.batch, paced, args.window_ms, args.redis_url, args.backends)
     if args.json:
         print(json.dumps({"rows": rows, "load_average": os.getloadavg()}, indent=2))
     else:

@@ -33,6 +33,7 @@ def test_bad_arguments_exit_2_with_one_line():
         (("--counts", "10,x"), "expected comma-separated whole numbers"),
         (("--counts", "0"), "expected counts in 1..10,000,000"),
         (("--batch", "0"), "expected a whole number >= 1"),
+        (("--backends", "wheel,disk"), "expected backends among wheel, redis"),
     ):
         proc = run(*args)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
