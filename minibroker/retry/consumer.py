@@ -98,7 +98,7 @@ class RetryingConsumer:
             error = request.error()
             if error == "NONE":
                 return
-            self._emit("retry.produce.failed", topic=tp.topic, partition=tp.partition, error=error)
+            self._emit("retry.produce.failed", topic=tp.topic, partition=str(tp), error=error)
             await self._sleep(self.retry_backoff_ms)
 
     async def _sleep(self, ms: int) -> None:
@@ -113,7 +113,11 @@ class RetryingConsumer:
         if self.keep_deliveries:
             self.deliveries.append((record.key, now, attempt))
         self._emit(
-            "retry.deliver", origin=origin_of(record), partition=partition, offset=offset, attempt=attempt
+            "retry.deliver",
+            origin=origin_of(record),
+            partition=f"{self.topic}-{partition}",
+            offset=offset,
+            attempt=attempt,
         )
         try:
             self.handler(record)
@@ -139,7 +143,7 @@ class RetryingConsumer:
             origin=origin_of(record),
             attempts=failed.attempt,
             error=type(error).__name__,
-            partition=partition,
+            partition=f"{dlt_topic(self.topic)}-{partition}",
         )
 
     async def _deliver(self, record: h.RetryRecord, partition: int, offset: int) -> None:
@@ -165,18 +169,22 @@ class RetryingConsumer:
                     origin=origin_of(record),
                     attempt=attempt,
                     topic=target,
-                    partition=partition,
+                    partition=f"{target}-{partition}",
                     due_ms=due,
                     error=type(error).__name__,
                 )
                 return
             self.paused[partition] = due
             self._emit(
-                "retry.pause", origin=origin_of(record), partition=partition, attempt=attempt, due_ms=due
+                "retry.pause",
+                origin=origin_of(record),
+                partition=f"{self.topic}-{partition}",
+                attempt=attempt,
+                due_ms=due,
             )
             await self.cluster.clock.sleep_until(due)
             del self.paused[partition]
-            self._emit("retry.resume", origin=origin_of(record), partition=partition)
+            self._emit("retry.resume", origin=origin_of(record), partition=f"{self.topic}-{partition}")
 
     # --- the tasks ----------------------------------------------------------------------------------
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
