@@ -144,7 +144,7 @@ def _with_retry_topics(
         elif spec.partitions != source.partitions:
             raise table.error(
                 "topic",
-                f"topic {describe(name)} has {spec.partitions} partitions; expected {source.partitions} "
+                f"topic {describe(name)} has {spec.partitions} partition(s); expected {source.partitions} "
                 f"as {describe(source.name)} (or leave it out: the retry section creates it)",
             )
     return (*topics, *added)
