@@ -196,6 +196,22 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         columns = ["trace", "broker", "group", "rebalances", "min_ms", "mean_ms", "max_ms"]
         columns.append("session_expiries")
         lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), ""]
+    retried = analysis.rows("retry_dlt")
+    if retried:  # retrying consumers: outcomes, time to the DLT, attempts per record
+        columns = ["trace", "client", "records", "processed", "dead", "pending", "p50_ms", "p99_ms", "max_ms"]
+        attempts = ["trace", "client", "outcome", "attempts", "records"]
+        lines += [
+            "## Retries",
+            "",
+            "Time to the DLT (ms, from a record's first delivery to its dead-lettering):",
+            "",
+            markdown_table(retried, columns),
+            "",
+            "Attempts (deliveries) per record, by outcome:",
+            "",
+            markdown_table(analysis.rows("retry_attempts"), attempts),
+            "",
+        ]
     lines += [
         "## Tables",
         "",

@@ -105,8 +105,8 @@ def test_base_is_valid():
         ),
         (
             "[[expect]]\nat = 5\n",
-            "x.toml:26: expect[0]: expected exactly one of the keys "
-            "request, partition, purgatory, count, event, delivered, delay_held, wheel, group, member or retry",
+            "x.toml:26: expect[0]: expected exactly one of the keys request, partition, purgatory, "
+            "count, event, delivered, delay_held, wheel, group, member or retry",
         ),
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
