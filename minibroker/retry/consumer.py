@@ -89,6 +89,12 @@ class RetryingConsumer:
         if tracer.enabled:
             tracer.emit(kind, client=self.client_id, **fields)
 
+    def _emit_record(
+        self, kind: str, record: h.RetryRecord, topic: str, partition: int, /, **fields: Any
+    ) -> None:
+        """An event about ``record`` (its ``origin``) at ``partition`` of ``topic``."""
+        self._emit(kind, origin=origin_of(record), partition=f"{topic}-{partition}", **fields)
+
     async def _produce(self, tp: TopicPartition, batch: list[h.RetryRecord]) -> None:
         """Produce ``batch`` to ``tp`` (acks=-1) and wait; an error is retried after the backoff."""
         raw = h.encode(batch)
@@ -112,13 +118,7 @@ class RetryingConsumer:
         self.delivery_count += 1
         if self.keep_deliveries:
             self.deliveries.append((record.key, now, attempt))
-        self._emit(
-            "retry.deliver",
-            origin=origin_of(record),
-            partition=f"{self.topic}-{partition}",
-            offset=offset,
-            attempt=attempt,
-        )
+        self._emit_record("retry.deliver", record, self.topic, partition, offset=offset, attempt=attempt)
         try:
             self.handler(record)
         except Exception as error:  # the handler's failure is data here
@@ -138,12 +138,9 @@ class RetryingConsumer:
         failed = self._failed(record, error, self.cluster.now())
         await self._produce(TopicPartition(dlt_topic(self.topic), partition), [failed])
         self.dead.append((record.key, failed.attempt))
-        self._emit(
-            "retry.dead",
-            origin=origin_of(record),
-            attempts=failed.attempt,
-            error=type(error).__name__,
-            partition=f"{dlt_topic(self.topic)}-{partition}",
+        name = type(error).__name__
+        self._emit_record(
+            "retry.dead", record, dlt_topic(self.topic), partition, attempts=failed.attempt, error=name
         )
 
     async def _deliver(self, record: h.RetryRecord, partition: int, offset: int) -> None:
@@ -164,27 +161,15 @@ class RetryingConsumer:
             record = self._failed(record, error, due)
             if not self.blocking:
                 await self._produce(TopicPartition(target, partition), [record])
-                self._emit(
-                    "retry.handoff",
-                    origin=origin_of(record),
-                    attempt=attempt,
-                    topic=target,
-                    partition=f"{target}-{partition}",
-                    due_ms=due,
-                    error=type(error).__name__,
-                )
+                name = type(error).__name__
+                fields = {"attempt": attempt, "topic": target, "due_ms": due, "error": name}
+                self._emit_record("retry.handoff", record, target, partition, **fields)
                 return
             self.paused[partition] = due
-            self._emit(
-                "retry.pause",
-                origin=origin_of(record),
-                partition=f"{self.topic}-{partition}",
-                attempt=attempt,
-                due_ms=due,
-            )
+            self._emit_record("retry.pause", record, self.topic, partition, attempt=attempt, due_ms=due)
             await self.cluster.clock.sleep_until(due)
             del self.paused[partition]
-            self._emit("retry.resume", origin=origin_of(record), partition=f"{self.topic}-{partition}")
+            self._emit_record("retry.resume", record, self.topic, partition)
 
     # --- the tasks ----------------------------------------------------------------------------------
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
