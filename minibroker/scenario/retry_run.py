@@ -1,7 +1,8 @@
 """Retries in a scenario run: the ``[retry]`` section's consumer, its scheduler, its expectations.
 
 ``backend = "redis"`` without ``redis_url`` starts a private redis-server for the run (stopped when
-the run ends); the sorted set is ``minibroker:retry:<scenario>:<seed>``, emptied first.
+the run ends); the sorted set is ``minibroker:retry:<scenario>:<seed>``, emptied first (with its
+in-flight set and tombstones).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class Retries:
 
         key = f"minibroker:retry:{self.scenario.name}:{self.seed}"
         scheduler = RedisScheduler(self._redis, key)
-        self._redis.delete(scheduler.key, scheduler.inflight)
+        self._redis.delete(scheduler.key, scheduler.inflight, scheduler.tombstones)
         return scheduler
 
     async def start(self, cluster: Cluster) -> None:
