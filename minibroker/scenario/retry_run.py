@@ -1,8 +1,8 @@
 """Retries in a scenario run: the ``[retry]`` section's consumer, its scheduler, its expectations.
 
 ``backend = "redis"`` without ``redis_url`` starts a private redis-server for the run (stopped when
-the run ends); the sorted set is ``minibroker:retry:<scenario>:<seed>``, emptied first (with its
-in-flight set and tombstones).
+the run ends); the sorted set is ``minibroker:retry:<scenario>:<seed>``, emptied first (with the
+backend's other keys).
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ class Retries:
 
         key = f"minibroker:retry:{self.scenario.name}:{self.seed}"
         scheduler = RedisScheduler(self._redis, key)
-        self._redis.delete(scheduler.key, scheduler.inflight, scheduler.tombstones)
+        extra = [getattr(scheduler, "tombstones", None)]  # the backend's delivered marks, when it keeps them
+        self._redis.delete(scheduler.key, scheduler.inflight, *filter(None, extra))
         return scheduler
 
     async def start(self, cluster: Cluster) -> None:
