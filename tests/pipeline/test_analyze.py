@@ -87,3 +87,7 @@ def test_json_summary_and_report(analyzed, expected):
     assert f"All {fires[0][1]:,} tasks fired exactly at their expiration" in report
     assert not (out / "timer_precision.png").exists()
     assert "No problem" in report
+    # retry_poison_dlt's consumer: 4 records, 2 processed, 2 dead, time to the DLT p50 0, p99 and max 1300
+    assert "## Retries" in report and "| retry | 4 | 2 | 2 | 0 | 0 | 1300 | 1300 |" in report
+    (retried,) = summary["retries"]
+    assert (retried["dead"], retried["max_ms"]) == (2, 1300)
