@@ -115,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with progress_bar(err_console, scenario, show_progress) as progress:
             result = run_scenario(scenario, seed=args.seed, speed=speed, sinks=sinks, progress=progress)
+    except ScenarioError as error:  # what the run needs and cannot reach (a redis backend's server)
+        raise UsageError(str(error)) from None
     finally:
         if trace is not None:
             trace.close()

@@ -1,4 +1,6 @@
-"""The nine tables of ``minibroker analyze`` computed again with DuckDB: the bench's reference.
+"""The tables of ``minibroker analyze`` computed again with DuckDB: the bench's reference.
+
+Every table but ``skipped`` and ``rebalances``.
 
 ``tools/pipeline_bench.py`` times this against the Spark job on the same trace files
 and checks that both give the same rows. The SQL follows docs/pipeline.md, not the
@@ -25,6 +27,8 @@ KEYS = {
     "hw": ("trace", "partition", "bucket_ms"),
     "isr": ("trace", "partition", "bucket_ms"),
     "audit": ("trace", "broker", "op", "problem"),
+    "retry_attempts": ("trace", "client", "outcome", "attempts"),
+    "retry_dlt": ("trace", "client"),
 }
 ISR_KINDS = "('leader', 'isr.commit', 'controller.isr', 'controller.elect')"
 COLUMNS = (
@@ -115,6 +119,15 @@ def _statements(source: str, b: int) -> list[str]:
               CASE WHEN creations >= 2 THEN 'created 2+ times' END,
               CASE WHEN created_seq IS NULL THEN 'no op.create' END], lambda p: p IS NOT NULL) AS problems
           FROM s""",
+        f"""CREATE TEMP TABLE retried AS WITH e AS (SELECT trace, seq, time_ms, kind,
+              data ->> '$.client' AS client, data ->> '$.origin' AS origin FROM ({source})
+              WHERE kind IN ('retry.deliver', 'retry.processed', 'retry.dead'))
+            SELECT trace, client, origin, count(*) FILTER (kind = 'retry.deliver') AS attempts,
+              min(time_ms) FILTER (kind = 'retry.deliver') AS first_ms,
+              coalesce(arg_min(CASE WHEN kind = 'retry.dead' THEN 'dead' ELSE 'processed' END, seq)
+                FILTER (kind <> 'retry.deliver'), 'pending') AS outcome,
+              arg_min(time_ms, seq) FILTER (kind <> 'retry.deliver') AS end_ms
+            FROM e GROUP BY ALL HAVING count(*) FILTER (kind = 'retry.deliver') > 0""",
     ]
 
 
@@ -125,6 +138,11 @@ def _queries(b: int) -> dict[str, str]:
     )
     latency = f"count(*) AS count, {percentiles}, max(latency_ms) AS max, avg(latency_ms) AS mean"
     done = "FROM ops WHERE completions > 0 AND created_ms IS NOT NULL"
+    dead = "FILTER (outcome = 'dead')"
+    to_dlt = ", ".join(
+        f"list_sort(list(end_ms - first_ms) {dead})[greatest(1, ceil({p} * count(*) {dead}))::BIGINT] AS {n}"
+        for n, p in (("p50_ms", 0.5), ("p99_ms", 0.99))
+    )
     return {
         "traces": "SELECT * FROM traces",
         "operations": """SELECT purgatory, op_kind, count(created_seq) AS created,
@@ -177,6 +195,12 @@ def _queries(b: int) -> dict[str, str]:
             FROM rel WHERE kind IN {ISR_KINDS} GROUP BY ALL""",
         "audit": """SELECT trace, broker, purgatory, op_kind, op, created_ms, deadline_ms, completions,
             expirations, status, unnest(problems) AS problem FROM ops""",
+        "retry_attempts": "SELECT trace, client, outcome, attempts, count(*) AS records FROM retried "
+        "GROUP BY ALL",
+        "retry_dlt": f"""SELECT trace, client, count(*) AS records,
+            count(*) FILTER (outcome = 'processed') AS processed, count(*) {dead} AS dead,
+            count(*) FILTER (outcome = 'pending') AS pending, {to_dlt},
+            max(end_ms - first_ms) {dead} AS max_ms FROM retried GROUP BY ALL""",
     }
 
 

@@ -199,6 +199,22 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         columns.append("session_expiries")
         chart = image("rebalances", "rebalance durations", "_(no group completed a rebalance)_")
         lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), "", chart, ""]
+    retried = analysis.rows("retry_dlt")
+    if retried:  # retrying consumers: outcomes, time to the DLT, attempts per record
+        columns = ["trace", "client", "records", "processed", "dead", "pending", "p50_ms", "p99_ms", "max_ms"]
+        attempts = ["trace", "client", "outcome", "attempts", "records"]
+        lines += [
+            "## Retries",
+            "",
+            "Time to the DLT (ms, from a record's first delivery to its dead-lettering):",
+            "",
+            markdown_table(retried, columns),
+            "",
+            "Attempts (deliveries) per record, by outcome:",
+            "",
+            markdown_table(analysis.rows("retry_attempts"), attempts),
+            "",
+        ]
     lines += [
         "## Tables",
         "",

@@ -21,6 +21,7 @@ from rich.text import Text
 from minibroker.cluster.snapshot import ReplicaView
 from minibroker.tui.delay import delay_panel
 from minibroker.tui.describe import describe_event
+from minibroker.tui.retry import retry_panel
 from minibroker.tui.state import CAUSES, Frame
 from minibroker.tui.wheel import WheelView
 
@@ -355,6 +356,8 @@ def render_frame(
         top.append(coordinator)
     if frame.delays is not None:
         top.append(delay_panel(frame.delays))
+    if frame.retries is not None:
+        top.append(retry_panel(frame.retries))
     if height is None:
         return Group(*top, _events_panel(frame, events, None), _expectations_panel(frame, None))
     sizes = [_height(console, part, width) for part in top]

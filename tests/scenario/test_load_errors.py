@@ -115,8 +115,8 @@ def test_base_is_valid():
         ),
         (
             "[[expect]]\nat = 5\n",
-            "x.toml:26: expect[0]: expected exactly one of the keys "
-            "request, partition, purgatory, count, event, delivered, delay_held, wheel, group or member",
+            "x.toml:26: expect[0]: expected exactly one of the keys request, partition, purgatory, "
+            "count, event, delivered, delay_held, wheel, group, member or retry",
         ),
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
@@ -133,7 +133,7 @@ def test_base_is_valid():
         (
             "[surprise]\nx = 1\n",
             "x.toml:26: surprise: unknown key 'surprise'; expected one of: clients, cluster, delay_service, "
-            "delay_wheel, expect, links, scenario, steps, topics",
+            "delay_wheel, expect, links, retry, scenario, steps, topics",
         ),
     ],
 )

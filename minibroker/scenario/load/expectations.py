@@ -16,6 +16,7 @@ from minibroker.scenario.load.delay import read_delay_held, read_delivered, read
 from minibroker.scenario.load.document import Table, describe, listing
 from minibroker.scenario.load.events import COMMON, KINDS
 from minibroker.scenario.load.groups import group_expectation, member_expectation
+from minibroker.scenario.load.retry import read_retry_counts
 from minibroker.scenario.load.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
     Count,
@@ -202,6 +203,7 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "wheel": read_wheel,
     "group": group_expectation,
     "member": member_expectation,
+    "retry": read_retry_counts,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")
