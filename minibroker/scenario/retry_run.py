@@ -100,8 +100,7 @@ class Retries:
 
         key = f"minibroker:retry:{self.scenario.name}:{self.seed}"
         scheduler = RedisScheduler(self._redis, key)
-        extra = [getattr(scheduler, "tombstones", None)]  # the backend's delivered marks, when it keeps them
-        self._redis.delete(scheduler.key, scheduler.inflight, *filter(None, extra))
+        self._redis.delete(scheduler.key, scheduler.inflight, scheduler.tombstones)
         return scheduler
 
     async def start(self, cluster: Cluster) -> None:
