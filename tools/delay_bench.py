@@ -111,12 +111,12 @@ def run_wheel(delays: array, lateness: array) -> int:
             wheel.append([DelayedMessage(str(i), "orders", 0, delay, 0, None, VALUE)])
         for tick in wheel.due_ticks(DELAY_MAX_MS + 1000):
             firing = wheel.fire(tick)
-            firing.roll_all()
             now = tick * 1000
-            forwarded += len(firing.forward)
-            for message in firing.forward:
-                lateness[int(message.message_id)] = now - message.due_ms
-            firing.mark_done(m.message_id for m in firing.forward)
+            while batch := firing.next_batch():
+                forwarded += len(batch)
+                for message in batch:
+                    lateness[int(message.message_id)] = now - message.due_ms
+                firing.checkpoint()
             firing.complete()
         wheel.close()
     return forwarded
