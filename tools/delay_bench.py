@@ -99,6 +99,12 @@ def run_timer(delays: array, lateness: array) -> int:
     return fired
 
 
+def one_slot(delays: array) -> array:
+    """The ``wheel-one-slot`` workload: every delay in the last second of the two hours, so every
+    message is in one slot (the busiest slot possible)."""
+    return array("q", (DELAY_MAX_MS - (d % 1000) for d in delays))
+
+
 def run_wheel(delays: array, lateness: array) -> int:
     from minibroker.delay.file_wheel import FileWheel
     from minibroker.delay.headers import DelayedMessage
@@ -154,7 +160,7 @@ def run_levels(delays: array, lateness: array) -> int:
     return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-DESIGNS = {"timer": run_timer, "wheel": run_wheel, "levels": run_levels}
+DESIGNS = {"timer": run_timer, "wheel": run_wheel, "wheel-one-slot": run_wheel, "levels": run_levels}
 
 
 def _import_everything() -> None:
@@ -173,6 +179,8 @@ def _import_everything() -> None:
 def child(design: str, count: int, seed: int) -> dict:
     _import_everything()
     delays = _delays(count, seed)
+    if design == "wheel-one-slot":
+        delays = one_slot(delays)
     lateness = array("q", bytes(8 * count))
     _reset_peak()
     base = _status_kib("VmRSS")
