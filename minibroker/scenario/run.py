@@ -122,6 +122,12 @@ class ScenarioRunner:
 
     # --- the run ---------------------------------------------------------------------------------
     async def run(self, seed: int) -> RunResult:
+        try:
+            return await self._run(seed)
+        finally:
+            self.delays.close()  # also when cancelled (serve's Ctrl-C): the wheel's temporary files go
+
+    async def _run(self, seed: int) -> RunResult:
         spec = self.scenario.cluster
         async with open_cluster(
             spec.brokers,
@@ -163,7 +169,6 @@ class ScenarioRunner:
             end = cluster.now()
             self.progress(end)
             requests = list(cluster.requests)
-            self.delays.close()
         results = [
             self.results[e.index] if e.index in self.results else self._check_at_end(e, requests, totals)
             for e in self.scenario.expectations
