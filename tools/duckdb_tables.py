@@ -1,4 +1,4 @@
-"""The nine tables of ``minibroker analyze`` computed again with DuckDB: the bench's reference.
+"""The ten tables of ``minibroker analyze`` computed again with DuckDB: the bench's reference.
 
 ``tools/pipeline_bench.py`` times this against the Spark job on the same trace files
 and checks that both give the same rows. The SQL follows docs/pipeline.md, not the
@@ -25,6 +25,7 @@ KEYS = {
     "hw": ("trace", "partition", "bucket_ms"),
     "isr": ("trace", "partition", "bucket_ms"),
     "audit": ("trace", "broker", "op", "problem"),
+    "delay_lateness": ("design",),
 }
 ISR_KINDS = "('leader', 'isr.commit', 'controller.isr', 'controller.elect')"
 COLUMNS = (
@@ -72,9 +73,11 @@ def _statements(source: str, b: int) -> list[str]:
             CASE WHEN kind = 'hw' THEN (data ->> '$.hw')::BIGINT END AS hw,
             CASE WHEN kind IN {ISR_KINDS} THEN (data -> '$.isr')::VARCHAR END AS isr,
             CASE WHEN kind = 'fault' THEN data ->> '$.fault' END AS fault,
-            CASE WHEN kind = 'op.cancel' THEN (data -> '$.ops')::VARCHAR[] END AS cancelled
+            CASE WHEN kind = 'op.cancel' THEN (data -> '$.ops')::VARCHAR[] END AS cancelled,
+            CASE WHEN kind = 'delay.delivered' THEN data ->> '$.design' END AS design,
+            CASE WHEN kind = 'delay.delivered' THEN (data ->> '$.lateness_ms')::BIGINT END AS lateness_ms
             FROM ({source}) WHERE kind IN ('op.create', 'op.complete', 'op.expire', 'op.cancel',
-            'timer.fire', 'purge', 'hw', 'fault', {ISR_KINDS[1:-1]})""",
+            'timer.fire', 'purge', 'hw', 'fault', 'delay.delivered', {ISR_KINDS[1:-1]})""",
         """CREATE TEMP TABLE ops AS WITH o AS (
             SELECT trace, broker, purgatory, op, any_value(op_kind) AS op_kind,
               count(*) FILTER (kind = 'op.create') AS creations,
@@ -118,11 +121,17 @@ def _statements(source: str, b: int) -> list[str]:
     ]
 
 
-def _queries(b: int) -> dict[str, str]:
-    percentiles = ", ".join(
-        f"list_sort(list(latency_ms))[greatest(1, ceil({p} * count(*)))::BIGINT] AS {name}"
-        for name, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+def _ranks(column: str, *names: str) -> str:
+    """Nearest-rank percentiles of ``column``, each name ``p<digits>[_ms]`` (p50: 0.5, p999: 0.999)."""
+    return ", ".join(
+        f"list_sort(list({column}))[greatest(1, ceil(0.{name[1:].split('_')[0]} * count(*)))::BIGINT] "
+        f"AS {name}"
+        for name in names
     )
+
+
+def _queries(b: int) -> dict[str, str]:
+    percentiles = _ranks("latency_ms", "p50", "p90", "p99", "p999")
     latency = f"count(*) AS count, {percentiles}, max(latency_ms) AS max, avg(latency_ms) AS mean"
     done = "FROM ops WHERE completions > 0 AND created_ms IS NOT NULL"
     return {
@@ -177,6 +186,9 @@ def _queries(b: int) -> dict[str, str]:
             FROM rel WHERE kind IN {ISR_KINDS} GROUP BY ALL""",
         "audit": """SELECT trace, broker, purgatory, op_kind, op, created_ms, deadline_ms, completions,
             expirations, status, unnest(problems) AS problem FROM ops""",
+        "delay_lateness": f"""SELECT design, count(*) AS delivered,
+            {_ranks('lateness_ms', 'p50_ms', 'p99_ms')}, max(lateness_ms) AS max_ms
+            FROM rel WHERE kind = 'delay.delivered' GROUP BY ALL""",
     }
 
 

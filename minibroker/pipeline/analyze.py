@@ -23,7 +23,7 @@ import attrs
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from minibroker.pipeline import groups, operations, timelines
+from minibroker.pipeline import delays, groups, operations, timelines
 from minibroker.pipeline.inputs import TraceInputs
 from minibroker.pipeline.reader import read_traces
 
@@ -41,6 +41,7 @@ RELEVANT = (
     *timelines.ISR_KINDS,
     "fault",
     *groups.KINDS,
+    *delays.KINDS,
 )
 #: each table's key columns: rows are sorted by them
 KEYS = {
@@ -55,6 +56,7 @@ KEYS = {
     "audit": ("trace", "broker", "op", "problem"),
     "skipped": ("trace", "problem"),
     "rebalances": ("trace", "broker", "group"),
+    "delay_lateness": ("design",),
 }
 
 
@@ -157,6 +159,8 @@ def relevant(events: DataFrame) -> DataFrame:
         _field("group", *groups.KINDS, cast=None).alias("group"),
         _field("state", "group.state", cast=None).alias("group_state"),
         _field("pending", "group.session.expire", cast=None).alias("pending"),
+        _field("design", *delays.KINDS, cast=None).alias("design"),
+        _field("lateness_ms", *delays.KINDS).alias("lateness_ms"),
     )
 
 
@@ -223,6 +227,7 @@ def analyze(
             "hw": timelines.hw(rel, bucket_ms),
             "isr": timelines.isr(rel, bucket_ms),
             "rebalances": groups.rebalances(rel),
+            "delay_lateness": delays.lateness(rel),
         }
         for name, frame in frames.items():
             tables[name] = _collect(frame, name, trace_names)

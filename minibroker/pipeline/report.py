@@ -196,6 +196,10 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         columns = ["trace", "broker", "group", "rebalances", "min_ms", "mean_ms", "max_ms"]
         columns.append("session_expiries")
         lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), ""]
+    lateness = analysis.rows("delay_lateness")
+    if lateness:  # delayed messages: how late each design delivered, after the due time
+        columns = ["design", "delivered", "p50_ms", "p99_ms", "max_ms"]
+        lines += ["## Delayed messages: delivery lateness", "", markdown_table(lateness, columns), ""]
     lines += [
         "## Tables",
         "",

@@ -23,6 +23,7 @@ TRACED = {
     "fetch_min_bytes": "jsonl",
     "timing_wheel_cascade": "parquet",
     "group_session_timeout": "jsonl",
+    "delay_wheel_vs_levels": "parquet",
 }
 
 

@@ -51,6 +51,12 @@ def test_the_traces_cover_what_the_tables_measure(expected):
         (r["group"], r["rebalances"], r["min_ms"], r["max_ms"], r["session_expiries"])
         for r in expected["rebalances"]
     ] == [("g", 3, 0, 2900, 1)]
+    # delay_wheel_vs_levels: one message through the levels (on its level's due time), two through the
+    # wheel (0.5 s and 0.8 s after due: within its 1 s tick)
+    assert [(r["design"], r["delivered"], r["p50_ms"], r["max_ms"]) for r in expected["delay_lateness"]] == [
+        ("levels", 1, 0, 0),
+        ("wheel", 2, 500, 800),
+    ]
 
 
 def test_json_summary_and_report(analyzed, expected):
@@ -71,3 +77,4 @@ def test_json_summary_and_report(analyzed, expected):
     assert f"All {fires[0][1]:,} tasks fired exactly at their expiration" in report
     assert not (out / "timer_precision.png").exists()
     assert "No problem" in report
+    assert "## Delayed messages: delivery lateness" in report
