@@ -56,6 +56,7 @@ from minibroker.delay.wheel_format import (
     RecordStream,
     check_header,
     decode_checked,
+    decode_head,
     encode_forwarded,
     encode_intent,
     encode_message,
@@ -111,6 +112,15 @@ class FileWheel:
         self.damages: list[Damage] = []
         self._handles: dict[int, tuple[int, BinaryIO]] = {}  # slot -> (tick it was opened for, file)
         self.pointer: int | None = self._read_pointer()
+        #: the pointer as last written to disk (behind ``pointer`` after ticks with no files)
+        self._saved_pointer = self.pointer
+        with os.scandir(self.directory) as entries:
+            #: slots that have a log or firing file: firing any other slot needs no file system call
+            self._slots_with_files = {
+                int(e.name[5:10])
+                for e in entries
+                if e.name.startswith("slot-") and e.name.endswith((".log", ".firing"))
+            }
         #: the tick being fired, if any: appends meanwhile go after it
         self.firing: int | None = None
         self._undo_interrupted_rolls()
@@ -133,7 +143,15 @@ class FileWheel:
         with open(path + ".tmp", "w") as f:
             f.write(str(tick))
         os.replace(path + ".tmp", path)
-        self.pointer = tick
+        self.pointer = self._saved_pointer = tick
+
+    def _advance_pointer(self, tick: int, had_files: bool) -> None:
+        """Move the pointer to ``tick``: on disk only when its slot had files. A pointer left behind
+        after empty ticks costs a restart nothing but firing those empty slots again."""
+        if had_files:
+            self._write_pointer(tick)
+        else:
+            self.pointer = tick
 
     def _open_append(self, path: str, kind: int, slot: int) -> BinaryIO:
         f = open(path, "ab")  # noqa: SIM115 (kept open across appends within the window)
@@ -220,6 +238,7 @@ class FileWheel:
 
     def _write(self, slot: int, tick: int, data: bytes) -> None:
         assert self.pointer is not None
+        self._slots_with_files.add(slot)
         held = self._handles.get(slot)
         if held is not None:
             held[1].write(data)
@@ -259,6 +278,8 @@ class FileWheel:
         held = self._handles.pop(slot, None)
         if held is not None:
             held[1].close()
+        if slot not in self._slots_with_files:
+            return SlotFiring(self, tick, slot, None, Progress())
         firing = self._path(slot, "firing")
         if not os.path.exists(firing):
             try:
@@ -279,9 +300,16 @@ class FileWheel:
         return WheelView(pointer, pointer % self.slots, slots, len(self._handles), size)
 
     def close(self) -> None:
+        """Close the append handles and save the pointer."""
         for _, f in self._handles.values():
             f.close()
         self._handles.clear()
+        self.save_pointer()
+
+    def save_pointer(self) -> None:
+        """Write the pointer to disk if it moved over empty ticks since (not while a tick is firing)."""
+        if self.pointer is not None and self.pointer != self._saved_pointer and self.firing is None:
+            self._write_pointer(self.pointer)
 
 
 class SlotFiring:
@@ -305,34 +333,45 @@ class SlotFiring:
         self.exhausted = path is None
         self._file: BinaryIO | None = None
         self._done_file: BinaryIO | None = None
-        self._peeked: tuple[int, int, DelayedMessage] | None = None
-        self._records: Iterator[tuple[int, int, DelayedMessage]] = iter(())
+        self._peeked: tuple[int, int, int, str, bytes] | None = None
+        self._records: Iterator[tuple[int, int, int, str, bytes]] = iter(())
         if path is not None:
             self._file = open(path, "rb")  # noqa: SIM115 (streamed until complete() or close())
             check_header(self._file.read(HEADER_SIZE), path, KIND_MESSAGES)
             self._records = self._messages(path, max(self.position, HEADER_SIZE))
 
-    def _messages(self, path: str, start: int) -> Iterator[tuple[int, int, DelayedMessage]]:
-        """(offset, end, message) from ``start``, without ids seen within the dedup window."""
+    def _messages(self, path: str, start: int) -> Iterator[tuple[int, int, int, str, bytes]]:
+        """(offset, end, due_ms, id, payload) from ``start``, without ids seen within the dedup window.
+        Only the due time and id are decoded here: a standby passes most messages without more."""
         assert self._file is not None
         damages: list[Damage] = []
         window = self.wheel.dedup_window
         recent: deque[str] = deque()
         seen: set[str] = set()
         for offset, end, payload in RecordStream(self._file, path, damages, start, self.wheel.read_bytes):
-            message = decode_checked(offset, payload, path, damages)
-            if damages:
+            if damages:  # records the stream skipped before this one
                 self.wheel._report(damages)
                 damages.clear()
-            if message is None or message.message_id in seen:
+            try:
+                due_ms, message_id = decode_head(payload)
+            except (ValueError, UnicodeDecodeError) as error:
+                self.wheel._report([Damage(path, offset, f"passes its crc but does not decode: {error}")])
+                continue
+            if message_id in seen:
                 continue
             if window:
-                seen.add(message.message_id)
-                recent.append(message.message_id)
+                seen.add(message_id)
+                recent.append(message_id)
                 if len(recent) > window:
                     seen.discard(recent.popleft())
-            yield offset, end, message
+            yield offset, end, due_ms, message_id, payload
         self.wheel._report(damages)
+
+    def _decode(self, offset: int, payload: bytes) -> DelayedMessage | None:
+        damages: list[Damage] = []
+        message = decode_checked(offset, payload, self.wheel._path(self.slot, "firing"), damages)
+        self.wheel._report(damages)
+        return message
 
     def _append_progress(self, record: bytes) -> None:
         if self._done_file is None:
@@ -352,30 +391,34 @@ class SlotFiring:
         self.rolled += len(messages)
 
     def _advance(self, limit: int, wanted: set[str] | None) -> list[DelayedMessage]:
-        """Up to ``limit`` due messages (only ``wanted`` ids, stopping at another), rolling later ones."""
+        """Up to ``limit`` due messages (only ``wanted`` ids, stopping at another), rolling later ones.
+        A standby (``wanted`` given) returns no messages, only passes them: it never decodes them."""
         due: list[DelayedMessage] = []
+        passed = 0
         roll: list[DelayedMessage] = []
         tick_ms = self.wheel.tick_ms
-        while len(due) < limit:
+        while passed < limit:
             item = self._peeked or next(self._records, None)
             self._peeked = None
             if item is None:
                 self.exhausted = True
                 break
-            offset, end, message = item
-            if _ceil_div(message.due_ms, tick_ms) > self.tick:
+            offset, end, due_ms, message_id, payload = item
+            if _ceil_div(due_ms, tick_ms) > self.tick:
                 self.position = end
-                if offset >= self.rolled_to:
+                if offset >= self.rolled_to and (message := self._decode(offset, payload)) is not None:
                     roll.append(message)
                     if len(roll) >= self.wheel.batch:
                         self._roll(roll, end)
                         roll = []
                 continue
-            if wanted is not None and message.message_id not in wanted:
+            if wanted is not None and message_id not in wanted:
                 self._peeked = item
                 break
-            due.append(message)
+            passed += 1
             self.position = end
+            if wanted is None and (message := self._decode(offset, payload)) is not None:
+                due.append(message)
         self._roll(roll, self.position)
         return due
 
@@ -392,7 +435,8 @@ class SlotFiring:
     def follow(self, ids: Iterable[str]) -> None:
         """A standby's step: pass the due messages ``ids`` (rolling later ones on the way), checkpoint."""
         wanted = set(ids)
-        self.forwarded += len(self._advance(len(wanted), wanted))
+        self._advance(len(wanted), wanted)
+        self.forwarded += len(wanted)
         self.checkpoint()
 
     def close(self) -> None:
@@ -408,9 +452,13 @@ class SlotFiring:
             self._advance(self.wheel.batch, set())  # by the active copy, which reported the damage)
             self._peeked = None
         self.close()
-        for suffix in ("firing", "done"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self.wheel._path(self.slot, suffix))
-        self.wheel._write_pointer(self.tick)
+        had_files = self.slot in self.wheel._slots_with_files
+        if had_files:
+            for suffix in ("firing", "done"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(self.wheel._path(self.slot, suffix))
+            if not os.path.exists(self.wheel._path(self.slot, "log")):  # a roll may have made a new one
+                self.wheel._slots_with_files.discard(self.slot)
+        self.wheel._advance_pointer(self.tick, had_files)
         self.wheel.firing = None
         self.wheel._close_behind()

@@ -65,6 +65,7 @@ _FIXED = struct.Struct(">qqi")
 _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
 _U64 = struct.Struct(">Q")
 _MAGIC_BYTE = bytes([0xA5])
 
@@ -154,6 +155,18 @@ class _Cursor:
     def blob(self) -> bytes | None:
         (n,) = _I32.unpack(self.take(4))
         return None if n == -1 else self.take(n)
+
+
+def decode_head(payload: bytes) -> tuple[int, str]:
+    """(due_ms, message id) of a message payload, without decoding the rest (ValueError if short)."""
+    if len(payload) < _FIXED.size + 2:
+        raise ValueError("shorter than a message's fixed fields")
+    (due,) = _I64.unpack_from(payload)
+    (n,) = _U16.unpack_from(payload, _FIXED.size)
+    start = _FIXED.size + 2
+    if start + n > len(payload):
+        raise ValueError("field runs past the record")
+    return due, payload[start : start + n].decode()
 
 
 def decode_message(payload: bytes) -> DelayedMessage:

@@ -179,6 +179,7 @@ class WheelGroup:
         if broker_id not in self.in_sync and live and self.cluster.is_alive(broker_id):
             source = self.active if self.active in live else live[0]
             self.copies[broker_id].close()
+            self.copies[source].save_pointer()
             target = self._directory(broker_id)
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(self._directory(source), target)
