@@ -29,8 +29,10 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
 ``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
 brokers) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
 each due 2 s after it is sent, as fast as it can, while one consumer reads the real topic. It
-reports the acknowledged messages per second and the lateness of arrival (consumer receive time minus
-due time, wall clock).
+reports the acknowledged messages per second (producer), the delivered messages per second (arrivals
+on the real topic, first to last), the lateness of arrival (consumer receive time minus due time, wall
+clock; a server that falls behind shows it here), the server process's CPU per message (from when it
+listens to the last arrival) and the 1-minute load average at the end (the machine is shared: wall-clock rates depend on it).
 
 Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
 the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
@@ -237,10 +239,13 @@ def serve_run(count: int) -> dict:
             assert server.stdout is not None
             ports = [server.stdout.readline().split()[-1] for _ in range(3)]
             bootstrap = ",".join(ports)
+            ready_cpu_s = _cpu_seconds(server.pid)
             late: list[int] = []
             consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
             consumer.assign([TopicPartition("orders", 0)])
             consumer.seek_to_beginning()
+
+            arrivals: list[float] = []
 
             def consume() -> None:  # beside the producer, so arrivals are seen when they come
                 deadline = time.monotonic() + 300
@@ -248,6 +253,7 @@ def serve_run(count: int) -> dict:
                     for records in consumer.poll(timeout_ms=50).values():
                         now = int(time.time() * 1000)
                         late.extend(now - int(dict(r.headers)["delay.due.ms"]) for r in records)
+                        arrivals.append(time.monotonic())
 
             reader = threading.Thread(target=consume)
             reader.start()
@@ -262,20 +268,32 @@ def serve_run(count: int) -> dict:
             producer.close()
             reader.join()
             consumer.close()
+            cpu_s = _cpu_seconds(server.pid) - ready_cpu_s
         finally:
             server.terminate()
             server.wait(timeout=30)
     late.sort()
+    spread = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else 0.0
     return {
         "design": "wheel (serve)",
         "count": count,
         "delivered": len(late),
         "acked_per_s": round(acked_per_s),
+        "delivered_per_s": round(len(late) / spread) if spread else None,
+        "server_cpu_us_per_message": round(cpu_s / count * 1e6),
+        "load_average_1m": os.getloadavg()[0],
         "lateness_p50_ms": late[len(late) // 2] if late else None,
         "lateness_p99_ms": late[min(len(late) - 1, len(late) * 99 // 100)] if late else None,
         "lateness_max_ms": late[-1] if late else None,
         "earliest_ms": late[0] if late else None,
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (Linux ``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _counts(text: str) -> list[int]:
