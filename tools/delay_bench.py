@@ -27,7 +27,7 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
   request table (the scenario runner's record of every request) as it goes.
 
 ``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
-brokers) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
+brokers, ``delay.wheel.forward.batch`` from ``--forward-batch``, default 100) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
 each due 2 s after it is sent, as fast as it can, while one consumer reads the real topic. It
 reports the acknowledged messages per second (producer), the delivered messages per second (arrivals
 on the real topic, first to last), the lateness of arrival (consumer receive time minus due time, wall
@@ -219,17 +219,18 @@ replication_factor = 3
 [delay_wheel]
 "delay.wheel.tick.ms" = 100
 "delay.wheel.slots" = 600
+"delay.wheel.forward.batch" = {batch}
 """
 
 
-def serve_run(count: int) -> dict:
+def serve_run(count: int, batch: int = 100) -> dict:
     """kafka-python through ``minibroker serve``'s file wheel, in real time (see the module docstring)."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     with tempfile.TemporaryDirectory(prefix="delay-bench-serve-") as directory:
         path = os.path.join(directory, "wheel.toml")
         with open(path, "w") as f:
-            f.write(SERVE_SCENARIO)
+            f.write(SERVE_SCENARIO.format(batch=batch))
         server = subprocess.Popen(
             [sys.executable, "-m", "minibroker", "serve", path, "--port", "0"],
             stdout=subprocess.PIPE,
@@ -278,6 +279,7 @@ def serve_run(count: int) -> dict:
     return {
         "design": "wheel (serve)",
         "count": count,
+        "forward_batch": batch,
         "delivered": len(late),
         "acked_per_s": round(acked_per_s),
         "delivered_per_s": round(len(late) / spread) if spread else None,
@@ -324,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", type=int, metavar="N", help="real time, kafka-python, N messages")
+    parser.add_argument(
+        "--forward-batch", type=_counts, default=[100], metavar="B", help="--serve: delay.wheel.forward.batch"
+    )
     parser.add_argument("--child", nargs=2, metavar=("DESIGN", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -332,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve is not None:
         if args.serve < 1:
             parser.error(f"--serve: expected a count >= 1, got {args.serve}")
-        print(json.dumps(serve_run(args.serve), indent=2))
+        print(json.dumps(serve_run(args.serve, args.forward_batch[0]), indent=2))
         return 0
     counts = args.counts or ([20_000, 2_000] if args.quick else [1_000_000, 100_000])
     levels = args.levels_count or ([2_000] if args.quick else counts)
