@@ -27,13 +27,13 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
   request table (the scenario runner's record of every request) as it goes.
 
 ``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
-brokers, ``delay.wheel.forward.batch`` from ``--forward-batch``, default 100) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
-each due 2 s after it is sent, as fast as it can, while one consumer reads the real topic. It
-reports the acknowledged messages per second (producer), the delivered messages per second (arrivals
-on the real topic, first to last), the lateness of arrival (consumer receive time minus due time, wall
-clock; a server that falls behind shows it here), the server process's CPU per message (from when it
-listens to the last arrival) and the 1-minute load average at the end (on a shared machine the
-wall-clock rates depend on it).
+brokers, ``delay.wheel.forward.batch`` from ``--forward-batch``, default 100) in a subprocess, one
+kafka-python producer (acks=all) sending N records to ``__delay_wheel``, each due 2 s after it is sent,
+as fast as it can, while one consumer reads the real topic. It reports the acknowledged messages per
+second (producer), the delivered messages per second (arrivals on the real topic, first to last), the
+lateness of arrival (consumer receive time minus due time, wall clock; a server that falls behind shows
+it here), the server process's CPU per message (from when it listens to the last arrival) and the
+1-minute load average at the end (on a shared machine the wall-clock rates depend on it).
 
 Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
 the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
