@@ -12,20 +12,10 @@ import time
 from kafka import KafkaProducer
 
 from tests.wire.conftest import WAIT_S
+from tests.wire.test_delay_serve import WHEEL_SCENARIO
 from tests.wire.test_serve_cli import start
 
-WHEEL = """
-[cluster]
-brokers = 3
-
-[[topics]]
-name = "orders"
-replication_factor = 3
-
-[delay_wheel]
-"delay.wheel.tick.ms" = 100
-"delay.wheel.slots" = 600
-"""
+WHEEL = WHEEL_SCENARIO  # tick 100 ms, 600 slots, three copies
 
 
 def send_due_in_an_hour(ports: list[int]) -> None:
