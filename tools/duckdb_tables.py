@@ -29,6 +29,7 @@ KEYS = {
     "audit": ("trace", "broker", "op", "problem"),
     "retry_attempts": ("trace", "client", "outcome", "attempts"),
     "retry_dlt": ("trace", "client"),
+    "delay_lateness": ("design",),
 }
 ISR_KINDS = "('leader', 'isr.commit', 'controller.isr', 'controller.elect')"
 COLUMNS = (
@@ -76,9 +77,11 @@ def _statements(source: str, b: int) -> list[str]:
             CASE WHEN kind = 'hw' THEN (data ->> '$.hw')::BIGINT END AS hw,
             CASE WHEN kind IN {ISR_KINDS} THEN (data -> '$.isr')::VARCHAR END AS isr,
             CASE WHEN kind = 'fault' THEN data ->> '$.fault' END AS fault,
-            CASE WHEN kind = 'op.cancel' THEN (data -> '$.ops')::VARCHAR[] END AS cancelled
+            CASE WHEN kind = 'op.cancel' THEN (data -> '$.ops')::VARCHAR[] END AS cancelled,
+            CASE WHEN kind = 'delay.delivered' THEN data ->> '$.design' END AS design,
+            CASE WHEN kind = 'delay.delivered' THEN (data ->> '$.lateness_ms')::BIGINT END AS lateness_ms
             FROM ({source}) WHERE kind IN ('op.create', 'op.complete', 'op.expire', 'op.cancel',
-            'timer.fire', 'purge', 'hw', 'fault', {ISR_KINDS[1:-1]})""",
+            'timer.fire', 'purge', 'hw', 'fault', 'delay.delivered', {ISR_KINDS[1:-1]})""",
         """CREATE TEMP TABLE ops AS WITH o AS (
             SELECT trace, broker, purgatory, op, any_value(op_kind) AS op_kind,
               count(*) FILTER (kind = 'op.create') AS creations,
@@ -131,11 +134,17 @@ def _statements(source: str, b: int) -> list[str]:
     ]
 
 
-def _queries(b: int) -> dict[str, str]:
-    percentiles = ", ".join(
-        f"list_sort(list(latency_ms))[greatest(1, ceil({p} * count(*)))::BIGINT] AS {name}"
-        for name, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+def _ranks(column: str, *names: str) -> str:
+    """Nearest-rank percentiles of ``column``, each name ``p<digits>[_ms]`` (p50: 0.5, p999: 0.999)."""
+    return ", ".join(
+        f"list_sort(list({column}))[greatest(1, ceil(0.{name[1:].split('_')[0]} * count(*)))::BIGINT] "
+        f"AS {name}"
+        for name in names
     )
+
+
+def _queries(b: int) -> dict[str, str]:
+    percentiles = _ranks("latency_ms", "p50", "p90", "p99", "p999")
     latency = f"count(*) AS count, {percentiles}, max(latency_ms) AS max, avg(latency_ms) AS mean"
     done = "FROM ops WHERE completions > 0 AND created_ms IS NOT NULL"
     dead = "FILTER (outcome = 'dead')"
@@ -201,6 +210,9 @@ def _queries(b: int) -> dict[str, str]:
             count(*) FILTER (outcome = 'processed') AS processed, count(*) {dead} AS dead,
             count(*) FILTER (outcome = 'pending') AS pending, {to_dlt},
             max(end_ms - first_ms) {dead} AS max_ms FROM retried GROUP BY ALL""",
+        "delay_lateness": f"""SELECT design, count(*) AS delivered,
+            {_ranks('lateness_ms', 'p50_ms', 'p99_ms')}, max(lateness_ms) AS max_ms
+            FROM rel WHERE kind = 'delay.delivered' GROUP BY ALL""",
     }
 
 

@@ -23,7 +23,7 @@ import attrs
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from minibroker.pipeline import groups, operations, retries, timelines
+from minibroker.pipeline import delays, groups, operations, retries, timelines
 from minibroker.pipeline.inputs import TraceInputs
 from minibroker.pipeline.reader import read_traces
 
@@ -42,6 +42,7 @@ RELEVANT = (
     "fault",
     *groups.KINDS,
     *retries.KINDS,
+    *delays.KINDS,
 )
 #: each table's key columns: rows are sorted by them
 KEYS = {
@@ -58,6 +59,7 @@ KEYS = {
     "rebalances": ("trace", "broker", "group"),
     "retry_attempts": ("trace", "client", "outcome", "attempts"),
     "retry_dlt": ("trace", "client"),
+    "delay_lateness": ("design",),
 }
 
 
@@ -163,6 +165,8 @@ def relevant(events: DataFrame) -> DataFrame:
         _field("pending", "group.session.expire", cast=None).alias("pending"),
         _field("client", *retries.KINDS, cast=None).alias("client"),
         _field("origin", *retries.KINDS, cast=None).alias("origin"),
+        _field("design", *delays.KINDS, cast=None).alias("design"),
+        _field("lateness_ms", *delays.KINDS).alias("lateness_ms"),
     )
 
 
@@ -231,6 +235,7 @@ def analyze(
             "rebalances": groups.rebalances(rel),
             "retry_attempts": retries.retry_attempts(retries.records(rel)),
             "retry_dlt": retries.retry_dlt(retries.records(rel)),
+            "delay_lateness": delays.lateness(rel),
         }
         for name, frame in frames.items():
             tables[name] = _collect(frame, name, trace_names)

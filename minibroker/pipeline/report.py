@@ -215,6 +215,10 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
             markdown_table(analysis.rows("retry_attempts"), attempts),
             "",
         ]
+    lateness = analysis.rows("delay_lateness")
+    if lateness:  # delayed messages: how late each design delivered, after the due time
+        columns = ["design", "delivered", "p50_ms", "p99_ms", "max_ms"]
+        lines += ["## Delayed messages: delivery lateness", "", markdown_table(lateness, columns), ""]
     lines += [
         "## Tables",
         "",

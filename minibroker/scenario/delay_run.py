@@ -94,11 +94,13 @@ class Delays:
         )
 
     def close(self) -> None:
+        """Close the wheel's files and remove its temporary directory (idempotent)."""
         if self.wheel is not None:
             for copy in self.wheel.copies.values():
                 copy.close()
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
 
     @property
     def cluster(self) -> Cluster | None:

@@ -136,6 +136,7 @@ class ScenarioRunner:
             return await self._run(seed)
         finally:
             self.retries.close()
+            self.delays.close()  # also when cancelled (serve's Ctrl-C): the wheel's temporary files go
 
     async def _run(self, seed: int) -> RunResult:
         spec = self.scenario.cluster
@@ -180,7 +181,6 @@ class ScenarioRunner:
             end = cluster.now()
             self.progress(end)
             requests = list(cluster.requests)
-            self.delays.close()
         results = [
             self.results[e.index] if e.index in self.results else self._check_at_end(e, requests, totals)
             for e in self.scenario.expectations

@@ -24,6 +24,7 @@ TRACED = {
     "timing_wheel_cascade": "parquet",
     "group_session_timeout": "jsonl",
     "retry_poison_dlt": "jsonl",
+    "delay_wheel_vs_levels": "parquet",
 }
 
 

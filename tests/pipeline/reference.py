@@ -133,6 +133,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
     isr: dict[tuple, dict] = {}
     groups: list[dict[str, Any]] = []
     retried: list[dict[str, Any]] = []
+    lateness: dict[str, list[int]] = defaultdict(list)
     levels: dict[tuple, int] = defaultdict(int)
     for path in paths:
         name = str(path.resolve())
@@ -150,6 +151,9 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
         ops += operations(name, events)
         groups += rebalances(name, events)
         retried += retry_records(name, events)
+        for e in events:
+            if e["kind"] == "delay.delivered":
+                lateness[e["fields"]["design"]].append(e["fields"]["lateness_ms"])
         for e in sorted(events, key=lambda e: e["seq"]):
             kind, b = e["kind"], _bucket(e["time_ms"], bucket_ms)
             if kind in ("op.create", "op.complete"):
@@ -213,6 +217,16 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
         )
     return {
         **retry_tables(retried),
+        "delay_lateness": [
+            {
+                "design": design,
+                "delivered": len(values),
+                "p50_ms": nearest_rank(values, 0.5),
+                "p99_ms": nearest_rank(values, 0.99),
+                "max_ms": max(values),
+            }
+            for design, values in sorted(lateness.items())
+        ],
         "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"])),
         "traces": sorted(traces, key=lambda r: r["trace"]),
         "skipped": [],  # the bundled scenarios write only valid events

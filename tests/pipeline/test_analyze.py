@@ -67,6 +67,12 @@ def test_the_traces_cover_what_the_tables_measure(expected):
         ("dead", 4, 1),
         ("processed", 1, 2),
     ]
+    # delay_wheel_vs_levels: one message through the levels (on its level's due time), two through the
+    # wheel (0.5 s and 0.8 s after due: within its 1 s tick)
+    assert [(r["design"], r["delivered"], r["p50_ms"], r["max_ms"]) for r in expected["delay_lateness"]] == [
+        ("levels", 1, 0, 0),
+        ("wheel", 2, 500, 800),
+    ]
 
 
 def test_json_summary_and_report(analyzed, expected):
@@ -91,3 +97,4 @@ def test_json_summary_and_report(analyzed, expected):
     assert "## Retries" in report and "| retry | 4 | 2 | 2 | 0 | 0 | 1300 | 1300 |" in report
     (retried,) = summary["retries"]
     assert (retried["dead"], retried["max_ms"]) == (2, 1300)
+    assert "## Delayed messages: delivery lateness" in report
