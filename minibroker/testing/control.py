@@ -23,6 +23,7 @@ from minibroker.cluster.controller import CONTROLLER
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.injected_errors import KINDS
 from minibroker.cluster.messages import TopicPartition
+from minibroker.wire.fetch_sessions import session_figures
 from minibroker.wire.serve import Served
 
 #: API names and keys errors can be pushed for, and the replica manager's name for them
@@ -210,6 +211,15 @@ class Control:
         broker = self._broker(broker)
         counts = self._run(lambda: dict(state.broker_requests))
         return {name: n for (b, name), n in counts.items() if b == broker}
+
+    def fetch_sessions(self, broker: int) -> dict[str, int]:
+        """``broker``'s fetch sessions (count, partitions cached, evictions) and Fetch requests by kind.
+
+        Kinds: ``full_fetches`` (epoch 0: a session is created if there is room), ``incremental_fetches``,
+        ``sessionless_fetches`` (epoch -1 or Fetch < v7: librdkafka's way) and ``error_fetches``.
+        """
+        broker = self._broker(broker)
+        return self._run(session_figures, self.served.server.state, broker)
 
     def pending_errors(self, broker: int) -> dict[str, int]:
         """Pushed errors not handed out yet on ``broker``: 'produce t-0' (or 'produce *') -> count."""

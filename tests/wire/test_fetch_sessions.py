@@ -6,6 +6,8 @@ max_wait 0 so it answers at once with what the log holds.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import ProduceResponse
@@ -177,3 +179,64 @@ def test_a_full_cache_answers_session_id_zero_and_a_restart_forgets_every_sessio
         assert ask(c, fetch(session, 1, {})).error_code == 70  # a crash loses the cache
     finally:
         c.close()
+
+
+def test_kafka_python_consumes_through_incremental_fetches(server):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    producer = KafkaProducer(bootstrap_servers=server.bootstrap, acks="all", linger_ms=0)
+    consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id=None, fetch_max_wait_ms=100)
+    got: list[bytes] = []
+
+    def consume(count: int) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got.extend(r.value for r in records)
+
+    try:
+        consumer.assign([TopicPartition("t", 0)])
+        consumer.seek_to_beginning()
+        for value in (b"a", b"b", b"c"):
+            producer.send("t", value, partition=0).get(timeout=WAIT_S)
+        consume(3)
+        before = figures(server)
+        for value in (b"d", b"e"):
+            producer.send("t", value, partition=0).get(timeout=WAIT_S)
+        consume(5)
+        after = figures(server)
+    finally:
+        consumer.close()
+        producer.close(timeout=WAIT_S)
+    assert got == [b"a", b"b", b"c", b"d", b"e"]
+    # one full fetch opened the session; the later records came through incremental fetches in it
+    assert (after["sessions"], after["full_fetches"], after["error_fetches"]) == (1, 1, 0), after
+    assert after["incremental_fetches"] > before["incremental_fetches"] >= 0, (before, after)
+    assert after["sessionless_fetches"] == 0
+    assert server.logs == []
+
+
+def test_confluent_kafka_consumes_sessionless(server):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
+    from confluent_kafka import TopicPartition as Partition
+
+    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 0})
+    for value in (b"a", b"b", b"c"):
+        producer.produce("t", value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "g", "fetch.wait.max.ms": 100})
+    got: list[bytes] = []
+    try:
+        consumer.assign([Partition("t", 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    assert got == [b"a", b"b", b"c"]
+    # librdkafka sends session id 0 and epoch -1 on every fetch: it never opens a session
+    kinds = figures(server)
+    assert kinds["sessionless_fetches"] >= 1
+    assert (kinds["sessions"], kinds["full_fetches"], kinds["incremental_fetches"]) == (0, 0, 0)
