@@ -124,8 +124,13 @@ class WheelGroup:
 
     def _damaged(self, broker_id: int, damage: Damage) -> None:
         self.stats.invalid += 1
-        self._emit("delay.wheel.damage", broker=broker_id, path=damage.path, offset=damage.offset,
-                   reason=damage.reason)
+        self._emit(
+            "delay.wheel.damage",
+            broker=broker_id,
+            path=damage.path,
+            offset=damage.offset,
+            reason=damage.reason,
+        )
 
     def _now(self) -> int:
         """Now on the records' time scale: the wheel's ticks and due times are all on it."""
@@ -203,8 +208,14 @@ class WheelGroup:
         if live and self.tracer.enabled:
             for m in messages:
                 tick = self.copies[live[0]].tick_for(m.due_ms)
-                self._emit("delay.wheel.append", id=m.message_id, due_ms=m.due_ms - self.epoch_origin_ms,
-                           tick=tick, slot=tick % self.config.slots, copies=live)
+                self._emit(
+                    "delay.wheel.append",
+                    id=m.message_id,
+                    due_ms=m.due_ms - self.epoch_origin_ms,
+                    tick=tick,
+                    slot=tick % self.config.slots,
+                    copies=live,
+                )
         self._wake.set()
         return live
 
@@ -258,8 +269,14 @@ class WheelGroup:
             firings[broker_id] = firing
         lead = firings[active]
         pending = [m for m in lead.forward if m.message_id not in lead.done]
-        self._emit("delay.wheel.fire", broker=active, tick=tick, slot=lead.slot, forward=len(pending),
-                   roll=len(lead.roll))
+        self._emit(
+            "delay.wheel.fire",
+            broker=active,
+            tick=tick,
+            slot=lead.slot,
+            forward=len(pending),
+            roll=len(lead.roll),
+        )
         batch_size = self.config.forward_batch
         while pending:
             batch = pending[:batch_size]
@@ -278,8 +295,14 @@ class WheelGroup:
                     continue
                 due_ms = message.due_ms - self.epoch_origin_ms
                 self.stats.delivered(message.message_id, partition, 0, due_ms, done_at)
-                self._emit("delay.delivered", design="wheel", id=message.message_id, partition=partition,
-                           due_ms=due_ms, lateness_ms=done_at - due_ms)
+                self._emit(
+                    "delay.delivered",
+                    design="wheel",
+                    id=message.message_id,
+                    partition=partition,
+                    due_ms=due_ms,
+                    lateness_ms=done_at - due_ms,
+                )
             pending = [m for m in pending if m.message_id not in lead.done]
             if len(sent) < len(batch):
                 await trio.sleep(self.config.retry_backoff_ms / 1000)

@@ -166,9 +166,7 @@ def check_delivered(expectation: Delivered, delays: Delays) -> ExpectationResult
         expected += f", within {list(within)}"
         seen += f", at {times}"
         passed = passed and inside
-    return ExpectationResult(
-        expectation.where, f"{expectation.request} delivered: {expected}", passed, seen
-    )
+    return ExpectationResult(expectation.where, f"{expectation.request} delivered: {expected}", passed, seen)
 
 
 def check_held(expectation: DelayHeld, delays: Delays) -> ExpectationResult:
