@@ -19,6 +19,7 @@ appended or read; every other API is handled here:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,6 +36,7 @@ from minibroker.wire.handlers import HANDLERS
 IN_REPLICA_MANAGER = ("produce", "fetch")
 
 
+@functools.cache
 def kind(api_key: int) -> str:
     """The queue name of an API: ``ListOffsets`` -> ``list_offsets``."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", SUPPORTED[api_key].name).lower()
@@ -216,10 +218,10 @@ def _fail_partitions(api: str, response: Any, take: Callable[[TopicPartition], E
 
 async def handle(request: Request, conn: Connection) -> Any:
     """Run the API's handler, unless a pushed error answers the request instead (module docstring)."""
-    api = kind(request.api_key)
     handler: Callable[[Request, Connection], Awaitable[Any]] = HANDLERS[request.api_key]
     manager = conn.cluster.brokers[conn.broker_id].replica_manager
     injected = manager.injected if manager is not None else None
+    api = kind(request.api_key)
     if injected is None or not injected.any() or api in IN_REPLICA_MANAGER:
         return await handler(request, conn)
     error = injected.take(api, None)
