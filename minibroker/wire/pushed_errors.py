@@ -31,6 +31,7 @@ from minibroker.cluster.messages import TopicPartition
 from minibroker.wire.codec import SUPPORTED, Request, encode_response
 from minibroker.wire.context import Connection
 from minibroker.wire.handlers import HANDLERS
+from minibroker.wire.pushed_admin_errors import ADMIN_ERROR_RESPONSES
 
 #: the replica manager takes these itself (before appending or reading)
 IN_REPLICA_MANAGER = ("produce", "fetch")
@@ -169,6 +170,7 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     18: _api_versions,
     23: _offset_for_leader_epoch,
     42: _delete_groups,
+    **ADMIN_ERROR_RESPONSES,
 }
 
 
