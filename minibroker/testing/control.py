@@ -172,8 +172,8 @@ class Control:
         ``api``: any API the broker answers, by key (2), name (``ListOffsets``) or snake name
         (``list_offsets``). The request has no effect and is answered in its API's shape.
         With ``topic`` and ``partition`` (Produce, Fetch, Metadata, ListOffsets,
-        OffsetForLeaderEpoch, OffsetFetch): only that partition's part of the requests fails, once
-        per request that names it; nothing is appended or read for it.
+        OffsetForLeaderEpoch, OffsetFetch, OffsetCommit, DeleteRecords): only that partition's part
+        of the requests fails, once per request that names it; nothing is written for it.
         """
         api_kind = _api_kind(api)
         if isinstance(errors, str | int):

@@ -11,10 +11,12 @@ appended or read; every other API is handled here:
   API has one, else the error on every topic, partition or group the request
   named (``ERROR_RESPONSES``); ApiVersions answers v0 with the error and no
   keys, which is how clients read an ApiVersions error;
-- a partition's error, for the APIs that answer per partition and only read
-  (Metadata, ListOffsets, OffsetForLeaderEpoch, OffsetFetch): the request runs
-  and that partition's entry in the answer carries the error (offsets -1), once
-  per request that names it. OffsetCommit writes, so its errors are per request.
+- a partition's error, once per request that names the partition: for the
+  APIs that only read (Metadata, ListOffsets, OffsetForLeaderEpoch,
+  OffsetFetch) the request runs and that partition's entry in the answer
+  carries the error (offsets -1); for those that write (OffsetCommit,
+  DeleteRecords) the partition is taken out of the request first, so nothing
+  is written for it, and its error entry is added to the answer.
 """
 
 from __future__ import annotations
@@ -187,8 +189,59 @@ def _has_top_level(api_key: int) -> bool:
     )
 
 
+#: APIs that write per partition: a failed partition is taken out of the request before it runs, and its
+#: error entry (response topic class, partition class, other fields) added to the answer
+WRITES: dict[str, tuple[str, str, dict[str, int]]] = {
+    "offset_commit": ("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", {}),
+    "delete_records": ("DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", {"low_watermark": -1}),
+}
 #: APIs whose pushed errors may name one partition
-PER_PARTITION = ("produce", "fetch", "metadata", "list_offsets", "offset_for_leader_epoch", "offset_fetch")
+PER_PARTITION = (
+    "produce",
+    "fetch",
+    "metadata",
+    "list_offsets",
+    "offset_for_leader_epoch",
+    "offset_fetch",
+    *WRITES,
+)
+
+
+def _withhold(
+    request: Request, take: Callable[[TopicPartition], Errors | None]
+) -> list[tuple[str, int, int]]:
+    """Take the partitions with a pushed error out of a writing request: (topic, partition, error) each."""
+    failed: list[tuple[str, int, int]] = []
+    kept_topics = []
+    for topic in request.body.topics or ():
+        kept = []
+        for part in topic.partitions:
+            error = take(TopicPartition(topic.name, part.partition_index))
+            if error is None:
+                kept.append(part)
+            else:
+                failed.append((topic.name, part.partition_index, int(error)))
+        topic.partitions = kept
+        if kept:
+            kept_topics.append(topic)
+    if failed:
+        request.body.topics = kept_topics
+    return failed
+
+
+def _add_failed(api: str, request: Request, response: Any, failed: list[tuple[str, int, int]]) -> None:
+    topic_name, part_name, extra = WRITES[api]
+    topic_cls = getattr(request.spec.response, topic_name)
+    part_cls = getattr(topic_cls, part_name)
+    if response.topics is None:
+        response.topics = []
+    by_name = {t.name: t for t in response.topics}
+    for name, index, error in failed:
+        topic = by_name.get(name)
+        if topic is None:
+            topic = by_name[name] = topic_cls(name=name, partitions=[])
+            response.topics.append(topic)
+        topic.partitions.append(part_cls(partition_index=index, error_code=error, **extra))
 
 
 def _partition_entries(api: str, response: Any) -> list[tuple[str, Any]]:
@@ -230,6 +283,12 @@ async def handle(request: Request, conn: Connection) -> Any:
     if error is not None:
         build = ERROR_RESPONSES.get(request.api_key, _top_level)
         return build(request, int(error))
+    if api in WRITES:
+        failed = _withhold(request, lambda tp: injected.take(api, tp))
+        response = await handler(request, conn)
+        if failed and response is not None:
+            _add_failed(api, request, response, failed)
+        return response
     response = await handler(request, conn)
     if api in PER_PARTITION and response is not None:
         _fail_partitions(api, response, lambda tp: injected.take(api, tp))

@@ -239,6 +239,32 @@ def commit_then_fetch(cluster: MiniCluster, client: RawClient, broker: int) -> N
     answers = [client.request(fetch, OffsetFetchResponse, 7).topics[0].partitions[0] for _ in range(2)]
     assert [(p.error_code, p.committed_offset) for p in answers] == [(88, -1), (0, 5)]
 
+    # a partition's OffsetCommit error: that partition is not written, the other one is
+    both = OffsetCommitRequest(
+        group_id="solo",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(
+                name="t",
+                partitions=[
+                    part(partition_index=0, committed_offset=9),
+                    part(partition_index=1, committed_offset=9),
+                ],
+            )
+        ],
+    )
+    cluster.push_errors("OffsetCommit", ["OFFSET_METADATA_TOO_LARGE"], broker=broker, topic="t", partition=0)
+    (topic,) = client.request(both, OffsetCommitResponse, 8).topics
+    assert sorted((p.partition_index, p.error_code) for p in topic.partitions) == [(0, 12), (1, 0)]
+    fetch_both = OffsetFetchRequest(
+        group_id="solo",
+        topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])],
+    )
+    (topic,) = client.request(fetch_both, OffsetFetchResponse, 7).topics
+    assert sorted((p.partition_index, p.committed_offset) for p in topic.partitions) == [(0, 5), (1, 9)]
+    assert cluster.pending_errors(broker) == {}
+
 
 def test_init_producer_id_and_api_versions_answer_their_top_level_error(cluster, client):
     cluster.push_errors("InitProducerId", ["COORDINATOR_NOT_AVAILABLE"], broker=0)
