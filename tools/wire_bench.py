@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tools/wire_bench.py            # 50,000 records (kafka-python), 200,000 (confluent-kafka)
+    python tools/wire_bench.py            # 50,000 records (kafka-python), 200,000 (confluent-kafka, mock)
     python tools/wire_bench.py --quick    # a tenth of that, and a shorter latency run
     python tools/wire_bench.py --json     # the same figures, machine-readable
 
@@ -24,6 +24,14 @@ latency      a producer sends ``--rate`` records/s for ``--seconds`` s to topic 
              consumer's receive time minus the send time written in its value (one
              process, one monotonic clock): append, replication to both followers, the
              HW move that makes it visible, and the consumer's parked fetch completing.
+             The ack latency is send -> the producer's delivery report (acks=all).
+
+reference    the confluent-kafka producer and consumer again, against librdkafka's own mock
+             cluster (``test.mock.num.brokers=3``, in the client's process): the mock
+             acknowledges acks=all at once, without waiting for any ISR, so it is the
+             cost of the protocol layer alone. Its requests/s come from librdkafka's
+             statistics (Produce requests sent). The report ends with minibroker's
+             figures divided by the mock's (records/s and e2e p99) and the load average.
 
 The server's log must stay empty (no bad frames, no closed connections): the tool
 fails otherwise.
@@ -32,6 +40,7 @@ fails otherwise.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import multiprocessing
@@ -50,8 +59,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-CLIENTS = ("kafka-python", "confluent-kafka")
+MOCK = "confluent-kafka-mock"
+CLIENTS = ("kafka-python", "confluent-kafka", MOCK)
 TIMEOUT_S = 120.0
+#: the send time written in a latency run's probe records (sent until the consumer reads one)
+PROBE = -1
 
 
 # --- the server, in a process of its own -----------------------------------------------------------
@@ -120,8 +132,10 @@ class KafkaPython:
         self.bootstrap = bootstrap
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2**20)
 
-    def send(self, topic: str, value: bytes) -> None:
-        self.producer.send(topic, value, partition=0)
+    def send(self, topic: str, value: bytes, acked: Callable[[], None] | None = None) -> None:
+        future = self.producer.send(topic, value, partition=0)
+        if acked is not None:
+            future.add_callback(lambda _metadata: acked())
 
     def flush(self) -> None:
         self.producer.flush(timeout=TIMEOUT_S)
@@ -167,10 +181,18 @@ class Confluent:
         if error is not None:
             self.errors.append(error)
 
-    def send(self, topic: str, value: bytes) -> None:
+    def send(self, topic: str, value: bytes, acked: Callable[[], None] | None = None) -> None:
+        on_delivery = self._delivered
+        if acked is not None:
+
+            def on_delivery(error: Any, message: Any) -> None:
+                self._delivered(error, message)
+                if error is None:
+                    acked()
+
         while True:
             try:
-                self.producer.produce(topic, value, partition=0, on_delivery=self._delivered)
+                self.producer.produce(topic, value, partition=0, on_delivery=on_delivery)
                 break
             except BufferError:  # the local queue is full: let deliveries drain it
                 self.producer.poll(0.01)
@@ -206,24 +228,83 @@ class Confluent:
         consumer.close()
 
 
+class ConfluentMock(Confluent):
+    """The same producer against librdkafka's own mock cluster (``test.mock.num.brokers=3``), in-process.
+
+    The mock answers acks=all at once (it keeps no ISR), so it is the reference for the protocol layer's
+    cost. There is no server to ask for request counts: they come from librdkafka's statistics (the
+    Produce requests its brokers' connections sent), and the consumer of the latency run bootstraps from
+    the mock brokers' addresses named there.
+    """
+
+    name = MOCK
+
+    def __init__(self) -> None:
+        from confluent_kafka import Producer
+
+        self.errors = []
+        self._stats: list[dict[str, Any]] = []
+        self.producer = Producer(
+            {
+                "test.mock.num.brokers": 3,
+                "acks": "all",
+                "error_cb": self.errors.append,
+                "statistics.interval.ms": 200,
+                "stats_cb": lambda text: self._stats.append(json.loads(text)),
+                "log_level": 3,  # the mock's "Mock cluster enabled" notice is not a problem
+            }
+        )
+        self.bootstrap = ""
+
+    def fresh_stats(self) -> dict[str, Any]:
+        """librdkafka's next statistics (the ones after this call), to count requests exactly."""
+        seen = len(self._stats)
+        deadline = time.monotonic() + 10
+        while len(self._stats) == seen:
+            if time.monotonic() > deadline:
+                raise RuntimeError("confluent-kafka (mock): no statistics within 10 s")
+            self.producer.poll(0.05)
+        return self._stats[-1]
+
+    def produce_requests(self) -> int:
+        return sum(b["req"].get("Produce", 0) for b in self.fresh_stats()["brokers"].values())
+
+    def warmed_up(self) -> None:
+        brokers = self.fresh_stats()["brokers"].values()
+        self.bootstrap = ",".join(sorted(b["nodename"] for b in brokers if b.get("nodeid", -1) >= 0))
+
+
 def make_client(name: str, bootstrap: str) -> KafkaPython | Confluent:
-    client = KafkaPython(bootstrap) if name == "kafka-python" else Confluent(bootstrap)
+    if name == MOCK:
+        client: KafkaPython | Confluent = ConfluentMock()
+    else:
+        client = KafkaPython(bootstrap) if name == "kafka-python" else Confluent(bootstrap)
     client.ready = threading.Event()
     return client
 
 
 # --- measurements --------------------------------------------------------------------------------
-def throughput(server: Server, client: KafkaPython | Confluent, records: int, size: int) -> dict[str, Any]:
+def throughput(
+    server: Server | None, client: KafkaPython | Confluent, records: int, size: int
+) -> dict[str, Any]:
     value = os.urandom(size)
     client.send("bench", value)  # metadata, connections, producer id: before the clock starts
     client.flush()
-    before = server.stats()["requests"].get("Produce", 0)
+
+    def produce_requests() -> int:
+        if server is None:
+            return client.produce_requests()  # the mock: librdkafka's own count
+        return server.stats()["requests"].get("Produce", 0)
+
+    if server is None:
+        client.warmed_up()
+    before = produce_requests()
     start = time.perf_counter()
     for _ in range(records):
         client.send("bench", value)
     client.flush()
     seconds = time.perf_counter() - start
-    requests = server.stats()["requests"].get("Produce", 0) - before
+    requests = produce_requests() - before
     return {
         "records": records,
         "record_bytes": size,
@@ -240,15 +321,31 @@ def latency(client: KafkaPython | Confluent, rate: int, seconds: float) -> dict[
     samples: list[float] = []
     stop = threading.Event()
 
+    probed = threading.Event()
+    acks: list[float] = []
+
+    def on_ack(sent: int) -> None:
+        acks.append((time.monotonic_ns() - sent) / 1e6)
+
     def on_value(value: bytes) -> None:
         (sent,) = struct.unpack_from(">q", value)
-        samples.append((time.monotonic_ns() - sent) / 1e6)
+        if sent == PROBE:
+            probed.set()
+        else:
+            samples.append((time.monotonic_ns() - sent) / 1e6)
 
     consumer = threading.Thread(target=client.consume, args=("latency", on_value, stop), daemon=True)
     consumer.start()
     if not client.ready.wait(30):
         raise RuntimeError(f"{client.name}: the consumer did not start")
-    time.sleep(0.5)  # let its first fetch park
+    deadline = time.monotonic() + 30
+    while not probed.is_set():  # the consumer reads from the log's end: wait until it reads at all
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{client.name}: the consumer read nothing within 30 s")
+        client.send("latency", struct.pack(">q", PROBE) + bytes(92))
+        client.flush()
+        probed.wait(0.2)
+    time.sleep(0.5)  # let its next fetch park
     total = int(rate * seconds)
     start = time.monotonic()
     for i in range(total):
@@ -256,7 +353,8 @@ def latency(client: KafkaPython | Confluent, rate: int, seconds: float) -> dict[
         pause = due - time.monotonic()
         if pause > 0:
             time.sleep(pause)
-        client.send("latency", struct.pack(">q", time.monotonic_ns()) + bytes(92))
+        sent = time.monotonic_ns()
+        client.send("latency", struct.pack(">q", sent) + bytes(92), functools.partial(on_ack, sent))
     client.flush()
     deadline = time.monotonic() + 30
     while len(samples) < total and time.monotonic() < deadline:
@@ -266,9 +364,12 @@ def latency(client: KafkaPython | Confluent, rate: int, seconds: float) -> dict[
     if len(samples) < total:
         raise RuntimeError(f"{client.name}: the consumer got {len(samples)} of {total} records")
     ordered = sorted(samples)
+    acked = sorted(acks)
+    if len(acked) != total:
+        raise RuntimeError(f"{client.name}: {len(acked)} of {total} records were acknowledged")
 
-    def pct(p: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 2)
+    def pct(p: float, values: list[float] = ordered) -> float:
+        return round(values[min(len(values) - 1, int(p / 100 * len(values)))], 2)
 
     return {
         "records": total,
@@ -278,10 +379,26 @@ def latency(client: KafkaPython | Confluent, rate: int, seconds: float) -> dict[
         "p99_ms": pct(99),
         "max_ms": round(ordered[-1], 2),
         "mean_ms": round(statistics.fmean(ordered), 2),
+        "ack_p50_ms": pct(50, acked),
+        "ack_p99_ms": pct(99, acked),
     }
 
 
+def run_mock(records: int, size: int, rate: int, seconds: float) -> dict[str, Any]:
+    client = make_client(MOCK, "")
+    try:
+        result = {"client": MOCK, "throughput": throughput(None, client, records, size)}
+        result["latency"] = latency(client, rate, seconds)
+    finally:
+        client.close()
+        del client
+        gc.collect()
+    return result
+
+
 def run(name: str, records: int, size: int, rate: int, seconds: float) -> dict[str, Any]:
+    if name == MOCK:
+        return run_mock(records, size, rate, seconds)
     with Server() as server:
         client = make_client(name, server.bootstrap)
         try:
@@ -339,6 +456,17 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions(),
         "results": results,
     }
+    by_client = {r["client"]: r for r in results}
+    if "confluent-kafka" in by_client and MOCK in by_client:
+        ours, mock = by_client["confluent-kafka"], by_client[MOCK]
+        report["minibroker_over_mock"] = {
+            "records_per_s": round(
+                ours["throughput"]["records_per_s"] / mock["throughput"]["records_per_s"], 2
+            ),
+            "p99_ms": round(ours["latency"]["p99_ms"] / mock["latency"]["p99_ms"], 2),
+            "ack_p99_ms": round(ours["latency"]["ack_p99_ms"] / mock["latency"]["ack_p99_ms"], 2),
+        }
+    report["load_average"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
         return 0
@@ -348,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'client':<16}{'records':>9}{'bytes':>7}{'records/s':>11}{'MB/s':>7}{'requests/s':>12}"
-        f"{'rec/req':>9}{'e2e p50':>9}{'p90':>8}{'p99':>8}{'max':>8}  (ms)"
+        f"{'rec/req':>9}{'e2e p50':>9}{'p90':>8}{'p99':>8}{'max':>8}{'ack p50':>9}{'p99':>8}  (ms)"
     )
     for result in results:
         t, lat = result["throughput"], result["latency"]
@@ -356,7 +484,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['client']:<16}{t['records']:>9,}{t['record_bytes']:>7}{t['records_per_s']:>11,}"
             f"{t['mb_per_s']:>7}{t['requests_per_s']:>12,}{t['records_per_request']:>9}"
             f"{lat['p50_ms']:>9}{lat['p90_ms']:>8}{lat['p99_ms']:>8}{lat['max_ms']:>8}"
+            f"{lat['ack_p50_ms']:>9}{lat['ack_p99_ms']:>8}"
         )
+    ratio = report.get("minibroker_over_mock")
+    if ratio is not None:
+        print(
+            "confluent-kafka against minibroker / against librdkafka's mock: "
+            f"records/s x{ratio['records_per_s']}, e2e p99 x{ratio['p99_ms']}, ack p99 x{ratio['ack_p99_ms']}"
+        )
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(map(str, report["load_average"])))
     return 0
 
 

@@ -125,6 +125,10 @@ class BrokerConfig(_KafkaNamed):
     auto_create_topics_max: int = _int_field("minibroker.auto.create.topics.max", 1000)
     #: the largest request frame a wire connection accepts (a bigger one closes the connection)
     socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
+    #: fetch sessions (KIP-227) a broker keeps for wire clients; 0 disables incremental fetches
+    max_incremental_fetch_session_cache_slots: int = _int_field(
+        "max.incremental.fetch.session.cache.slots", 1000
+    )
     #: the group coordinator (minibroker.cluster.coordinator): its internal topic, timers and limits
     offsets_topic_num_partitions: int = _int_field("offsets.topic.num.partitions", 50, 1)
     #: used as min(this, brokers) (Kafka refuses to create the topic with fewer live brokers)

@@ -29,6 +29,7 @@ from minibroker.cluster.partition import Partition
 if TYPE_CHECKING:
     from minibroker.cluster.replica_manager import ReplicaManager
 
+
 class IsrChanges:
     """Proposes ISR shrinks and expansions to the controller for one broker, and applies commits."""
 

@@ -45,7 +45,7 @@ class DelayConfig(_KafkaNamed):
         settings = dict(settings)
         names = settings.pop(LEVELS_KEY, DEFAULT_LEVELS)
         if not isinstance(names, (str, list, tuple)) or not all(isinstance(n, str) for n in names):
-            raise ConfigError(f"{where}.{LEVELS_KEY}: expected a list of durations like [\"5s\", \"1m\"]")
+            raise ConfigError(f'{where}.{LEVELS_KEY}: expected a list of durations like ["5s", "1m"]')
         try:
             levels = DelayLevels.parse(names, f"{where}.{LEVELS_KEY}")
         except DelayError as error:

@@ -115,6 +115,16 @@ def decode_delayed(
             yield offset, f"offset {offset}: {REAL_PARTITION} is negative"
             continue
         other = tuple((name, value) for name, value in record.headers if name not in _ROUTING)
-        yield offset, DelayedMessage(
-            message_id, real_topic, real_partition, due_ms, record.timestamp, record.key, record.value, other
+        yield (
+            offset,
+            DelayedMessage(
+                message_id,
+                real_topic,
+                real_partition,
+                due_ms,
+                record.timestamp,
+                record.key,
+                record.value,
+                other,
+            ),
         )

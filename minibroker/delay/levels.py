@@ -63,9 +63,7 @@ class DelayLevels:
         delays = tuple(parse_duration(name, f"{where}[{i}]") for i, name in enumerate(names))
         for i in range(1, len(delays)):
             if delays[i] <= delays[i - 1]:
-                raise DelayError(
-                    f"{where}[{i}]: levels must increase, {names[i]!r} follows {names[i - 1]!r}"
-                )
+                raise DelayError(f"{where}[{i}]: levels must increase, {names[i]!r} follows {names[i - 1]!r}")
         return cls(delays)
 
     @property

@@ -317,4 +317,3 @@ def _next_unforwarded(queue: deque[_Entry], start: int) -> int | None:
         if not queue[i].forwarded:
             return i
     return None
-

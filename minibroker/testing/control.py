@@ -21,24 +21,52 @@ import trio
 
 from minibroker.cluster.controller import CONTROLLER
 from minibroker.cluster.errors import Errors
-from minibroker.cluster.injected_errors import KINDS
 from minibroker.cluster.messages import TopicPartition
+from minibroker.wire.codec import SUPPORTED
+from minibroker.wire.fetch_sessions import session_figures
+from minibroker.wire.pushed_errors import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
 from minibroker.wire.serve import Served
 
-#: API names and keys errors can be pushed for, and the replica manager's name for them
-_APIS = {"produce": "produce", "0": "produce", "fetch": "fetch", "1": "fetch"}
-assert set(_APIS.values()) == set(KINDS)
+
+def _api_kind(api: str | int) -> str:
+    """The queue name (``list_offsets``) of an API given by key (2), name (``ListOffsets``) or queue name."""
+    wanted = str(api).strip().lower().replace("_", "")
+    for key in sorted(SUPPORTED):
+        if wanted in (str(key), SUPPORTED[key].name.lower()) and pushable(key):
+            return kind(key)
+    names = ", ".join(f"{SUPPORTED[k].name} ({k})" for k in sorted(SUPPORTED) if pushable(k))
+    raise ValueError(f"api {api!r}: errors can be pushed for {names}")
 
 
-def parse_error(error: str | int) -> Errors:
-    """A Kafka error by name (``NOT_LEADER_OR_FOLLOWER``) or code (6)."""
-    try:
-        if isinstance(error, int) or (isinstance(error, str) and error.lstrip("-").isdigit()):
-            return Errors(int(error))
-        return Errors[str(error).upper()]
-    except (KeyError, ValueError):
-        known = ", ".join(e.name for e in Errors if e is not Errors.NONE)
-        raise ValueError(f"error {error!r}: expected one of {known} (or its code)") from None
+def _protocol_errors() -> dict[str, int]:
+    """Every error of Kafka's protocol by name (kafka-python's table, with Kafka's names for -1 and 0)."""
+    import kafka.errors as kafka_errors
+
+    table = {
+        cls.message: cls.errno
+        for cls in vars(kafka_errors).values()
+        if isinstance(cls, type) and issubclass(cls, kafka_errors.BrokerResponseError) and cls.errno
+    }
+    table.pop("UNKNOWN", None)
+    return {**table, **{e.name: int(e) for e in Errors if e is not Errors.NONE}}
+
+
+def parse_error(error: str | int, any_code: bool = False) -> Errors | int:
+    """A Kafka error by name (``NOT_LEADER_OR_FOLLOWER``) or code (6).
+
+    Produce and Fetch errors go through the emulated cluster, which knows the ``Errors`` it models;
+    with ``any_code`` (every other API, answered by the wire front end) any code of Kafka's protocol.
+    """
+    table = _protocol_errors() if any_code else {e.name: int(e) for e in Errors if e is not Errors.NONE}
+    text = str(error).strip().upper()
+    if isinstance(error, int) or text.lstrip("-").isdigit():
+        code = int(error)
+        if code in table.values():
+            return code if any_code else Errors(code)
+    elif text in table:
+        return table[text] if any_code else Errors[text]
+    known = ", ".join(sorted(table, key=table.__getitem__))
+    raise ValueError(f"error {error!r}: expected one of {known} (or its code)")
 
 
 class Control:
@@ -139,29 +167,32 @@ class Control:
         topic: str | None = None,
         partition: int | None = None,
     ) -> None:
-        """The next ``len(errors)`` ``api`` requests (Produce or Fetch) on ``broker`` fail, one error each.
+        """The next ``len(errors)`` ``api`` requests on ``broker`` fail, one error each.
 
-        With ``topic`` and ``partition``: only that partition's part of the requests fails, once per
-        request that names it. Nothing is appended or read for a failed partition.
+        ``api``: any API the broker answers, by key (2), name (``ListOffsets``) or snake name
+        (``list_offsets``). The request has no effect and is answered in its API's shape.
+        With ``topic`` and ``partition`` (Produce, Fetch, Metadata, ListOffsets,
+        OffsetForLeaderEpoch, OffsetFetch, OffsetCommit, DeleteRecords): only that partition's part
+        of the requests fails, once per request that names it; nothing is written for it.
         """
-        kind = _APIS.get(str(api).lower())
-        if kind is None:
-            raise ValueError(f"api {api!r}: errors can be pushed for Produce (0) or Fetch (1)")
+        api_kind = _api_kind(api)
         if isinstance(errors, str | int):
             errors = [errors]
-        parsed = [parse_error(error) for error in errors]
+        parsed = [parse_error(error, api_kind not in IN_REPLICA_MANAGER) for error in errors]
         if not parsed:
             raise ValueError("errors: expected at least one error")
         broker = self._broker(broker)
         if (topic is None) != (partition is None):
             raise ValueError("topic and partition: give both (one partition) or neither (whole requests)")
+        if topic is not None and api_kind not in PER_PARTITION:
+            raise ValueError(f"api {api!r}: its errors are per request; push without topic and partition")
         tp = self._partition(topic, partition) if topic is not None else None
 
         def push() -> None:
             manager = self.served.cluster.brokers[broker].replica_manager
             if manager is None:
                 raise ValueError(f"broker {broker} is down")
-            manager.injected.push(kind, tp, parsed)
+            manager.injected.push(api_kind, tp, parsed)
 
         self._run(push)
 
@@ -211,8 +242,17 @@ class Control:
         counts = self._run(lambda: dict(state.broker_requests))
         return {name: n for (b, name), n in counts.items() if b == broker}
 
+    def fetch_sessions(self, broker: int) -> dict[str, int]:
+        """``broker``'s fetch sessions (count, partitions cached, evictions) and Fetch requests by kind.
+
+        Kinds: ``full_fetches`` (epoch 0: a session is created if there is room), ``incremental_fetches``,
+        ``sessionless_fetches`` (epoch -1 or Fetch < v7: librdkafka's way) and ``error_fetches``.
+        """
+        broker = self._broker(broker)
+        return self._run(session_figures, self.served.server.state, broker)
+
     def pending_errors(self, broker: int) -> dict[str, int]:
-        """Pushed errors not handed out yet on ``broker``: 'produce t-0' (or 'produce *') -> count."""
+        """Pushed errors not handed out yet on ``broker``: 'produce t-0' (or 'list_offsets *') -> count."""
         broker = self._broker(broker)
 
         def read() -> dict[str, int]:

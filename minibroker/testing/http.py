@@ -10,7 +10,7 @@ Routes (described in docs/control-openapi.json, which the tests validate against
 - ``POST /v1/<action>`` with a JSON object of the action's arguments, e.g.
   ``POST /v1/crash {"broker": 0}``; answers ``{"ok": true}``;
 - ``GET /v1/<read-out>?arg=value`` (``cluster``, ``partition``, ``purgatories``,
-  ``requests``, ``pending_errors``); answers the read-out as JSON.
+  ``requests``, ``pending_errors``, ``fetch_sessions``); answers the read-out as JSON.
 
 Bad input answers 400 with ``{"error": "<one line>"}``; an unknown route 404;
 a body over 64 KiB 413. It binds loopback only unless told otherwise.
@@ -41,7 +41,7 @@ ACTIONS = (
     "set_config",
     "push_errors",
 )
-READ_OUTS = ("partition", "purgatories", "requests", "pending_errors")
+READ_OUTS = ("partition", "purgatories", "requests", "pending_errors", "fetch_sessions")
 MAX_BODY = 65_536
 PREFIX = "/v1/"
 

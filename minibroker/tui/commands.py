@@ -51,7 +51,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         type=whole_ms,
         default=DEFAULT_WIDTH,
         help=f"width of the --svg/--png picture, in terminal columns (default {DEFAULT_WIDTH}); "
-        "printed on the terminal, the frame takes the terminal's width"
+        "printed on the terminal, the frame takes the terminal's width",
     )
     parser.add_argument("--events", type=whole_ms, default=14, help="latest events shown (default 14)")
     return {"snapshot": snapshot}

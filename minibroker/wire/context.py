@@ -29,7 +29,6 @@ UNKNOWN_SERVER_ERROR = -1
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REQUEST = 42
-FETCH_SESSION_ID_NOT_FOUND = 70
 
 #: how long past a request's own deadline a connection waits for the emulated broker's answer
 RESPONSE_GRACE_MS = 5_000
@@ -66,6 +65,10 @@ class ServerState:
     nodes: dict[str, int] = attrs.Factory(dict)
     #: broker id -> latency (ms, each way) of every client connection to it, present and future
     client_latency_ms: dict[int, int] = attrs.Factory(dict)
+    #: broker id -> (its replica manager, its fetch session cache): a restart starts an empty cache
+    fetch_sessions: dict[int, tuple[Any, Any]] = attrs.Factory(dict)
+    #: Fetch requests answered, by broker and session kind (full, incremental, sessionless, error)
+    fetch_contexts: collections.Counter[tuple[int, str]] = attrs.Factory(collections.Counter)
     #: key -> (trio time of the last line written, lines held back since)
     _limited: dict[Any, tuple[float, int]] = attrs.Factory(dict)
 

@@ -8,10 +8,9 @@ the HW. Not enough bytes parks a DelayedFetch in the broker's fetch purgatory
 until ``min_bytes`` arrive or ``max_wait_ms`` passes. Batches come back as the
 producer's bytes at their log offsets (``records.encode_batches``).
 
-Fetch sessions (KIP-227): none are created; every answer has session id 0,
-which tells the client to keep sending full fetches (what Kafka does when its
-session cache is full). An incremental fetch (epoch > 0) names a session we
-never made: FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an unknown session.
+Fetch sessions (KIP-227) are Kafka's (``fetch_sessions.py``): a full fetch
+creates one, an incremental fetch reads every partition of its session and the
+answer carries only those with news.
 
 ListOffsets: -2 (earliest) is the log start offset, -1 (latest) the HW (the
 LSO for READ_COMMITTED, the same here), a timestamp the first record stamped
@@ -28,7 +27,6 @@ from minibroker.cluster.messages import (
     CONSUMER_REPLICA_ID,
     HIGH_WATERMARK,
     TXN_COMMITTED,
-    FetchPartition,
     FetchRequest,
     TopicPartition,
 )
@@ -37,7 +35,8 @@ from minibroker.cluster.messages import (
 )
 from minibroker.cluster.partition import Partition, PartitionError
 from minibroker.wire.codec import Request
-from minibroker.wire.context import FETCH_SESSION_ID_NOT_FOUND, INVALID_REQUEST, RESPONSE_GRACE_MS, Connection
+from minibroker.wire.context import INVALID_REQUEST, RESPONSE_GRACE_MS, Connection
+from minibroker.wire.fetch_sessions import ERROR, answer, new_context
 from minibroker.wire.records import encode_batches, offset_for_timestamp
 
 FetchTopic = FetchResponse.FetchableTopicResponse
@@ -55,33 +54,24 @@ EARLIEST = -2
 async def fetch(request: Request, conn: Connection) -> FetchResponse:
     body = request.body
     version = request.api_version
-    if version >= 7 and body.session_epoch > 0:
-        conn.log(f"Fetch in session {body.session_id} epoch {body.session_epoch}: FETCH_SESSION_ID_NOT_FOUND")
-        return FetchResponse(
-            throttle_time_ms=0, error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
-        )
+    context = new_context(conn, body, version)
+    if context.kind == ERROR:
+        return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     read_committed = version >= 4 and body.isolation_level == 1
-    partitions: dict[TopicPartition, FetchPartition] = {}
-    for topic in body.topics:
-        for part in topic.partitions:
-            partitions[TopicPartition(topic.topic, part.partition)] = FetchPartition(
-                part.fetch_offset,
-                part.partition_max_bytes,
-                part.current_leader_epoch if version >= 9 else -1,
-            )
     message = FetchRequest(
         CONSUMER_REPLICA_ID,
         body.max_wait_ms,
         body.min_bytes,
         body.max_bytes,
-        partitions,
+        context.partitions,
         TXN_COMMITTED if read_committed else HIGH_WATERMARK,
         conn.request_id(request.correlation_id),
     )
     response: ClusterFetchResponse = await conn.call(message, max(0, body.max_wait_ms) + RESPONSE_GRACE_MS)
+    session_id, carried = answer(conn, context, response.partitions)
     origin = conn.state.epoch_origin_ms
     topics: dict[str, list] = {}
-    for tp in partitions:
+    for tp in carried:
         part = response.partitions[tp]
         ok = part.error is Errors.NONE
         topics.setdefault(tp.topic, []).append(
@@ -99,7 +89,7 @@ async def fetch(request: Request, conn: Connection) -> FetchResponse:
     return FetchResponse(
         throttle_time_ms=0,
         error_code=0,
-        session_id=0,
+        session_id=session_id,
         responses=[FetchTopic(topic=name, partitions=parts) for name, parts in topics.items()],
     )
 

@@ -17,10 +17,11 @@ does not exist (they retry until their own deadline), where a new error code
 would be one they do not expect from Metadata. The first refusal is logged, the
 rest only counted (``ServerState.auto_create_refusals``).
 
-One deviation: Kafka answers the request that creates a topic with
-LEADER_NOT_AVAILABLE (creation is asynchronous there) and the client asks
-again; here creation is immediate and the answer already carries the new
-partitions.
+As in Kafka, the request that auto-creates a topic is answered with the topic
+error LEADER_NOT_AVAILABLE and no partitions (creation is asynchronous there);
+clients treat it as retriable and ask again, and the next Metadata request
+names the leaders (creation here is immediate, so the first retry finds them;
+in Kafka it may take a few).
 
 Topic ids (Metadata v10+) are stable UUIDs derived from the topic name.
 """
@@ -91,6 +92,10 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
         error = _maybe_create(conn, name, allow_create)
         if error is not None:
             return Topic(error_code=error, name=name, topic_id=topic_id(name), partitions=[])
+        if name != OFFSETS_TOPIC:
+            return Topic(
+                error_code=Errors.LEADER_NOT_AVAILABLE, name=name, topic_id=topic_id(name), partitions=[]
+            )
     spec = cluster.topics[name]
     partitions = []
     for p in range(spec.partitions):

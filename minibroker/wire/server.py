@@ -50,7 +50,7 @@ from minibroker.wire.codec import (
 )
 from minibroker.wire.context import CloseConnection, Connection, ServerState
 from minibroker.wire.frames import FrameError, FrameReader
-from minibroker.wire.handlers import HANDLERS
+from minibroker.wire.pushed_errors import handle
 
 #: bytes asked of the socket at a time
 RECEIVE_BYTES = 65_536
@@ -236,8 +236,8 @@ class WireServer:
             self.state.log_limited((conn.broker_id, reason), f"broker {conn.broker_id}: {conn.peer}: {what}")
             return False
         try:
-            body = await HANDLERS[request.api_key](request, conn)
-            data = encode_response(request, body) if body is not None else None
+            body = await handle(request, conn)
+            data = body if body is None or isinstance(body, bytes) else encode_response(request, body)
         except CloseConnection as error:
             if self.cluster.brokers[conn.broker_id].alive:  # a crash has its own line (_serve_broker)
                 conn.log(f"{request.name} v{request.api_version}: {error}; closing")

@@ -95,7 +95,23 @@ def test_every_action_over_http_takes_effect_and_answers_as_described(api):
     assert api.get("partition", "topic=t&partition=0")["leader"] == 1
     assert api.post("push_errors", {"api": "fetch", "errors": ["NOT_LEADER_OR_FOLLOWER"], "broker": 1}) == ok
     assert api.post("push_errors", {"api": 0, "errors": 6, "broker": 1, "topic": "t", "partition": 0}) == ok
-    assert api.get("pending_errors", "broker=1") == {"fetch *": 1, "produce t-0": 1}
+    assert api.post("push_errors", {"api": "ListOffsets", "errors": ["NOT_CONTROLLER"], "broker": 1}) == ok
+    assert api.post("push_errors", {"api": 3, "errors": [5], "broker": 1, "topic": "t", "partition": 0}) == ok
+    assert api.get("pending_errors", "broker=1") == {
+        "fetch *": 1,
+        "produce t-0": 1,
+        "list_offsets *": 1,
+        "metadata t-0": 1,
+    }
+    assert api.get("fetch_sessions", "broker=1") == {
+        "sessions": 0,
+        "partitions_cached": 0,
+        "evictions": 0,
+        "full_fetches": 0,
+        "incremental_fetches": 0,
+        "sessionless_fetches": 0,
+        "error_fetches": 0,
+    }
     for action in ("pause_fetcher", "resume_fetcher", "crash", "restart", "shutdown", "restart"):
         assert api.post(action, {"broker": 2}) == ok, action
     assert api.get("partition", "topic=t&partition=0")["replicas"][2]["alive"] is True

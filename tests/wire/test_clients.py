@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from minibroker.wire.fetch_sessions import session_figures
 from tests.wire.conftest import WAIT_S, scenario
 
 TOPIC = 't"\npartitions = 2\nreplication_factor = 3'
@@ -86,6 +87,15 @@ def test_kafka_python(serve):
         consumer.close()
     assert got == _expected()
     _check_server(server)
+    # kafka-python opens a fetch session on each leader (KIP-227; test_fetch_sessions.py has the rest)
+    for leader in (0, 1):
+        kinds = _fetch_kinds(server, leader)
+        assert (kinds["sessions"], kinds["full_fetches"]) == (1, 1), kinds
+        assert kinds["error_fetches"] == kinds["sessionless_fetches"] == 0, kinds
+
+
+def _fetch_kinds(server, broker: int) -> dict[str, int]:
+    return server.call(session_figures, server.served.server.state, broker)
 
 
 def test_confluent_kafka(serve):
@@ -134,6 +144,11 @@ def test_confluent_kafka(serve):
     assert got == _expected()
     assert errors == []
     _check_server(server)
+    # librdkafka never opens a fetch session (it sends session id 0, epoch -1): every fetch is full
+    for leader in (0, 1):
+        kinds = _fetch_kinds(server, leader)
+        assert kinds["sessionless_fetches"] >= 1 and kinds["sessions"] == 0, kinds
+        assert kinds["full_fetches"] == kinds["incremental_fetches"] == kinds["error_fetches"] == 0, kinds
 
 
 def test_aiokafka(serve):

@@ -89,6 +89,23 @@ def test_unknown_topics_honour_auto_create_and_topic_name_rules(serve):
     )
 
 
+def test_an_auto_created_topic_is_leader_not_available_first_then_has_its_leaders(serve):
+    server = serve(scenario(config='"num.partitions" = 2, "default.replication.factor" = 3'))
+    raw = RawClient(server.port(0))
+    try:
+        (first,) = metadata(raw, ["fresh"]).topics
+        assert (first.name, first.error_code, first.partitions) == ("fresh", 5, [])  # LEADER_NOT_AVAILABLE
+        assert first.topic_id == topic_id("fresh")
+        (second,) = metadata(raw, ["fresh"]).topics
+        assert second.error_code == 0
+        assert [(p.partition_index, p.error_code, p.leader_id) for p in second.partitions] == [
+            (0, 0, 0),
+            (1, 0, 1),
+        ]
+    finally:
+        raw.close()
+
+
 def _stamped(values: list[tuple[int, bytes]]) -> bytes:
     builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
     for timestamp, value in values:
