@@ -104,9 +104,30 @@ def java_major(version_text: str) -> int | None:
     return major
 
 
+def release_major(java: str) -> int | None:
+    """The major version in the ``release`` file of ``java``'s installation (None without one).
+
+    Every JDK and JRE since 9 has it (``JAVA_VERSION="17.0.15"``); reading it spares
+    starting a JVM just to ask ``java -version``.
+    """
+    release = Path(java).resolve().parent.parent / "release"
+    try:
+        text = release.read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r'^JAVA_VERSION="(\d+)(?:\.(\d+))?', text, re.MULTILINE)
+    if match is None or not os.access(java, os.X_OK):
+        return None
+    major = int(match.group(1))
+    return int(match.group(2)) if major == 1 and match.group(2) is not None else major
+
+
 def check_java() -> tuple[str, int]:
     """(java path, major version) of a usable Java, or SparkUnavailable."""
     java = find_java()
+    major = release_major(java)
+    if major is not None and major >= JAVA_MAJOR:
+        return java, major
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -249,7 +270,7 @@ def spark_failure(text: str) -> str:
     causes = [match.group(1) for line in lines if (match := _JAVA_EXCEPTION.search(line))]
     if not causes:
         return lines[0] if lines else "unknown error"
-    where = re.search(r"in file (\S+)", text)
+    where = re.search(r"(?:in|reading) file (\S+?)\.?(?:\s|$)", text)
     if where and where.group(1) not in causes[-1]:
         return f"{causes[-1]} (in file {display_name(where.group(1))})"
     return causes[-1]
