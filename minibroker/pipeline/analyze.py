@@ -1,12 +1,17 @@
 """``minibroker analyze``: the trace analytics job on Spark.
 
-The job reads every trace once for per-trace figures (events, first and last time,
-whether it has ``op.expire`` events), then once more for the events it needs
-(``RELEVANT``), with the kind-specific ``data`` fields it uses parsed out; that
-narrow projection is cached and feeds every table (``operations`` and
-``timelines`` define them). Each result table is small and is collected to the
-driver, where ``write_tables`` writes it as Parquet with pyarrow (so ``--out`` is a
-driver-local directory on a cluster too) and ``report`` draws it.
+The job reads the traces once: the rows of the kinds it uses (``RELEVANT``) and the
+rows that may be bad, with the ``data`` fields it uses (``FIELDS``) parsed once
+(``TraceRead.narrow``), projected to narrow typed columns and cached. Two actions
+follow: the first fills the cache and collects its tally, from which, with the Parquet
+footers, ``TraceRead.check`` gives the per-trace figures and the skipped rows (a
+file no footer vouches for gets one more pass over its rows); the second computes
+every table at once as a union of small aggregates (``collect_all``): the timelines
+(``timelines``), the consumer groups (``groups``) and an operations histogram from
+which the operations and latency tables are finished on the driver (``operations``).
+The audit's rows, when there are any, are a third action. Result tables are small:
+``write_tables`` writes them as Parquet with pyarrow (so ``--out`` is a driver-local
+directory on a cluster too) and ``report`` draws them.
 
 Invariants: rows of every table are sorted by their key columns, so two runs over
 the same traces give the same tables whatever the master or partitioning; a trace
@@ -15,6 +20,8 @@ is named by its path; ``tid`` (a hash of the path) never leaves the job.
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,10 +32,11 @@ from pyspark.sql import functions as F
 
 from minibroker.pipeline import delays, groups, operations, retries, timelines
 from minibroker.pipeline.inputs import TraceInputs
+from minibroker.pipeline.problems import field_column
 from minibroker.pipeline.reader import read_traces
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 RELEVANT = (
     "op.create",
@@ -61,6 +69,24 @@ KEYS = {
     "retry_dlt": ("trace", "client"),
     "delay_lateness": ("design",),
 }
+
+#: the tables in the order the report lists them
+ORDER = (
+    "traces",
+    "skipped",
+    "operations",
+    "latency",
+    "rate",
+    "timer_precision",
+    "purgatory_size",
+    "hw",
+    "isr",
+    "rebalances",
+    "retry_attempts",
+    "retry_dlt",
+    "delay_lateness",
+    "audit",
+)
 
 
 @attrs.define
@@ -125,21 +151,42 @@ class Analysis:
 
 
 # --- reading -----------------------------------------------------------------------------------
-def read_events(spark: SparkSession, inputs: TraceInputs) -> DataFrame:
-    """Every valid event of every trace, with ``trace`` (the file's path as Spark names it)."""
-    return read_traces(spark, inputs).events
+#: the ``data`` fields the tables read, by the kinds whose events carry them
+FIELDS: dict[str, tuple[str, ...]] = {
+    "delay_ms": ("op.create",),
+    "expiration": ("timer.fire",),
+    "watched": ("purge",),
+    "num_delayed": ("purge",),
+    "hw": ("hw",),
+    "isr": timelines.ISR_KINDS,
+    "fault": ("fault",),
+    "ops": ("op.cancel",),
+    "group": groups.KINDS,
+    "state": ("group.state",),
+    "pending": ("group.session.expire",),
+    "client": retries.KINDS,
+    "origin": retries.KINDS,
+    "design": delays.KINDS,
+    "lateness_ms": delays.KINDS,
+}
+#: fields the tables use as whole numbers (the others stay JSON text), and columns renamed
+_WHOLE = ("delay_ms", "expiration", "watched", "num_delayed", "hw", "lateness_ms")
+_NAMES = {"ops": "cancelled", "state": "group_state"}
 
 
-def _field(name: str, *kinds: str, cast: str | None = "bigint") -> Column:
-    """``data``'s field ``name`` for events of ``kinds`` (JSON text when ``cast`` is None), else null."""
-    value = F.get_json_object("data", f"$.{name}")
-    return F.when(F.col("kind").isin(*kinds), value if cast is None else value.cast(cast))
+def relevant(narrow: DataFrame) -> DataFrame:
+    """``narrow``'s rows as the tables read them: ``tid``, typed ``data`` fields, ``op_kind``.
 
-
-def relevant(events: DataFrame) -> DataFrame:
-    """The events the tables use, with ``tid`` and the ``data`` fields they need as columns."""
-    return events.filter(F.col("kind").isin(*RELEVANT)).select(
+    Keeps ``trace``, ``problem`` and the position columns for ``TraceRead.tally``; the
+    tables read only the rows whose ``problem`` is null.
+    """
+    fields = [
+        F.col(field_column(name)).cast("bigint" if name in _WHOLE else "string").alias(_NAMES.get(name, name))
+        for name in FIELDS
+    ]
+    return narrow.select(
         F.xxhash64("trace").alias("tid"),
+        "trace",
         "seq",
         "time_ms",
         "kind",
@@ -152,47 +199,61 @@ def relevant(events: DataFrame) -> DataFrame:
         F.when(F.col("kind").startswith("op."), operations.op_kind(F.col("purgatory"), F.col("op"))).alias(
             "op_kind"
         ),
-        _field("delay_ms", "op.create").alias("delay_ms"),
-        _field("expiration", "timer.fire").alias("expiration"),
-        _field("watched", "purge").alias("watched"),
-        _field("num_delayed", "purge").alias("num_delayed"),
-        _field("hw", "hw").alias("hw"),
-        _field("isr", *timelines.ISR_KINDS, cast=None).alias("isr"),
-        _field("fault", "fault", cast=None).alias("fault"),
-        _field("ops", "op.cancel", cast=None).alias("cancelled"),
-        _field("group", *groups.KINDS, cast=None).alias("group"),
-        _field("state", "group.state", cast=None).alias("group_state"),
-        _field("pending", "group.session.expire", cast=None).alias("pending"),
-        _field("client", *retries.KINDS, cast=None).alias("client"),
-        _field("origin", *retries.KINDS, cast=None).alias("origin"),
-        _field("design", *delays.KINDS, cast=None).alias("design"),
-        _field("lateness_ms", *delays.KINDS).alias("lateness_ms"),
+        *fields,
+        "problem",
+        "_block",
+        "_pos",
     )
 
 
 # --- the job -----------------------------------------------------------------------------------
-def _collect(frame: DataFrame, name: str, trace_names: dict[int, str], limit: int | None = None) -> Table:
+def collect_all(frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """Every frame's rows in one action: a union of the rows as JSON text, tagged by frame name.
+
+    For small frames only (the driver holds them all); whole numbers come back as int,
+    doubles as float, nulls as None.
+    """
+    tagged = [
+        frame.select(
+            F.lit(name).alias("table"),
+            F.to_json(F.struct(*frame.columns), {"ignoreNullFields": "false"}).alias("row"),
+        )
+        for name, frame in frames.items()
+    ]
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in frames}
+    for item in functools.reduce(lambda a, b: a.unionAll(b), tagged).collect():
+        rows[item["table"]].append(json.loads(item["row"]))
+    return rows
+
+
+def _table(
+    name: str, columns: list[tuple[str, str]], rows: list[dict[str, Any]], trace_names: dict[int, str]
+) -> Table:
+    """A Table of ``rows`` sorted by ``name``'s keys, ``tid`` turned into the trace's name."""
     keys = KEYS[name]
-    if "tid" in frame.columns:
-        columns = [("trace", "string")] + [
-            (field.name, field.dataType.typeName()) for field in frame.schema.fields if field.name != "tid"
-        ]
-    else:
-        columns = [(field.name, field.dataType.typeName()) for field in frame.schema.fields]
-    if limit is not None:
-        frame = frame.orderBy(*[k if k != "trace" else "tid" for k in keys]).limit(limit)
-    rows = []
-    for row in frame.collect():
-        item = row.asDict()
-        if "tid" in item:
-            item = {"trace": trace_names[item.pop("tid")], **item}
-        rows.append(item)
+    if any(column == "tid" for column, _ in columns):
+        columns = [("trace", "string")] + [(c, kind) for c, kind in columns if c != "tid"]
+        rows = [{"trace": trace_names[row.pop("tid")], **row} for row in rows]
     rows.sort(key=lambda item: tuple(_sort_key(item[k]) for k in keys))
     return Table(columns, rows)
 
 
+def _columns(frame: DataFrame) -> list[tuple[str, str]]:
+    return [(field.name, field.dataType.typeName()) for field in frame.schema.fields]
+
+
 def _sort_key(value: Any) -> tuple[int, Any]:
     return (0, "") if value is None else (1, value)
+
+
+def _traces_frame(spark: SparkSession, stats: list[dict[str, Any]]) -> DataFrame:
+    """``tid``, ``end_ms``, ``has_expire`` per trace, as an inline table (no job to build it)."""
+    values = [
+        f"({int(r['tid'])}L, {int(r['end_ms'])}L, {str(bool(r['has_expire'])).lower()})"
+        for r in stats
+        if r["tid"] is not None and r["end_ms"] is not None
+    ] or ["(CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), false)"]
+    return spark.sql(f"SELECT * FROM VALUES {', '.join(values)} AS traces(tid, end_ms, has_expire)")
 
 
 def analyze(
@@ -203,30 +264,25 @@ def analyze(
         raise ValueError(f"bucket_ms must be >= 1, got {bucket_ms}")
     started = time.perf_counter()
     read = read_traces(spark, inputs)
-    check = read.check()  # raises BadTrace for a file that is not a trace
-    events = read.events
-    columns = ["events", "skipped", "start_ms", "end_ms", "has_expire"]
-    trace_table = Table(
-        [("trace", "string"), *((c, "boolean" if c == "has_expire" else "long") for c in columns)],
-        [{"trace": r["trace"], **{c: r[c] for c in columns}} for r in check.traces],
-    )
-    skipped_table = Table(
-        [("trace", "string"), ("problem", "string"), ("rows", "long"), ("first", "string")],
-        [attrs.asdict(item) for item in check.skipped],
-    )
-    stats = check.traces
-    trace_names = {r["tid"]: r["trace"] for r in stats}
-    traces = spark.createDataFrame(
-        [(r["tid"], r["end_ms"], r["has_expire"]) for r in stats],
-        "tid bigint, end_ms bigint, has_expire boolean",
-    )
-    rel = relevant(events).persist(StorageLevel.MEMORY_AND_DISK)
-    ops = operations.operations(rel, traces).persist(StorageLevel.MEMORY_AND_DISK)
+    cached = relevant(read.narrow(RELEVANT, FIELDS)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        tables = {"traces": trace_table, "skipped": skipped_table}
+        check = read.check(read.tally(cached).collect())  # BadTrace for a file that is no trace
+        columns = ["events", "skipped", "start_ms", "end_ms", "has_expire"]
+        tables = {
+            "traces": Table(
+                [("trace", "string"), *((c, "boolean" if c == "has_expire" else "long") for c in columns)],
+                [{"trace": r["trace"], **{c: r[c] for c in columns}} for r in check.traces],
+            ),
+            "skipped": Table(
+                [("trace", "string"), ("problem", "string"), ("rows", "long"), ("first", "string")],
+                [attrs.asdict(item) for item in check.skipped],
+            ),
+        }
+        trace_names = {r["tid"]: r["trace"] for r in check.traces if r["tid"] is not None}
+        rel = cached.filter(F.col("problem").isNull())
+        ops = operations.operations(rel, _traces_frame(spark, check.traces))
         frames = {
-            "operations": operations.summary(ops),
-            "latency": operations.latency(ops),
+            "histogram": operations.histogram(ops),
             "rate": timelines.rate(rel, bucket_ms),
             "timer_precision": timelines.timer_precision(rel),
             "purgatory_size": timelines.purgatory_size(rel, bucket_ms),
@@ -237,15 +293,27 @@ def analyze(
             "retry_dlt": retries.retry_dlt(retries.records(rel)),
             "delay_lateness": delays.lateness(rel),
         }
-        for name, frame in frames.items():
-            tables[name] = _collect(frame, name, trace_names)
-        audit = operations.audit(ops).persist(StorageLevel.MEMORY_AND_DISK)
-        total = audit.count()
-        tables["audit"] = _collect(audit, "audit", trace_names, audit_limit if total > audit_limit else None)
-        audit.unpersist()
+        collected = collect_all(frames)
+        histogram = collected.pop("histogram")
+        for name, rows in collected.items():
+            tables[name] = _table(name, _columns(frames[name]), rows, trace_names)
+        tables["operations"] = _table(
+            "operations", operations.SUMMARY_COLUMNS, operations.summary_rows(histogram), trace_names
+        )
+        tables["latency"] = _table(
+            "latency", operations.LATENCY_COLUMNS, operations.latency_rows(histogram), trace_names
+        )
+        total = operations.audit_total(histogram)
+        audit = operations.audit(ops)
+        rows = []
+        if total:
+            keys = [k if k != "trace" else "tid" for k in KEYS["audit"]]
+            limited = audit.orderBy(*keys).limit(audit_limit) if total > audit_limit else audit
+            rows = [row.asDict() for row in limited.collect()]
+        tables["audit"] = _table("audit", _columns(audit), rows, trace_names)
     finally:
-        ops.unpersist()
-        rel.unpersist()
+        cached.unpersist()
+    tables = {name: tables[name] for name in ORDER}
     return Analysis(bucket_ms, tables, total, time.perf_counter() - started)
 
 

@@ -11,11 +11,13 @@ on its input: always one line on stderr, no traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -157,6 +159,21 @@ def _command_line() -> str:
     return "minibroker " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "minibroker"
 
 
+def _import_writers() -> None:
+    """Import what writes the results (pyarrow, matplotlib): a second's work done while Spark starts."""
+    for name in ("pyarrow.parquet", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        importlib.import_module(name)
+
+
+def _write_results(analysis: Any, out: Path) -> Path:
+    """The Parquet tables, report.md and charts; returns the report's path."""
+    from minibroker.pipeline.analyze import write_tables
+    from minibroker.pipeline.report import analysis_report
+
+    write_tables(analysis, out)
+    return analysis_report(analysis, out, _command_line())
+
+
 def analyze_command(args: argparse.Namespace) -> int:
     from minibroker.pipeline.inputs import NoTraces, resolve
 
@@ -165,8 +182,10 @@ def analyze_command(args: argparse.Namespace) -> int:
     except NoTraces as error:
         raise UsageError(f"analyze: {error}") from None
     out = out_dir(args.out)
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibroker-analyze")
+    background.submit(_import_writers)  # while the JVM starts: Python waits for it, idle
     with _spark("analyze", args, out, inputs.local_bytes) as spark:
-        from minibroker.pipeline.analyze import analyze, write_tables
+        from minibroker.pipeline.analyze import analyze
         from minibroker.pipeline.reader import BadTrace
 
         try:
@@ -175,10 +194,11 @@ def analyze_command(args: argparse.Namespace) -> int:
             raise UsageError(f"analyze: {error}") from None
         master = spark.sparkContext.master
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
-    write_tables(analysis, out)
-    from minibroker.pipeline.report import analysis_report
-
-    report = analysis_report(analysis, out, _command_line())
+        written = background.submit(_write_results, analysis, out)  # while Spark stops
+    try:
+        report = written.result()
+    finally:
+        background.shutdown()
     if args.json:
         print(
             json.dumps(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.operations import _percentile
+from minibroker.pipeline.retries import nearest_rank
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,8 +27,8 @@ def lateness(rel: DataFrame) -> DataFrame:
         .groupBy("design")
         .agg(
             F.count(F.lit(1)).alias("delivered"),
-            _percentile("lateness_ms", 0.5).alias("p50_ms"),
-            _percentile("lateness_ms", 0.99).alias("p99_ms"),
+            nearest_rank("lateness_ms", 0.5).alias("p50_ms"),
+            nearest_rank("lateness_ms", 0.99).alias("p99_ms"),
             F.max("lateness_ms").alias("max_ms"),
         )
     )

@@ -227,6 +227,57 @@ def check_files(spark: SparkSession, inputs: TraceInputs) -> None:
         check_parquet(path, spark)
 
 
+@attrs.frozen
+class Footer:
+    """What a Parquet trace's footer proves: its rows (none lacks seq, time_ms or kind), their times."""
+
+    rows: int
+    start_ms: int
+    end_ms: int
+
+
+def footer_facts(path: str) -> Footer | None:
+    """``path``'s Footer, or None unless its statistics prove it.
+
+    They do for a local file with rows whose every non-empty row group has null
+    counts of 0 for ``seq``, ``time_ms`` and ``kind`` and a minimum and maximum for
+    ``time_ms`` (exact for whole numbers): pyarrow and Spark write such statistics.
+    """
+    local = local_path(path)
+    if local is None:
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.ParquetFile(local).metadata
+    except (OSError, pa.ArrowException):
+        return None
+    rows, low, high = 0, None, None
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        if group.num_rows == 0:
+            continue
+        stats = {}
+        for column in range(group.num_columns):
+            chunk = group.column(column)
+            if chunk.path_in_schema in ("seq", "time_ms", "kind"):
+                stats[chunk.path_in_schema] = chunk.statistics
+        for name in ("seq", "time_ms", "kind"):
+            found = stats.get(name)
+            if found is None or not found.has_null_count or found.null_count != 0:
+                return None
+        times = stats["time_ms"]
+        if not times.has_min_max or not isinstance(times.min, int) or not isinstance(times.max, int):
+            return None
+        rows += group.num_rows
+        low = times.min if low is None else min(low, times.min)
+        high = times.max if high is None else max(high, times.max)
+    if low is None or high is None:
+        return None
+    return Footer(rows, low, high)
+
+
 def row_group(spark_path: str, row: int) -> int | None:
     """The row group holding ``row`` of a local Parquet file (None for a URI)."""
     local = local_path(spark_path)

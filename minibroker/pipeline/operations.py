@@ -35,7 +35,10 @@ The audit (docs/pipeline.md) lists one row per operation and problem:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
@@ -157,23 +160,27 @@ def operations(events: DataFrame, traces: DataFrame) -> DataFrame:
     )
 
 
+def _problem_conditions() -> list[Column]:
+    """Per audit problem (``PROBLEMS``, in order), the condition on an operation row that it applies."""
+    c = F.col
+    return [
+        c("status") == "lost",
+        c("completions") >= 2,
+        (c("expirations") >= 1) & (c("expiry_seq").isNull() | (c("expiry_seq") > c("expire_seq"))),
+        c("expirations") >= 2,
+        c("has_expire") & (c("cause") == "expiry") & (c("expirations") == 0),
+        c("creations") >= 2,
+        c("created_seq").isNull(),
+    ]
+
+
 def problems(ops: DataFrame) -> Column:
     """The audit's problems of one operation row, as an array without nulls."""
-    c = F.col
     found = F.array(
-        F.when(c("status") == "lost", F.lit(PROBLEMS[0])),
-        F.when(c("completions") >= 2, F.lit(PROBLEMS[1])),
-        F.when(
-            (c("expirations") >= 1) & (c("expiry_seq").isNull() | (c("expiry_seq") > c("expire_seq"))),
-            F.lit(PROBLEMS[2]),
-        ),
-        F.when(c("expirations") >= 2, F.lit(PROBLEMS[3])),
-        F.when(
-            c("has_expire") & (c("cause") == "expiry") & (c("expirations") == 0),
-            F.lit(PROBLEMS[4]),
-        ),
-        F.when(c("creations") >= 2, F.lit(PROBLEMS[5])),
-        F.when(c("created_seq").isNull(), F.lit(PROBLEMS[6])),
+        *(
+            F.when(condition, F.lit(text))
+            for condition, text in zip(_problem_conditions(), PROBLEMS, strict=True)
+        )
     )
     return F.filter(found, lambda item: item.isNotNull())
 
@@ -195,39 +202,103 @@ def audit(ops: DataFrame) -> DataFrame:
     )
 
 
-def _percentile(column: str, fraction: float) -> Column:
-    return F.expr(f"percentile_disc({fraction}) WITHIN GROUP (ORDER BY {column})").cast("long")
+def histogram(ops: DataFrame) -> DataFrame:
+    """Operations counted per (purgatory, op_kind, status, cause, problems, created, latency_ms).
+
+    ``problems`` has bit ``i`` set for ``PROBLEMS[i]``; ``created`` says the operation
+    has its ``op.create``; ``latency_ms`` is null unless it completed and was created.
+    A few rows per distinct latency: ``summary_rows``, ``latency_rows`` and
+    ``audit_total`` finish the tables from it exactly.
+    """
+    bits = functools.reduce(
+        lambda a, b: a + b,
+        (
+            F.when(condition, F.lit(1 << i)).otherwise(F.lit(0))
+            for i, condition in enumerate(_problem_conditions())
+        ),
+    )
+    done = (F.col("completions") > 0) & F.col("created_ms").isNotNull()
+    return ops.groupBy(
+        "purgatory",
+        "op_kind",
+        "status",
+        "cause",
+        bits.alias("problems"),
+        F.col("created_seq").isNotNull().alias("created"),
+        F.when(done, F.col("latency_ms")).alias("latency_ms"),
+    ).agg(F.count(F.lit(1)).alias("operations"))
 
 
-def latency(ops: DataFrame) -> DataFrame:
+#: the tables ``summary_rows`` and ``latency_rows`` make: (column, Spark type name)
+SUMMARY_COLUMNS = [
+    ("purgatory", "string"),
+    ("op_kind", "string"),
+    ("created", "long"),
+    *((status, "long") for status in STATUSES),
+    *((cause, "long") for cause in CAUSES),
+    ("with_problems", "long"),
+    ("expiry_rate", "double"),
+]
+LATENCY_COLUMNS = [
+    ("purgatory", "string"),
+    ("op_kind", "string"),
+    ("cause", "string"),
+    ("count", "long"),
+    *((name, "long") for name, _ in PERCENTILES),
+    ("max", "long"),
+    ("mean", "double"),
+]
+
+
+def audit_total(histogram_rows: list[dict[str, Any]]) -> int:
+    """Audit rows in all: one per operation and problem."""
+    return sum(row["operations"] * bin(row["problems"]).count("1") for row in histogram_rows)
+
+
+def summary_rows(histogram_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (purgatory, op_kind): operations by status and by cause, expiry rate, operations with problems."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in histogram_rows:
+        key = (item["purgatory"], item["op_kind"])
+        row = rows.setdefault(
+            key,
+            {"purgatory": key[0], "op_kind": key[1], **{name: 0 for name, _ in SUMMARY_COLUMNS[2:-1]}},
+        )
+        count = item["operations"]
+        row["created"] += count if item["created"] else 0
+        row[item["status"]] += count
+        if item["cause"] in CAUSES:
+            row[item["cause"]] += count
+        row["with_problems"] += count if item["problems"] else 0
+    for row in rows.values():
+        row["expiry_rate"] = row["expiry"] / row["completed"] if row["completed"] else None
+    return list(rows.values())
+
+
+def latency_rows(histogram_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Completion latency per (purgatory, op_kind, cause), plus cause ``all``.
 
-    Percentiles are nearest-rank (the smallest latency with at least p of them at or
-    below it): Spark's ``percentile_disc``, exact.
+    Percentiles are nearest-rank: the ``ceil(p * count)``-th smallest latency, exact.
     """
-    done = ops.filter((F.col("completions") > 0) & F.col("created_ms").isNotNull())
-    stats = [
-        F.count(F.lit(1)).alias("count"),
-        *(_percentile("latency_ms", p).alias(name) for name, p in PERCENTILES),
-        F.max("latency_ms").alias("max"),
-        F.avg("latency_ms").alias("mean"),
-    ]
-    by_cause = done.groupBy("purgatory", "op_kind", "cause").agg(*stats)
-    overall = done.groupBy("purgatory", "op_kind").agg(*stats).withColumn("cause", F.lit("all"))
-    return by_cause.unionByName(overall)
-
-
-def summary(ops: DataFrame) -> DataFrame:
-    """Per (purgatory, op_kind): operations by status and by cause, expiry rate, problem count."""
-    c = F.col
-    counts = [F.sum((c("status") == status).cast("long")).alias(status) for status in STATUSES]
-    counts += [F.sum(c("cause").eqNullSafe(cause).cast("long")).alias(cause) for cause in CAUSES]
-    return (
-        ops.groupBy("purgatory", "op_kind")
-        .agg(
-            F.sum(c("created_seq").isNotNull().cast("long")).alias("created"),
-            *counts,
-            F.sum((F.size(problems(ops)) > 0).cast("long")).alias("with_problems"),
-        )
-        .withColumn("expiry_rate", F.when(c("completed") > 0, c("expiry") / c("completed")).cast("double"))
-    )
+    groups: dict[tuple[str, str, str], dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for item in histogram_rows:
+        if item["latency_ms"] is None:
+            continue
+        for cause in (item["cause"], "all"):
+            groups[(item["purgatory"], item["op_kind"], cause)][item["latency_ms"]] += item["operations"]
+    rows = []
+    for (purgatory, kind, cause), counts in groups.items():
+        ordered = sorted(counts.items())
+        total = sum(counts.values())
+        row = {"purgatory": purgatory, "op_kind": kind, "cause": cause, "count": total}
+        for name, fraction in PERCENTILES:
+            rank, seen = max(1, math.ceil(fraction * total)), 0
+            for latency, count in ordered:
+                seen += count
+                if seen >= rank:
+                    row[name] = latency
+                    break
+        row["max"] = ordered[-1][0]
+        row["mean"] = sum(latency * count for latency, count in ordered) / total
+        rows.append(row)
+    return rows

@@ -2,23 +2,19 @@
 
 ``read_traces(spark, inputs)`` checks every file before Spark reads it and every row
 as Spark reads it; ``TraceRead.check()`` runs the one pass that counts them.
+``TraceRead.narrow(kinds, fields)`` is the job's read: only the rows of ``kinds`` and
+the rows that may be bad, with the ``data`` fields parsed once; ``check(facts)`` then
+counts from its tally and the Parquet footers, without a pass over every row, when a
+footer proves what a pass would find (``inputs.footer_facts``: row count, no null
+``seq``/``time_ms``/``kind``, ``time_ms`` range) and the narrow rows of that file have
+no problem; every other file (JSONL, no statistics, a bad row) gets the full pass.
+
+Rows: each gets its ``problem`` (``problems``: null for a valid event).
 
 Files (raise ``BadTrace``, one line naming the file): before the read, what
 ``inputs.check_files`` refuses (empty files, Parquet files that are not traces);
 after the pass, a file without a single valid event (a JSON file of something else,
 random bytes named ``.jsonl``, only blank lines).
-
-Rows: ``problem`` is null for a valid event, else the first of these that applies:
-
-- JSONL only: ``not a JSON object``; ``COLUMN is not a whole number`` (or ``not a
-  list of strings``, ``not a string``);
-- ``seq missing or null``, ``time_ms missing or null``, ``kind missing or null``;
-- ``KIND without FIELD`` for the fields the analysis needs of ``KIND`` (``NEEDS``):
-  an ``op.create`` without ``delay_ms`` would otherwise be a false "completed 0
-  times", an ``op.complete`` without ``op`` a phantom operation.
-
-Blank JSONL lines are neither events nor problems. Events of kinds the analysis does
-not use, known or not, are valid events: they count in ``events`` and nothing else.
 
 Where: a skipped row is located by its 1-based line (JSONL) or its 0-based row and
 row group (Parquet). Lines are computed in Spark without a Python pass: a row's
@@ -37,29 +33,22 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.inputs import SCHEMA_DDL, BadTrace, TraceInputs, check_files, display_name, row_group
-from minibroker.pipeline.timelines import ISR_KINDS
+from minibroker.pipeline.inputs import (
+    SCHEMA_DDL,
+    BadTrace,
+    TraceInputs,
+    check_files,
+    display_name,
+    footer_facts,
+    row_group,
+)
+from minibroker.pipeline.problems import CORRUPT, NEEDED_FIELDS, NEEDS, merged_fields, with_problem
 from minibroker.trace import COLUMNS
-from minibroker.trace.sinks import INT_COLUMNS
 
-__all__ = ["BadTrace", "Skipped", "TraceCheck", "TraceRead", "problem_column", "read_traces"]
+__all__ = ["BadTrace", "Skipped", "TraceCheck", "TraceRead", "read_traces"]
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-
-_OP = ("broker", "purgatory", "op")
-#: per kind, the columns and ``data`` fields (``data.NAME``; ``#`` = a whole number) the analysis needs
-NEEDS: dict[str, tuple[str, ...]] = {
-    "op.create": (*_OP, "data.delay_ms#"),
-    "op.complete": _OP,
-    "op.expire": _OP,
-    "timer.fire": ("data.expiration#",),
-    "purge": ("broker", "purgatory"),
-    "hw": ("partition", "data.hw#"),
-    **{kind: ("partition", "data.isr") for kind in ISR_KINDS},
-}
-_CORRUPT = "_corrupt_record"
-_WHOLE = r"^-?[0-9]{1,18}$"
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @attrs.frozen
@@ -83,50 +72,6 @@ class TraceCheck:
 
 
 # --- rows --------------------------------------------------------------------------------------
-def _need(kind: str, need: str) -> tuple[Column, str]:
-    """(a condition true when the row lacks ``need``, the problem's text)."""
-    whole = need.endswith("#")
-    name = need.rstrip("#")
-    if name.startswith("data."):
-        field = name[len("data.") :]
-        value = F.get_json_object("data", f"$.{field}")
-        missing = value.isNull() | (~value.rlike(_WHOLE) if whole else F.lit(False))
-        return missing, f"{kind} without {field}" + (" (a whole number)" if whole else "")
-    return F.col(name).isNull(), f"{kind} without {name}"
-
-
-def problem_column() -> Column:
-    """The row's problem (module docstring) over the trace columns and ``_corrupt_record``."""
-    kind = F.col("kind")
-    rules: list[tuple[Column, str]] = [
-        (F.col(name).isNull(), f"{name} missing or null") for name in ("seq", "time_ms", "kind")
-    ]
-    for event_kind, needs in NEEDS.items():
-        for need in needs:
-            lacks, text = _need(event_kind, need)
-            rules.append(((kind == event_kind) & lacks, text))
-    problem = F.lit(None).cast("string")
-    for condition, text in reversed(rules):
-        problem = F.when(condition, F.lit(text)).otherwise(problem)
-    return F.when(F.col(_CORRUPT).isNotNull(), _corrupt_problem()).otherwise(problem)
-
-
-def _corrupt_problem() -> Column:
-    """Why Spark's JSON parser flagged the line: not an object, or the first column of another type."""
-    line = F.col(_CORRUPT)
-    problem = F.lit("not a trace event")
-    for name in reversed((*COLUMNS, "data")):
-        expected = (
-            "a whole number" if name in INT_COLUMNS else "a list of strings" if name == "keys" else "a string"
-        )
-        raw = F.get_json_object(line, f"$.{name}")
-        problem = F.when(
-            raw.isNotNull() & F.col(name).isNull(), F.lit(f"{name} is not {expected}")
-        ).otherwise(problem)
-    is_object = F.from_json(line, "map<string,string>").isNotNull() & F.trim(line).startswith("{")
-    return F.when(is_object, problem).otherwise(F.lit("not a JSON object"))
-
-
 _TRACE_COLUMNS = [*COLUMNS, "data"]
 
 
@@ -139,14 +84,14 @@ def _jsonl(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
     )
     parsed = lines.filter(F.trim("value") != "").select(
         F.from_json(
-            "value", f"{SCHEMA_DDL}, `{_CORRUPT}` string", {"columnNameOfCorruptRecord": _CORRUPT}
+            "value", f"{SCHEMA_DDL}, `{CORRUPT}` string", {"columnNameOfCorruptRecord": CORRUPT}
         ).alias("e"),
         "trace",
         "_block",
         "_pos",
     )
     return parsed.select(
-        *(F.col(f"e.{name}").alias(name) for name in (*_TRACE_COLUMNS, _CORRUPT)), "trace", "_block", "_pos"
+        *(F.col(f"e.{name}").alias(name) for name in (*_TRACE_COLUMNS, CORRUPT)), "trace", "_block", "_pos"
     )
 
 
@@ -156,7 +101,7 @@ def _parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
         .parquet(*paths)
         .select(
             *_TRACE_COLUMNS,
-            F.lit(None).cast("string").alias(_CORRUPT),
+            F.lit(None).cast("string").alias(CORRUPT),
             F.col("_metadata.file_path").alias("trace"),
             F.lit(-1).cast("long").alias("_block"),
             F.col("_metadata.row_index").alias("_pos"),
@@ -166,46 +111,101 @@ def _parquet(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame:
 
 @attrs.define
 class TraceRead:
-    """Every row of the traces with its ``problem``; ``events`` are the valid ones.
+    """The traces' rows as read, ``base``: the trace columns, ``data``, ``trace`` (the file as
+    Spark names it), ``_corrupt_record`` and the position columns ``_block``/``_pos``.
 
-    ``rows`` has the trace columns, ``data``, ``trace`` (the file as Spark names it),
-    ``problem``, and the position columns ``_block``/``_pos``. ``events`` has what
+    ``rows`` adds each row's ``problem``; ``events`` are the valid rows with what
     ``analyze`` has always read: the trace columns, ``data`` and ``trace``.
     """
 
     spark: SparkSession
     inputs: TraceInputs
-    rows: DataFrame
+    base: DataFrame
     _offsets: dict[tuple[str, int], tuple[int, int]] | None = None
+
+    @property
+    def rows(self) -> DataFrame:
+        return with_problem(self.base, NEEDED_FIELDS).select(
+            *_TRACE_COLUMNS, "trace", "problem", "_block", "_pos"
+        )
 
     @property
     def events(self) -> DataFrame:
         return self.rows.filter(F.col("problem").isNull()).select(*_TRACE_COLUMNS, "trace")
 
-    def tally(self) -> DataFrame:
-        """Per (trace, problem): rows, first and last time, any ``op.expire``, the first row's place, tid.
+    def narrow(self, kinds: tuple[str, ...], fields: dict[str, tuple[str, ...]]) -> DataFrame:
+        """The rows of ``kinds`` and every row that may have a problem, with its ``problem``.
 
-        Small (a row per trace and reason): collect it alone (``check()``) or with other
-        results in one action, and hand the rows to ``check(rows)``.
+        ``fields`` (a ``data`` field's name: the kinds that carry it) are parsed once per
+        row into ``field_column(name)`` as JSON text, and the checks read them there.
+        A row of another kind can only lack ``seq``, ``time_ms`` or ``kind`` or be an
+        unparsed JSONL line: the filter keeps those, so ``tally(narrow)`` sees every bad row.
         """
-        return self.rows.groupBy("trace", "problem").agg(
+        kind = F.col("kind")
+        maybe_bad = (
+            F.col("seq").isNull() | F.col("time_ms").isNull() | kind.isNull() | F.col(CORRUPT).isNotNull()
+        )
+        picked = self.base.filter(kind.isin(*dict.fromkeys((*kinds, *NEEDS))) | maybe_bad)
+        return with_problem(picked, merged_fields(fields))
+
+    def tally(self, frame: DataFrame | None = None) -> DataFrame:
+        """Per (trace, problem, split): rows, first and last time, any ``op.expire``, first ``_pos``, tid.
+
+        Over ``rows`` unless ``frame`` (``narrow``'s) is given. Small (a row per trace,
+        reason and JSONL split) and hash-aggregated: every buffer is a whole number.
+        """
+        frame = self.rows if frame is None else frame
+        return frame.groupBy("trace", "problem", "_block").agg(
             F.count(F.lit(1)).alias("rows"),
             F.min("time_ms").alias("start_ms"),
             F.max("time_ms").alias("end_ms"),
             F.max((F.col("kind") == "op.expire").cast("int")).alias("expire"),
-            F.min(F.struct("_block", "_pos")).alias("first"),
-            F.first(F.xxhash64("trace")).alias("tid"),
+            F.min("_pos").alias("first"),
+            F.max(F.xxhash64("trace")).alias("tid"),
         )
 
-    def check(self, groups: list[Any] | None = None) -> TraceCheck:
-        """Per-trace figures and skipped rows from ``tally()``'s rows (collected here when not given).
+    def check(self, facts: list[Any] | None = None) -> TraceCheck:
+        """Per-trace figures and skipped rows; BadTrace if a file has no valid event.
 
-        BadTrace if a file has no valid event.
+        Without ``facts`` every file is tallied (one pass over all its rows). With
+        ``facts``, the rows of ``tally(narrow(...))``, a local Parquet file whose footer
+        vouches for it (``footer_facts``) and whose narrow rows have no problem is
+        counted from its footer (events, first and last time) and the facts (any
+        ``op.expire``, tid); only the other files are tallied.
         """
-        if groups is None:
-            groups = self.tally().collect()
+        if facts is None:
+            return self._judge(_combine(self.tally().collect()))
+        by_file: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for group in _combine(facts):
+            by_file[display_name(group["trace"])].append(group)
+        vouched = {}
+        for path in self.inputs.parquet:
+            footer = footer_facts(path)
+            if footer is not None and all(g["problem"] is None for g in by_file[display_name(path)]):
+                vouched[path] = footer
+        rest = TraceInputs(self.inputs.jsonl, tuple(p for p in self.inputs.parquet if p not in vouched))
+        groups = []
+        if rest.count:
+            groups = _combine(TraceRead(self.spark, rest, _frame(self.spark, rest)).tally().collect())
+        for path, footer in vouched.items():
+            valid = by_file[display_name(path)]
+            groups.append(
+                {
+                    "trace": valid[0]["trace"] if valid else path,
+                    "problem": None,
+                    "rows": footer.rows,
+                    "start_ms": footer.start_ms,
+                    "end_ms": footer.end_ms,
+                    "expire": valid[0]["expire"] if valid else 0,
+                    "first": (-1, 0),
+                    "tid": valid[0]["tid"] if valid else None,
+                }
+            )
+        return self._judge(groups)
+
+    def _judge(self, groups: list[dict[str, Any]]) -> TraceCheck:
         traces: dict[str, dict[str, Any]] = {}
-        bad: list[Any] = []
+        bad: list[dict[str, Any]] = []
         for row in groups:
             item = traces.setdefault(
                 row["trace"],
@@ -270,13 +270,41 @@ class TraceRead:
         self._offsets = offsets
         return offsets
 
-    def _where(self, row: Any) -> str:
-        block, position = row["first"]["_block"], row["first"]["_pos"]
+    def _where(self, row: dict[str, Any]) -> str:
+        block, position = row["first"]
         if block < 0:
             group = row_group(row["trace"], position)
             return f"row {position}" + (f" (row group {group})" if group is not None else "")
         before, first = self._jsonl_offsets().get((row["trace"], block), (0, position))
         return f"line {before + position - first + 1}"
+
+
+def _combine(groups: list[Any]) -> list[dict[str, Any]]:
+    """``tally`` rows merged per (trace, problem); ``first`` is the (split, position) of the first row."""
+    merged: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for row in groups:
+        place = (row["_block"], row["first"])
+        item = merged.get((row["trace"], row["problem"]))
+        if item is None:
+            merged[(row["trace"], row["problem"])] = {
+                "trace": row["trace"],
+                "problem": row["problem"],
+                "rows": row["rows"],
+                "start_ms": row["start_ms"],
+                "end_ms": row["end_ms"],
+                "expire": row["expire"] or 0,
+                "first": place,
+                "tid": row["tid"],
+            }
+            continue
+        item["rows"] += row["rows"]
+        item["start_ms"] = min(
+            (x for x in (item["start_ms"], row["start_ms"]) if x is not None), default=None
+        )
+        item["end_ms"] = max((x for x in (item["end_ms"], row["end_ms"]) if x is not None), default=None)
+        item["expire"] = max(item["expire"], row["expire"] or 0)
+        item["first"] = min(item["first"], place)
+    return list(merged.values())
 
 
 def _same_file(path: str, spark_path: str) -> bool:
@@ -296,11 +324,13 @@ def read_traces(spark: SparkSession, inputs: TraceInputs) -> TraceRead:
     if not inputs.count:
         raise ValueError("no trace to read")
     check_files(spark, inputs)
+    return TraceRead(spark, inputs, _frame(spark, inputs))
+
+
+def _frame(spark: SparkSession, inputs: TraceInputs) -> DataFrame:
     frames = []
     if inputs.jsonl:
         frames.append(_jsonl(spark, inputs.jsonl))
     if inputs.parquet:
         frames.append(_parquet(spark, inputs.parquet))
-    rows = functools.reduce(lambda a, b: a.unionByName(b), frames)
-    rows = rows.select(*_TRACE_COLUMNS, "trace", problem_column().alias("problem"), "_block", "_pos")
-    return TraceRead(spark, inputs, rows)
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)

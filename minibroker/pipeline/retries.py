@@ -26,7 +26,7 @@ KINDS = ("retry.deliver", *ENDS)
 OUTCOMES = ("processed", "dead", "pending")
 
 
-def _percentile(column: str, fraction: float) -> Column:
+def nearest_rank(column: str, fraction: float) -> Column:
     return F.expr(f"percentile_disc({fraction}) WITHIN GROUP (ORDER BY {column})").cast("long")
 
 
@@ -64,8 +64,8 @@ def retry_dlt(per_record: DataFrame) -> DataFrame:
         .agg(
             F.count(F.lit(1)).alias("records"),
             *(F.count(F.when(F.col("outcome") == o, 1)).alias(o) for o in OUTCOMES),
-            _percentile("time_to_dlt_ms", 0.5).alias("p50_ms"),
-            _percentile("time_to_dlt_ms", 0.99).alias("p99_ms"),
+            nearest_rank("time_to_dlt_ms", 0.5).alias("p50_ms"),
+            nearest_rank("time_to_dlt_ms", 0.99).alias("p99_ms"),
             F.max("time_to_dlt_ms").alias("max_ms"),
         )
     )

@@ -119,6 +119,46 @@ def test_bad_parquet_rows_are_skipped_with_their_row_and_row_group(spark, clean,
     ]
 
 
+def test_a_bad_row_in_a_parquet_trace_its_footer_vouches_for_is_still_found(spark, clean, tmp_path):
+    """No null seq, time_ms or kind (the footer alone would count every row): the row's data is bad."""
+    rows = _events(clean)
+    index = max(i for i, row in enumerate(rows) if row["kind"] == "op.create")
+    rows[index] = {**rows[index], "data": None}
+    path = tmp_path / "planted.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema(tmp_path)), path, row_group_size=10)
+    code, text, err = analyze(str(path), "--out", str(tmp_path / "out"), "--json")
+    assert (code, err) == (0, "")
+    summary = json.loads(text)
+    assert summary["skipped"] == [
+        {
+            "trace": str(path),
+            "problem": "op.create without delay_ms (a whole number)",
+            "rows": 1,
+            "first": f"row {index} (row group {index // 10})",
+        }
+    ]
+    (trace,) = summary["traces"]
+    assert (trace["events"], trace["skipped"]) == (len(rows) - 1, 1)
+
+
+def test_footer_facts_only_when_the_statistics_prove_them(clean, tmp_path):
+    from minibroker.pipeline.inputs import Footer, footer_facts
+
+    rows = _events(clean)
+    path = tmp_path / "clean.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema(tmp_path)), path, row_group_size=10)
+    times = [row["time_ms"] for row in rows]
+    assert footer_facts(str(path)) == Footer(len(rows), min(times), max(times))
+    rows[45] = {**rows[45], "kind": None}
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema(tmp_path)), path, row_group_size=10)
+    assert footer_facts(str(path)) is None  # a null kind: only a pass over the rows counts right
+    pq.write_table(
+        pa.Table.from_pylist(_events(clean), schema=_schema(tmp_path)), path, write_statistics=False
+    )
+    assert footer_facts(str(path)) is None
+    assert footer_facts("hdfs://namenode/trace.parquet") is None
+
+
 def _events(trace: Path) -> list[dict]:
     return [json.loads(line) for line in trace.read_text().splitlines()]
 

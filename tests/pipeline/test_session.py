@@ -85,6 +85,19 @@ def test_java_too_old(monkeypatch, tmp_path):
         session.check_java()
 
 
+def test_java_version_from_the_release_file_without_running_java(monkeypatch, tmp_path):
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text("#!/bin/sh\nexit 3\n")  # would fail `java -version`: the release file answers first
+    java.chmod(0o755)
+    (tmp_path / "release").write_text('IMPLEMENTOR="Debian"\nJAVA_VERSION="21.0.4"\n')
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    assert session.check_java() == (str(java), 21)
+    (tmp_path / "release").write_text('JAVA_VERSION="1.8.0_392"\n')  # too old: asked again, and told
+    with pytest.raises(SparkUnavailable, match=r"did not say which Java it is"):
+        session.check_java()
+
+
 def test_this_machine_has_java_17():
     require_java()
     _, major = session.check_java()
@@ -118,7 +131,13 @@ def test_local_conf_binds_to_loopback_without_ui():
     assert pairs["spark.ui.enabled"] == "false"
     assert pairs["spark.sql.shuffle.partitions"] == "4"
     assert pairs["spark.driver.memory"] == "1g"
-    assert "spark.driver.host" not in session.spark_conf_pairs("spark://h:7077", "x", None, None)
+    assert pairs["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"  # C1 only: a short JVM
+    cluster = session.spark_conf_pairs("spark://h:7077", "x", None, None)
+    assert "spark.driver.host" not in cluster and "spark.driver.extraJavaOptions" not in cluster
+    mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
+    assert session.spark_conf_pairs("local[2]", "x", None, None, mine)["spark.driver.extraJavaOptions"] == (
+        "-Xss4m"
+    )
 
 
 def test_resolve_files_directories_and_globs(tmp_path):
