@@ -26,7 +26,8 @@ from typing import Any
 
 import attrs
 
-from minibroker.chaos.observe import Append, Observer
+from minibroker.chaos.observe import Observer
+from minibroker.chaos.records import Append
 from minibroker.chaos.schedule import PROBE, READER, Schedule
 from minibroker.chaos.violations import Violation
 from minibroker.cluster.cluster import Cluster

@@ -49,6 +49,7 @@ async def _play(runner: ScenarioRunner, observer: Observer, seed: int) -> RunRes
         for client_id, client in runner.clients.items():
             if isinstance(client, Consumer):
                 client.on_batch = functools.partial(observer.on_batch, client_id)
+                client.on_fetch = observer.on_fetch
 
     async def play() -> None:
         box.append(await runner.run(seed))

@@ -305,6 +305,8 @@ class Consumer(_Client):
         self.on_batches: Callable[[TopicPartition, list[RecordBatch]], None] | None = None
         #: called with (partition, batch, high watermark of the answer) for each new batch (chaos checks)
         self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
+        #: called with each FetchRequest as it is sent (chaos checks when its completion was due)
+        self.on_fetch: Callable[[FetchRequest], None] | None = None
         #: the group membership once ``subscribe`` was called (minibroker.cluster.membership)
         self.membership: GroupMembership | None = None
 
@@ -371,6 +373,8 @@ class Consumer(_Client):
                 isolation,
                 request.id,
             )
+            if self.on_fetch is not None:
+                self.on_fetch(message)
             self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
         return requests
 
