@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 @attrs.define(slots=True)
 class Append:
+    """A leader's append of one request's batch, as the ``append`` event saw it."""
+
     op: str
     broker: int
     partition: str
@@ -31,20 +33,13 @@ class Append:
 
 @attrs.define(slots=True)
 class OpState:
+    """One delayed operation: created, delay, the broker's life then, its completions and expiries."""
+
     created_ms: int
     delay_ms: int
     life: int
     completed: list[tuple[int, str]] = attrs.Factory(list)
     expired: int = 0
-
-
-@attrs.define(slots=True)
-class Received:
-    client: str
-    partition: str
-    batch: RecordBatch
-    high_watermark: int
-    time_ms: int
 
 
 class RunBudgetExceeded(Exception):
@@ -59,3 +54,14 @@ def parse_tp(label: str) -> TopicPartition:
 def pin(fields: dict[str, Any], count: int = 0) -> dict[str, Any]:
     """Evidence for the TOML writer: the trace event ``fields`` expected ``count`` times."""
     return {"kind": "event", "fields": fields, "count": count}
+
+
+@attrs.define(slots=True)
+class Received:
+    """A batch a consumer received past its position, with the HW of that answer."""
+
+    client: str
+    partition: str
+    batch: RecordBatch
+    high_watermark: int
+    time_ms: int
