@@ -4,7 +4,9 @@
 those four values (a string seed: stable across processes and Python runs) and
 draws a cluster, topics, clients, produce requests, polls and faults from it.
 Nothing else is random: the run itself is in virtual time with same-instant
-scheduling seeded from the same generator.
+scheduling seeded from the same generator. Group members and their faults come
+from a second generator seeded with the same four values (``group_members``), so
+adding them left every earlier draw, and every run without members, as it was.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import random
 from minibroker.chaos.profiles import Profile
 from minibroker.chaos.schedule import (
     GRACE_MS,
+    GROUP,
     FaultSpec,
+    MemberSpec,
     PollSpec,
     ProduceSpec,
     Schedule,
@@ -123,6 +127,9 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         faults += lagging_then_crashed(rng, brokers, parts, topics, config, duration_ms)
     if profile.acks1_pattern and rng.random() < profile.acks1_pattern:  # no draw when off: old runs stay
         faults += paused_then_leader_crashed(rng, brokers, parts, topics, config, duration_ms)
+    seeded = f"minibroker-chaos-groups:{profile.name}:{seed}:{index}:{duration_ms}"
+    members, member_faults = group_members(random.Random(seeded), profile, brokers, duration_ms)
+    faults += member_faults
     faults.sort(key=lambda f: (f.start, f.end, f.kind))
     return Schedule(
         run_name(profile.name, seed, index),
@@ -140,7 +147,49 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         tuple(polls),
         tuple(faults),
         duration_ms,
+        tuple(members),
     )
+
+
+def group_members(
+    rng: random.Random, profile: Profile, brokers: int, duration_ms: int
+) -> tuple[list[MemberSpec], list[FaultSpec]]:
+    """With chance ``profile.groups``: 1-3 members of group ``g`` and 0-3 faults on them.
+
+    A member fault is a stall, a hang, a leave (and join again), or a dropped or slow
+    link between the member and a broker; each ends inside the window.
+    """
+    if rng.random() >= profile.groups:
+        return [], []
+    members = []
+    for i in range(rng.randint(1, 3)):
+        heartbeat = rng.choice((30, 50, 100))
+        config = {
+            "group.id": GROUP,
+            "session.timeout.ms": rng.choice((300, 500, 800)),
+            "heartbeat.interval.ms": heartbeat,
+            "max.poll.interval.ms": rng.choice((300, 600)),
+            "auto.commit.interval.ms": rng.choice((50, 200)),
+            "auto.offset.reset": "earliest",
+            "fetch.min.bytes": rng.choice((1, 200, 2000)),
+            "fetch.max.wait.ms": rng.choice((10, 100)),
+            "request.timeout.ms": 500,
+            "minibroker.response.grace.ms": GRACE_MS,
+        }
+        members.append(MemberSpec(f"m{i}", rng.randint(1, max(1, duration_ms // 2)), config))
+    faults = []
+    for _ in range(rng.randint(0, 3)):
+        member = rng.choice(members)
+        kind = rng.choice(("stall", "hang", "leave", "drop", "latency"))
+        start = rng.randint(member.join_at, max(member.join_at, duration_ms * 4 // 5))
+        end = min(duration_ms, start + rng.randint(FAULT_MIN_MS, max(FAULT_MIN_MS, duration_ms // 2)))
+        if kind in ("drop", "latency"):
+            between = (rng.randrange(brokers), member.id)
+            latency = rng.choice((20, 100, 400)) if kind == "latency" else 0
+            faults.append(FaultSpec(kind, start, end, between=between, latency_ms=latency))
+        else:
+            faults.append(FaultSpec(kind, start, end, member=member.id))
+    return members, faults
 
 
 def lagging_then_crashed(

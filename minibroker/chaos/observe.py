@@ -12,7 +12,9 @@ Checked live, each rule in a module of its own:
   down while the same leader epoch answers;
 - invariant 4 (``replication``): ISR within the replicas and holding the leader,
   the HW at most every ISR member's LEO, epochs that never go down;
-- invariant 5 (here): a request appends to a partition at most once.
+- invariant 5 (here): a request appends to a partition at most once;
+- invariant 7 (``groups``): written commits are of the group's generation, at most
+  the partition's highest HW, and never backward.
 
 It also records what the end-of-run checks need: every leader append (with the
 epoch and effective min ISR at that instant), unclean elections, every batch each
@@ -24,6 +26,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from minibroker.chaos.groups import GROUP_EVENTS, GroupChecks
 from minibroker.chaos.operations import OperationChecks
 from minibroker.chaos.records import Append, Received, RunBudgetExceeded, parse_tp, pin
 from minibroker.chaos.replication import PARTITION_EVENTS, ReplicationChecks
@@ -58,6 +61,7 @@ class Observer:
         self.ops = self.operations.ops
         self.on_fetch = self.operations.on_fetch
         self.replication = ReplicationChecks(self)
+        self.groups = GroupChecks(self)
 
     @property
     def cluster(self) -> Cluster | None:
@@ -90,6 +94,8 @@ class Observer:
         elif kind == "fetch.response":
             self.operations.fetch_answered(event["op"], event["broker"])
             self._fetch_response(event)
+        if kind in GROUP_EVENTS:
+            self.groups(kind, event)
         if kind in PARTITION_EVENTS and self.cluster is not None:
             if kind == "append":
                 self._append(event)

@@ -33,6 +33,8 @@ class Profile:
     pattern: float = 0.0
     #: chance of adding the acks=1 loss pattern (see generate.paused_then_leader_crashed)
     acks1_pattern: float = 0.0
+    #: chance of group members (and faults on them) in a run (see generate.group_members)
+    groups: float = 0.5
 
 
 PROFILES = {

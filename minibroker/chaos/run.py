@@ -111,6 +111,8 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
         "min_isr": schedule.config["min.insync.replicas"],
         "producers": len(schedule.producers),
         "consumers": len(schedule.consumers),
+        "members": len(schedule.members),
+        "commits": observer.groups.commits,
         "faults": len(schedule.faults),
         **{f"fault_{kind}": sum(f.kind == kind for f in schedule.faults) for kind in FAULT_KINDS},
         "requests": len(result.requests) if result else 0,
