@@ -55,13 +55,13 @@ def test_a_planted_bug_is_caught_and_shrunk(tmp_path):
 
 
 def test_a_fetch_completed_before_min_bytes_is_caught_and_shrunk(tmp_path):
-    # run 0: consumer c0 waits for fetch.min.bytes 200; the planted DelayedFetch answers on the first byte
+    # run 0: group member m0 waits for fetch.min.bytes 2000; the planted DelayedFetch answers on the first byte
     outcome = run_index("default", 0, 0, 1000, plant="fetch-early")
     first = outcome.violations[0]
-    assert (first.invariant, first.partition, first.time_ms) == (1, "t0-0", 401)
+    assert (first.invariant, first.partition, first.time_ms) == (1, "t0-0,t1-0", 335)
     assert first.message == (
-        "Fetch operation c0#1 on broker 0 completed on its condition with 100 bytes below the HW "
-        "(t0-0 from 0 to HW 4), short of fetch.min.bytes 200"
+        "Fetch operation m0#1 on broker 0 completed on its condition with 231 bytes below the HW "
+        "(t0-0 from 0 to HW 0; t1-0 from 0 to HW 5), short of fetch.min.bytes 2000"
     )
     assert {v.invariant for v in outcome.violations} == {1}
     assert run_index("default", 0, 0, 1000).violations == []  # the same run without the bug is clean
