@@ -18,7 +18,13 @@ from minibroker.cluster.config import BrokerConfig
 from minibroker.cluster.coordinator import GroupCoordinator
 from minibroker.cluster.coordinator.messages import GroupRequest
 from minibroker.cluster.log import Log
-from minibroker.cluster.messages import FetchRequest, LeaderAndIsr, ProduceRequest, TopicPartition
+from minibroker.cluster.messages import (
+    FetchRequest,
+    LeaderAndIsr,
+    MetadataCatchUp,
+    ProduceRequest,
+    TopicPartition,
+)
 from minibroker.cluster.network import Network
 from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.cluster.replica_manager import ReplicaManager
@@ -128,6 +134,12 @@ class Broker:
             self.coordinator.handle(message, respond)
         elif isinstance(message, BrokerRegistrations):
             manager.apply_registrations(message)
+        elif isinstance(message, MetadataCatchUp):
+            for state in message.states:
+                known = manager.partitions.get(state.tp)
+                have = (known.leader_id, known.leader_epoch, known.partition_epoch) if known else None
+                if have != (state.leader, state.leader_epoch, state.partition_epoch):
+                    manager.apply_leader_and_isr(state)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
 

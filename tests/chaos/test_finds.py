@@ -55,7 +55,7 @@ def test_a_planted_bug_is_caught_and_shrunk(tmp_path):
 
 
 def test_a_fetch_completed_before_min_bytes_is_caught_and_shrunk(tmp_path):
-    # run 0: group member m0 waits for fetch.min.bytes 2000; the planted DelayedFetch answers on the first byte
+    # run 0: group member m0 waits for fetch.min.bytes 2000; the planted DelayedFetch answers on a first byte
     outcome = run_index("default", 0, 0, 1000, plant="fetch-early")
     first = outcome.violations[0]
     assert (first.invariant, first.partition, first.time_ms) == (1, "t0-0,t1-0", 335)

@@ -118,7 +118,8 @@ def test_base_is_valid():
         ),
         (
             '[[steps]]\nat = 5\naction = "latency"\nbetween = [0, "ghost"]\nlatency_ms = 3\n',
-            "x.toml:29: steps[1].between: expected a broker id 0..2 or a client id, got 'ghost'",
+            "x.toml:29: steps[1].between: expected a broker id 0..2, a client id or "
+            "\"controller\", got 'ghost'",
         ),
         (
             '[[expect]]\nevent = { kind = "purge" }\ncount = "requests"\nequals = 1\n',
