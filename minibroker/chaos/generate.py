@@ -4,9 +4,10 @@
 those four values (a string seed: stable across processes and Python runs) and
 draws a cluster, topics, clients, produce requests, polls and faults from it.
 Nothing else is random: the run itself is in virtual time with same-instant
-scheduling seeded from the same generator. Group members and their faults come
-from a second generator seeded with the same four values (``group_members``), so
-adding them left every earlier draw, and every run without members, as it was.
+scheduling seeded from the same generator. Group members and their faults
+(``group_members``) and faults on links to the controller (``controller_links``)
+come from generators of their own, seeded with the same four values, so adding
+them left every earlier draw as it was.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from minibroker.chaos.schedule import (
     ProduceSpec,
     Schedule,
 )
+from minibroker.cluster.controller import CONTROLLER
 from minibroker.scenario.model import ClientSpec, Node, TopicSpecModel
 
 #: the shortest and longest generated fault, in ms
@@ -130,6 +132,8 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
     seeded = f"minibroker-chaos-groups:{profile.name}:{seed}:{index}:{duration_ms}"
     members, member_faults = group_members(random.Random(seeded), profile, brokers, duration_ms)
     faults += member_faults
+    seeded = f"minibroker-chaos-controller:{profile.name}:{seed}:{index}:{duration_ms}"
+    faults += controller_links(random.Random(seeded), profile, brokers, duration_ms)
     faults.sort(key=lambda f: (f.start, f.end, f.kind))
     return Schedule(
         run_name(profile.name, seed, index),
@@ -149,6 +153,21 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         duration_ms,
         tuple(members),
     )
+
+
+def controller_links(rng: random.Random, profile: Profile, brokers: int, duration_ms: int) -> list[FaultSpec]:
+    """With chance ``profile.controller_links``: 1-2 faults on broker-controller links (drop or slow)."""
+    if rng.random() >= profile.controller_links:
+        return []
+    faults = []
+    for _ in range(rng.randint(1, 2)):
+        kind = rng.choice(("drop", "latency"))
+        start = rng.randint(1, max(1, duration_ms * 4 // 5))
+        end = min(duration_ms, start + rng.randint(FAULT_MIN_MS, max(FAULT_MIN_MS, duration_ms // 2)))
+        latency = rng.choice((20, 100, 400)) if kind == "latency" else 0
+        between = (rng.randrange(brokers), CONTROLLER)
+        faults.append(FaultSpec(kind, start, end, between=between, latency_ms=latency))
+    return faults
 
 
 def group_members(

@@ -35,6 +35,8 @@ class Profile:
     acks1_pattern: float = 0.0
     #: chance of group members (and faults on them) in a run (see generate.group_members)
     groups: float = 0.5
+    #: chance of faults on broker-controller links in a run (see generate.controller_links)
+    controller_links: float = 0.3
 
 
 PROFILES = {

@@ -157,7 +157,7 @@ class GroupMembership:
             self.member_id = joined.member_id
             return
         if joined.error is not Errors.NONE:
-            self._on_error(joined.error)
+            await self._rejoin_after(joined.error)
             return
         self.member_id, self.generation, self.leader = joined.member_id, joined.generation_id, joined.leader
         assignments: tuple[tuple[str, bytes], ...] = ()
@@ -178,7 +178,7 @@ class GroupMembership:
         if synced is None:
             return
         if synced.error is not Errors.NONE:
-            self._on_error(synced.error)
+            await self._rejoin_after(synced.error)
             return
         self.need_rejoin = False
         now = self.cluster.now()
@@ -294,6 +294,15 @@ class GroupMembership:
         if error is not Errors.NONE:
             self._record(api, error)
         return answer
+
+    async def _rejoin_after(self, error: Errors) -> None:
+        """A JoinGroup/SyncGroup error; after a coordinator error the next join waits retry.backoff.ms, as
+        Java's coordinator lookup does (found by chaos: a broker that did not know it coordinates
+        answered NOT_COORDINATOR at once over a link without latency, and the member rejoined within
+        one instant forever)."""
+        self._on_error(error)
+        if error in _COORDINATOR:
+            await self._sleep(RETRY_BACKOFF_MS)
 
     def _on_error(self, error: Errors, rejoin_only: bool = False) -> None:
         if error is Errors.UNKNOWN_MEMBER_ID:
