@@ -47,6 +47,23 @@ def test_written_toml_loads_back_to_an_equal_model_and_runs_identically():
     assert list(first) == list(second)
 
 
+def test_group_members_and_controller_links_round_trip_and_run_identically():
+    # run 23 of seed 5 (600 ms): two members, a hang and a leave on them, a fault on a controller link
+    schedule = generate(PROFILES["default"], 5, 23, 600)
+    assert [m.id for m in schedule.members] == ["m0", "m1"]
+    assert {f.kind for f in schedule.faults if f.member} == {"leave", "hang"}
+    assert sum("controller" in (f.between or ()) for f in schedule.faults) == 1
+    scenario = compile_schedule(schedule)
+    assert scenario.cluster.config["offsets.topic.num.partitions"] == 2
+    loaded = parse_scenario(scenario_toml(scenario), "written.toml")
+    assert attrs.evolve(loaded, path=scenario.path) == scenario
+    first, second = ListSink(), ListSink()
+    run_scenario(scenario, sinks=[first])
+    run_scenario(loaded, sinks=[second])
+    assert sum(e["kind"] == "group.commit" for e in first) > 5
+    assert list(first) == list(second)
+
+
 def test_replay_additions_round_trip_too():
     schedule = generate(PROFILES["default"], 5, 2, 600)
     read = Violation(
