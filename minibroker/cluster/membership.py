@@ -297,9 +297,8 @@ class GroupMembership:
 
     async def _rejoin_after(self, error: Errors) -> None:
         """A JoinGroup/SyncGroup error; after a coordinator error the next join waits retry.backoff.ms, as
-        Java's coordinator lookup does (found by chaos: a broker that did not know it coordinates
-        answered NOT_COORDINATOR at once over a link without latency, and the member rejoined within
-        one instant forever)."""
+        Java's coordinator lookup does (found by chaos: a SyncGroup answered COORDINATOR_NOT_AVAILABLE at
+        once, over a link without latency, made the member join again within one instant, forever)."""
         self._on_error(error)
         if error in _COORDINATOR:
             await self._sleep(RETRY_BACKOFF_MS)
