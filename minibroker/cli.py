@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "minibroker.pipeline.commands",
     "minibroker.wire.commands",
     "minibroker.chaos.commands",
+    "minibroker.retry.commands",
 )
 
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 class UsageError(Exception):
@@ -76,3 +79,30 @@ def out_dir(path: str) -> Path:
     except OSError as error:
         raise UsageError(f"--out {path!r}: {error.strerror or error}") from None
     return out
+
+
+def add_data_dir_options(parser: argparse.ArgumentParser) -> None:
+    """``--data-dir``/``--keep-data``, for the commands that run a scenario's file wheel."""
+    parser.add_argument(
+        "--data-dir", metavar="DIR", help="where the file wheel ([delay_wheel]) keeps its files (kept)"
+    )
+    parser.add_argument(
+        "--keep-data", action="store_true", help="keep the file wheel's temporary directory and print it"
+    )
+
+
+def with_data_dir(scenario: Any, args: argparse.Namespace) -> Any:
+    """The scenario with ``--data-dir``/``--keep-data`` applied to its ``[delay_wheel]`` (neither given:
+    unchanged, and the run puts the wheel in a fresh temporary directory removed when it ends)."""
+    import attrs
+
+    data_dir = getattr(args, "data_dir", None)
+    if not (data_dir or getattr(args, "keep_data", False)):
+        return scenario
+    if scenario.delay_wheel is None:
+        option = "--data-dir" if data_dir else "--keep-data"
+        raise UsageError(f"{option}: the scenario has no [delay_wheel] section (no files to keep)")
+    if data_dir is None:
+        data_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
+        print(f"file wheel data kept in {data_dir}", file=sys.stderr, flush=True)
+    return attrs.evolve(scenario, delay_wheel={**scenario.delay_wheel, "data_dir": data_dir})

@@ -9,12 +9,11 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import attrs
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from minibroker.cliutil import UsageError, speed, whole_ms
+from minibroker.cliutil import UsageError, add_data_dir_options, speed, whole_ms, with_data_dir
 from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
 from minibroker.scenario.library import bundled_scenarios, library_dirs, resolve
 
@@ -45,12 +44,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     run_parser.add_argument(
         "--quiet", action="store_true", help="print nothing but failures; the exit status tells"
     )
-    run_parser.add_argument(
-        "--data-dir", metavar="DIR", help="where the file wheel ([delay_wheel]) keeps its files (kept)"
-    )
-    run_parser.add_argument(
-        "--keep-data", action="store_true", help="keep the file wheel's temporary directory and print it"
-    )
+    add_data_dir_options(run_parser)
     run_parser.add_argument(
         "--tui",
         action="store_true",
@@ -77,24 +71,8 @@ def _load(name: str) -> Scenario:
         raise UsageError(str(error)) from None
 
 
-def _with_data_dir(scenario: Scenario, args: argparse.Namespace) -> Scenario:
-    """``--data-dir``/``--keep-data``: the file wheel's directory (default: a temporary one, removed)."""
-    data_dir = getattr(args, "data_dir", None)
-    if not (data_dir or getattr(args, "keep_data", False)):
-        return scenario
-    if scenario.delay_wheel is None:
-        option = "--data-dir" if data_dir else "--keep-data"
-        raise UsageError(f"{option}: the scenario has no [delay_wheel] section (no files to keep)")
-    if data_dir is None:
-        import tempfile
-
-        data_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
-        print(f"file wheel data kept in {data_dir}", file=sys.stderr)
-    return attrs.evolve(scenario, delay_wheel={**scenario.delay_wheel, "data_dir": data_dir})
-
-
 def run(args: argparse.Namespace) -> int:
-    scenario = _with_data_dir(_load(args.file), args)
+    scenario = with_data_dir(_load(args.file), args)
     if args.tui:
         from minibroker.tui.app import run_tui
 
@@ -115,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with progress_bar(err_console, scenario, show_progress) as progress:
             result = run_scenario(scenario, seed=args.seed, speed=speed, sinks=sinks, progress=progress)
+    except ScenarioError as error:  # what the run needs and cannot reach (a redis backend's server)
+        raise UsageError(str(error)) from None
     finally:
         if trace is not None:
             trace.close()

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tools/delay_bench.py              # timer and wheel at 1,000,000 and 100,000; levels at 20,000
+    python tools/delay_bench.py              # every design at 1,000,000 and 100,000 messages
     python tools/delay_bench.py --quick      # 20,000 / 2,000 / 2,000 (a CI smoke run, seconds)
     python tools/delay_bench.py --designs wheel --counts 100000,1000000 --json
     python tools/delay_bench.py --serve 20000      # real time: kafka-python through the served wheel
@@ -16,17 +16,24 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
   directory: each message is one append (one flushed write), then every tick fires in turn: its slot
   file is read, rolled messages re-appended, the due ones "forwarded" (counted) and marked done, the
   files deleted. No cluster: the wheel alone.
+- ``wheel-one-slot``: the same, with every delay moved into the last second of the two hours, so
+  every message lands in one slot: firing streams that slot's file (1 MiB blocks, batches of 100),
+  so its memory does not grow with the slot.
 - ``levels``: the whole design on the emulated cluster (one broker, replication 1, acks=1): each
   message is a ``Producer.send(..., delay_ms=...)`` to its level topic, the DelayService fetches,
-  holds, forwards and commits. It costs far more per message than the others (records are encoded
-  and decoded as Kafka v2 batches, every forward round is a produce and a commit), so it runs at
-  ``--levels-count`` messages.
+  holds (at most ``delay.service.max.held.per.partition`` = 10,000 per level), forwards and commits.
+  Its memory includes what the emulated broker keeps in memory where Kafka keeps it on disk: the
+  level topics' and the real topic's logs (every record, encoded). The harness clears the cluster's
+  request table (the scenario runner's record of every request) as it goes.
 
 ``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
-brokers) in a subprocess, one kafka-python producer (acks=all) sending N records to ``__delay_wheel``,
-each due 2 s after it is sent, as fast as it can, while one consumer reads the real topic. It
-reports the acknowledged messages per second and the lateness of arrival (consumer receive time minus
-due time, wall clock).
+brokers, ``delay.wheel.forward.batch`` from ``--forward-batch``, default 100) in a subprocess, one
+kafka-python producer (acks=all) sending N records to ``__delay_wheel``, each due 2 s after it is sent,
+as fast as it can, while one consumer reads the real topic. It reports the acknowledged messages per
+second (producer), the delivered messages per second (arrivals on the real topic, first to last), the
+lateness of arrival (consumer receive time minus due time, wall clock; a server that falls behind shows
+it here), the server process's CPU per message (from when it listens to the last arrival) and the
+1-minute load average at the end (on a shared machine the wall-clock rates depend on it).
 
 Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
 the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
@@ -99,6 +106,12 @@ def run_timer(delays: array, lateness: array) -> int:
     return fired
 
 
+def one_slot(delays: array) -> array:
+    """The ``wheel-one-slot`` workload: every delay in the last second of the two hours, so every
+    message is in one slot (the busiest slot possible)."""
+    return array("q", (DELAY_MAX_MS - (d % 1000) for d in delays))
+
+
 def run_wheel(delays: array, lateness: array) -> int:
     from minibroker.delay.file_wheel import FileWheel
     from minibroker.delay.headers import DelayedMessage
@@ -111,12 +124,12 @@ def run_wheel(delays: array, lateness: array) -> int:
             wheel.append([DelayedMessage(str(i), "orders", 0, delay, 0, None, VALUE)])
         for tick in wheel.due_ticks(DELAY_MAX_MS + 1000):
             firing = wheel.fire(tick)
-            firing.roll_all()
             now = tick * 1000
-            forwarded += len(firing.forward)
-            for message in firing.forward:
-                lateness[int(message.message_id)] = now - message.due_ms
-            firing.mark_done(m.message_id for m in firing.forward)
+            while batch := firing.next_batch():
+                forwarded += len(batch)
+                for message in batch:
+                    lateness[int(message.message_id)] = now - message.due_ms
+                firing.checkpoint()
             firing.complete()
         wheel.close()
     return forwarded
@@ -146,15 +159,17 @@ def run_levels(delays: array, lateness: array) -> int:
                 producer.send("orders", 0, 1, len(VALUE), delay_ms=delay)
                 if i % 1000 == 999:
                     await trio.testing.wait_all_tasks_blocked()
+                    cluster.requests.clear()  # the scenario runner's request table, not the design's
             while services.stats.delivered_count < len(delays):
                 await trio.sleep(1)
+                cluster.requests.clear()
             nursery.cancel_scope.cancel()
         return services.stats.delivered_count
 
     return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-DESIGNS = {"timer": run_timer, "wheel": run_wheel, "levels": run_levels}
+DESIGNS = {"timer": run_timer, "wheel": run_wheel, "wheel-one-slot": run_wheel, "levels": run_levels}
 
 
 def _import_everything() -> None:
@@ -173,6 +188,8 @@ def _import_everything() -> None:
 def child(design: str, count: int, seed: int) -> dict:
     _import_everything()
     delays = _delays(count, seed)
+    if design == "wheel-one-slot":
+        delays = one_slot(delays)
     lateness = array("q", bytes(8 * count))
     _reset_peak()
     base = _status_kib("VmRSS")
@@ -202,17 +219,18 @@ replication_factor = 3
 [delay_wheel]
 "delay.wheel.tick.ms" = 100
 "delay.wheel.slots" = 600
+"delay.wheel.forward.batch" = {batch}
 """
 
 
-def serve_run(count: int) -> dict:
+def serve_run(count: int, batch: int = 100) -> dict:
     """kafka-python through ``minibroker serve``'s file wheel, in real time (see the module docstring)."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     with tempfile.TemporaryDirectory(prefix="delay-bench-serve-") as directory:
         path = os.path.join(directory, "wheel.toml")
         with open(path, "w") as f:
-            f.write(SERVE_SCENARIO)
+            f.write(SERVE_SCENARIO.format(batch=batch))
         server = subprocess.Popen(
             [sys.executable, "-m", "minibroker", "serve", path, "--port", "0"],
             stdout=subprocess.PIPE,
@@ -223,10 +241,13 @@ def serve_run(count: int) -> dict:
             assert server.stdout is not None
             ports = [server.stdout.readline().split()[-1] for _ in range(3)]
             bootstrap = ",".join(ports)
+            ready_cpu_s = _cpu_seconds(server.pid)
             late: list[int] = []
             consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
             consumer.assign([TopicPartition("orders", 0)])
             consumer.seek_to_beginning()
+
+            arrivals: list[float] = []
 
             def consume() -> None:  # beside the producer, so arrivals are seen when they come
                 deadline = time.monotonic() + 300
@@ -234,6 +255,7 @@ def serve_run(count: int) -> dict:
                     for records in consumer.poll(timeout_ms=50).values():
                         now = int(time.time() * 1000)
                         late.extend(now - int(dict(r.headers)["delay.due.ms"]) for r in records)
+                        arrivals.append(time.monotonic())
 
             reader = threading.Thread(target=consume)
             reader.start()
@@ -248,20 +270,33 @@ def serve_run(count: int) -> dict:
             producer.close()
             reader.join()
             consumer.close()
+            cpu_s = _cpu_seconds(server.pid) - ready_cpu_s
         finally:
             server.terminate()
             server.wait(timeout=30)
     late.sort()
+    spread = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else 0.0
     return {
         "design": "wheel (serve)",
         "count": count,
+        "forward_batch": batch,
         "delivered": len(late),
         "acked_per_s": round(acked_per_s),
+        "delivered_per_s": round(len(late) / spread) if spread else None,
+        "server_cpu_us_per_message": round(cpu_s / count * 1e6),
+        "load_average_1m": os.getloadavg()[0],
         "lateness_p50_ms": late[len(late) // 2] if late else None,
         "lateness_p99_ms": late[min(len(late) - 1, len(late) * 99 // 100)] if late else None,
         "lateness_max_ms": late[-1] if late else None,
         "earliest_ms": late[0] if late else None,
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (Linux ``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _counts(text: str) -> list[int]:
@@ -285,12 +320,15 @@ def _designs(text: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="delay_bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--designs", type=_designs, default=list(DESIGNS))
-    parser.add_argument("--counts", type=_counts, default=None, help="N for timer and wheel")
-    parser.add_argument("--levels-count", type=_counts, default=None, help="N for levels")
+    parser.add_argument("--counts", type=_counts, default=None, help="N for every design")
+    parser.add_argument("--levels-count", type=_counts, default=None, help="N for levels (default: --counts)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", type=int, metavar="N", help="real time, kafka-python, N messages")
+    parser.add_argument(
+        "--forward-batch", type=_counts, default=[100], metavar="B", help="--serve: delay.wheel.forward.batch"
+    )
     parser.add_argument("--child", nargs=2, metavar=("DESIGN", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -299,10 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve is not None:
         if args.serve < 1:
             parser.error(f"--serve: expected a count >= 1, got {args.serve}")
-        print(json.dumps(serve_run(args.serve), indent=2))
+        print(json.dumps(serve_run(args.serve, args.forward_batch[0]), indent=2))
         return 0
     counts = args.counts or ([20_000, 2_000] if args.quick else [1_000_000, 100_000])
-    levels = args.levels_count or ([2_000] if args.quick else [20_000])
+    levels = args.levels_count or ([2_000] if args.quick else counts)
     rows = []
     for design in args.designs:
         for count in levels if design == "levels" else counts:
@@ -318,10 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     header = ("design", "messages", "p50 ms", "p99 ms", "max ms", "CPU µs/msg", "peak KiB")
     widths = (10, 9, 9, 9, 11, 10)
-    print(f"{header[0]:8} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], widths, strict=True)))
+    print(f"{header[0]:14} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], widths, strict=True)))
     for r in rows:
         print(
-            f"{r['design']:8} {r['count']:>10,} {r['lateness_p50_ms']:>9,} {r['lateness_p99_ms']:>9,} "
+            f"{r['design']:14} {r['count']:>10,} {r['lateness_p50_ms']:>9,} {r['lateness_p99_ms']:>9,} "
             f"{r['lateness_max_ms']:>9,} {r['cpu_us_per_message']:>11} {r['peak_kib']:>9,}"
         )
     return 0

@@ -1,4 +1,6 @@
-"""The nine tables of ``minibroker analyze`` computed again with DuckDB: the bench's reference.
+"""The tables of ``minibroker analyze`` computed again with DuckDB: the bench's reference.
+
+Every table but ``skipped`` and ``rebalances``.
 
 ``tools/pipeline_bench.py`` times this against the Spark job on the same trace files
 and checks that both give the same rows. The SQL follows docs/pipeline.md, not the
@@ -25,6 +27,9 @@ KEYS = {
     "hw": ("trace", "partition", "bucket_ms"),
     "isr": ("trace", "partition", "bucket_ms"),
     "audit": ("trace", "broker", "op", "problem"),
+    "retry_attempts": ("trace", "client", "outcome", "attempts"),
+    "retry_dlt": ("trace", "client"),
+    "delay_lateness": ("design",),
 }
 ISR_KINDS = "('leader', 'isr.commit', 'controller.isr', 'controller.elect')"
 COLUMNS = (
@@ -72,9 +77,11 @@ def _statements(source: str, b: int) -> list[str]:
             CASE WHEN kind = 'hw' THEN (data ->> '$.hw')::BIGINT END AS hw,
             CASE WHEN kind IN {ISR_KINDS} THEN (data -> '$.isr')::VARCHAR END AS isr,
             CASE WHEN kind = 'fault' THEN data ->> '$.fault' END AS fault,
-            CASE WHEN kind = 'op.cancel' THEN (data -> '$.ops')::VARCHAR[] END AS cancelled
+            CASE WHEN kind = 'op.cancel' THEN (data -> '$.ops')::VARCHAR[] END AS cancelled,
+            CASE WHEN kind = 'delay.delivered' THEN data ->> '$.design' END AS design,
+            CASE WHEN kind = 'delay.delivered' THEN (data ->> '$.lateness_ms')::BIGINT END AS lateness_ms
             FROM ({source}) WHERE kind IN ('op.create', 'op.complete', 'op.expire', 'op.cancel',
-            'timer.fire', 'purge', 'hw', 'fault', {ISR_KINDS[1:-1]})""",
+            'timer.fire', 'purge', 'hw', 'fault', 'delay.delivered', {ISR_KINDS[1:-1]})""",
         """CREATE TEMP TABLE ops AS WITH o AS (
             SELECT trace, broker, purgatory, op, any_value(op_kind) AS op_kind,
               count(*) FILTER (kind = 'op.create') AS creations,
@@ -115,16 +122,36 @@ def _statements(source: str, b: int) -> list[str]:
               CASE WHEN creations >= 2 THEN 'created 2+ times' END,
               CASE WHEN created_seq IS NULL THEN 'no op.create' END], lambda p: p IS NOT NULL) AS problems
           FROM s""",
+        f"""CREATE TEMP TABLE retried AS WITH e AS (SELECT trace, seq, time_ms, kind,
+              data ->> '$.client' AS client, data ->> '$.origin' AS origin FROM ({source})
+              WHERE kind IN ('retry.deliver', 'retry.processed', 'retry.dead'))
+            SELECT trace, client, origin, count(*) FILTER (kind = 'retry.deliver') AS attempts,
+              min(time_ms) FILTER (kind = 'retry.deliver') AS first_ms,
+              coalesce(arg_min(CASE WHEN kind = 'retry.dead' THEN 'dead' ELSE 'processed' END, seq)
+                FILTER (kind <> 'retry.deliver'), 'pending') AS outcome,
+              arg_min(time_ms, seq) FILTER (kind <> 'retry.deliver') AS end_ms
+            FROM e GROUP BY ALL HAVING count(*) FILTER (kind = 'retry.deliver') > 0""",
     ]
 
 
-def _queries(b: int) -> dict[str, str]:
-    percentiles = ", ".join(
-        f"list_sort(list(latency_ms))[greatest(1, ceil({p} * count(*)))::BIGINT] AS {name}"
-        for name, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+def _ranks(column: str, *names: str) -> str:
+    """Nearest-rank percentiles of ``column``, each name ``p<digits>[_ms]`` (p50: 0.5, p999: 0.999)."""
+    return ", ".join(
+        f"list_sort(list({column}))[greatest(1, ceil(0.{name[1:].split('_')[0]} * count(*)))::BIGINT] "
+        f"AS {name}"
+        for name in names
     )
+
+
+def _queries(b: int) -> dict[str, str]:
+    percentiles = _ranks("latency_ms", "p50", "p90", "p99", "p999")
     latency = f"count(*) AS count, {percentiles}, max(latency_ms) AS max, avg(latency_ms) AS mean"
     done = "FROM ops WHERE completions > 0 AND created_ms IS NOT NULL"
+    dead = "FILTER (outcome = 'dead')"
+    to_dlt = ", ".join(
+        f"list_sort(list(end_ms - first_ms) {dead})[greatest(1, ceil({p} * count(*) {dead}))::BIGINT] AS {n}"
+        for n, p in (("p50_ms", 0.5), ("p99_ms", 0.99))
+    )
     return {
         "traces": "SELECT * FROM traces",
         "operations": """SELECT purgatory, op_kind, count(created_seq) AS created,
@@ -177,6 +204,15 @@ def _queries(b: int) -> dict[str, str]:
             FROM rel WHERE kind IN {ISR_KINDS} GROUP BY ALL""",
         "audit": """SELECT trace, broker, purgatory, op_kind, op, created_ms, deadline_ms, completions,
             expirations, status, unnest(problems) AS problem FROM ops""",
+        "retry_attempts": "SELECT trace, client, outcome, attempts, count(*) AS records FROM retried "
+        "GROUP BY ALL",
+        "retry_dlt": f"""SELECT trace, client, count(*) AS records,
+            count(*) FILTER (outcome = 'processed') AS processed, count(*) {dead} AS dead,
+            count(*) FILTER (outcome = 'pending') AS pending, {to_dlt},
+            max(end_ms - first_ms) {dead} AS max_ms FROM retried GROUP BY ALL""",
+        "delay_lateness": f"""SELECT design, count(*) AS delivered,
+            {_ranks('lateness_ms', 'p50_ms', 'p99_ms')}, max(lateness_ms) AS max_ms
+            FROM rel WHERE kind = 'delay.delivered' GROUP BY ALL""",
     }
 
 

@@ -19,6 +19,7 @@ from minibroker.cluster.coordinator import GroupCoordinator
 from minibroker.cluster.coordinator.messages import GroupRequest
 from minibroker.cluster.log import Log
 from minibroker.cluster.messages import (
+    DeleteRecordsRequest,
     FetchRequest,
     LeaderAndIsr,
     MetadataCatchUp,
@@ -62,6 +63,8 @@ class Broker:
         self.coordinator: GroupCoordinator | None = None
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
+        #: a topic's config overrides (the cluster points this at its topics)
+        self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
         self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
@@ -86,6 +89,7 @@ class Broker:
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
         manager.request_numbers = self._request_numbers
+        manager.topic_overrides = self.topic_overrides
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         if self.tracer.enabled:
@@ -127,6 +131,9 @@ class Broker:
         elif isinstance(message, FetchRequest):
             assert respond is not None
             manager.fetch_messages(message, respond)
+        elif isinstance(message, DeleteRecordsRequest):
+            assert respond is not None
+            manager.delete_records(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
@@ -148,7 +155,7 @@ class Broker:
         totals = {name: dict(values) for name, values in self.retired.items()}
         manager = self.replica_manager
         if manager is not None:
-            for purgatory in (manager.produce_purgatory, manager.fetch_purgatory):
+            for purgatory in manager.purgatories:
                 into = totals.setdefault(
                     purgatory.name, {"completions": 0, "expirations": 0, "purges": 0, "purged": 0}
                 )
@@ -176,10 +183,10 @@ class Broker:
                 p.purged,
                 p.last_purge,
             )
-            for p in (manager.produce_purgatory, manager.fetch_purgatory)
+            for p in manager.purgatories
         )
         coordinator = self.coordinator.snapshot() if self.coordinator is not None else None
-        if coordinator is not None and not coordinator.partitions:
+        if coordinator is not None and not (coordinator.partitions or coordinator.loading):
             coordinator = None  # no __consumer_offsets partition led here: nothing to show
         return BrokerView(
             self.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused, coordinator
@@ -194,7 +201,8 @@ class Broker:
         manager.config = config
         manager.produce_purgatory.purge_interval = config.producer_purge_interval
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
-        for partition in manager.partitions.values():
-            partition.min_insync_replicas = config.min_insync_replicas
+        manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
+        for tp, partition in manager.partitions.items():
+            partition.min_insync_replicas = manager.min_isr_for(tp.topic)
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms
             partition.freeze_hw_under_min_isr = config.freeze_hw_under_min_isr

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import trio
 
+from minibroker.cluster.admin_client import AdminClient
 from minibroker.cluster.broker import Broker
 from minibroker.cluster.client import ClientRequest, Consumer, Producer
 from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
@@ -46,6 +47,8 @@ class TopicSpec:
     #: an internal topic (``__delay_5s``, ...): left out of a Metadata listing of all topics, answered
     #: when named (not flagged ``is_internal``: kafka-python will not produce to a flagged topic)
     internal: bool = False
+    #: topic config overrides by Kafka's names, as strings (``topic_configs``: which ones are modelled)
+    configs: dict[str, str] = attrs.field(factory=dict, hash=False)
 
 
 class Cluster:
@@ -73,9 +76,13 @@ class Cluster:
         for broker_id in range(brokers):
             overrides = (broker_configs or {}).get(broker_id)
             broker_config = base.with_kafka(overrides, f"broker {broker_id}") if overrides else base
-            self.brokers.append(
-                Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
-            )
+            broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
+            broker.topic_overrides = self.topic_overrides
+            self.brokers.append(broker)
+        #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
+        self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
+        #: dynamic broker configs set through the admin API: "" (every broker) or a broker id -> settings
+        self.dynamic_configs: dict[str, dict[str, Any]] = {}
         self.controller = Controller(
             self.network,
             self.scheduler,
@@ -89,7 +96,7 @@ class Cluster:
         )
         self.topics: dict[str, TopicSpec] = {}
         self.requests: list[ClientRequest] = []
-        self.clients: dict[str, Producer | Consumer] = {}
+        self.clients: dict[str, Producer | Consumer | AdminClient] = {}
         self._nursery: trio.Nursery | None = None
         #: services beside the brokers (``minibroker.delay``) follow each broker's life through these:
         #: ``broker_stopped(id)`` on crash/shutdown, ``await broker_started(id)`` on restart
@@ -122,8 +129,28 @@ class Cluster:
             manager.apply_leader_and_isr(state)
 
     def _unclean(self, tp: TopicPartition) -> bool:
+        override = self.topic_overrides(tp.topic).get("unclean.leader.election.enable")
+        if override is not None:
+            return override == "true"
         leader_config = self.brokers[self.controller.state[tp].replicas[0]].config
         return leader_config.unclean_leader_election_enable
+
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides (empty for an unknown topic)."""
+        spec = self.topics.get(topic)
+        return spec.configs if spec is not None else {}
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace ``name``'s overrides (checked by the caller); live partitions take min ISR at once."""
+        self.topics[name] = attrs.evolve(self.topics[name], configs=dict(configs))
+        for broker in self.brokers:
+            manager = broker.replica_manager
+            if manager is None:
+                continue
+            for tp, partition in manager.partitions.items():
+                if tp.topic == name:
+                    partition.min_insync_replicas = manager.min_isr_for(name)
+        self._fault("topic_config", topic=name, settings=dict(configs))
 
     def known(self, tp: TopicPartition) -> bool:
         spec = self.topics.get(tp.topic)
@@ -199,6 +226,13 @@ class Cluster:
         if settings:
             consumer_config = attrs.evolve(consumer_config, **settings)
         return self._add_client(Consumer(self, client_id, consumer_config))
+
+    def admin(self, client_id: str) -> AdminClient:
+        """An admin client (DeleteRecords); the same one again for an id it already has."""
+        existing = self.clients.get(client_id)
+        if isinstance(existing, AdminClient):
+            return existing
+        return self._add_client(AdminClient(self, client_id))
 
     def _add_client(self, client: Any) -> Any:
         if client.client_id in self.clients or client.client_id == CONTROLLER:

@@ -108,6 +108,7 @@ class BrokerConfig(_KafkaNamed):
     unclean_leader_election_enable: bool = _bool_field("unclean.leader.election.enable", False)
     producer_purge_interval: int = _int_field("producer.purgatory.purge.interval.requests", 1000)
     fetch_purge_interval: int = _int_field("fetch.purgatory.purge.interval.requests", 1000)
+    delete_records_purge_interval: int = _int_field("delete.records.purgatory.purge.interval.requests", 1)
     log_segment_bytes: int = _int_field("log.segment.bytes", 1_073_741_824, 1)
     timer_tick_ms: int = _int_field("minibroker.timer.tick.ms", 1, 1)
     timer_wheel_size: int = _int_field("minibroker.timer.wheel.size", 20, 1)
@@ -136,6 +137,9 @@ class BrokerConfig(_KafkaNamed):
     group_min_session_timeout_ms: int = _int_field("group.min.session.timeout.ms", 6000)
     group_max_session_timeout_ms: int = _int_field("group.max.session.timeout.ms", 1_800_000)
     group_max_size: int = _int_field("group.max.size", 2_147_483_647, 1)
+    #: virtual time to read one record of a __consumer_offsets partition when a broker becomes its
+    #: coordinator (COORDINATOR_LOAD_IN_PROGRESS meanwhile); 0 loads at once
+    coordinator_load_ms_per_record: int = _int_field("minibroker.coordinator.load.ms.per.record", 1)
 
     @property
     def isr_expiration_period_ms(self) -> int:

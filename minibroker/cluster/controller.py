@@ -228,6 +228,10 @@ class Controller:
         self._install(tp, broker, state.isr, direct_to=None)
         return None
 
+    def elect_unclean(self, tp: TopicPartition, broker: int) -> None:
+        """An unclean election asked for by an admin: ``broker`` (alive) leads alone."""
+        self._install(tp, broker, (broker,), direct_to=None)
+
     def _elect(self, tp: TopicPartition, exclude: int | None, direct_to: int | None) -> None:
         state = self.state[tp]
         live_isr = [b for b in state.replicas if b in state.isr and b != exclude and self.alive(b)]

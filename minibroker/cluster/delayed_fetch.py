@@ -93,10 +93,7 @@ class DelayedFetch(DelayedOperation):
         return self.force_complete()
 
     def on_expiration(self) -> None:
-        purgatory = self._purgatory
-        if purgatory is not None:
-            kind = "follower" if self.request.is_from_follower else "consumer"
-            purgatory.expires_by_key[kind] = purgatory.expires_by_key.get(kind, 0) + 1
+        self.count_expired(("follower" if self.request.is_from_follower else "consumer",))
 
     def on_complete(self) -> None:
         self.respond(FetchResponse(self.read(self.request), self.cause or "condition"))

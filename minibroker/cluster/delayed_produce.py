@@ -24,7 +24,7 @@ import attrs
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import PartitionProduceResponse, ProduceResponse, TopicPartition
 from minibroker.cluster.partition import Partition
-from minibroker.purgatory import DelayedOperation
+from minibroker.cluster.partition_operation import DelayedPartitionsOperation
 
 
 @attrs.define(slots=True)
@@ -37,10 +37,10 @@ class ProducePartitionStatus:
     error: Errors | None = None  # while waiting: REQUEST_TIMED_OUT, what a timeout answers
 
 
-class DelayedProduce(DelayedOperation):
+class DelayedProduce(DelayedPartitionsOperation):
     """Completes when every partition's HW reaches its required offset, or on timeout."""
 
-    __slots__ = ("statuses", "lookup", "respond", "expired_partitions", "_pending")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -50,20 +50,7 @@ class DelayedProduce(DelayedOperation):
         respond: Callable[[ProduceResponse], object],
         op_id: str | None = None,
     ) -> None:
-        super().__init__(delay_ms, op_id)
-        self.statuses = statuses
-        self.lookup = lookup
-        self.respond = respond
-        self.expired_partitions: list[TopicPartition] = []
-        self._pending = 0
-        for status in statuses.values():
-            if status.response.error is Errors.NONE:
-                status.acks_pending = True
-                status.error = Errors.REQUEST_TIMED_OUT
-                self._pending += 1
-            else:
-                status.acks_pending = False
-                status.error = status.response.error
+        super().__init__(delay_ms, statuses, lookup, respond, op_id, lambda status: status.response.error)
 
     def try_complete(self) -> bool:
         leadership = False
@@ -76,22 +63,13 @@ class DelayedProduce(DelayedOperation):
             else:
                 enough, error = partition.check_enough_replicas_reach_offset(status.required_offset)
             if error is not Errors.NONE or enough:
-                status.acks_pending = False
-                status.error = error
-                self._pending -= 1
+                self.settle(status, error)
                 leadership = leadership or error is Errors.NOT_LEADER_OR_FOLLOWER
         if self._pending:
             return False
         if leadership and self.cause is None:
             self.cause = "leadership"
         return self.force_complete()
-
-    def on_expiration(self) -> None:
-        self.expired_partitions = [tp for tp, status in self.statuses.items() if status.acks_pending]
-        purgatory = self._purgatory
-        if purgatory is not None:
-            for tp in self.expired_partitions:
-                purgatory.expires_by_key[tp] = purgatory.expires_by_key.get(tp, 0) + 1
 
     def on_complete(self) -> None:
         responses = {}

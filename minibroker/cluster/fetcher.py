@@ -6,7 +6,9 @@ fetched epoch (so the leader can report a diverging log, KIP-320), with
 ``replica.fetch.wait.max.ms`` / ``replica.fetch.min.bytes`` / ``replica.fetch.max.bytes``.
 On the leader the fetch parks in the fetch purgatory until there is data. The
 follower appends what comes back, takes the leader's HW capped at its own LEO,
-and fetches again from its new LEO.
+and fetches again from its new LEO. It also takes the leader's log start offset
+(capped at its LEO), which its next fetch reports back: that is how DeleteRecords'
+low watermark rises on the leader.
 
 After a network error, or when every partition erred, it backs off
 ``replica.fetch.backoff.ms``. Paused, it sends nothing new (an answer already on
@@ -69,6 +71,7 @@ class ReplicaFetcher:
                 config.replica_fetch_max_bytes,
                 partition.leader_epoch,
                 log.latest_epoch() if log.log_end_offset > 0 else -1,
+                log.log_start_offset,
             )
         return FetchRequest(
             manager.broker_id,
@@ -121,6 +124,20 @@ class ReplicaFetcher:
                 continue  # the answer is about an older epoch
             log = partition.log
             if result.error is Errors.OFFSET_OUT_OF_RANGE:
+                if result.log_start_offset > log.log_end_offset:
+                    # behind the leader's log start (DeleteRecords): start again there (Kafka asks
+                    # ListOffsets first; the leader's answer carries the offset here)
+                    removed = log.log_end_offset - log.log_start_offset
+                    log.truncate_fully_and_start_at(result.log_start_offset)
+                    if manager.tracer.enabled:
+                        manager.emit(
+                            "truncate",
+                            partition=str(tp),
+                            offset=log.log_start_offset,
+                            removed=removed,
+                            leo=log.log_end_offset,
+                        )
+                    continue
                 errors += 1
                 continue
             if result.error is not Errors.NONE:
@@ -138,10 +155,22 @@ class ReplicaFetcher:
             appended = 0
             for batch in result.batches:
                 if batch.base_offset < log.log_end_offset:
-                    continue
+                    if not (log.log_end_offset == log.log_start_offset < batch.next_offset):
+                        continue
+                    # an empty log starting inside this batch (the leader's log start): start at the
+                    # batch's base, as Kafka does on UnexpectedAppendOffsetException; the leader's log
+                    # start offset is taken again below
+                    log.truncate_fully_and_start_at(batch.base_offset)
                 log.append(batch)
                 appended += batch.count
             log.set_high_watermark(result.high_watermark)
+            # the leader's log start offset, as far as this log reaches (the next fetch reports it)
+            start_before = log.log_start_offset
+            moved = log.maybe_increment_log_start_offset(min(result.log_start_offset, log.log_end_offset))
+            if moved and manager.tracer.enabled:
+                manager.emit(
+                    "log_start", partition=str(tp), offset=log.log_start_offset, previous=start_before
+                )
             if appended:
                 if manager.tracer.enabled:
                     manager.emit(

@@ -6,7 +6,8 @@ one would exceed ``segment_bytes``; a position is (segment base offset, byte
 position in segment), Kafka's ``LogOffsetMetadata``, which is what DelayedFetch
 compares to tell "same segment" from "older segment".
 
-- log start offset: the first offset still held (0 unless truncated from the front);
+- log start offset: the first offset still held (0 until DeleteRecords, or the leader's
+  log start offset replicated to a follower, moves it up; never above the HW on a leader);
 - log end offset (LEO): the next offset to be written;
 - high watermark (HW): the first offset not yet known to be replicated to the
   ISR; consumers read below it. ``0 <= HW <= LEO`` always.
@@ -202,6 +203,31 @@ class Log:
         if removed and len(self.producer_state):
             self.producer_state.rebuild((b.base_offset, b.producers) for b in self.batches() if b.producers)
         return removed
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (never down); True if it moved.
+
+        Records below it are no longer readable; segments that lie wholly below it are
+        dropped (Kafka deletes them in the background; here at once). The caller checks
+        ``offset`` against the HW (a leader) or takes it from its leader (a follower).
+        """
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self.segments.pop(0)
+            self.segment_bases.pop(0)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and start empty at ``offset`` (a follower behind its leader's log start)."""
+        self.segments = [Segment(offset)]
+        self.segment_bases = [offset]
+        self.log_start_offset = offset
+        self.log_end_offset = offset
+        self.high_watermark = offset
+        self.epochs = []
+        self.producer_state.rebuild(())
 
     # --- high watermark --------------------------------------------------------------------
     def maybe_increment_high_watermark(self, candidate: int) -> bool:

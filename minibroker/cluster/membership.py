@@ -203,7 +203,7 @@ class GroupMembership:
         request = m.OffsetFetchRequest(
             (m.OffsetFetchGroup(self.group_id, tuple((t, tuple(ps)) for t, ps in wanted.items())),)
         )
-        fetched = await self._call(coordinator, request, "OffsetFetch")
+        fetched = await self._call_while_loading(coordinator, request, "OffsetFetch")
         committed = {}
         if fetched is not None:
             committed = {TopicPartition(o.topic, o.partition): o.offset for o in fetched.groups[0].offsets}
@@ -238,7 +238,11 @@ class GroupMembership:
                 continue
             request = m.HeartbeatRequest(self.group_id, self.generation, self.member_id, self._instance())
             answer = await self._call(coordinator, request, "Heartbeat")
-            if answer is not None and answer.error is not Errors.NONE:
+            if answer is not None and answer.error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+                # as Java's heartbeat thread: a failed heartbeat, sent again retry.backoff.ms after it failed
+                retry_at = self.cluster.now() + RETRY_BACKOFF_MS
+                self._last_heartbeat = retry_at - self.config.heartbeat_interval_ms
+            elif answer is not None and answer.error is not Errors.NONE:
                 self._on_error(answer.error)
 
     async def _fetches(self) -> None:
@@ -273,7 +277,7 @@ class GroupMembership:
             self.group_id, offsets, self.generation, self.member_id, self._instance()
         )
         self._emit("member.commit", offsets={str(tp): o for tp, o in sorted(positions.items())})
-        answer = await self._call(coordinator, request, "OffsetCommit")
+        answer = await self._call_while_loading(coordinator, request, "OffsetCommit")
         if answer is None:
             return Errors.NETWORK_EXCEPTION
         errors = [error for _, _, error in answer.partitions if error is not Errors.NONE]
@@ -295,10 +299,18 @@ class GroupMembership:
             self._record(api, error)
         return answer
 
+    async def _call_while_loading(self, broker: int, message: Any, api: str) -> Any:
+        """``_call``, sent again after retry.backoff.ms while the coordinator answers
+        COORDINATOR_LOAD_IN_PROGRESS (retriable: the Java client retries commits and offset fetches)."""
+        answer = await self._call(broker, message, api)
+        while answer is not None and _load_in_progress(answer):
+            self._record(api, Errors.COORDINATOR_LOAD_IN_PROGRESS)  # a per-partition / per-group error
+            await self._sleep(RETRY_BACKOFF_MS)
+            answer = await self._call(broker, message, api)
+        return answer
+
     async def _rejoin_after(self, error: Errors) -> None:
-        """A JoinGroup/SyncGroup error; after a coordinator error the next join waits retry.backoff.ms, as
-        Java's coordinator lookup does (found by chaos: a SyncGroup answered COORDINATOR_NOT_AVAILABLE at
-        once, over a link without latency, made the member join again within one instant, forever)."""
+        """A failed JoinGroup/SyncGroup: rejoin, after retry.backoff.ms when the coordinator failed."""
         self._on_error(error)
         if error in _COORDINATOR:
             await self._sleep(RETRY_BACKOFF_MS)
@@ -353,6 +365,15 @@ class GroupMembership:
 
     async def _sleep(self, ms: int) -> None:
         await self.cluster.clock.sleep_until(self.cluster.now() + ms)
+
+
+def _load_in_progress(answer: Any) -> bool:
+    """An OffsetCommit (per partition) or OffsetFetch (per group) answer refused while loading."""
+    if isinstance(answer, m.OffsetFetchResponse):
+        errors = [group.error for group in answer.groups]
+    else:
+        errors = [error for _, _, error in answer.partitions]
+    return Errors.COORDINATOR_LOAD_IN_PROGRESS in errors
 
 
 def _subscription(metadata: bytes) -> list[str]:

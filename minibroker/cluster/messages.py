@@ -77,6 +77,8 @@ class FetchPartition:
     partition_max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    #: a follower's own log start offset (the leader's low watermark counts it); -1 from consumers
+    log_start_offset: int = -1
 
 
 @attrs.frozen(slots=True)
@@ -117,6 +119,32 @@ class PartitionFetchResponse:
 @attrs.frozen(slots=True)
 class FetchResponse:
     partitions: dict[TopicPartition, PartitionFetchResponse]
+    cause: str = "immediate"
+
+
+# --- delete records --------------------------------------------------------------------------
+#: DeleteRecords' offset meaning "up to the high watermark"
+DELETE_TO_HIGH_WATERMARK = -1
+
+
+@attrs.frozen(slots=True)
+class DeleteRecordsRequest:
+    """Move each partition's log start offset up to an offset (-1: the HW); wait up to ``timeout_ms``."""
+
+    offsets: dict[TopicPartition, int]
+    timeout_ms: int
+    request_id: str = ""
+
+
+@attrs.frozen(slots=True)
+class PartitionDeleteRecordsResponse:
+    error: Errors
+    low_watermark: int = -1
+
+
+@attrs.frozen(slots=True)
+class DeleteRecordsResponse:
+    partitions: dict[TopicPartition, PartitionDeleteRecordsResponse]
     cause: str = "immediate"
 
 

@@ -21,6 +21,9 @@ follower fetch, and applies Kafka's rules (reference §4):
   ISR-eligible follower outside the ISR whose LEO reached the HW and the start
   of the leader epoch. A change is proposed to the controller and stays *pending*
   (the maximal ISR is the union) until committed; no second change meanwhile.
+- low watermark (DeleteRecords): the minimum log start offset over the leader and
+  the followers on live (unfenced) brokers, as each last reported in a fetch; -1
+  (unknown) for a follower that has not fetched since this broker became leader.
 
 Errors are raised as ``PartitionError(Errors.X)``.
 """
@@ -58,6 +61,8 @@ class ReplicaState:
     last_caught_up_time_ms: int = NEVER
     last_fetch_leader_log_end_offset: int = 0
     last_fetch_time_ms: int = NEVER
+    #: the follower's log start offset as its last fetch said (-1: not known yet)
+    log_start_offset: int = -1
 
     def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_end_offset: int) -> None:
         if fetch_offset >= leader_end_offset:
@@ -74,6 +79,7 @@ class ReplicaState:
     def reset(self, now_ms: int, in_isr: bool) -> None:
         """On becoming leader: LEO unknown; caught up now if in the ISR, else never."""
         self.log_end_offset = -1
+        self.log_start_offset = -1
         self.last_caught_up_time_ms = now_ms if in_isr else NEVER
         self.last_fetch_leader_log_end_offset = 0
         self.last_fetch_time_ms = NEVER
@@ -98,6 +104,7 @@ class Partition:
         replica_lag_time_max_ms: int = 30_000,
         freeze_hw_under_min_isr: bool = True,
         isr_eligible: Callable[[int], bool] = lambda broker: True,
+        broker_alive: Callable[[int], bool] = lambda broker: True,
     ) -> None:
         self.tp = tp
         self.broker_id = broker_id
@@ -108,6 +115,8 @@ class Partition:
         self.freeze_hw_under_min_isr = freeze_hw_under_min_isr
         #: the metadata cache's answer: may this broker's replica be in the ISR (not fenced or shutting down)?
         self.isr_eligible = isr_eligible
+        #: the metadata cache's answer: is this broker alive (registered and not fenced)?
+        self.broker_alive = broker_alive
         self.leader_id = -1
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -224,6 +233,32 @@ class Partition:
             return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, Errors.NONE
 
+    # --- delete records --------------------------------------------------------------------
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Move the leader's log start offset to ``offset`` (-1: the HW); return the offset asked for.
+
+        OFFSET_OUT_OF_RANGE for an offset below -1 or above the HW (Kafka's
+        ``maybeIncrementLogStartOffset``); an offset at or below the log start changes nothing.
+        """
+        self.require_leader()
+        converted = self.log.high_watermark if offset == -1 else offset
+        if converted < 0 or converted > self.log.high_watermark:
+            raise PartitionError(
+                Errors.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside 0..the high watermark {self.log.high_watermark}",
+            )
+        self.log.maybe_increment_log_start_offset(converted)
+        return converted
+
+    def low_watermark(self) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the least log start offset over live replicas."""
+        self.require_leader()
+        low = self.log.log_start_offset
+        for state in self.remote.values():
+            if state.log_start_offset < low and self.broker_alive(state.broker_id):
+                low = state.log_start_offset
+        return low
+
     # --- high watermark --------------------------------------------------------------------
     def maybe_increment_leader_hw(self, now_ms: int) -> bool:
         if self.freeze_hw_under_min_isr and self.is_under_min_isr:
@@ -243,16 +278,25 @@ class Partition:
         return self.log.maybe_increment_high_watermark(candidate)
 
     # --- follower fetches ------------------------------------------------------------------
-    def update_follower_fetch_state(self, follower: int, fetch_offset: int, now_ms: int) -> bool:
-        """Record a follower fetch; maybe propose an ISR expansion; True if the HW rose."""
+    def update_follower_fetch_state(
+        self, follower: int, fetch_offset: int, now_ms: int, log_start_offset: int = 0, *, low: bool = False
+    ) -> tuple[bool, bool]:
+        """Record a follower fetch: (did the HW rise, did the low watermark rise).
+
+        The low watermark is compared only with ``low`` (DeleteRecords are waiting: Kafka too
+        computes it only then); otherwise the second answer is False.
+        """
         state = self.remote.get(follower)
         if state is None:
             raise PartitionError(Errors.NOT_LEADER_OR_FOLLOWER, f"broker {follower} is not a replica")
+        low_before = self.low_watermark() if low else 0
         previous = state.log_end_offset
         state.update_fetch_state(fetch_offset, now_ms, self.log.log_end_offset)
+        state.log_start_offset = log_start_offset
+        low_raised = low and self.low_watermark() > low_before
         if previous == state.log_end_offset:
-            return False
-        return self.maybe_increment_leader_hw(now_ms)
+            return False, low_raised
+        return self.maybe_increment_leader_hw(now_ms), low_raised
 
     def isr_expansion_candidate(self, follower: int) -> tuple[int, ...] | None:
         """The ISR to propose if ``follower`` may join now, else None."""

@@ -1,22 +1,26 @@
-"""ReplicaManager: one broker's partitions, its produce and fetch purgatories, and their triggers.
+"""ReplicaManager: one broker's partitions, its three purgatories, and their triggers.
 
-Both purgatories share the broker's one timer and one Reaper (the product design;
-Kafka gives each purgatory its own timer). Purgatories are checked exactly as
-Kafka's trigger table says (reference §4):
+The Produce, Fetch and DeleteRecords purgatories share the broker's one timer and
+one Reaper (the product design; Kafka gives each purgatory its own timer). The
+request paths are mixins in their own modules (``produce_path``, ``fetch_path``,
+``delete_records_path``); this module holds the partitions, leadership and the
+fetchers. Purgatories are checked exactly as Kafka's trigger table says (reference §4):
 
-| event                                                  | purgatories checked         |
-|--------------------------------------------------------|-----------------------------|
-| leader append raised the HW                            | produce, fetch              |
-| leader append left the HW unchanged (the LEO moved)    | fetch                       |
-| follower fetch raised the HW                           | fetch, produce              |
-| ISR change committed, or becoming leader raised the HW | fetch, produce              |
-| leadership lost (they answer NOT_LEADER_OR_FOLLOWER)   | produce, fetch              |
-| follower appended replicated data                      | fetch                       |
-| broker registrations changed and the HW rose           | fetch, produce              |
+| event                                                    | purgatories checked          |
+|----------------------------------------------------------|------------------------------|
+| leader append raised the HW                              | produce, fetch, deleteRecords|
+| leader append left the HW unchanged (the LEO moved)      | fetch                        |
+| follower fetch raised the HW or the low watermark        | fetch, produce, deleteRecords|
+| ISR change committed, or becoming leader raised the HW   | fetch, produce, deleteRecords|
+| leadership lost (they answer NOT_LEADER_OR_FOLLOWER)     | produce, fetch               |
+| follower appended replicated data                        | fetch                        |
+| broker registrations changed and the HW rose             | fetch, produce, deleteRecords|
 
-Append triggers run after the request's own delayed operation is registered
-(Kafka's action queue, KAFKA-8334). ISR proposals and commits live in
-``isr_changes``; the follower side (fetching and appending) in ``fetcher``.
+A DelayedDeleteRecords whose leader moved away is not checked (as in Kafka): it
+answers REQUEST_TIMED_OUT at its timeout. Append triggers run after the request's
+own delayed operation is registered (Kafka's action queue, KAFKA-8334). ISR
+proposals and commits live in ``isr_changes``; the follower side (fetching and
+appending) in ``fetcher``.
 """
 
 from __future__ import annotations
@@ -28,27 +32,20 @@ from typing import Any
 import trio
 
 from minibroker.cluster.config import BrokerConfig
+from minibroker.cluster.delayed_delete_records import DelayedDeleteRecords
 from minibroker.cluster.delayed_fetch import DelayedFetch
-from minibroker.cluster.delayed_produce import DelayedProduce, ProducePartitionStatus
+from minibroker.cluster.delayed_produce import DelayedProduce
+from minibroker.cluster.delete_records_path import DeleteRecordsPath
 from minibroker.cluster.errors import Errors
+from minibroker.cluster.fetch_path import FetchPath
 from minibroker.cluster.fetcher import ReplicaFetcher
 from minibroker.cluster.injected_errors import InjectedErrors
 from minibroker.cluster.isr_changes import IsrChanges
-from minibroker.cluster.log import Log, LogOffsetMetadata
-from minibroker.cluster.messages import (
-    LOG_END,
-    EpochEndOffset,
-    FetchRequest,
-    FetchResponse,
-    LeaderAndIsr,
-    PartitionFetchResponse,
-    PartitionProduceResponse,
-    ProduceRequest,
-    ProduceResponse,
-    TopicPartition,
-)
+from minibroker.cluster.log import Log
+from minibroker.cluster.messages import LeaderAndIsr, TopicPartition
 from minibroker.cluster.network import Network
-from minibroker.cluster.partition import Partition, PartitionError
+from minibroker.cluster.partition import Partition
+from minibroker.cluster.produce_path import ProducePath
 from minibroker.cluster.registrations import BrokerRegistrations
 from minibroker.purgatory import DelayedOperationPurgatory
 from minibroker.runtime import MsClock, Reaper
@@ -56,8 +53,8 @@ from minibroker.timer import make_timer
 from minibroker.trace import NULL_TRACER, Tracer
 
 
-class ReplicaManager:
-    """Hosts partitions of one broker and answers produce and fetch requests."""
+class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
+    """Hosts partitions of one broker and answers produce, fetch and delete-records requests."""
 
     def __init__(
         self,
@@ -96,8 +93,17 @@ class ReplicaManager:
             purge_interval=config.fetch_purge_interval,
             tracer=tracer,
         )
-        self.reaper.add_hook(self.produce_purgatory.maybe_purge)
-        self.reaper.add_hook(self.fetch_purgatory.maybe_purge)
+        self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            DelayedOperationPurgatory(
+                "DeleteRecords",
+                self.timer,
+                broker_id=broker_id,
+                purge_interval=config.delete_records_purge_interval,
+                tracer=tracer,
+            )
+        )
+        for purgatory in self.purgatories:
+            self.reaper.add_hook(purgatory.maybe_purge)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.fetchers_paused = False
@@ -111,6 +117,8 @@ class ReplicaManager:
         self.stopped = False
         #: numbers this broker's own requests; the Broker keeps it across restarts so ids stay unique
         self.request_numbers = itertools.count(1)
+        #: a topic's config overrides (Kafka names, strings); the broker points this at the cluster's
+        self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with (partition, is_leader, leader epoch) after each leadership change
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
@@ -129,11 +137,21 @@ class ReplicaManager:
             self._nursery = None
             self.stopped = True
 
+    @property
+    def purgatories(self) -> tuple[DelayedOperationPurgatory, ...]:
+        """Produce, Fetch and DeleteRecords, in that order (the figures list them so)."""
+        return (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory)
+
     def now(self) -> int:
         return self.clock.now_ms()
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.tracer.emit(kind, broker=self.broker_id, **fields)
+
+    def min_isr_for(self, topic: str) -> int:
+        """``min.insync.replicas``: the topic's override, else this broker's setting."""
+        override = self.topic_overrides(topic).get("min.insync.replicas")
+        return int(override) if override is not None else self.config.min_insync_replicas
 
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
@@ -141,220 +159,11 @@ class ReplicaManager:
     def _lookup_error(self, tp: TopicPartition) -> Errors:
         return Errors.NOT_LEADER_OR_FOLLOWER if self.known(tp) else Errors.UNKNOWN_TOPIC_OR_PARTITION
 
-    # --- produce -----------------------------------------------------------------------------
-    def append_records(self, request: ProduceRequest, respond: Callable[[Any], None] | None) -> None:
-        """Append to the leader logs; answer now, or park a DelayedProduce (acks=-1)."""
-        now = self.now()
-        tracing = self.tracer.enabled
-        if tracing:
-            self.emit(
-                "produce.request",
-                op=request.request_id,
-                keys=[str(tp) for tp in request.data],
-                acks=request.acks,
-                timeout_ms=request.timeout_ms,
-            )
-        if request.acks not in (-1, 0, 1):
-            responses = {tp: PartitionProduceResponse(Errors.INVALID_REQUIRED_ACKS) for tp in request.data}
-            self._respond_produce(request, respond, ProduceResponse(responses))
-            return
-        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
-        request_error = self.injected.take("produce", None)
-        hw_raised: list[TopicPartition] = []
-        leo_moved: list[TopicPartition] = []
-        duplicates: list[TopicPartition] = []  # retried idempotent batches: answered, not appended
-        for tp, data in request.data.items():
-            partition = self.partitions.get(tp)
-            try:
-                if partition is None:
-                    raise PartitionError(self._lookup_error(tp))
-                injected = request_error or self.injected.take("produce", tp)
-                if injected is not None:
-                    raise PartitionError(injected, "pushed by a test")
-                batch, raised, duplicate = partition.append_records_to_leader(
-                    data.count, data.size, request.acks, now, data.values, data.raw, data.producers
-                )
-            except PartitionError as failure:
-                statuses[tp] = ProducePartitionStatus(-1, PartitionProduceResponse(failure.error))
-                if tracing:
-                    self.emit(
-                        "append.rejected", partition=str(tp), error=failure.error.name, op=request.request_id
-                    )
-                continue
-            log = partition.log
-            statuses[tp] = ProducePartitionStatus(
-                batch.next_offset,
-                PartitionProduceResponse(Errors.NONE, batch.base_offset, -1, log.log_start_offset),
-            )
-            if duplicate:
-                duplicates.append(tp)
-                if tracing:
-                    self.emit(
-                        "append.duplicate", partition=str(tp), op=request.request_id, offset=batch.base_offset
-                    )
-                continue
-            (hw_raised if raised else leo_moved).append(tp)
-            if tracing:
-                self.emit(
-                    "append",
-                    partition=str(tp),
-                    op=request.request_id,
-                    offset=batch.base_offset,
-                    count=batch.count,
-                    bytes=batch.size,
-                    leo=log.log_end_offset,
-                    hw=log.high_watermark,
-                )
-        if request.acks == -1 and (hw_raised or leo_moved or duplicates):  # appended or already there
-            operation = DelayedProduce(
-                request.timeout_ms,
-                statuses,
-                self.partition,
-                lambda response: self._respond_produce(request, respond, response),
-                op_id=request.request_id or None,
-            )
-            self.produce_purgatory.try_complete_else_watch(operation, list(request.data))
-        else:
-            responses = {tp: status.response for tp, status in statuses.items()}
-            self._respond_produce(request, respond, ProduceResponse(responses))
-        for tp in hw_raised:
-            self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
-        for tp in leo_moved:
-            self.fetch_purgatory.check_and_complete(tp)
-
-    def _respond_produce(
-        self, request: ProduceRequest, respond: Callable[[Any], None] | None, response: ProduceResponse
-    ) -> None:
-        if self.tracer.enabled:
-            for tp, part in response.partitions.items():
-                self.emit(
-                    "produce.response",
-                    op=request.request_id,
-                    partition=str(tp),
-                    error=part.error.name,
-                    offset=part.base_offset,
-                    cause=response.cause,
-                )
-        if request.acks != 0 and respond is not None:
-            respond(response)
-
-    # --- fetch -------------------------------------------------------------------------------
-    def fetch_messages(self, request: FetchRequest, respond: Callable[[Any], None]) -> None:
-        """Read now; answer at once or park a DelayedFetch until min_bytes or max_wait."""
-        results, fetch_offsets, diverging = self._read(request, update_follower=True)
-        isolation = LOG_END if request.is_from_follower else request.isolation
-        size = sum(result.size for result in results.values())
-        errors = any(result.error is not Errors.NONE for result in results.values())
-        if (
-            request.max_wait_ms <= 0
-            or not request.partitions
-            or size >= request.min_bytes
-            or errors
-            or diverging
-        ):
-            self._respond_fetch(request, respond, FetchResponse(results))
-            return
-        operation = DelayedFetch(
-            request,
-            fetch_offsets,
-            isolation,
-            self.partition,
-            lambda req: self._read(req, update_follower=False)[0],
-            lambda response: self._respond_fetch(request, respond, response),
-            op_id=request.request_id or None,
-        )
-        self.fetch_purgatory.try_complete_else_watch(operation, list(request.partitions))
-
-    def _respond_fetch(
-        self, request: FetchRequest, respond: Callable[[Any], None], response: FetchResponse
-    ) -> None:
-        if self.tracer.enabled and not request.is_from_follower:
-            for tp, part in response.partitions.items():
-                self.emit(
-                    "fetch.response",
-                    op=request.request_id,
-                    partition=str(tp),
-                    error=part.error.name,
-                    offset=part.batches[0].base_offset if part.batches else -1,
-                    records=sum(b.count for b in part.batches),
-                    bytes=part.size,
-                    hw=part.high_watermark,
-                    cause=response.cause,
-                )
-        respond(response)
-
-    def _read(
-        self, request: FetchRequest, update_follower: bool
-    ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
-        """Read every partition of ``request``; a follower's first read also updates its fetch state."""
-        now = self.now()
-        results: dict[TopicPartition, PartitionFetchResponse] = {}
-        offsets: dict[TopicPartition, LogOffsetMetadata] = {}
-        diverging_any = False
-        remaining = request.max_bytes
-        injected_here = update_follower and not request.is_from_follower  # a client's first read
-        request_error = self.injected.take("fetch", None) if injected_here else None
-        for tp, wanted in request.partitions.items():
-            partition = self.partitions.get(tp)
-            try:
-                if partition is None:
-                    raise PartitionError(self._lookup_error(tp))
-                if injected_here:
-                    injected = request_error or self.injected.take("fetch", tp)
-                    if injected is not None:
-                        raise PartitionError(injected, "pushed by a test")
-                partition.require_leader()
-                partition.check_leader_epoch(wanted.current_leader_epoch)
-                log = partition.log
-                if request.is_from_follower and wanted.last_fetched_epoch >= 0:
-                    epoch, end = log.end_offset_for_epoch(wanted.last_fetched_epoch)
-                    if epoch < wanted.last_fetched_epoch or end < wanted.fetch_offset:
-                        diverging_any = True
-                        results[tp] = PartitionFetchResponse(
-                            Errors.NONE,
-                            log.high_watermark,
-                            log.log_start_offset,
-                            log.log_end_offset,
-                            (),
-                            EpochEndOffset(epoch, end),
-                        )
-                        offsets[tp] = log.offset_metadata(wanted.fetch_offset)
-                        continue
-                if wanted.fetch_offset > log.log_end_offset or wanted.fetch_offset < log.log_start_offset:
-                    raise PartitionError(Errors.OFFSET_OUT_OF_RANGE)
-                isolation = LOG_END if request.is_from_follower else request.isolation
-                data = log.read(
-                    wanted.fetch_offset,
-                    min(wanted.partition_max_bytes, max(remaining, 0)),
-                    partition.max_offset(isolation),
-                )
-                remaining -= data.size
-                offsets[tp] = data.fetch_offset_metadata
-                if request.is_from_follower and update_follower:
-                    self._update_follower(partition, request.replica_id, wanted.fetch_offset, now)
-                results[tp] = PartitionFetchResponse(
-                    Errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, data.batches
-                )
-            except PartitionError as failure:
-                results[tp] = PartitionFetchResponse(failure.error)
-        return results, offsets, diverging_any
-
-    def _update_follower(self, partition: Partition, follower: int, fetch_offset: int, now: int) -> None:
-        hw_before = partition.high_watermark
-        raised = partition.update_follower_fetch_state(follower, fetch_offset, now)
-        if self.tracer.enabled:
-            self.emit("follower.fetch", partition=str(partition.tp), replica=follower, offset=fetch_offset)
-        proposed = partition.isr_expansion_candidate(follower)
-        if proposed is not None:
-            self.isr_changes.alter_partition(partition, "expand", proposed)
-        if raised:
-            self.trace_hw(partition, hw_before)
-            self.try_complete_delayed_requests(partition.tp)
-
     def try_complete_delayed_requests(self, tp: TopicPartition) -> None:
+        """Kafka's ``Partition.tryCompleteDelayedRequests``: every purgatory of ``tp``."""
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     def trace_hw(self, partition: Partition, before: int) -> None:
         if self.tracer.enabled:
@@ -378,10 +187,11 @@ class ReplicaManager:
                 self.broker_id,
                 state.replicas,
                 log,
-                self.config.min_insync_replicas,
+                self.min_isr_for(tp.topic),
                 self.config.replica_lag_time_max_ms,
                 self.config.freeze_hw_under_min_isr,
                 self.is_replica_isr_eligible,
+                self.registrations_alive,
             )
             self.partitions[tp] = partition
         elif state.leader_epoch < partition.leader_epoch:
@@ -426,6 +236,10 @@ class ReplicaManager:
 
     def is_replica_isr_eligible(self, broker: int) -> bool:
         return self.registrations.is_isr_eligible(broker)
+
+    def registrations_alive(self, broker: int) -> bool:
+        """Kafka's ``metadataCache.hasAliveBroker``: registered and not fenced."""
+        return broker not in self.registrations.fenced
 
     def apply_registrations(self, registrations: BrokerRegistrations) -> None:
         """New broker states from the controller; a fenced follower stops holding the HW at once."""

@@ -68,11 +68,13 @@ class GroupView:
 
 @attrs.frozen
 class CoordinatorView:
-    """A broker's group coordinator: the partitions it loaded, its groups, its keyed timer tasks."""
+    """A broker's group coordinator: the partitions it loaded, its groups, its keyed timer tasks,
+    and the partitions whose log it is still reading (COORDINATOR_LOAD_IN_PROGRESS)."""
 
     partitions: tuple[int, ...]
     groups: tuple[GroupView, ...]
     timers: tuple[tuple[str, int], ...]  # (key, deadline), soonest first
+    loading: tuple[int, ...] = ()
 
 
 @attrs.frozen

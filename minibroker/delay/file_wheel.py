@@ -8,24 +8,31 @@ tick ``k`` fires at time ``k*tick``, so a message is never early and at most one
 tick (less 1 ms) late.
 
 Firing tick ``k``: the slot's log is renamed ``.firing`` (appends made meanwhile
-start a new log), read whole, deduplicated by message id, and split: messages due
-by ``k`` are forwarded, later ones (delays longer than the wheel: the slot is
-shared by every revolution) are *rolled*, appended again to the slot of their due
-tick, as RocketMQ's timer does. Each forwarded or rolled id is appended to
-``.done``; when all are done the ``.firing`` file, then the ``.done`` file, are
-deleted and the pointer advances (written by rename).
+start a new log) and *streamed* in file order (``RecordStream``: one block of
+``read_bytes`` at a time), ``batch`` due messages at a time. Messages due by
+``k`` are forwarded; later ones (delays longer than the wheel: the slot is shared
+by every revolution) are *rolled*, appended again to the slot of their due tick,
+as RocketMQ's timer does. Progress goes to ``.done`` as byte offsets into the
+``.firing`` file: ``R`` (every later message before it rolled) and ``F`` (every
+due message before it forwarded). When the stream ends, the ``.firing`` file,
+then the ``.done`` file, are deleted and the pointer advances (written by rename).
 
 Crash safety (a process killed at any instant; every write is flushed to the OS
 before it counts): an acknowledged append is in its slot's file; a restart fires
-every tick from the pointer on, a leftover ``.firing`` first, skipping the ids in
-its ``.done``. So a message is forwarded twice only if it was being forwarded at
-the crash (forwarded, not yet in ``.done``); a roll interrupted the same way
-writes a second copy into the same target slot, where the dedup drops it.
+every tick from the pointer on, a leftover ``.firing`` first, from its ``F``
+offset, rolling only what lies after ``R``. So a message is forwarded twice only
+if its batch was being forwarded at the crash. A roll writes an intent (the
+target logs' sizes) before it appends and ``R`` after; a crash in between is
+undone when the wheel is opened (the targets are cut back to those sizes), so a
+roll never leaves a second copy behind. Duplicate ids a client wrote itself are
+dropped when within ``dedup_window`` records of each other in a slot.
 
-Memory does not grow with held messages: they are on disk. Open append handles
-are kept only for slots within ``open_window`` ticks ahead of the pointer; an
-append further ahead opens, writes and closes the file (the seed's lazy loading).
-Firing reads one slot at a time. Pure and synchronous: no trio; the caller drives
+Memory is bounded by settings, not by held messages: they are on disk, and
+firing holds one read block, one batch of due messages, one batch of rolls and
+the last ``dedup_window`` ids, however many messages a slot holds. Open append
+handles are kept only for slots within ``open_window`` ticks ahead of the
+pointer; an append further ahead opens, writes and closes the file (the seed's
+lazy loading). Pure and synchronous: no trio; the caller drives
 ``due_ticks``/``fire`` from its clock.
 """
 
@@ -39,15 +46,16 @@ from typing import BinaryIO
 import attrs
 
 from minibroker.delay.headers import DelayedMessage
+from minibroker.delay.slot_firing import SlotFiring
 from minibroker.delay.wheel_format import (
-    KIND_DONE,
+    HEADER_SIZE,
     KIND_MESSAGES,
     Damage,
-    encode_done,
+    Progress,
     encode_message,
+    encode_rolled,
     file_header,
-    read_done,
-    read_messages,
+    read_progress,
 )
 
 
@@ -76,9 +84,18 @@ class FileWheel:
         tick_ms: int = 1000,
         open_window: int = 60,
         on_damage: Callable[[Damage], None] | None = None,
+        *,
+        batch: int = 100,
+        read_bytes: int = 1 << 20,
+        dedup_window: int = 10_000,
     ) -> None:
-        if slots < 1 or tick_ms < 1 or open_window < 0:
-            raise ValueError("a wheel needs slots >= 1, tick_ms >= 1 and open_window >= 0")
+        if slots < 1 or tick_ms < 1 or open_window < 0 or batch < 1 or read_bytes < 1 or dedup_window < 0:
+            raise ValueError(
+                "a wheel needs slots, tick_ms, batch, read_bytes >= 1 and open_window, dedup_window >= 0"
+            )
+        self.batch = batch
+        self.read_bytes = read_bytes
+        self.dedup_window = dedup_window
         self.directory = os.fspath(directory)
         os.makedirs(self.directory, exist_ok=True)
         self.slots = slots
@@ -88,8 +105,18 @@ class FileWheel:
         self.damages: list[Damage] = []
         self._handles: dict[int, tuple[int, BinaryIO]] = {}  # slot -> (tick it was opened for, file)
         self.pointer: int | None = self._read_pointer()
+        #: the pointer as last written to disk (behind ``pointer`` after ticks with no files)
+        self._saved_pointer = self.pointer
+        with os.scandir(self.directory) as entries:
+            #: slots that have a log or firing file: firing any other slot needs no file system call
+            self._slots_with_files = {
+                int(e.name[5:10])
+                for e in entries
+                if e.name.startswith("slot-") and e.name.endswith((".log", ".firing"))
+            }
         #: the tick being fired, if any: appends meanwhile go after it
         self.firing: int | None = None
+        self._undo_interrupted_rolls()
 
     # --- files -----------------------------------------------------------------------------------
     def _path(self, slot: int, suffix: str) -> str:
@@ -109,7 +136,15 @@ class FileWheel:
         with open(path + ".tmp", "w") as f:
             f.write(str(tick))
         os.replace(path + ".tmp", path)
-        self.pointer = tick
+        self.pointer = self._saved_pointer = tick
+
+    def _advance_pointer(self, tick: int, had_files: bool) -> None:
+        """Move the pointer to ``tick``: on disk only when its slot had files. A pointer left behind
+        after empty ticks costs a restart nothing but firing those empty slots again."""
+        if had_files:
+            self._write_pointer(tick)
+        else:
+            self.pointer = tick
 
     def _open_append(self, path: str, kind: int, slot: int) -> BinaryIO:
         f = open(path, "ab")  # noqa: SIM115 (kept open across appends within the window)
@@ -123,12 +158,36 @@ class FileWheel:
             if self.on_damage is not None:
                 self.on_damage(damage)
 
-    def _read(self, path: str) -> bytes | None:
+    def _progress(self, slot: int) -> Progress:
+        damages: list[Damage] = []
+        path = self._path(slot, "done")
         try:
             with open(path, "rb") as f:
-                return f.read()
+                progress = read_progress(f, path, damages)
         except FileNotFoundError:
-            return None
+            progress = Progress()
+        self._report(damages)
+        return progress
+
+    def _undo_interrupted_rolls(self) -> None:
+        """Cut the target logs of a roll the last process began and did not finish back to their
+        sizes before it (nothing else can have appended since: the roll was synchronous)."""
+        with os.scandir(self.directory) as entries:
+            names = [e.name for e in entries if e.name.startswith("slot-") and e.name.endswith(".done")]
+        for name in names:
+            slot = int(name[5:10])
+            progress = self._progress(slot)
+            if progress.intent is None:
+                continue
+            for target, size in progress.intent:
+                path = self._path(target, "log")
+                if size <= HEADER_SIZE:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(path)
+                elif os.path.exists(path):
+                    os.truncate(path, size)
+            with open(self._path(slot, "done"), "ab") as f:
+                f.write(encode_rolled(progress.rolled_to))  # the intent is settled
 
     # --- writing ---------------------------------------------------------------------------------
     def start(self, now_ms: int) -> None:
@@ -154,8 +213,25 @@ class FileWheel:
         for slot, records in by_slot.items():
             self._write(slot, ticks[slot], b"".join(records))
 
+    def log_sizes(self, messages: Iterable[DelayedMessage]) -> dict[int, int]:
+        """The sizes of the logs ``append(messages)`` would write to (0: no log yet)."""
+        sizes: dict[int, int] = {}
+        for message in messages:
+            slot = self.tick_for(message.due_ms) % self.slots
+            if slot not in sizes:
+                held = self._handles.get(slot)
+                if held is not None:
+                    sizes[slot] = held[1].tell()
+                else:
+                    try:
+                        sizes[slot] = os.path.getsize(self._path(slot, "log"))
+                    except FileNotFoundError:
+                        sizes[slot] = 0
+        return sizes
+
     def _write(self, slot: int, tick: int, data: bytes) -> None:
         assert self.pointer is not None
+        self._slots_with_files.add(slot)
         held = self._handles.get(slot)
         if held is not None:
             held[1].write(data)
@@ -195,25 +271,15 @@ class FileWheel:
         held = self._handles.pop(slot, None)
         if held is not None:
             held[1].close()
+        if slot not in self._slots_with_files:
+            return SlotFiring(self, tick, slot, None, Progress())
         firing = self._path(slot, "firing")
         if not os.path.exists(firing):
             try:
                 os.replace(self._path(slot, "log"), firing)
             except FileNotFoundError:
-                return SlotFiring(self, tick, slot, [], [], set())
-        damages: list[Damage] = []
-        data = self._read(firing) or b""
-        messages = read_messages(data, firing, damages)
-        done_data = self._read(self._path(slot, "done"))
-        done = read_done(done_data, self._path(slot, "done"), damages) if done_data else set()
-        self._report(damages)
-        forward, roll, seen = [], [], set(done)
-        for message in messages:
-            if message.message_id in seen:
-                continue
-            seen.add(message.message_id)
-            (forward if _ceil_div(message.due_ms, self.tick_ms) <= tick else roll).append(message)
-        return SlotFiring(self, tick, slot, forward, roll, done)
+                return SlotFiring(self, tick, slot, None, Progress())
+        return SlotFiring(self, tick, slot, firing, self._progress(slot))
 
     def view(self) -> WheelView:
         slots = 0
@@ -227,56 +293,13 @@ class FileWheel:
         return WheelView(pointer, pointer % self.slots, slots, len(self._handles), size)
 
     def close(self) -> None:
+        """Close the append handles and save the pointer."""
         for _, f in self._handles.values():
             f.close()
         self._handles.clear()
+        self.save_pointer()
 
-
-class SlotFiring:
-    """One tick being handled: ``forward`` (due) and ``roll`` (later) messages, not yet done."""
-
-    def __init__(
-        self,
-        wheel: FileWheel,
-        tick: int,
-        slot: int,
-        forward: list[DelayedMessage],
-        roll: list[DelayedMessage],
-        done: set[str],
-    ) -> None:
-        self.wheel = wheel
-        self.tick = tick
-        self.slot = slot
-        self.forward = forward
-        self.roll = roll
-        self.done = done
-        self._done_file: BinaryIO | None = None
-
-    def mark_done(self, message_ids: Iterable[str]) -> None:
-        """Record ids as forwarded (or rolled), flushed: a restart will not send them again."""
-        ids = [i for i in message_ids if i not in self.done]
-        if not ids:
-            return
-        if self._done_file is None:
-            path = self.wheel._path(self.slot, "done")
-            self._done_file = self.wheel._open_append(path, KIND_DONE, self.slot)
-        self._done_file.write(b"".join(encode_done(i) for i in ids))
-        self._done_file.flush()
-        self.done.update(ids)
-
-    def roll_all(self) -> None:
-        """Append the later messages to their slots, then mark them done."""
-        if self.roll:
-            self.wheel.append(self.roll)
-            self.mark_done(m.message_id for m in self.roll)
-
-    def complete(self) -> None:
-        """Delete the slot's firing and done files and advance the pointer to this tick."""
-        if self._done_file is not None:
-            self._done_file.close()
-        for suffix in ("firing", "done"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self.wheel._path(self.slot, suffix))
-        self.wheel._write_pointer(self.tick)
-        self.wheel.firing = None
-        self.wheel._close_behind()
+    def save_pointer(self) -> None:
+        """Write the pointer to disk if it moved over empty ticks since (not while a tick is firing)."""
+        if self.pointer is not None and self.pointer != self._saved_pointer and self.firing is None:
+            self._write_pointer(self.pointer)

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 
 import attrs
 
+from minibroker.recordbatch import build_batch, records
+
 # kafka-python is imported on first use: a scenario without delayed messages does not load it
 
 REAL_TOPIC = "delay.real.topic"
@@ -63,17 +65,6 @@ class DelayedMessage:
         return (murmur2(basis) & 0x7FFFFFFF) % partitions
 
 
-def build_batch(records: Iterable[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]) -> bytes:
-    """One v2 batch of (timestamp, key, value, headers) records."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    # magic 2, no compression, not transactional, no producer id/epoch/sequence, no size limit
-    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**31 - 1)
-    for i, (timestamp, key, value, headers) in enumerate(records):
-        builder.append(i, timestamp=timestamp, key=key, value=value, headers=headers)
-    return bytes(builder.build())
-
-
 def encode_delayed(messages: Iterable[DelayedMessage]) -> bytes:
     """The level records for ``messages``: every routing header written out."""
     records = []
@@ -97,15 +88,6 @@ def encode_forward(messages: Iterable[DelayedMessage], now_ms: int) -> bytes:
         )
         for m in messages
     )
-
-
-def records(raw: bytes) -> Iterator:
-    """Every record of the v2 batches in ``raw``, in order (kafka-python record objects)."""
-    from kafka.record.memory_records import MemoryRecords
-
-    batches = MemoryRecords(raw)
-    while (batch := batches.next_batch()) is not None:
-        yield from batch
 
 
 def decode_delayed(

@@ -13,11 +13,12 @@ replaced by a copy of the active one's files, and is in sync again.
 
 The active forwarder is the lowest-id live in-sync copy; the others are hot
 standbys: each tick fires on every in-sync copy in lockstep (each renames the
-slot and rolls its own long delays), the active one forwards, and each batch's
-message ids are marked done on every copy once the batch is acknowledged. When
-the active broker crashes, the next copy takes over from its own files: it
-re-fires the tick, skips the ids done, and so forwards again only the batch
-that was in flight (``delay.wheel.forward.batch`` messages at most).
+slot and streams its own file, rolling its own long delays), the active one
+forwards a batch at a time, and once a batch is acknowledged every copy passes
+the batch's messages in its own file and checkpoints. When the active broker
+crashes, the next copy takes over from its own files: it re-fires the tick from
+its checkpoint, and so forwards again only the batch that was in flight
+(``delay.wheel.forward.batch`` messages at most).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from minibroker.cluster.cluster import TopicSpec
 from minibroker.cluster.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed
 from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import TopicPartition
-from minibroker.delay.file_wheel import FileWheel, SlotFiring, WheelView
+from minibroker.delay.file_wheel import FileWheel, WheelView
 from minibroker.delay.forward import forward
 from minibroker.delay.headers import DelayedMessage
 from minibroker.delay.levels import DelayError
@@ -62,6 +63,10 @@ class WheelConfig(_KafkaNamed):
     replicas: int = _int_field("delay.wheel.replicas", 0, 0)
     #: messages per forward request: the most a crash of the active forwarder can send twice
     forward_batch: int = _int_field("delay.wheel.forward.batch", 100, 1)
+    #: bytes read from a firing slot's file at a time (firing never reads a file whole)
+    read_bytes: int = _int_field("delay.wheel.read.bytes", 1 << 20, 1)
+    #: a client's duplicate ids are dropped when within this many records of each other in a slot
+    dedup_window: int = _int_field("delay.wheel.dedup.window", 10_000, 0)
     retry_backoff_ms: int = _int_field("delay.wheel.retry.backoff.ms", 100, 1)
 
     @classmethod
@@ -116,6 +121,9 @@ class WheelGroup:
             c.tick_ms,
             c.open_window,
             on_damage=lambda damage, b=broker_id: self._damaged(b, damage),
+            batch=c.forward_batch,
+            read_bytes=c.read_bytes,
+            dedup_window=c.dedup_window,
         )
 
     def _emit(self, kind: str, **fields: object) -> None:
@@ -171,6 +179,7 @@ class WheelGroup:
         if broker_id not in self.in_sync and live and self.cluster.is_alive(broker_id):
             source = self.active if self.active in live else live[0]
             self.copies[broker_id].close()
+            self.copies[source].save_pointer()
             target = self._directory(broker_id)
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(self._directory(source), target)
@@ -251,28 +260,38 @@ class WheelGroup:
     async def _fire(self, tick: int, live: list[int]) -> None:
         """Fire ``tick`` on every live in-sync copy and forward from the first, until done or failed over."""
         active = live[0]
-        firings: dict[int, SlotFiring] = {}
-        for broker_id in live:
-            firing = self.copies[broker_id].fire(tick)
-            firing.roll_all()
-            firings[broker_id] = firing
+        firings = {broker_id: self.copies[broker_id].fire(tick) for broker_id in live}
         lead = firings[active]
-        pending = [m for m in lead.forward if m.message_id not in lead.done]
-        self._emit("delay.wheel.fire", broker=active, tick=tick, slot=lead.slot, forward=len(pending),
-                   roll=len(lead.roll))
-        batch_size = self.config.forward_batch
-        while pending:
-            batch = pending[:batch_size]
-            outcomes = await forward(self._producer(active), batch, self.epoch_origin_ms, self._emit)
-            if self.live_in_sync()[:1] != [active]:
-                return  # the active broker died with the batch in flight: the next copy re-fires
-            done_at = self.cluster.now()
-            sent = [m for m, (_, error) in zip(batch, outcomes, strict=True) if error == Errors.NONE.name]
+        try:
+            while batch := lead.next_batch():
+                if not await self._forward_batch(active, batch):
+                    return  # the active broker died with the batch in flight: the next copy re-fires
+                lead.checkpoint()
+                ids = [m.message_id for m in batch]
+                for broker_id, firing in firings.items():
+                    if broker_id != active and broker_id in self.in_sync and self.cluster.is_alive(broker_id):
+                        firing.follow(ids)
+            self._emit("delay.wheel.fire", broker=active, tick=tick, slot=lead.slot, forward=lead.forwarded,
+                       roll=lead.rolled)
             for broker_id, firing in firings.items():
-                if broker_id in self.in_sync and self.cluster.is_alive(broker_id):
-                    firing.mark_done(m.message_id for m in sent)
-            for message, (partition, error) in zip(batch, outcomes, strict=True):
+                if self.cluster.is_alive(broker_id):
+                    firing.complete()
+        finally:
+            for firing in firings.values():
+                firing.close()
+
+    async def _forward_batch(self, active: int, batch: list[DelayedMessage]) -> bool:
+        """Forward ``batch`` until every message is acknowledged; False if ``active`` stopped being active."""
+        pending = batch
+        while pending:
+            outcomes = await forward(self._producer(active), pending, self.epoch_origin_ms, self._emit)
+            if self.live_in_sync()[:1] != [active]:
+                return False
+            done_at = self.cluster.now()
+            failed = []
+            for message, (partition, error) in zip(pending, outcomes, strict=True):
                 if error != Errors.NONE.name:
+                    failed.append(message)
                     self.stats.forward_failures += 1
                     self._emit("delay.forward.failed", id=message.message_id, error=error)
                     continue
@@ -280,12 +299,10 @@ class WheelGroup:
                 self.stats.delivered(message.message_id, partition, 0, due_ms, done_at)
                 self._emit("delay.delivered", design="wheel", id=message.message_id, partition=partition,
                            due_ms=due_ms, lateness_ms=done_at - due_ms)
-            pending = [m for m in pending if m.message_id not in lead.done]
-            if len(sent) < len(batch):
+            pending = failed
+            if pending:
                 await trio.sleep(self.config.retry_backoff_ms / 1000)
-        for broker_id, firing in firings.items():
-            if self.cluster.is_alive(broker_id):
-                firing.complete()
+        return True
 
     # --- views -----------------------------------------------------------------------------------
     def view(self) -> dict[int, WheelView]:

@@ -23,7 +23,7 @@ import attrs
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from minibroker.pipeline import groups, operations, timelines
+from minibroker.pipeline import delays, groups, operations, retries, timelines
 from minibroker.pipeline.inputs import TraceInputs
 from minibroker.pipeline.reader import read_traces
 
@@ -41,6 +41,8 @@ RELEVANT = (
     *timelines.ISR_KINDS,
     "fault",
     *groups.KINDS,
+    *retries.KINDS,
+    *delays.KINDS,
 )
 #: each table's key columns: rows are sorted by them
 KEYS = {
@@ -55,6 +57,9 @@ KEYS = {
     "audit": ("trace", "broker", "op", "problem"),
     "skipped": ("trace", "problem"),
     "rebalances": ("trace", "broker", "group"),
+    "retry_attempts": ("trace", "client", "outcome", "attempts"),
+    "retry_dlt": ("trace", "client"),
+    "delay_lateness": ("design",),
 }
 
 
@@ -114,6 +119,7 @@ class Analysis:
             "timer_precision": self.timer_summary(),
             "audit": {"problems": self.audit_total, "by_problem": self.audit_counts()},
             "skipped": self.rows("skipped"),
+            "retries": self.rows("retry_dlt"),
             "seconds": round(self.seconds, 3),
         }
 
@@ -157,6 +163,10 @@ def relevant(events: DataFrame) -> DataFrame:
         _field("group", *groups.KINDS, cast=None).alias("group"),
         _field("state", "group.state", cast=None).alias("group_state"),
         _field("pending", "group.session.expire", cast=None).alias("pending"),
+        _field("client", *retries.KINDS, cast=None).alias("client"),
+        _field("origin", *retries.KINDS, cast=None).alias("origin"),
+        _field("design", *delays.KINDS, cast=None).alias("design"),
+        _field("lateness_ms", *delays.KINDS).alias("lateness_ms"),
     )
 
 
@@ -223,6 +233,9 @@ def analyze(
             "hw": timelines.hw(rel, bucket_ms),
             "isr": timelines.isr(rel, bucket_ms),
             "rebalances": groups.rebalances(rel),
+            "retry_attempts": retries.retry_attempts(retries.records(rel)),
+            "retry_dlt": retries.retry_dlt(retries.records(rel)),
+            "delay_lateness": delays.lateness(rel),
         }
         for name, frame in frames.items():
             tables[name] = _collect(frame, name, trace_names)

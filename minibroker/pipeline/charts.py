@@ -15,6 +15,9 @@ what is drawn and are what the tests check:
 - ``isr_traces``: the traces whose ISR changed, those with a shrink first; one panel
   each, one line per partition, integer ticks (``integer_ticks``).
 - ``timer_note``: a sentence instead of a chart when every task fired on time.
+- ``rebalance_rows``: one bar per (trace, group) with rebalances, the longest mean first:
+  the mean rebalance duration, a whisker from the shortest to the longest, and the
+  counts of rebalances and session expiries written beside it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ CAUSE_COLORS = {
 #: panels at most in one small-multiples chart (the tables hold everything)
 MAX_PANELS = 12
 MAX_ISR_TRACES = 4
+MAX_REBALANCE_ROWS = 20
 
 
 def figure(width: float = 8.0, height: float = 4.0) -> Any:
@@ -337,4 +341,42 @@ def timer_chart(analysis: Analysis, path: Path) -> Path | None:
     axes.set_xlabel("fire time − expiration (ms)")
     axes.set_ylabel("tasks (log)")
     axes.set_title("timer precision: how late each task fired")
+    return save(fig, path)
+
+
+# --- consumer groups -----------------------------------------------------------------------------
+def rebalance_rows(rows: list[dict[str, Any]], limit: int = MAX_REBALANCE_ROWS) -> list[dict[str, Any]]:
+    """The groups that completed a rebalance: (label, min, mean, max seconds, note), longest mean first."""
+    drawn = []
+    for row in rows:
+        if not row["rebalances"]:
+            continue
+        note = f"{row['rebalances']} rebalance(s)"
+        if row["session_expiries"]:
+            note += (
+                f", {row['session_expiries']} session expir{'y' if row['session_expiries'] == 1 else 'ies'}"
+            )
+        label = f"{Path(row['trace']).name} · {row['group']} (broker {row['broker']})"
+        seconds = [row[k] / 1000 for k in ("min_ms", "mean_ms", "max_ms")]
+        drawn.append({"label": label, "min": seconds[0], "mean": seconds[1], "max": seconds[2], "note": note})
+    return sorted(drawn, key=lambda r: (-r["mean"], r["label"]))[:limit]
+
+
+def rebalance_chart(analysis: Analysis, path: Path) -> Path | None:
+    drawn = rebalance_rows(analysis.rows("rebalances"))
+    if not drawn:
+        return None
+    fig = figure(9, 0.45 * len(drawn) + 1.4)
+    axes = fig.subplots()
+    ys = list(range(len(drawn)))[::-1]  # the longest on top
+    means = [r["mean"] for r in drawn]
+    whiskers = [[r["mean"] - r["min"] for r in drawn], [r["max"] - r["mean"] for r in drawn]]
+    axes.barh(ys, means, xerr=whiskers, capsize=4, color="tab:blue", ecolor="black", height=0.6)
+    right = max(r["max"] for r in drawn)
+    for y, row in zip(ys, drawn, strict=True):
+        axes.text(row["max"] + right * 0.02, y, row["note"], va="center", fontsize="small")
+    axes.set_yticks(ys, [r["label"] for r in drawn], fontsize="small")
+    axes.set_xlim(0, right * 1.45 or 1)
+    axes.set_xlabel("duration in virtual s: bar = mean, whisker = shortest to longest")
+    fig.suptitle("consumer group rebalances (PreparingRebalance to Stable)")
     return save(fig, path)

@@ -19,6 +19,7 @@ from minibroker.pipeline.charts import (
     latency_chart,
     purgatory_chart,
     rate_chart,
+    rebalance_chart,
     save,
     timer_chart,
     timer_note,
@@ -67,6 +68,7 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         "purgatory": purgatory_chart(analysis, out / "purgatory_size.png"),
         "hw": hw_chart(analysis, out / "hw.png"),
         "isr": isr_chart(analysis, out / "isr.png"),
+        "rebalances": rebalance_chart(analysis, out / "rebalances.png"),
     }
 
     def image(name: str, alt: str, instead: str | None = None) -> str:
@@ -195,7 +197,28 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
     if rebalances:  # consumer groups: rebalance durations and session expiries per group
         columns = ["trace", "broker", "group", "rebalances", "min_ms", "mean_ms", "max_ms"]
         columns.append("session_expiries")
-        lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), ""]
+        chart = image("rebalances", "rebalance durations", "_(no group completed a rebalance)_")
+        lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), "", chart, ""]
+    retried = analysis.rows("retry_dlt")
+    if retried:  # retrying consumers: outcomes, time to the DLT, attempts per record
+        columns = ["trace", "client", "records", "processed", "dead", "pending", "p50_ms", "p99_ms", "max_ms"]
+        attempts = ["trace", "client", "outcome", "attempts", "records"]
+        lines += [
+            "## Retries",
+            "",
+            "Time to the DLT (ms, from a record's first delivery to its dead-lettering):",
+            "",
+            markdown_table(retried, columns),
+            "",
+            "Attempts (deliveries) per record, by outcome:",
+            "",
+            markdown_table(analysis.rows("retry_attempts"), attempts),
+            "",
+        ]
+    lateness = analysis.rows("delay_lateness")
+    if lateness:  # delayed messages: how late each design delivered, after the due time
+        columns = ["design", "delivered", "p50_ms", "p99_ms", "max_ms"]
+        lines += ["## Delayed messages: delivery lateness", "", markdown_table(lateness, columns), ""]
     lines += [
         "## Tables",
         "",

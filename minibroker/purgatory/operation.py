@@ -96,6 +96,13 @@ class DelayedOperation(TimerTask, abc.ABC):
             if purgatory is not None:
                 purgatory._num_delayed -= 1
 
+    def count_expired(self, keys: Any) -> None:
+        """One more expiration for each of ``keys`` in the purgatory's ``expires_by_key``."""
+        purgatory = self._purgatory
+        if purgatory is not None:
+            for key in keys:
+                purgatory.expires_by_key[key] = purgatory.expires_by_key.get(key, 0) + 1
+
     def safe_try_complete(self) -> bool:
         """``try_complete`` under the operation's lock; False at once if already completed."""
         if self._completed:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from minibroker.delay.headers import build_batch, records
+from minibroker.recordbatch import build_batch, records
 
 #: header names (bytes values, integers in decimal)
 ORIGINAL_TOPIC = "retry.original.topic"
@@ -47,15 +47,28 @@ def encode(batch: Iterable[RetryRecord]) -> bytes:
 
 def decode(raw: bytes) -> list[RetryRecord]:
     """The records of ``raw`` (a fetched batch), ``retry.*`` headers parsed."""
-    out = []
-    for record in records(raw):
-        headers: dict[str, str | int] = {}
-        extra = []
-        for name, value in record.headers:
-            if name.startswith("retry."):
-                text = value.decode()
-                headers[name] = int(text) if name in INTEGERS else text
+    return [parse(r.key, r.value, r.timestamp, r.headers) for r in records(raw)]
+
+
+def parse(
+    key: bytes | None, value: bytes | None, timestamp: int, header_list: Iterable[tuple[str, bytes]]
+) -> RetryRecord:
+    """A record as any Kafka client returns it, ``retry.*`` headers parsed.
+
+    Raises ``ValueError`` naming the header when an integer header is not a decimal number.
+    """
+    headers: dict[str, str | int] = {}
+    extra = []
+    for name, raw in header_list:
+        if name.startswith("retry."):
+            text = raw.decode("utf-8", "replace")
+            if name in INTEGERS:
+                try:
+                    headers[name] = int(text)
+                except ValueError:
+                    raise ValueError(f"header {name}: expected a decimal integer, got {text!r}") from None
             else:
-                extra.append((name, value))
-        out.append(RetryRecord(record.key, record.value, record.timestamp, headers, tuple(extra)))
-    return out
+                headers[name] = text
+        else:
+            extra.append((name, raw))
+    return RetryRecord(key, value, timestamp, headers, tuple(extra))

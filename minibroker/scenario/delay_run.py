@@ -94,11 +94,13 @@ class Delays:
         )
 
     def close(self) -> None:
+        """Close the wheel's files and remove its temporary directory (idempotent)."""
         if self.wheel is not None:
             for copy in self.wheel.copies.values():
                 copy.close()
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
 
     @property
     def cluster(self) -> Cluster | None:
@@ -166,9 +168,7 @@ def check_delivered(expectation: Delivered, delays: Delays) -> ExpectationResult
         expected += f", within {list(within)}"
         seen += f", at {times}"
         passed = passed and inside
-    return ExpectationResult(
-        expectation.where, f"{expectation.request} delivered: {expected}", passed, seen
-    )
+    return ExpectationResult(expectation.where, f"{expectation.request} delivered: {expected}", passed, seen)
 
 
 def check_held(expectation: DelayHeld, delays: Delays) -> ExpectationResult:

@@ -39,9 +39,11 @@ def check_partition(expectation: PartitionState, view: ClusterView) -> Expectati
             ("isr", list(expectation.isr) if expectation.isr is not None else None, list(partition.isr)),
             ("hw", expectation.hw, state.high_watermark if state else None),
             ("leo", expectation.leo, state.log_end_offset if state else None),
+            ("log start", expectation.log_start, state.log_start_offset if state else None),
         ]
     )
-    who = f" (broker {replica})" if expectation.hw is not None or expectation.leo is not None else ""
+    per_replica = (expectation.hw, expectation.leo, expectation.log_start)
+    who = f" (broker {replica})" if any(v is not None for v in per_replica) else ""
     return ExpectationResult(
         expectation.where,
         f"{expectation.partition}{who} at {expectation.at} ms: {expected}",
@@ -90,6 +92,8 @@ def check_request(expectation: RequestOutcome, requests: list[ClientRequest]) ->
     checks.append(("cause", expectation.cause, cause))
     checks.append(("completed at", expectation.completed_at, completed_at))
     checks.append(("records", expectation.records, records))
+    lows = sorted({low for r in requests for low in r.low_watermarks.values()})
+    checks.append(("low watermark", expectation.low_watermark, lows[0] if len(lows) == 1 else lows))
     expected, passed, seen = _compare(checks)
     if expectation.completed_within is not None:
         low, high = expectation.completed_within

@@ -66,6 +66,29 @@ class ClientSpec:
     subscribe: tuple[str, ...] = ()  # consumers with a group.id: topics, joined at a ``join`` step
 
 
+@attrs.frozen
+class RetrySpec:
+    """The ``[retry]`` section: a retrying consumer of ``topic`` with a scripted handler (docs/retry.md).
+
+    ``fail``: (partition, offset, times or None, error name) rules; otherwise a delivery fails with
+    probability ``fail_rate`` (seeded by the scenario's seed), raising ``error``.
+    """
+
+    topic: str
+    attempts: int = 3
+    backoff: str = "fixed"
+    delay_ms: int = 1000
+    multiplier: float = 2.0
+    max_delay_ms: int = 30_000
+    retryable: tuple[str, ...] = ()
+    backend: str = "wheel"
+    redis_url: str | None = None
+    blocking: bool = False
+    fail: tuple[tuple[int, int, int | None, str], ...] = ()
+    fail_rate: float = 0.0
+    error: str = "RuntimeError"
+
+
 # --- steps -------------------------------------------------------------------------------------
 @attrs.frozen
 class Step:
@@ -115,6 +138,19 @@ class Load(Step):
     id: str | None = None
     delay_ms: int | None = None
     delay_via: str | None = None
+
+
+@attrs.frozen
+class DeleteRecords(Step):
+    """An admin client's DeleteRecords: records below ``offset`` (-1: the HW) go; it waits for the
+    low watermark in the leader's DeleteRecords purgatory, at most ``timeout_ms``."""
+
+    client: str
+    topic: str
+    partition: int
+    offset: int
+    timeout_ms: int = 30_000
+    id: str | None = None
 
 
 @attrs.frozen
@@ -169,6 +205,7 @@ class RequestOutcome(Expectation):
     completed_at: int | None = None
     completed_within: tuple[int, int] | None = None
     records: int | None = None
+    low_watermark: int | None = None  # a delete_records request's answer (one partition)
 
 
 @attrs.frozen
@@ -181,6 +218,7 @@ class PartitionState(Expectation):
     isr: tuple[int, ...] | None = None
     hw: int | None = None
     leo: int | None = None
+    log_start: int | None = None
 
 
 @attrs.frozen
@@ -271,7 +309,21 @@ class MemberErrors(Expectation):
     api: str | None = None
 
 
-TimedExpectation = PartitionState | PurgatoryFigures | GroupState | DelayHeld | WheelFigures
+@attrs.frozen
+class RetryCounts(Expectation):
+    """The retrying consumer at the end of ``at``: records processed, dead-lettered, handler calls, the
+    scheduler's pending count, and records in topics (``records``: topic -> count below the HW)."""
+
+    at: int
+    topic: str
+    processed: int | None = None
+    dead: int | None = None
+    deliveries: int | None = None
+    pending: int | None = None
+    records: dict[str, int] | None = None
+
+
+TimedExpectation = PartitionState | PurgatoryFigures | GroupState | DelayHeld | WheelFigures | RetryCounts
 
 
 @attrs.frozen
@@ -290,6 +342,7 @@ class Scenario:
     #: Kafka-style settings of the delay levels / the file wheel, when the scenario has them
     delay_service: dict[str, Any] | None = None
     delay_wheel: dict[str, Any] | None = None
+    retry: RetrySpec | None = None
 
     @property
     def request_ids(self) -> set[str]:

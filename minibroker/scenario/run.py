@@ -36,6 +36,7 @@ from minibroker.scenario.model import (
     BrokerFault,
     Count,
     DelayHeld,
+    DeleteRecords,
     Delivered,
     Event,
     Expectation,
@@ -50,11 +51,13 @@ from minibroker.scenario.model import (
     Produce,
     PurgatoryFigures,
     RequestOutcome,
+    RetryCounts,
     Scenario,
     SetConfig,
     Step,
     WheelFigures,
 )
+from minibroker.scenario.retry_run import Retries, check_retry
 from minibroker.trace import NULL_TRACER, RecordingTracer
 from minibroker.trace import Event as TraceEvent
 
@@ -85,9 +88,14 @@ class ScenarioRunner:
     """
 
     def __init__(
-        self, scenario: Scenario, sinks: Sequence[Callable[[TraceEvent], object]], progress: Progress | None
+        self,
+        scenario: Scenario,
+        sinks: Sequence[Callable[[TraceEvent], object]],
+        progress: Progress | None,
+        retries: Retries | None = None,
     ):
         self.scenario = scenario
+        self.retries = retries or Retries(scenario, scenario.seed)
         self.progress = progress or (lambda now: None)
         self.named: dict[str, list[ClientRequest]] = {}
         self.results: dict[int, expect.ExpectationResult] = {}
@@ -122,6 +130,15 @@ class ScenarioRunner:
 
     # --- the run ---------------------------------------------------------------------------------
     async def run(self, seed: int) -> RunResult:
+        """Run the scenario; a redis backend's server is reached (or started) first, stopped after."""
+        self.retries.prepare()
+        try:
+            return await self._run(seed)
+        finally:
+            self.retries.close()
+            self.delays.close()  # also when cancelled (serve's Ctrl-C): the wheel's temporary files go
+
+    async def _run(self, seed: int) -> RunResult:
         spec = self.scenario.cluster
         async with open_cluster(
             spec.brokers,
@@ -151,6 +168,7 @@ class ScenarioRunner:
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
             self.delays = await Delays.start(self.scenario, cluster)
+            await self.retries.start(cluster)
             self.ready.set()
             async with trio.open_nursery() as members:
                 self.members = members  # group memberships run until the timeline is over
@@ -163,7 +181,6 @@ class ScenarioRunner:
             end = cluster.now()
             self.progress(end)
             requests = list(cluster.requests)
-            self.delays.close()
         results = [
             self.results[e.index] if e.index in self.results else self._check_at_end(e, requests, totals)
             for e in self.scenario.expectations
@@ -177,7 +194,9 @@ class ScenarioRunner:
         timed += [
             (e.at, 1, e.index, e)
             for e in self.scenario.expectations
-            if isinstance(e, (PartitionState, PurgatoryFigures, GroupState, DelayHeld, WheelFigures))
+            if isinstance(
+                e, (PartitionState, PurgatoryFigures, GroupState, DelayHeld, WheelFigures, RetryCounts)
+            )
         ]
         clock = self.cluster.clock
         for at, _, _, item in sorted(timed, key=lambda x: x[:3]):
@@ -189,6 +208,9 @@ class ScenarioRunner:
                 await trio.testing.wait_all_tasks_blocked()
                 if isinstance(item, GroupState):
                     self.results[item.index] = check_group(item, self.cluster)
+                    continue
+                if isinstance(item, RetryCounts):
+                    self.results[item.index] = check_retry(item, self.retries)
                     continue
                 view = self.cluster.snapshot()
                 if isinstance(item, PartitionState):
@@ -240,6 +262,10 @@ class ScenarioRunner:
             self._name(consumer.fetch(step.id), step.id)
         elif isinstance(step, Poll):
             workers.start_soon(self._poll, step)
+        elif isinstance(step, DeleteRecords):
+            tp = TopicPartition(step.topic, step.partition)
+            admin = cluster.admin(step.client)
+            self._name(admin.delete_records({tp: step.offset}, step.timeout_ms, step.id), step.id)
         elif isinstance(step, Load):
             workers.start_soon(self._load, step)
         elif isinstance(step, BrokerFault):
@@ -368,7 +394,7 @@ def run_scenario(
 ) -> RunResult:
     """Run ``scenario`` (virtual time unless ``speed`` is given) and check its expectations."""
     seed = scenario.seed if seed is None else seed
-    runner = ScenarioRunner(scenario, sinks, progress)
+    runner = ScenarioRunner(scenario, sinks, progress, Retries(scenario, seed))
     clock = trio.testing.MockClock(autojump_threshold=0) if speed is None else PacedClock(speed)
     with quiet_gc(), deterministic_scheduling(seed):
         return trio.run(runner.run, seed, clock=clock)

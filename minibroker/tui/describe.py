@@ -19,6 +19,7 @@ from minibroker.scenario.model import (
     PartitionState,
     PurgatoryFigures,
     RequestOutcome,
+    RetryCounts,
     WheelFigures,
 )
 
@@ -99,6 +100,8 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"group {expectation.group} at {expectation.at} ms"
     if isinstance(expectation, MemberErrors):
         return f"member {expectation.member}'s errors (at the end)"
+    if isinstance(expectation, RetryCounts):
+        return f"retries of {expectation.topic} at {expectation.at} ms"
     assert isinstance(expectation, Event)
     fields = ", ".join(f"{k}={v}" for k, v in expectation.fields.items())
     return f"an event {fields}" if expectation.count is None else f"{expectation.count} events {fields}"

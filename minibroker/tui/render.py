@@ -21,6 +21,7 @@ from rich.text import Text
 from minibroker.cluster.snapshot import ReplicaView
 from minibroker.tui.delay import delay_panel
 from minibroker.tui.describe import describe_event
+from minibroker.tui.retry import retry_panel
 from minibroker.tui.state import CAUSES, Frame
 from minibroker.tui.wheel import WheelView
 
@@ -111,7 +112,7 @@ def _section_table(title: str) -> Table:
 
 
 def purgatory_table(frame: Frame, only_chosen: bool = False) -> Table:
-    """Both purgatories of every broker (or of the chosen one only), the chosen broker in bold."""
+    """Every purgatory of every broker (or of the chosen one only), the chosen broker in bold."""
     table = _section_table("purgatories · watched = PurgatorySize · delayed = NumDelayedOperations")
     table.add_column("purgatory", no_wrap=True)
     for column in PURGATORY_COLUMNS:
@@ -145,6 +146,8 @@ def _replica(partition_leader: int, replica: ReplicaView) -> Text:
     if replica.broker == partition_leader:
         text.append("*")
     text.append(f" {replica.log_end_offset:,}/{replica.high_watermark:,}")
+    if replica.log_start_offset:  # DeleteRecords moved it
+        text.append(f" start {replica.log_start_offset:,}", style="dim")
     if not replica.alive:
         text.append(" down", style="bold red")
     elif replica.fetcher_paused:
@@ -206,10 +209,12 @@ def coordinator_table(frame: Frame) -> Group | None:
     view = frame.view.broker(frame.broker).coordinator
     if view is None:
         return None
-    parts = ",".join(map(str, view.partitions))
+    parts = ",".join(map(str, view.partitions)) or "none"
+    loading = ",".join(map(str, view.loading))
     table = _section_table(
         f"group coordinator · broker {frame.broker} · __consumer_offsets partitions {parts}"
-        f" · {len(view.timers)} keyed timer tasks on the wheel"
+        + (f" · loading {loading} (COORDINATOR_LOAD_IN_PROGRESS)" if loading else "")
+        + f" · {len(view.timers)} keyed timer tasks on the wheel"
     )
     for column in ("group", "state", "gen", "protocol", "leader", "members (session deadline ms)"):
         table.add_column(column, justify="right" if column == "gen" else "left")
@@ -351,6 +356,8 @@ def render_frame(
         top.append(coordinator)
     if frame.delays is not None:
         top.append(delay_panel(frame.delays))
+    if frame.retries is not None:
+        top.append(retry_panel(frame.retries))
     if height is None:
         return Group(*top, _events_panel(frame, events, None), _expectations_panel(frame, None))
     sizes = [_height(console, part, width) for part in top]

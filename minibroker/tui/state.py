@@ -20,6 +20,7 @@ from minibroker.delay.view import DelaysView
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.scenario import expect as checks
 from minibroker.scenario.model import Event, Fetch, Produce, RequestOutcome
+from minibroker.scenario.retry_run import RetryView
 from minibroker.tui.describe import describe_expectation
 
 #: the wall-clock length a scenario is slowed (or sped) to by default, in seconds
@@ -90,6 +91,8 @@ class Frame:
     status: Status
     #: delayed messages (minibroker.delay), when the scenario has them
     delays: DelaysView | None = None
+    #: the retrying consumer (minibroker.retry), when the scenario has a [retry] section
+    retries: RetryView | None = None
 
 
 def estimate_span_ms(scenario: Scenario) -> int:
@@ -151,7 +154,7 @@ def capture(
 
     ``time_ms`` labels the frame when it stands for a later ms in which nothing happened.
     """
-    delays = None
+    delays = retries = None
     if isinstance(source, RunResult):
         view = source.final
         lines = [ExpectationLine(r.where, r.expected, r.passed, r.seen) for r in source.results]
@@ -160,6 +163,7 @@ def capture(
         view = source.cluster.snapshot()
         lines = _live_lines(source)
         delays = source.delays.view()
+        retries = source.retries.view()
     scenario = source.scenario
     return Frame(
         scenario.name,
@@ -174,4 +178,5 @@ def capture(
         tuple(lines),
         status,
         delays,
+        retries,
     )

@@ -29,10 +29,26 @@ from typing import Any
 
 import attrs
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -120,6 +136,15 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        # admin (wire/admin_topics.py, admin_configs.py, admin_cluster.py): Kafka 4's version ranges
+        _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+        _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+        _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+        _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+        _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+        _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+        _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
     )
 }
 

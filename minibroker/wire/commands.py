@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import trio
 
-from minibroker.cliutil import UsageError, positive_number, whole_number
+from minibroker.cliutil import UsageError, add_data_dir_options, positive_number, whole_number, with_data_dir
 from minibroker.cluster import BrokerConfig, ConfigError
 from minibroker.scenario import ScenarioError, load_scenario
 from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
@@ -53,6 +53,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         metavar="NAME[:PARTITIONS[:RF]]",
         help="create a topic at start (repeatable; default 1 partition, replication factor 1)",
     )
+    add_data_dir_options(parser)
     parser.add_argument(
         "--tui", action="store_true", help="watch the purgatories live while clients run (needs a terminal)"
     )
@@ -128,11 +129,15 @@ def build_scenario(args: argparse.Namespace) -> Scenario:
         raise UsageError(
             f"serve: --port {args.port}: broker {scenario.cluster.brokers - 1} would need a port > 65535"
         )
-    return attrs.evolve(
+    scenario = attrs.evolve(
         scenario,
         cluster=attrs.evolve(scenario.cluster, config={**scenario.cluster.config, **config}),
         topics=scenario.topics + tuple(topics),
     )
+    try:
+        return with_data_dir(scenario, args)
+    except UsageError as error:
+        raise UsageError(f"serve: {error}") from None
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -12,6 +12,8 @@ v5+ by type (every group here is ``classic``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
@@ -28,8 +30,28 @@ Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 
 
+#: response fields filled from the coordinator's answers: ``field`` (same attribute) or ``field=attribute``
+_DESCRIBED = "error_code=error group_id group_state=state protocol_type protocol_data"
+_DESCRIBED_MEMBER = (
+    "member_id group_instance_id=instance_id client_id client_host member_metadata=metadata"
+    " member_assignment=assignment"
+)
+_LISTED = "group_id protocol_type group_state=state"
+
+
 def _wait(conn: Connection) -> int:
     return conn.cluster.brokers[conn.broker_id].config.offsets_commit_timeout_ms + RESPONSE_GRACE_MS
+
+
+async def _ask(conn: Connection, message: object) -> Any:
+    """The coordinator's answer to ``message``, asked of the connection's broker."""
+    return await conn.call(message, _wait(conn))
+
+
+def _row(cls: Any, item: object, fields: str, **extra: Any) -> Any:
+    """``cls`` built from ``item`` as ``fields`` says (see ``_DESCRIBED``), plus ``extra``."""
+    pairs = (spec.partition("=") for spec in fields.split())
+    return cls(**{name: getattr(item, attribute or name) for name, _, attribute in pairs}, **extra)
 
 
 async def offset_commit(request: Request, conn: Connection) -> OffsetCommitResponse:
@@ -55,7 +77,7 @@ async def offset_commit(request: Request, conn: Connection) -> OffsetCommitRespo
         body.retention_time_ms if version <= 4 else -1,
         version,
     )
-    answer: m.OffsetCommitResponse = await conn.call(message, _wait(conn))
+    answer: m.OffsetCommitResponse = await _ask(conn, message)
     topics: dict[str, list] = {}
     for topic, partition, error in answer.partitions:
         topics.setdefault(topic, []).append(CommitPartition(partition_index=partition, error_code=error))
@@ -73,7 +95,7 @@ async def offset_fetch(request: Request, conn: Connection) -> OffsetFetchRespons
     else:
         groups = (m.OffsetFetchGroup(body.group_id, _topics(body.topics)),)
     message = m.OffsetFetchRequest(groups, body.require_stable if version >= 7 else False)
-    answer: m.OffsetFetchResponse = await conn.call(message, _wait(conn))
+    answer: m.OffsetFetchResponse = await _ask(conn, message)
     if version >= 8:
         return OffsetFetchResponse(
             throttle_time_ms=0,
@@ -111,27 +133,10 @@ def _fetched(group: m.OffsetFetchResult, topic_class) -> list:
 
 
 async def describe_groups(request: Request, conn: Connection) -> DescribeGroupsResponse:
-    answer: m.DescribeGroupsResponse = await conn.call(
-        m.DescribeGroupsRequest(tuple(request.body.groups)), _wait(conn)
-    )
+    answer: m.DescribeGroupsResponse = await _ask(conn, m.DescribeGroupsRequest(tuple(request.body.groups)))
     groups = [
-        Described(
-            error_code=g.error,
-            group_id=g.group_id,
-            group_state=g.state,
-            protocol_type=g.protocol_type,
-            protocol_data=g.protocol_data,
-            members=[
-                DescribedMember(
-                    member_id=x.member_id,
-                    group_instance_id=x.instance_id,
-                    client_id=x.client_id,
-                    client_host=x.client_host,
-                    member_metadata=x.metadata,
-                    member_assignment=x.assignment,
-                )
-                for x in g.members
-            ],
+        _row(
+            Described, g, _DESCRIBED, members=[_row(DescribedMember, x, _DESCRIBED_MEMBER) for x in g.members]
         )
         for g in answer.groups
     ]
@@ -144,20 +149,13 @@ async def list_groups(request: Request, conn: Connection) -> ListGroupsResponse:
     message = m.ListGroupsRequest(
         tuple(body.states_filter) if version >= 4 else (), tuple(body.types_filter) if version >= 5 else ()
     )
-    answer: m.ListGroupsResponse = await conn.call(message, _wait(conn))
-    listed = [
-        ListGroupsResponse.ListedGroup(
-            group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic"
-        )
-        for g in answer.groups
-    ]
+    answer: m.ListGroupsResponse = await _ask(conn, message)
+    listed = [_row(ListGroupsResponse.ListedGroup, g, _LISTED, group_type="classic") for g in answer.groups]
     return ListGroupsResponse(throttle_time_ms=0, error_code=answer.error, groups=listed)
 
 
 async def delete_groups(request: Request, conn: Connection) -> DeleteGroupsResponse:
-    answer: m.DeleteGroupsResponse = await conn.call(
-        m.DeleteGroupsRequest(tuple(request.body.groups_names)), _wait(conn)
-    )
+    answer: m.DeleteGroupsResponse = await _ask(conn, m.DeleteGroupsRequest(tuple(request.body.groups_names)))
     results = [
         DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=error)
         for gid, error in answer.results

@@ -1,10 +1,11 @@
 """FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup over the wire.
 
-FindCoordinator answers from the controller's state, like Metadata (creating
-``__consumer_offsets`` on first use, as Kafka does): the leader of the group's
-partition, or COORDINATOR_NOT_AVAILABLE while it has none. v4+ takes a batch of
-keys. Transactional ids (key type 1) get COORDINATOR_NOT_AVAILABLE: there is no
-transaction coordinator.
+FindCoordinator answers from the controller's state, like Metadata: the leader of
+the group's partition, or COORDINATOR_NOT_AVAILABLE while it has none. The request
+that finds no ``__consumer_offsets`` creates it and answers COORDINATOR_NOT_AVAILABLE
+for its group keys, as Kafka does (its creation is asynchronous there; clients ask
+again after their backoff). v4+ takes a batch of keys. Transactional ids (key type
+1) get COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator.
 
 The group requests travel to the connection's broker over the emulated network
 (latency, dropped links and crashes apply) and its ``GroupCoordinator`` answers,
@@ -24,6 +25,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from minibroker.cluster.coordinator import OFFSETS_TOPIC
 from minibroker.cluster.coordinator import messages as m
 from minibroker.cluster.errors import Errors
 from minibroker.wire.codec import Request
@@ -43,7 +45,10 @@ async def find_coordinator(request: Request, conn: Connection) -> FindCoordinato
     version = request.api_version
     key_type = body.key_type if version >= 1 else GROUP_KEY
     keys = list(body.coordinator_keys) if version >= 4 else [body.key]
-    found = [_locate(conn, key, key_type) for key in keys]
+    creating = key_type == GROUP_KEY and OFFSETS_TOPIC not in conn.cluster.topics
+    if creating:
+        conn.cluster.ensure_offsets_topic()
+    found = [_locate(conn, key, key_type, creating) for key in keys]
     if version >= 4:
         coordinators = [
             Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
@@ -56,11 +61,15 @@ async def find_coordinator(request: Request, conn: Connection) -> FindCoordinato
     )
 
 
-def _locate(conn: Connection, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+def _locate(
+    conn: Connection, key: str, key_type: int, creating: bool
+) -> tuple[int, str | None, int, str, int]:
     """(error, message, node, host, port) for one key."""
     unavailable = Errors.COORDINATOR_NOT_AVAILABLE
     if key_type != GROUP_KEY:
         return unavailable, "minibroker has no transaction coordinator", -1, "", -1
+    if creating:
+        return unavailable, "__consumer_offsets is being created", -1, "", -1
     broker = conn.cluster.coordinator_for(key)
     listener = conn.state.listeners.get(broker)
     if broker < 0 or listener is None or not conn.cluster.brokers[broker].alive:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from minibroker.wire import admin_cluster, admin_configs, admin_topics
 from minibroker.wire.codec import SUPPORTED, Request
 from minibroker.wire.context import Connection
 from minibroker.wire.fetch import fetch, list_offsets, offset_for_leader_epoch
@@ -44,6 +45,14 @@ HANDLERS: dict[int, Handler] = {
     15: describe_groups,
     16: list_groups,
     42: delete_groups,
+    19: admin_topics.create_topics,
+    20: admin_topics.delete_topics,
+    21: admin_cluster.delete_records,
+    32: admin_configs.describe,
+    37: admin_topics.create_partitions,
+    43: admin_cluster.elect_leaders,
+    44: admin_configs.incremental_alter,
+    60: admin_cluster.describe_cluster,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

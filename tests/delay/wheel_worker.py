@@ -3,7 +3,7 @@
 ``write DIR N``: start the wheel at 0 and append messages m0..m(N-1), one per append, due over
 the ticks 1..50 (tick 100 ms); print ``ack <id>`` after each append returns.
 ``run DIR OUT``: recover the wheel and fire every tick up to 5 s; forwarding a message appends
-its id to OUT (flushed: the "real topic"), prints ``fwd <id>``, then marks it done. Damage
+its id to OUT (flushed: the "real topic"), prints ``fwd <id>``, then checkpoints. Damage
 reports are printed as ``damage <text>``.
 """
 
@@ -18,7 +18,7 @@ from minibroker.delay.headers import DelayedMessage
 def main(argv: list[str]) -> None:
     mode, directory = argv[0], argv[1]
     wheel = FileWheel(directory, slots=20, tick_ms=100, open_window=4,
-                      on_damage=lambda d: print(f"damage {d}", flush=True))
+                      on_damage=lambda d: print(f"damage {d}", flush=True), batch=1)
     wheel.start(0)
     if mode == "write":
         for i in range(int(argv[2])):
@@ -29,12 +29,12 @@ def main(argv: list[str]) -> None:
     with open(argv[2], "a") as out:
         for tick in wheel.due_ticks(5_000):
             firing = wheel.fire(tick)
-            firing.roll_all()
-            for message in firing.forward:
-                out.write(message.message_id + "\n")
-                out.flush()
-                print(f"fwd {message.message_id}", flush=True)
-                firing.mark_done([message.message_id])
+            while batch := firing.next_batch():  # one message a batch
+                for message in batch:
+                    out.write(message.message_id + "\n")
+                    out.flush()
+                    print(f"fwd {message.message_id}", flush=True)
+                firing.checkpoint()
             firing.complete()
     print("finished", flush=True)
 

@@ -23,6 +23,8 @@ TRACED = {
     "fetch_min_bytes": "jsonl",
     "timing_wheel_cascade": "parquet",
     "group_session_timeout": "jsonl",
+    "retry_poison_dlt": "jsonl",
+    "delay_wheel_vs_levels": "parquet",
 }
 
 

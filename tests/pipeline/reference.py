@@ -132,6 +132,8 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
     hw: dict[tuple, dict] = {}
     isr: dict[tuple, dict] = {}
     groups: list[dict[str, Any]] = []
+    retried: list[dict[str, Any]] = []
+    lateness: dict[str, list[int]] = defaultdict(list)
     levels: dict[tuple, int] = defaultdict(int)
     for path in paths:
         name = str(path.resolve())
@@ -148,6 +150,10 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
         )
         ops += operations(name, events)
         groups += rebalances(name, events)
+        retried += retry_records(name, events)
+        for e in events:
+            if e["kind"] == "delay.delivered":
+                lateness[e["fields"]["design"]].append(e["fields"]["lateness_ms"])
         for e in sorted(events, key=lambda e: e["seq"]):
             kind, b = e["kind"], _bucket(e["time_ms"], bucket_ms)
             if kind in ("op.create", "op.complete"):
@@ -210,6 +216,17 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             | {"waiting": waiting[key[:3]], "max_waiting": peak}
         )
     return {
+        **retry_tables(retried),
+        "delay_lateness": [
+            {
+                "design": design,
+                "delivered": len(values),
+                "p50_ms": nearest_rank(values, 0.5),
+                "p99_ms": nearest_rank(values, 0.99),
+                "max_ms": max(values),
+            }
+            for design, values in sorted(lateness.items())
+        ],
         "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"])),
         "traces": sorted(traces, key=lambda r: r["trace"]),
         "skipped": [],  # the bundled scenarios write only valid events
@@ -252,6 +269,51 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             ),
             key=lambda r: (r["trace"], r["broker"], r["op"], r["problem"]),
         ),
+    }
+
+
+def retry_records(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (client, origin): deliveries, first delivery, outcome of the first end event."""
+    found: dict[tuple, dict[str, Any]] = {}
+    for e in sorted(events, key=lambda e: e["seq"]):
+        if e["kind"] not in ("retry.deliver", "retry.processed", "retry.dead"):
+            continue
+        key = (e["fields"]["client"], e["fields"]["origin"])
+        row = found.setdefault(key, {"trace": name, "attempts": 0, "first_ms": None, "outcome": "pending"})
+        if e["kind"] == "retry.deliver":
+            row["attempts"] += 1
+            row["first_ms"] = e["time_ms"] if row["first_ms"] is None else min(row["first_ms"], e["time_ms"])
+        elif row["outcome"] == "pending":
+            row["outcome"] = "dead" if e["kind"] == "retry.dead" else "processed"
+            row["end_ms"] = e["time_ms"]
+    return [{"client": client, **row} for (client, _), row in found.items() if row["attempts"]]
+
+
+def retry_tables(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """``retry_attempts`` and ``retry_dlt`` from the per-record rows (docs/pipeline.md)."""
+    attempts: dict[tuple, int] = defaultdict(int)
+    per_client: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        attempts[(r["trace"], r["client"], r["outcome"], r["attempts"])] += 1
+        per_client[(r["trace"], r["client"])].append(r)
+    dlt = []
+    for (trace, client), rows in sorted(per_client.items()):
+        times = [r["end_ms"] - r["first_ms"] for r in rows if r["outcome"] == "dead"]
+        dlt.append(
+            {"trace": trace, "client": client, "records": len(rows)}
+            | {o: sum(r["outcome"] == o for r in rows) for o in ("processed", "dead", "pending")}
+            | {
+                "p50_ms": nearest_rank(times, 0.5) if times else None,
+                "p99_ms": nearest_rank(times, 0.99) if times else None,
+                "max_ms": max(times) if times else None,
+            }
+        )
+    return {
+        "retry_attempts": [
+            dict(zip(("trace", "client", "outcome", "attempts"), key, strict=True)) | {"records": n}
+            for key, n in sorted(attempts.items())
+        ],
+        "retry_dlt": dlt,
     }
 
 

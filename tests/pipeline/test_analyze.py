@@ -51,6 +51,28 @@ def test_the_traces_cover_what_the_tables_measure(expected):
         (r["group"], r["rebalances"], r["min_ms"], r["max_ms"], r["session_expiries"])
         for r in expected["rebalances"]
     ] == [("g", 3, 0, 2900, 1)]
+    # retry_poison_dlt: two records processed at once, one dead-lettered at once (non-retryable), one
+    # after its 4 deliveries and 100 + 300 + 900 ms of backoff
+    (dlt,) = expected["retry_dlt"]
+    assert {k: dlt[k] for k in ("client", "records", "processed", "dead", "pending")} == {
+        "client": "retry",
+        "records": 4,
+        "processed": 2,
+        "dead": 2,
+        "pending": 0,
+    }
+    assert (dlt["p50_ms"], dlt["p99_ms"], dlt["max_ms"]) == (0, 1300, 1300)
+    assert [(r["outcome"], r["attempts"], r["records"]) for r in expected["retry_attempts"]] == [
+        ("dead", 1, 1),
+        ("dead", 4, 1),
+        ("processed", 1, 2),
+    ]
+    # delay_wheel_vs_levels: one message through the levels (on its level's due time), two through the
+    # wheel (0.5 s and 0.8 s after due: within its 1 s tick)
+    assert [(r["design"], r["delivered"], r["p50_ms"], r["max_ms"]) for r in expected["delay_lateness"]] == [
+        ("levels", 1, 0, 0),
+        ("wheel", 2, 500, 800),
+    ]
 
 
 def test_json_summary_and_report(analyzed, expected):
@@ -71,3 +93,8 @@ def test_json_summary_and_report(analyzed, expected):
     assert f"All {fires[0][1]:,} tasks fired exactly at their expiration" in report
     assert not (out / "timer_precision.png").exists()
     assert "No problem" in report
+    # retry_poison_dlt's consumer: 4 records, 2 processed, 2 dead, time to the DLT p50 0, p99 and max 1300
+    assert "## Retries" in report and "| retry | 4 | 2 | 2 | 0 | 0 | 1300 | 1300 |" in report
+    (retried,) = summary["retries"]
+    assert (retried["dead"], retried["max_ms"]) == (2, 1300)
+    assert "## Delayed messages: delivery lateness" in report

@@ -129,6 +129,33 @@ def test_timer_says_every_fire_was_on_time_instead_of_a_chart(tmp_path):
     assert not (tmp_path / "timer_precision.png").exists()
 
 
+def _rebalance(trace: str, group: str, count: int, lo: int, mean: float, hi: int, expiries: int = 0) -> dict:
+    return {
+        "trace": trace,
+        "broker": 1,
+        "group": group,
+        "rebalances": count,
+        "min_ms": lo,
+        "mean_ms": mean,
+        "max_ms": hi,
+        "session_expiries": expiries,
+    }
+
+
+def test_rebalances_draw_the_groups_that_rebalanced_longest_mean_first():
+    rows = [
+        _rebalance("/x/short.jsonl", "g", 2, 0, 1500.0, 3000),
+        _rebalance("/x/evicted.jsonl", "g", 1, 20000, 20000.0, 20000, expiries=1),
+        _rebalance("/x/quiet.jsonl", "g", 0, None, None, None, expiries=2),  # expiries, no rebalance
+    ]
+    drawn = charts.rebalance_rows(rows)
+    assert [(r["label"], r["min"], r["mean"], r["max"], r["note"]) for r in drawn] == [
+        ("evicted.jsonl · g (broker 1)", 20.0, 20.0, 20.0, "1 rebalance(s), 1 session expiry"),
+        ("short.jsonl · g (broker 1)", 0.0, 1.5, 3.0, "2 rebalance(s)"),
+    ]
+    assert charts.rebalance_rows([rows[2]]) == []
+
+
 def test_every_chart_renders_from_small_tables(tmp_path):
     analysis = _analysis(
         latency=[_latency("produce", "condition", 9, 2), _latency("produce", "expiry", 1, 1000)],
@@ -136,7 +163,9 @@ def test_every_chart_renders_from_small_tables(tmp_path):
         hw=[{"trace": "a", "partition": "t-0", "bucket_ms": 0, "hw": 1, "leader": 0, "changes": 1}],
         isr=[_isr("a", 0, 3), _isr("a", 100, 2)],
         timer_precision=[{"delta_ms": 0, "fires": 3}, {"delta_ms": 2, "fires": 1}],
+        rebalances=[_rebalance("a", "g", 1, 3000, 3000.0, 3000)],
     )
-    analysis_report(analysis, tmp_path, "minibroker analyze x")
-    for name in ("latency", "purgatory_size", "hw", "isr", "timer_precision"):
+    report = analysis_report(analysis, tmp_path, "minibroker analyze x").read_text()
+    assert "![rebalance durations](rebalances.png)" in report
+    for name in ("latency", "purgatory_size", "hw", "isr", "timer_precision", "rebalances"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -102,7 +102,7 @@ CASES = {
     "unknown event kind": (
         BASE + '\n[[expect]]\nevent = { kind = "timer.fired" }\n',
         "x.toml:27: expect[0].event.kind: unknown event kind 'timer.fired'; expected one of: append, "
-        "append.rejected, client.fetch,",
+        "append.rejected, client.delete_records,",
     ),
     "unknown event field": (
         BASE + '\n[[expect]]\nevent = { kind = "timer.fire", levle = 2 }\n',

@@ -61,7 +61,17 @@ def test_base_is_valid():
         (
             '[[steps]]\nat = 5\naction = "explode"\n',
             "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
-            "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, got 'explode'",
+            "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, "
+            "delete_records, got 'explode'",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "delete_records"\ntopic = "t"\noffset = -2\n',
+            "x.toml:30: steps[1].offset: expected an offset (-1: the high watermark) >= -1, got -2",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "delete_records"\nclient = "p"\ntopic = "t"\noffset = 1\n',
+            "x.toml:29: steps[1].client: 'p' is a producer; expected the name of an admin client "
+            "(not declared under [[clients]])",
         ),
         (
             '[[steps]]\nat = 5\naction = "pause"\nbroker = 7\n',
@@ -106,13 +116,14 @@ def test_base_is_valid():
         ),
         (
             "[[expect]]\nat = 5\n",
-            "x.toml:26: expect[0]: expected exactly one of the keys "
-            "request, partition, purgatory, count, event, delivered, delay_held, wheel, group or member",
+            "x.toml:26: expect[0]: expected exactly one of the keys request, partition, purgatory, "
+            "count, event, delivered, delay_held, wheel, group, member or retry",
         ),
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
             "x.toml:29: steps[1].settings: unknown setting 'min.insync.replica'; expected one of: "
-            "auto.create.topics.enable, default.replication.factor, fetch.purgatory.purge.interval.requests, "
+            "auto.create.topics.enable, default.replication.factor, "
+            "delete.records.purgatory.purge.interval.requests, fetch.purgatory.purge.interval.requests, "
             "group.initial.rebalance.delay.ms, group.max.session.timeout.ms, group.max.size, "
             "group.min.session.timeout.ms, log.segment.bytes, min.insync.replicas,",
         ),
@@ -137,7 +148,7 @@ def test_base_is_valid():
         (
             "[surprise]\nx = 1\n",
             "x.toml:26: surprise: unknown key 'surprise'; expected one of: clients, cluster, delay_service, "
-            "delay_wheel, expect, links, scenario, steps, topics",
+            "delay_wheel, expect, links, retry, scenario, steps, topics",
         ),
     ],
 )

@@ -14,22 +14,25 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_small_run_delivers_everything_within_each_designs_bound():
-    proc = run("--designs", "timer,wheel,levels", "--counts", "300", "--levels-count", "200", "--json")
+    designs = "timer,wheel,wheel-one-slot,levels"
+    proc = run("--designs", designs, "--counts", "300", "--levels-count", "200", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {row["design"]: row for row in json.loads(proc.stdout)}
     assert {d: (r["count"], r["delivered"]) for d, r in rows.items()} == {
         "timer": (300, 300),
         "wheel": (300, 300),
+        "wheel-one-slot": (300, 300),
         "levels": (200, 200),
     }
     assert rows["timer"]["lateness_max_ms"] == 0  # tick 1 ms: every task at its expiration
     assert rows["wheel"]["lateness_p50_ms"] >= 0 and rows["wheel"]["lateness_max_ms"] <= 999  # one tick
+    assert rows["wheel-one-slot"]["lateness_max_ms"] <= 999
     assert rows["levels"]["lateness_max_ms"] <= 3_600_000  # at most the gap below the 2h level
 
 
 def test_bad_arguments_exit_2_with_one_line():
     for args, message in (
-        (("--designs", "timer,redis"), "expected designs among timer, wheel, levels"),
+        (("--designs", "timer,redis"), "expected designs among timer, wheel, wheel-one-slot, levels"),
         (("--counts", "10,x"), "expected counts like 100000,1000000"),
     ):
         proc = run(*args)

@@ -70,11 +70,12 @@ def test_at_345_ms_the_350_ms_task_fell_to_level_1_and_the_pointers_moved(cascad
 def test_purgatories_and_partitions(cascade_200):
     lines = _frame_text(cascade_200)
     start = lines.index("purgatories · watched = PurgatorySize · delayed = NumDelayedOperations")
-    assert lines[start + 1 : start + 5] == [
-        "purgatory   keys  watched  delayed  condition  expired  leadership  purges  last purge",
-        "─" * 86,
-        "b0 Produce     1        2        2          0        0           0       0  -",
-        "b0 Fetch       0        0        0          2        0           0       0  -",
+    assert lines[start + 1 : start + 6] == [
+        "purgatory         keys  watched  delayed  condition  expired  leadership  purges  last purge",
+        "─" * 92,
+        "b0 Produce           1        2        2          0        0           0       0  -",
+        "b0 Fetch             0        0        0          2        0           0       0  -",
+        "b0 DeleteRecords     0        0        0          0        0           0       0  -",
     ]
     start = lines.index("partitions (replicas: LEO/HW, * leader)")
     assert lines[start + 1] == "partition  leader  epoch  ISR    replicas"

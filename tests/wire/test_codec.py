@@ -69,6 +69,15 @@ def test_the_table_advertises_what_the_issue_asks_for():
         "ListGroups": (0, 5),
         "DeleteGroups": (0, 2),
         "OffsetForLeaderEpoch": (2, 4),
+        # the admin APIs at Kafka 4's version ranges
+        "CreateTopics": (2, 7),
+        "DeleteTopics": (1, 6),
+        "DeleteRecords": (0, 2),
+        "DescribeConfigs": (1, 4),
+        "CreatePartitions": (0, 3),
+        "ElectLeaders": (0, 2),
+        "IncrementalAlterConfigs": (0, 1),
+        "DescribeCluster": (0, 2),
     }
 
 

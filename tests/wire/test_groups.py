@@ -13,14 +13,23 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from minibroker.cluster.coordinator import OFFSETS_TOPIC
 from tests.wire.conftest import WAIT_S, scenario
 
 TOPIC = 'name = "t"\npartitions = 2\nreplication_factor = 3'
 BASE = '"offsets.topic.num.partitions" = 5, "group.min.session.timeout.ms" = 1000'
 MEMBER = os.path.join(os.path.dirname(__file__), "group_member.py")
+
+#: Kafka's default group.initial.rebalance.delay.ms, which the kafka-python tests keep. With 0 (a
+#: test-only setting) kafka-python 3.0.12 loses its assignment now and then, against Kafka as here:
+#: it asks for the subscribed topic's metadata only retry.backoff.ms (100 ms) after its bootstrap
+#: Metadata, so an at-once JoinGroup answer makes its leader assign with no partitions for t ("No
+#: partition metadata for topic t"), then rejoin when the metadata comes. Unlike the Java client's
+#: rejoinNeededOrPending(), its join loop (join_group_async) looks only at need_rejoin(): when
+#: poll()'s timeout ends while that rejoin is in flight, the leader's own assignment makes
+#: need_rejoin() False, the finished join is never collected and the member keeps an empty
+#: assignment for good. Waiting 3 s lets the metadata arrive first, as it does on a real cluster.
+KAFKA_INITIAL_DELAY_MS = 3000
 
 
 def _served(serve, delay_ms: int = 0):
@@ -61,7 +70,8 @@ def _kafka_python(server, group: str, want: int) -> list[bytes]:
     )
     got: list[bytes] = []
     try:
-        deadline = time.monotonic() + WAIT_S
+        # its group forms after the initial delay: the usual bound starts after it
+        deadline = time.monotonic() + WAIT_S + KAFKA_INITIAL_DELAY_MS / 1000
         while len(got) < want and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=200).values():
                 got += [r.value for r in records]
@@ -132,8 +142,8 @@ def _aiokafka(server, group: str, want: int) -> list[bytes]:
     return asyncio.run(run())
 
 
-def _resume_exactly_once(serve, consume) -> None:
-    server = _served(serve)
+def _resume_exactly_once(serve, consume, delay_ms: int = 0) -> None:
+    server = _served(serve, delay_ms)
     _produce(server, 0, 6)
     first = consume(server, "g", 6)
     assert sorted(first) == sorted(f"v{i}".encode() for i in range(6))
@@ -146,13 +156,8 @@ def _resume_exactly_once(serve, consume) -> None:
     assert server.logs == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="about 1 run in 3 kafka-python's group leader assigns before it has metadata for t "
-    "('No partition metadata for topic t') and its member reads nothing; cause not found yet (issue 15)",
-)
 def test_kafka_python_subscribe_reads_every_record_once_across_a_restart(serve):
-    _resume_exactly_once(serve, _kafka_python)
+    _resume_exactly_once(serve, _kafka_python, KAFKA_INITIAL_DELAY_MS)
 
 
 def test_confluent_kafka_subscribe_reads_every_record_once_across_a_restart(serve):
@@ -207,13 +212,8 @@ def _kafka_python_member(server, group: str, session_ms: int, heartbeat_ms: int 
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="with kafka-python members, now and then one is assigned nothing (([], [1]) in one full run);"
-    " likely the same assign-before-metadata race as the restart test; cause not found yet (issue 15)",
-)
 def test_two_members_split_the_partitions_and_a_clean_close_rebalances_at_once(serve):
-    server = _served(serve)
+    server = _served(serve, KAFKA_INITIAL_DELAY_MS)
     a = _kafka_python_member(server, "split", 10_000)
     b = _kafka_python_member(server, "split", 10_000)
     try:
@@ -224,9 +224,9 @@ def test_two_members_split_the_partitions_and_a_clean_close_rebalances_at_once(s
                 tp.partition for tp in b.assignment()
             )
 
-        # both must keep polling: each rejoins from its poll loop. A few generations may pass: kafka-python's
-        # leader rejoins once it has the topic's metadata, and its commits during CompletingRebalance get
-        # REBALANCE_IN_PROGRESS (as from Kafka), which makes it rejoin again
+        # both must keep polling: each rejoins from its poll loop. Both usually join within the initial
+        # delay (one generation); an auto commit during CompletingRebalance gets REBALANCE_IN_PROGRESS
+        # (as from Kafka), which makes that member rejoin: another generation
         while split() not in (([0], [1]), ([1], [0])):
             assert time.monotonic() < deadline, split()
             a.poll(timeout_ms=20)
@@ -251,7 +251,7 @@ def test_two_members_split_the_partitions_and_a_clean_close_rebalances_at_once(s
 
 def test_a_killed_member_hands_its_partitions_over_after_its_session_timeout(serve):
     session_ms, heartbeat_ms = 2000, 300
-    server = _served(serve)
+    server = _served(serve, KAFKA_INITIAL_DELAY_MS)
     survivor = _kafka_python_member(server, "kill", session_ms, heartbeat_ms)
     victim = _member_process(server, "kill", session_ms, heartbeat_ms)
     try:
@@ -290,6 +290,15 @@ def test_find_coordinator_batched_and_single_and_the_internal_topic_in_metadata(
     server = serve(scenario(config='"offsets.topic.num.partitions" = 50', topics=TOPIC))
     client = RawClient(server.port(0))
     try:
+        # the first FindCoordinator creates __consumer_offsets and, as from Kafka, finds no coordinator yet
+        first = client.request(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), FindCoordinatorResponse, 4
+        )
+        assert [(c.key, c.node_id, c.error_code) for c in first.coordinators] == [
+            ("a", -1, 15),
+            ("b", -1, 15),
+        ]
+        assert OFFSETS_TOPIC in server.cluster.topics
         batched = client.request(
             FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "test-group"]),
             FindCoordinatorResponse,
@@ -352,6 +361,10 @@ def test_admin_apis_over_the_wire(serve):
             HeartbeatRequest(group_id="g", generation_id=0, member_id="m"), HeartbeatResponse, 4
         )
         assert early.error_code == 16  # NOT_COORDINATOR
+        creating = client.request(
+            FindCoordinatorRequest(key="simple", key_type=0), FindCoordinatorResponse, 3
+        )
+        assert (creating.error_code, creating.node_id) == (15, -1)  # COORDINATOR_NOT_AVAILABLE, as Kafka
         found = client.request(FindCoordinatorRequest(key="simple", key_type=0), FindCoordinatorResponse, 3)
         assert (found.error_code, found.node_id) == (0, 0)
         part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition

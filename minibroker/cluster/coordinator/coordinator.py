@@ -4,11 +4,15 @@ A group belongs to partition ``partition_for(group_id, partitions)`` of
 ``__consumer_offsets``; the broker leading that partition is its coordinator.
 Becoming leader of such a partition *loads* it: every record of its log (to the log
 end, as Kafka does) is replayed into groups and committed offsets, and each loaded
-member's session timeout is armed again. Losing leadership *unloads* it: parked
+member's session timeout is armed again. Reading the log takes virtual time:
+``minibroker.coordinator.load.ms.per.record`` (default 1) times the records in the
+partition, a keyed task ``load-<partition>`` on the broker's timer; until it fires,
+requests for the partition's groups answer COORDINATOR_LOAD_IN_PROGRESS, as Kafka's
+coordinator does while its loader reads the log (an empty partition loads at once).
+Losing leadership *unloads* it (a load in progress is abandoned): parked
 JoinGroup/SyncGroup answers get NOT_COORDINATOR and its timers are cancelled. A
-request for a group whose partition this broker does not lead answers
-NOT_COORDINATOR. Loading is instant here, so COORDINATOR_LOAD_IN_PROGRESS never
-occurs (a deviation: Kafka answers it while the log is read).
+request for a group whose partition this broker neither leads nor loads answers
+NOT_COORDINATOR.
 
 Every write (a generation's metadata, offset commits, tombstones) is one acks=-1
 produce on the group's partition with ``offsets.commit.timeout.ms``: a DelayedProduce
@@ -71,6 +75,10 @@ def expire_key(partition: int) -> str:
     return f"expire-offsets-{partition}"
 
 
+def load_key(partition: int) -> str:
+    return f"load-{partition}"
+
+
 class GroupCoordinator(ClassicMembership, OffsetsManager):
     """The group coordinator of one broker (lives and dies with its ReplicaManager)."""
 
@@ -89,6 +97,8 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         #: __consumer_offsets partition -> leader epoch it was loaded at
         self.loaded: dict[int, int] = {}
+        #: __consumer_offsets partition -> leader epoch of the load in progress (its log is being read)
+        self.loading: dict[int, int] = {}
         self.expired_offsets = 0
 
     # --- host services (used by the mixins) --------------------------------------------------
@@ -117,6 +127,14 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
     def owns(self, group_id: str) -> bool:
         return self.partition_of(group_id) in self.loaded
 
+    def refusal(self, group_id: str) -> Errors | None:
+        """Why this broker cannot serve ``group_id`` now (NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS), or None when its partition is loaded."""
+        partition = self.partition_of(group_id)
+        if partition in self.loaded:
+            return None
+        return Errors.COORDINATOR_LOAD_IN_PROGRESS if partition in self.loading else Errors.NOT_COORDINATOR
+
     def create_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, state_timestamp_ms=self.now())
         self.groups[group_id] = group
@@ -139,8 +157,9 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
             (JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest),
         ):
             gid = message.group_id
-            if gid and not self.owns(gid):
-                return answer(_not_coordinator(message))
+            refused = self.refusal(gid) if gid else None
+            if refused is not None:
+                return answer(_refused(message, refused))
             if isinstance(message, JoinGroupRequest):
                 self.join_group(message, answer)
             elif isinstance(message, SyncGroupRequest):
@@ -155,9 +174,9 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
             answer(
                 OffsetFetchResponse(
                     tuple(
-                        self.fetch_offsets(g)
-                        if not g.group_id or self.owns(g.group_id)
-                        else OffsetFetchResult(g.group_id, Errors.NOT_COORDINATOR)
+                        OffsetFetchResult(g.group_id, refused)
+                        if g.group_id and (refused := self.refusal(g.group_id)) is not None
+                        else self.fetch_offsets(g)
                         for g in message.groups
                     )
                 )
@@ -167,13 +186,14 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         elif isinstance(message, ListGroupsRequest):
             answer(self.list_groups(message))
         elif isinstance(message, DeleteGroupsRequest):
-            self.delete_groups(message, answer, self.owns)
+            self.delete_groups(message, answer, self.refusal)
         else:
             raise TypeError(f"the group coordinator cannot handle {type(message).__name__}")
 
     def describe(self, group_id: str) -> DescribedGroup:
-        if not self.owns(group_id):
-            return DescribedGroup(group_id, Errors.NOT_COORDINATOR, "")
+        refused = self.refusal(group_id)
+        if refused is not None:
+            return DescribedGroup(group_id, refused, "")
         group = self.groups.get(group_id)
         if group is None:
             return DescribedGroup(group_id, Errors.NONE, "Dead")
@@ -199,6 +219,8 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         )
 
     def list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
+        if self.loading:  # as Kafka: no partial listing while a partition loads
+            return ListGroupsResponse(Errors.COORDINATOR_LOAD_IN_PROGRESS, ())
         states = {s.strip().lower() for s in request.states}
         types = {t.strip().lower() for t in request.types}
         listed = tuple(
@@ -233,7 +255,9 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
                     len(group.pending_members),
                 )
             )
-        return CoordinatorView(tuple(sorted(self.loaded)), tuple(groups), tuple(self.timer.armed()))
+        return CoordinatorView(
+            tuple(sorted(self.loaded)), tuple(groups), tuple(self.timer.armed()), tuple(sorted(self.loading))
+        )
 
     # --- loading -----------------------------------------------------------------------------
     def on_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
@@ -241,7 +265,7 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         if tp.topic != OFFSETS_TOPIC:
             return
         if leader:
-            if self.loaded.get(tp.partition) == epoch:
+            if epoch in (self.loaded.get(tp.partition), self.loading.get(tp.partition)):
                 return
             self.unload(tp.partition)
             self.load(tp.partition, epoch)
@@ -249,9 +273,30 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
             self.unload(tp.partition)
 
     def load(self, partition: int, epoch: int) -> None:
+        """Start loading ``partition``: at once when its log is empty, else after reading it."""
+        count = sum(len(batch.values or ()) for batch in self._batches(partition))
+        delay = count * self.config.coordinator_load_ms_per_record
+        if delay <= 0:
+            self._loaded(partition, epoch)
+            return
+        self.loading[partition] = epoch
+        self.emit("group.load.start", partition=partition, epoch=epoch, records=count, load_ms=delay)
+
+        def read() -> None:
+            if self.loading.get(partition) == epoch:
+                self._loaded(partition, epoch)
+
+        self.timer.schedule(load_key(partition), delay, read)
+
+    def _batches(self, partition: int) -> Any:
         log = self.manager.logs.get(TopicPartition(OFFSETS_TOPIC, partition))
+        return log.batches() if log is not None else ()
+
+    def _loaded(self, partition: int, epoch: int) -> None:
+        """The log is read: replay it to its end and serve the partition's groups."""
+        self.loading.pop(partition, None)
         replayed = 0
-        for batch in log.batches() if log is not None else ():
+        for batch in self._batches(partition):
             for value in batch.values or ():
                 self.replay(records.decode(value))
                 replayed += 1
@@ -264,6 +309,9 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         self._schedule_expiry(partition)
 
     def unload(self, partition: int) -> None:
+        if self.loading.pop(partition, None) is not None:
+            self.timer.cancel(load_key(partition))
+            self.emit("group.unload", partition=partition)
         if self.loaded.pop(partition, None) is None:
             return
         self.timer.cancel(expire_key(partition))
@@ -336,8 +384,8 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         self.timer.schedule(expire_key(partition), self.config.offsets_retention_check_interval_ms, due)
 
 
-def _not_coordinator(message: GroupRequest) -> Any:
-    error = Errors.NOT_COORDINATOR
+def _refused(message: GroupRequest, error: Errors) -> Any:
+    """``message``'s answer when the coordinator cannot serve its group (``error`` for all of it)."""
     if isinstance(message, JoinGroupRequest):
         return JoinGroupResponse(error, member_id=message.member_id)
     if isinstance(message, SyncGroupRequest):

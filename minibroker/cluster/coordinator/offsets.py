@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.cluster.coordinator import records
-from minibroker.cluster.coordinator.classic import heartbeat_key, write_error
+from minibroker.cluster.coordinator.classic_base import ClassicBase, heartbeat_key, write_error
 from minibroker.cluster.coordinator.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -45,17 +45,11 @@ from minibroker.cluster.errors import Errors
 from minibroker.cluster.messages import TopicPartition
 
 
-class OffsetsManager:
+class OffsetsManager(ClassicBase):
     """Mixin of ``GroupCoordinator``: committed offsets."""
 
-    groups: dict[str, ClassicGroup]
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]
-    timer: Any
-    config: Any
 
-    def now(self) -> int: ...
-    def emit(self, kind: str, **fields: Any) -> None: ...
-    def write(self, group_id: str, values: list[bytes], on_done: Any) -> None: ...
     def known(self, tp: TopicPartition) -> bool: ...
     def create_group(self, group_id: str) -> ClassicGroup: ...
     def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None: ...
@@ -169,7 +163,7 @@ class OffsetsManager:
         return OffsetFetchResult(gid, Errors.NONE, tuple(result))
 
     # --- DeleteGroups ------------------------------------------------------------------------
-    def delete_groups(self, request: DeleteGroupsRequest, answer: Answer, owns: Any) -> None:
+    def delete_groups(self, request: DeleteGroupsRequest, answer: Answer, refusal: Any) -> None:
         """Delete each Empty group; answer once every deletion is written."""
         results: dict[str, Errors] = {}
         waiting = {"n": 0}
@@ -180,7 +174,7 @@ class OffsetsManager:
 
         pending: list[tuple[str, list[bytes]]] = []
         for gid in request.group_ids:
-            error = self._delete_error(gid, owns)
+            error = self._delete_error(gid, refusal)
             if error is not None:
                 results[gid] = error
                 continue
@@ -199,11 +193,12 @@ class OffsetsManager:
         if not pending:
             finish()
 
-    def _delete_error(self, gid: str, owns: Any) -> Errors | None:
+    def _delete_error(self, gid: str, refusal: Any) -> Errors | None:
         if not gid:
             return Errors.INVALID_GROUP_ID
-        if not owns(gid):
-            return Errors.NOT_COORDINATOR
+        refused = refusal(gid)
+        if refused is not None:
+            return refused
         group = self.groups.get(gid)
         if group is None or group.state == DEAD:
             return Errors.GROUP_ID_NOT_FOUND

@@ -43,6 +43,7 @@ from minibroker.scenario.load.document import (
 )
 from minibroker.scenario.load.expectations import CAUSES, COUNTS, ERRORS, read_expectations
 from minibroker.scenario.load.limits import MAX_PROBLEMS
+from minibroker.scenario.load.retry import read_retry
 from minibroker.scenario.load.scope import Scope
 from minibroker.scenario.load.steps import STEP_ACTIONS, read_steps
 from minibroker.scenario.model import Scenario
@@ -82,12 +83,16 @@ SECTIONS: dict[str, tuple[Callable[[Table, Scope], None], tuple[str, ...]]] = {
     "scenario": (read_meta, ()),
     "cluster": (read_cluster, ()),
     "topics": (read_topics, ("cluster",)),
+    "retry": (read_retry, ("scenario", "topics")),
     "delay_service": (read_delay_service, ("cluster",)),
     "delay_wheel": (read_delay_wheel, ("cluster",)),
-    "clients": (read_clients, ("topics",)),
+    "clients": (read_clients, ("topics", "retry")),
     "links": (read_links, ("cluster", "clients")),
-    "steps": (read_steps, ("cluster", "topics", "clients", "delay_service", "delay_wheel")),
-    "expect": (read_expectations, ("cluster", "topics", "clients", "steps", "delay_service", "delay_wheel")),
+    "steps": (read_steps, ("cluster", "topics", "retry", "clients", "delay_service", "delay_wheel")),
+    "expect": (
+        read_expectations,
+        ("cluster", "topics", "retry", "clients", "steps", "delay_service", "delay_wheel"),
+    ),
 }
 
 
@@ -144,6 +149,7 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         scope.expectations,
         scope.delay_service,
         scope.delay_wheel,
+        scope.retry,
     )
 
 

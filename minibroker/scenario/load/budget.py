@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from minibroker.cluster.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.load.limits import MAX_EVENTS
+from minibroker.scenario.load.retry import retry_events
 from minibroker.scenario.load.scope import Scope
-from minibroker.scenario.model import Fetch, Load, Poll, Produce, Scenario, SetConfig
+from minibroker.scenario.model import DeleteRecords, Fetch, Load, Poll, Produce, Scenario, SetConfig
 
 #: a Scenario, or the Scope it is loaded from (the same fields)
 Planned = Scenario | Scope
 
 #: steps that make client requests
-REQUESTS = (Produce, Fetch, Poll, Load)
+REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords)
 
 
 def projected_span(scope: Planned) -> int:
@@ -31,7 +32,9 @@ def projected_span(scope: Planned) -> int:
     ends += [getattr(e, "at", 0) for e in scope.expectations]
     last = max(ends)
     if scope.end_ms is None and any(isinstance(step, REQUESTS) for step in scope.steps):
-        last += max((_client_wait(c.type, c.config) for c in scope.clients), default=0)
+        waits = [_client_wait(c.type, c.config) for c in scope.clients]
+        waits += [s.timeout_ms for s in scope.steps if isinstance(s, DeleteRecords)]
+        last += max(waits, default=0)
     return last
 
 
@@ -58,11 +61,17 @@ def projected_events(scope: Planned) -> tuple[int, int, int]:
     factor = {t.name: t.replication_factor for t in scope.topics}
     clients = {c.id: c for c in scope.clients}
     requests = 0
+    records = 0  # records produced to the retrying consumer's topic
+    retried = scope.retry.topic if scope.retry is not None else None
     for step in scope.steps:
         if isinstance(step, Produce):
             requests += factor[step.topic]
+            records += step.records if step.topic == retried else 0
         elif isinstance(step, Load):
             requests += step.rate * step.duration_ms // 1000 * factor[step.topic]
+            records += step.rate * step.duration_ms // 1000 * step.records if step.topic == retried else 0
+        elif isinstance(step, DeleteRecords):
+            requests += factor[step.topic]
         elif isinstance(step, (Fetch, Poll)):
             consumer = clients[step.client]
             rounds = 1
@@ -70,7 +79,7 @@ def projected_events(scope: Planned) -> tuple[int, int, int]:
                 wait_ms = ConsumerConfig.from_kafka(consumer.config).fetch_max_wait_ms
                 rounds += step.duration_ms // max(1, wait_ms)
             requests += rounds * len(consumer.assign)
-    return background, requests, span
+    return background + retry_events(scope, span, records), requests, span
 
 
 def check_budget(scope: Planned, path: str) -> str | None:

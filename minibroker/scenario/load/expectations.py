@@ -19,6 +19,7 @@ from minibroker.scenario.load.delay import read_delay_held, read_delivered, read
 from minibroker.scenario.load.document import Table, describe, listing
 from minibroker.scenario.load.events import COMMON, KINDS
 from minibroker.scenario.load.groups import group_expectation, member_expectation
+from minibroker.scenario.load.retry import read_retry_counts
 from minibroker.scenario.load.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
     Count,
@@ -43,6 +44,8 @@ ERRORS = (
     "FENCED_LEADER_EPOCH",
     "UNKNOWN_LEADER_EPOCH",
 )
+#: the purgatories a ``purgatory`` expectation or a count may name
+PURGATORIES = ("Produce", "Fetch", "DeleteRecords")
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 
@@ -97,6 +100,7 @@ def _request(table: Table, scope: Scope, index: int) -> Expectation:
         completed_at,
         within,
         table.int("records", None),
+        table.int("low_watermark", None, -1),
     )
 
 
@@ -123,6 +127,7 @@ def _partition(table: Table, scope: Scope, index: int) -> Expectation:
         isr,
         table.int("hw", None),
         table.int("leo", None),
+        table.int("log_start", None),
     )
 
 
@@ -132,7 +137,7 @@ def _purgatory(table: Table, scope: Scope, index: int) -> Expectation:
         table.path,
         table.ms("at"),
         broker(table, scope.cluster),
-        table.str("purgatory", choices=("Produce", "Fetch")),
+        table.str("purgatory", choices=PURGATORIES),
         table.int("num_delayed", None),
         table.int("watched", None),
         table.int("watched_keys", None),
@@ -205,6 +210,7 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "wheel": read_wheel,
     "group": group_expectation,
     "member": member_expectation,
+    "retry": read_retry_counts,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")

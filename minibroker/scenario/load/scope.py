@@ -22,6 +22,7 @@ from minibroker.scenario.model import (
     Expectation,
     LinkSpec,
     Node,
+    RetrySpec,
     Step,
     TopicSpecModel,
 )
@@ -42,6 +43,7 @@ class Scope:
     clients: tuple[ClientSpec, ...] = ()
     delay_service: dict[str, Any] | None = None
     delay_wheel: dict[str, Any] | None = None
+    retry: RetrySpec | None = None
     steps: tuple[Step, ...] = ()
     made: dict[str, int] = attrs.Factory(dict)  # request name -> the ms of the step that makes it
     expectations: tuple[Expectation, ...] = ()

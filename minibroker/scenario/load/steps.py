@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minibroker.cluster.config import BrokerConfig
+from minibroker.scenario.load.admin import delete_records_step
 from minibroker.scenario.load.delay import delay_of
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.groups import member_step
@@ -138,6 +139,7 @@ STEPS: dict[str, StepParser] = {
     "stall": member_step,
     "hang": member_step,
     "commit": member_step,
+    "delete_records": delete_records_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import trio
+
 from minibroker.cluster import TopicSpec
 from minibroker.cluster.coordinator import OFFSETS_TOPIC, java_string_hash, partition_for
 from minibroker.cluster.coordinator.hashing import kafka_abs
@@ -134,6 +136,8 @@ async def test_describe_and_delete_groups(autojump_clock):
         coordinator = cluster.brokers[0].coordinator
         coordinator.unload(0)
         coordinator.load(0, 0)
+        assert coordinator.loading == {0: 0}  # reading the log: 1 ms per record
+        await trio.sleep(0.1)
         assert sorted(coordinator.groups) == ["g"] and "simple" not in coordinator.offsets
     finally:
         await cm.__aexit__(None, None, None)
@@ -188,20 +192,26 @@ async def test_a_failover_keeps_members_and_committed_offsets(autojump_clock):
         await cluster.clock.sleep_until(crash_at + 1)
         new = cluster.leader_of(tp)
         assert new in (1, 2)
-        assert (await a.call(new, heartbeat("g", gen, ma))).error.name == "NONE"
+        # the controller's LeaderAndIsr takes the 1 ms link: the new leader starts loading at crash + 1;
+        # its log holds 2 records (generation 1's group metadata, the commit): 2 ms at 1 ms per record
+        # a heartbeat sent at crash + 1 arrives at crash + 2 (the link): the log is still being read
+        assert (await a.call(new, heartbeat("g", gen, ma))).error.name == "COORDINATOR_LOAD_IN_PROGRESS"
+        assert cluster.now() == crash_at + 3  # the answer's way back
+        starts = [e for e in sink.of_kind("group.load.start") if e["broker"] == new]
+        assert [(e["records"], e["load_ms"], e["time_ms"]) for e in starts] == [(2, 2, crash_at + 1)]
+        assert (await a.call(new, heartbeat("g", gen, ma))).error.name == "NONE"  # arrives at crash + 4
         fetched = await a.call(new, OffsetFetchRequest((OffsetFetchGroup("g"),)))
         assert [(o.partition, o.offset, o.metadata) for o in fetched.groups[0].offsets] == [(0, 17, "x")]
         group = cluster.brokers[new].coordinator.groups["g"]
         assert (group.state, group.generation_id, sorted(group.members)) == ("Stable", gen, sorted([ma, mb]))
         loads = [e for e in sink.of_kind("group.load") if e["broker"] == new]
-        # the controller's LeaderAndIsr takes the 1 ms link: the new leader loads at crash + 1
-        assert [(e["groups"], e["time_ms"]) for e in loads][-1] == (1, crash_at + 1)
+        assert [(e["records"], e["groups"], e["time_ms"]) for e in loads] == [(2, 1, crash_at + 3)]
         # b never talks to the new coordinator: its session (armed at the load) expires 10 s later
         for k in range(1, 5):
             await cluster.clock.sleep_until(crash_at + 3000 * k)
             await a.call(new, heartbeat("g", gen, ma))
         assert [(e["member"], e["time_ms"]) for e in sink.of_kind("group.session.expire")] == [
-            (mb, crash_at + 10_001)
+            (mb, crash_at + 10_003)
         ]
     finally:
         await cm.__aexit__(None, None, None)

@@ -1,0 +1,80 @@
+"""``minibroker retry-service --bootstrap HOST:PORT --config FILE``: the retry scheduler as a process.
+
+Exit status: 0 after SIGINT/SIGTERM (the current batch finished, offsets committed); 2 with one line for
+any misconfiguration (bad TOML, unknown keys, wrong types, missing topics, a cluster or Redis that does
+not answer); 1 with one line if the cluster or Redis fails while running (nothing is lost: what was not
+committed is read again by the next instance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable
+
+from minibroker.cliutil import UsageError
+
+BOOTSTRAP = re.compile(r"[^\s,:]+:\d{1,5}(,[^\s,:]+:\d{1,5})*")
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
+    parser = commands.add_parser(
+        "retry-service",
+        help="bring retried records back from <topic>-retry-<n> when due (any Kafka cluster)",
+        description="Consume the retry topics of the configured topics, hold each record until its "
+        "retry.due.ms (wheel in memory, or a Redis sorted set), then produce it back to its topic with "
+        "acks=all (to <topic>-dlt after its last attempt). See docs/retry-service.md.",
+    )
+    parser.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the cluster's brokers")
+    parser.add_argument("--config", required=True, metavar="FILE", help="the service's TOML file")
+    return {"retry-service": _retry_service}
+
+
+def _client_logging() -> logging.Handler:
+    """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler);
+    ``MINIBROKER_RETRY_DEBUG=1`` shows its debug lines too."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("retry-service: %(name)s: %(levelname)s: %(message)s"))
+    kafka_logger = logging.getLogger("kafka")
+    kafka_logger.addHandler(handler)
+    kafka_logger.setLevel(logging.DEBUG if os.environ.get("MINIBROKER_RETRY_DEBUG") else logging.WARNING)
+    return handler
+
+
+def _retry_service(args: argparse.Namespace) -> int:
+    from minibroker.retry.service import RetryService, ServiceError
+    from minibroker.retry.service_config import ConfigError, load_config
+
+    if not BOOTSTRAP.fullmatch(args.bootstrap):
+        raise UsageError(f"--bootstrap {args.bootstrap!r}: expected HOST:PORT[,HOST:PORT...]")
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        raise UsageError(f"retry-service: {error}") from None
+    service = RetryService(config, args.bootstrap)
+    handler = None
+    previous = {sig: signal.signal(sig, lambda *_: service.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        service.open()  # its failures are one line of ours: kafka-python's own lines only from here on
+        handler = _client_logging()
+        service.log(f"started: {len(service.sources)} retry topics, backend {config.backend.kind}")
+        service.run()
+    except ServiceError as error:
+        raise UsageError(f"retry-service: {error}") from None
+    except Exception as error:  # a failure while running: one line; the uncommitted is read again
+        print(f"minibroker: retry-service: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if handler is not None:  # closing makes kafka-python log cancelled requests: not news
+            logging.getLogger("kafka").removeHandler(handler)
+        try:
+            service.close()
+        finally:
+            for sig, previous_handler in previous.items():
+                signal.signal(sig, previous_handler)
+    service.log(f"stopped: {service.summary()}")
+    return 0

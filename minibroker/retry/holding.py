@@ -1,0 +1,158 @@
+"""Where the retry service holds records until due, and which retry-topic offsets it may commit.
+
+A ``Held`` is one record read from a retry topic: where it was read (``tp``, ``offset``), where it goes
+back to, and when. Both holders answer one question the service asks after every poll: "up to which
+offset of each partition are the records safe without the retry topic?"
+
+- ``WheelHolding`` (in memory, a ``WheelScheduler``): a record is safe only once it was produced back, so
+  a partition's commit point is its lowest offset still held (``LowWater``). After a crash the retry topic
+  is read again from there: nothing lost; records delivered above the commit point are delivered again.
+- ``RedisHolding`` (``RedisScheduler``): a record is safe once it is in the sorted set, so the commit
+  point is simply past the last record read. A record read twice maps to the same member and is not
+  scheduled twice (see the scheduler's tombstones).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Any
+
+import attrs
+
+from minibroker.retry import headers as h
+from minibroker.retry.scheduler import WheelScheduler
+
+
+@attrs.frozen(slots=True)
+class Held:
+    tp: Any  # the retry topic's TopicPartition (kafka-python's)
+    offset: int
+    record: h.RetryRecord
+    due_ms: int
+    epoch: int = 0  # the partition's assignment epoch when read (WheelHolding drops stale ones)
+
+
+class LowWater:
+    """Per partition: offsets read but not finished; the commit point is the lowest unfinished one.
+
+    Invariant: ``commit_point(tp)`` never exceeds an offset that was added and not finished.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[Any, list[int]] = {}
+        self._finished: dict[Any, set[int]] = {}
+        self._next: dict[Any, int] = {}
+
+    def add(self, tp: Any, offset: int) -> None:
+        heapq.heappush(self._open.setdefault(tp, []), offset)
+        self._next[tp] = max(self._next.get(tp, 0), offset + 1)
+
+    def finish(self, tp: Any, offset: int) -> None:
+        if tp in self._open:
+            self._finished.setdefault(tp, set()).add(offset)
+
+    def forget(self, tp: Any) -> None:
+        for table in (self._open, self._finished, self._next):
+            table.pop(tp, None)
+
+    def commit_point(self, tp: Any) -> int | None:
+        heap, finished = self._open.get(tp, []), self._finished.get(tp, set())
+        while heap and heap[0] in finished:
+            finished.discard(heapq.heappop(heap))
+        return heap[0] if heap else self._next.get(tp)
+
+    def partitions(self) -> list[Any]:
+        return list(self._next)
+
+
+class WheelHolding:
+    """Held records in a ``WheelScheduler``; commit points from a ``LowWater``."""
+
+    name = "wheel"
+
+    def __init__(self, now_ms: int) -> None:
+        self.wheel = WheelScheduler(start_ms=now_ms)
+        self.marks = LowWater()
+        self.epochs: dict[Any, int] = {}
+        self._ready: deque[Held] = deque()
+
+    def hold(self, batch: list[Held]) -> None:
+        for held in batch:
+            self.marks.add(held.tp, held.offset)
+            self.wheel.schedule(attrs.evolve(held, epoch=self.epochs.get(held.tp, 0)), held.due_ms)
+
+    def claim(self, now_ms: int, limit: int) -> list[Held]:
+        ready = self._ready
+        ready.extend(self.wheel.claim_due(now_ms))
+        claimed = [ready.popleft() for _ in range(min(limit, len(ready)))]
+        return [held for held in claimed if held.epoch == self.epochs.get(held.tp, 0)]
+
+    def done(self, batch: list[Held]) -> None:
+        for held in batch:
+            self.marks.finish(held.tp, held.offset)
+
+    def release(self, batch: list[Held], due_ms: int) -> None:
+        for held in batch:
+            self.wheel.schedule(held, due_ms)
+
+    def revoke(self, tps: list[Any]) -> None:
+        """Drop what is held of ``tps``: their next owner reads it again from the commit point."""
+        for tp in tps:
+            self.epochs[tp] = self.epochs.get(tp, 0) + 1
+            self.marks.forget(tp)
+
+    def commit_points(self) -> dict[Any, int]:
+        points = {tp: self.marks.commit_point(tp) for tp in self.marks.partitions()}
+        return {tp: point for tp, point in points.items() if point is not None}
+
+    def next_due(self) -> int | None:
+        return self.wheel.next_due()
+
+    def pending(self) -> int:
+        return self.wheel.pending() + len(self._ready)
+
+    def recover(self, now_ms: int, lease_ms: int) -> int:
+        return 0  # nothing is claimed beyond this process
+
+
+class RedisHolding:
+    """Held records in a ``RedisScheduler``; a record read is committed once it is in the sorted set."""
+
+    name = "redis"
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self._read: dict[Any, int] = {}
+
+    def hold(self, batch: list[Held]) -> None:
+        self.scheduler.schedule_many((held.record, held.due_ms) for held in batch)
+        for held in batch:
+            self._read[held.tp] = max(self._read.get(held.tp, 0), held.offset + 1)
+
+    def claim(self, now_ms: int, limit: int) -> list[Held]:
+        self.scheduler.batch = limit
+        return [Held(None, -1, record, now_ms) for record in self.scheduler.claim_due(now_ms)]
+
+    def done(self, batch: list[Held]) -> None:
+        self.scheduler.done([held.record for held in batch])
+
+    def release(self, batch: list[Held], due_ms: int) -> None:
+        self.scheduler.release([held.record for held in batch], due_ms)
+
+    def revoke(self, tps: list[Any]) -> None:
+        for tp in tps:
+            self._read.pop(tp, None)
+
+    def commit_points(self) -> dict[Any, int]:
+        return dict(self._read)
+
+    def next_due(self) -> int | None:
+        return self.scheduler.next_due()
+
+    def pending(self) -> int:
+        return self.scheduler.pending()
+
+    def recover(self, now_ms: int, lease_ms: int) -> int:
+        """Claims older than ``lease_ms`` (their scheduler died mid-batch) become due now."""
+        return self.scheduler.recover(now_ms - lease_ms, now_ms)

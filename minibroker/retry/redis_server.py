@@ -1,0 +1,108 @@
+"""A private redis-server on a free loopback port, in a temporary directory, always stopped.
+
+The tests and scenarios with ``backend = "redis"`` and no ``redis_url`` start one; nothing is saved
+(``--save '' --appendonly no``). ``RedisUnavailable`` says in one line what is missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+#: how long a starting server may take to answer PING on a loaded machine (real time)
+START_TIMEOUT_S = 10
+NO_PERSISTENCE = ("--save", "", "--appendonly", "no")
+
+
+class RedisUnavailable(RuntimeError):
+    """No redis-server binary, no redis-py, or a server that does not answer."""
+
+
+def redis_module() -> Any:
+    try:
+        import redis
+    except ModuleNotFoundError:
+        raise RedisUnavailable("redis-py is not installed (pip install 'minibroker[retry]')") from None
+    return redis
+
+
+def connect(url: str) -> Any:
+    """A redis-py client of ``url`` that answered PING."""
+    redis = redis_module()
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError, ValueError) as error:
+        client.close()
+        raise RedisUnavailable(f"cannot reach redis at {url}: {error}") from None
+    return client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """``with RedisServer() as server: server.client`` (redis-py), ``server.url``."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.client: Any = None
+        self.url = ""
+        self._dir: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RedisUnavailable("redis-server is not installed (Debian: apt-get install redis-server)")
+        redis = redis_module()
+        self._dir = tempfile.TemporaryDirectory(prefix="minibroker-redis-")
+        port = _free_port()
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self._dir.name,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.client = redis.Redis(host="127.0.0.1", port=port)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                self.client.ping()
+                return self
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.__exit__()
+                    raise RedisUnavailable(f"redis-server did not start on 127.0.0.1:{port}") from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._dir is not None:
+            self._dir.cleanup()
