@@ -12,8 +12,12 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from minibroker.cliutil import UsageError, out_dir, whole_number
+
+if TYPE_CHECKING:
+    from minibroker.chaos.distribute import Job
 
 MAX_RUNS = 10_000_000
 
@@ -25,27 +29,32 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "chaos",
         help="run random fault schedules and check Kafka's guarantees after each",
         description="Generate random clusters, clients, load and fault schedules; run each in virtual "
-        "time; check six invariants; shrink failing runs to scenario files that `minibroker run` "
+        "time; check seven invariants; shrink failing runs to scenario files that `minibroker run` "
         "replays. Exit 1 if a guarantee broke, 2 on bad input.",
     )
-    parser.add_argument(
-        "--runs",
-        type=whole_number(1, MAX_RUNS, "a number of runs"),
-        default=100,
-        help="how many schedules (default 100)",
+    numbers = (  # (flag, minimum, maximum, noun, default, help)
+        ("--runs", 1, MAX_RUNS, "a number of runs", 100, "how many schedules (default 100)"),
+        ("--seed", 0, None, "a seed", 0, "run i is a pure function of (profile, seed, i, duration); 0"),
+        (
+            "--duration-ms",
+            100,
+            3_600_000,
+            "a duration in ms",
+            2000,
+            "virtual ms of load and faults per run; then healing and checks (default 2000)",
+        ),
+        (
+            "--shrink",
+            0,
+            100,
+            "a number of runs",
+            3,
+            "shrink at most this many failing runs, one per invariant first (default 3)",
+        ),
+        ("--shrink-budget", 1, 100_000, "a number of runs", 200, "runs one shrink may spend (default 200)"),
     )
-    parser.add_argument(
-        "--seed",
-        type=whole_number(0, noun="a seed"),
-        default=0,
-        help="run i is a pure function of (profile, seed, i, duration); default 0",
-    )
-    parser.add_argument(
-        "--duration-ms",
-        type=whole_number(100, 3_600_000, "a duration in ms"),
-        default=2000,
-        help="virtual ms of load and faults per run; then healing and checks (default 2000)",
-    )
+    for flag, low, high, noun, default, text in numbers:
+        parser.add_argument(flag, type=whole_number(low, high, noun), default=default, help=text)
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
@@ -67,46 +76,25 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         metavar="DIR",
         help="where chaos.md, runs.parquet and shrunk/*.toml go (default chaos-out)",
     )
-    parser.add_argument(
-        "--shrink",
-        type=whole_number(0, 100, "a number of runs"),
-        default=3,
-        help="shrink at most this many failing runs, one per invariant first (default 3)",
-    )
-    parser.add_argument(
-        "--shrink-budget",
-        type=whole_number(1, 100_000, "a number of runs"),
-        default=200,
-        help="candidate runs one shrink may spend (default 200)",
-    )
     return {"chaos": chaos_command}
 
 
 def chaos_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from minibroker.chaos.distribute import Job, RunSummary, run_local, run_spark
+    from minibroker.chaos.distribute import Job, RunSummary
     from minibroker.chaos.failures import shrink_failures
     from minibroker.chaos.report import ChaosReport, print_report, write_markdown, write_runs
 
     out = out_dir(args.out)
     job = Job(args.profile, args.seed, args.duration_ms)
     console = Console(stderr=True)
-    if args.master:
-        from minibroker.pipeline.session import SparkUnavailable
-
-        where = f"Spark {args.master}"
-        source: Iterator[RunSummary] = run_spark(job, args.runs, args.master)
-    else:
-        workers = args.workers or os.cpu_count() or 1
-        where = f"{workers} worker process{'es' if workers > 1 else ''}"
-        source = run_local(job, args.runs, workers)
-        SparkUnavailable = RuntimeError
+    where, source, unavailable = _runner(job, args)
     started = time.perf_counter()
     summaries: list[RunSummary] = []
     try:
         _collect(source, args.runs, summaries, console)
-    except SparkUnavailable as error:
+    except unavailable as error:
         raise UsageError(str(error)) from None
     summaries.sort(key=lambda s: s.index)
     report = ChaosReport(
@@ -123,6 +111,20 @@ def chaos_command(args: argparse.Namespace) -> int:
     write_runs(report, out / "runs.parquet")
     stdout.print(f"report: {out / 'chaos.md'}, {out / 'runs.parquet'}")
     return 1 if report.violations else 0
+
+
+def _runner(job: Job, args: argparse.Namespace) -> tuple[str, Iterator, type[Exception]]:
+    """Where the runs go (Spark tasks or worker processes), their summaries, and the error that means
+    the runner could not start (a usage error: exit 2)."""
+    from minibroker.chaos.distribute import run_local, run_spark
+
+    if args.master:
+        from minibroker.pipeline.session import SparkUnavailable
+
+        return f"Spark {args.master}", run_spark(job, args.runs, args.master), SparkUnavailable
+    workers = args.workers or os.cpu_count() or 1
+    where = f"{workers} worker process{'es' if workers > 1 else ''}"
+    return where, run_local(job, args.runs, workers), RuntimeError  # e.g. a worker process that cannot start
 
 
 def _collect(source: Iterator, runs: int, summaries: list, console) -> None:

@@ -4,7 +4,10 @@
 those four values (a string seed: stable across processes and Python runs) and
 draws a cluster, topics, clients, produce requests, polls and faults from it.
 Nothing else is random: the run itself is in virtual time with same-instant
-scheduling seeded from the same generator.
+scheduling seeded from the same generator. Group members and their faults
+(``group_members``) and faults on links to the controller (``controller_links``)
+come from generators of their own, seeded with the same four values, so adding
+them left every earlier draw as it was.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import random
 from minibroker.chaos.profiles import Profile
 from minibroker.chaos.schedule import (
     GRACE_MS,
+    GROUP,
     FaultSpec,
+    MemberSpec,
     PollSpec,
     ProduceSpec,
     Schedule,
 )
+from minibroker.cluster.controller import CONTROLLER
 from minibroker.scenario.model import ClientSpec, Node, TopicSpecModel
 
 #: the shortest and longest generated fault, in ms
@@ -123,6 +129,11 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         faults += lagging_then_crashed(rng, brokers, parts, topics, config, duration_ms)
     if profile.acks1_pattern and rng.random() < profile.acks1_pattern:  # no draw when off: old runs stay
         faults += paused_then_leader_crashed(rng, brokers, parts, topics, config, duration_ms)
+    seeded = f"minibroker-chaos-groups:{profile.name}:{seed}:{index}:{duration_ms}"
+    members, member_faults = group_members(random.Random(seeded), profile, brokers, duration_ms)
+    faults += member_faults
+    seeded = f"minibroker-chaos-controller:{profile.name}:{seed}:{index}:{duration_ms}"
+    faults += controller_links(random.Random(seeded), profile, brokers, duration_ms)
     faults.sort(key=lambda f: (f.start, f.end, f.kind))
     return Schedule(
         run_name(profile.name, seed, index),
@@ -140,7 +151,64 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         tuple(polls),
         tuple(faults),
         duration_ms,
+        tuple(members),
     )
+
+
+def controller_links(rng: random.Random, profile: Profile, brokers: int, duration_ms: int) -> list[FaultSpec]:
+    """With chance ``profile.controller_links``: 1-2 faults on broker-controller links (drop or slow)."""
+    if rng.random() >= profile.controller_links:
+        return []
+    faults = []
+    for _ in range(rng.randint(1, 2)):
+        kind = rng.choice(("drop", "latency"))
+        start = rng.randint(1, max(1, duration_ms * 4 // 5))
+        end = min(duration_ms, start + rng.randint(FAULT_MIN_MS, max(FAULT_MIN_MS, duration_ms // 2)))
+        latency = rng.choice((20, 100, 400)) if kind == "latency" else 0
+        between = (rng.randrange(brokers), CONTROLLER)
+        faults.append(FaultSpec(kind, start, end, between=between, latency_ms=latency))
+    return faults
+
+
+def group_members(
+    rng: random.Random, profile: Profile, brokers: int, duration_ms: int
+) -> tuple[list[MemberSpec], list[FaultSpec]]:
+    """With chance ``profile.groups``: 1-3 members of group ``g`` and 0-3 faults on them.
+
+    A member fault is a stall, a hang, a leave (and join again), or a dropped or slow
+    link between the member and a broker; each ends inside the window.
+    """
+    if rng.random() >= profile.groups:
+        return [], []
+    members = []
+    for i in range(rng.randint(1, 3)):
+        heartbeat = rng.choice((30, 50, 100))
+        config = {
+            "group.id": GROUP,
+            "session.timeout.ms": rng.choice((300, 500, 800)),
+            "heartbeat.interval.ms": heartbeat,
+            "max.poll.interval.ms": rng.choice((300, 600)),
+            "auto.commit.interval.ms": rng.choice((50, 200)),
+            "auto.offset.reset": "earliest",
+            "fetch.min.bytes": rng.choice((1, 200, 2000)),
+            "fetch.max.wait.ms": rng.choice((10, 100)),
+            "request.timeout.ms": 500,
+            "minibroker.response.grace.ms": GRACE_MS,
+        }
+        members.append(MemberSpec(f"m{i}", rng.randint(1, max(1, duration_ms // 2)), config))
+    faults = []
+    for _ in range(rng.randint(0, 3)):
+        member = rng.choice(members)
+        kind = rng.choice(("stall", "hang", "leave", "drop", "latency"))
+        start = rng.randint(member.join_at, max(member.join_at, duration_ms * 4 // 5))
+        end = min(duration_ms, start + rng.randint(FAULT_MIN_MS, max(FAULT_MIN_MS, duration_ms // 2)))
+        if kind in ("drop", "latency"):
+            between = (rng.randrange(brokers), member.id)
+            latency = rng.choice((20, 100, 400)) if kind == "latency" else 0
+            faults.append(FaultSpec(kind, start, end, between=between, latency_ms=latency))
+        else:
+            faults.append(FaultSpec(kind, start, end, member=member.id))
+    return members, faults
 
 
 def lagging_then_crashed(

@@ -13,7 +13,9 @@
 - invariant 5: no request's batch is read back twice;
 - invariant 6: the probes answered NONE and every ISR was whole at the liveness
   bound (scenario expectations), and every produce sent before the last heal was
-  answered.
+  answered;
+- invariant 7: the group is Stable with every member at ``group_check_ms`` (the
+  ``group`` expectation) and every subscribed partition has exactly one owner.
 
 Timed-out (and other failed) acks=-1 produces may or may not be in the log: Kafka
 promises nothing about them. They are counted ("in doubt"), never violations; so
@@ -26,7 +28,9 @@ from typing import Any
 
 import attrs
 
-from minibroker.chaos.observe import Append, Observer
+from minibroker.chaos.groups import check_assignment
+from minibroker.chaos.observe import Observer
+from minibroker.chaos.records import Append
 from minibroker.chaos.schedule import PROBE, READER, Schedule
 from minibroker.chaos.violations import Violation
 from minibroker.cluster.cluster import Cluster
@@ -220,17 +224,20 @@ def check_end(
     # invariant 6: the scenario's own expectations (probes, ISR) and unanswered produces
     for item in result.results:
         if not item.passed:
+            group = item.expected.startswith("group ")
+            within = schedule.group_check_ms - schedule.heal_ms if group else schedule.settle_ms
             violations.append(
                 Violation(
-                    6,
+                    7 if group else 6,
                     None,
                     "",
-                    schedule.check_ms,
-                    f"after healing at {schedule.heal_ms} ms, within {schedule.settle_ms} ms: expected "
+                    schedule.group_check_ms if group else schedule.check_ms,
+                    f"after healing at {schedule.heal_ms} ms, within {within} ms: expected "
                     f"{item.expected}; seen {item.seen}",
                     {"kind": "expect", "where": item.where},
                 )
             )
+    violations += check_assignment(schedule, cluster)
     for request in result.requests:
         if request.kind == "produce" and request.created_ms < schedule.heal_ms and not request.completed:
             violations.append(

@@ -1,25 +1,52 @@
 """Bugs planted on purpose, for tests that prove the checker catches and shrinks them.
 
-``plant("hw-ahead")`` (a context manager) makes every leader raise its HW to its
-own LEO on each append, without waiting for the ISR followers: Kafka's worst
-replication bug. It patches ``Partition.maybe_increment_leader_hw`` for the block
-only; ``plant(None)`` does nothing. Never used outside tests and their replays.
+- ``hw-ahead``: every leader raises its HW to its own LEO on each append, without
+  waiting for the ISR followers: Kafka's worst replication bug (patches
+  ``Partition.maybe_increment_leader_hw``);
+- ``fetch-early``: a consumer's DelayedFetch completes on its first new byte below
+  the HW, whatever its ``fetch.min.bytes`` (patches ``DelayedFetch.try_complete``).
+
+``plant(name)`` is a context manager that patches for the block only; ``plant(None)``
+does nothing. Never used outside tests and their replays.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import attrs
+
+from minibroker.cluster.delayed_fetch import DelayedFetch
 from minibroker.cluster.partition import Partition
-
-PLANTS = ("hw-ahead",)
 
 
 def _hw_ahead(self: Partition, now_ms: int) -> bool:
     if self.freeze_hw_under_min_isr and self.is_under_min_isr:
         return False
     return self.log.maybe_increment_high_watermark(self.log.log_end_offset)
+
+
+_try_complete = DelayedFetch.try_complete
+
+
+def _fetch_early(self: DelayedFetch) -> bool:
+    request = self.request
+    if request.is_from_follower:
+        return _try_complete(self)
+    self.request = attrs.evolve(request, min_bytes=1)
+    try:
+        return _try_complete(self)
+    finally:
+        self.request = request
+
+
+#: name -> (class, method name, replacement)
+PLANTS: dict[str, tuple[type, str, Callable[..., Any]]] = {
+    "hw-ahead": (Partition, "maybe_increment_leader_hw", _hw_ahead),
+    "fetch-early": (DelayedFetch, "try_complete", _fetch_early),
+}
 
 
 @contextlib.contextmanager
@@ -29,9 +56,10 @@ def plant(name: str | None) -> Iterator[None]:
         return
     if name not in PLANTS:
         raise ValueError(f"unknown planted bug {name!r}; expected one of: {', '.join(PLANTS)}")
-    saved = Partition.maybe_increment_leader_hw
-    Partition.maybe_increment_leader_hw = _hw_ahead  # type: ignore[method-assign]
+    owner, method, replacement = PLANTS[name]
+    saved = getattr(owner, method)
+    setattr(owner, method, replacement)
     try:
         yield
     finally:
-        Partition.maybe_increment_leader_hw = saved  # type: ignore[method-assign]
+        setattr(owner, method, saved)

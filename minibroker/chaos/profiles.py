@@ -33,6 +33,10 @@ class Profile:
     pattern: float = 0.0
     #: chance of adding the acks=1 loss pattern (see generate.paused_then_leader_crashed)
     acks1_pattern: float = 0.0
+    #: chance of group members (and faults on them) in a run (see generate.group_members)
+    groups: float = 0.5
+    #: chance of faults on broker-controller links in a run (see generate.controller_links)
+    controller_links: float = 0.0  # off: see docs/chaos.md, "What is not covered"
 
 
 PROFILES = {

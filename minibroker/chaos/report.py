@@ -94,11 +94,14 @@ class ChaosReport:
             ["runs with violations", self.failed_runs],
             ["violations", self.violations],
             ["expected losses (profile)", sum(len(s.expected) for s in self.summaries)],
+            ["runs with group members", sum(bool(s.row.get("members")) for s in self.summaries)],
+            ["group offset commits written", self.total("commits")],
             ["runs per CPU-minute", f"{runs_per_min:.1f}"],
             ["client requests per CPU-second", f"{requests_s:.0f}"],
             ["network messages per CPU-second", f"{messages_s:.0f}"],
         ]
         faults = [[kind, self.total(f"fault_{kind}")] for kind in FAULT_KINDS]
+        faults.append(["of them on a link to the controller", self.total("controller_faults")])
         operations = [
             ["client requests", self.total("requests")],
             ["network messages", self.total("messages")],

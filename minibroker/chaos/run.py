@@ -23,6 +23,7 @@ from minibroker.chaos.profiles import profile as get_profile
 from minibroker.chaos.schedule import FAULT_KINDS, Schedule, compile_schedule
 from minibroker.chaos.violations import Violation
 from minibroker.cluster.client import Consumer
+from minibroker.cluster.controller import CONTROLLER
 from minibroker.runtime import deterministic_scheduling, quiet_gc
 from minibroker.scenario.model import Scenario
 from minibroker.scenario.run import RunResult, ScenarioRunner
@@ -49,6 +50,7 @@ async def _play(runner: ScenarioRunner, observer: Observer, seed: int) -> RunRes
         for client_id, client in runner.clients.items():
             if isinstance(client, Consumer):
                 client.on_batch = functools.partial(observer.on_batch, client_id)
+                client.on_fetch = observer.on_fetch
 
     async def play() -> None:
         box.append(await runner.run(seed))
@@ -110,7 +112,10 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
         "min_isr": schedule.config["min.insync.replicas"],
         "producers": len(schedule.producers),
         "consumers": len(schedule.consumers),
+        "members": len(schedule.members),
+        "commits": observer.groups.commits,
         "faults": len(schedule.faults),
+        "controller_faults": sum(CONTROLLER in (f.between or ()) for f in schedule.faults),
         **{f"fault_{kind}": sum(f.kind == kind for f in schedule.faults) for kind in FAULT_KINDS},
         "requests": len(result.requests) if result else 0,
         "messages": cluster.network.sent if cluster else 0,

@@ -11,7 +11,14 @@ into an ordinary scenario model (layer 5) with the checking phase appended:
   partition, each expected to answer NONE, and every partition's ISR is expected
   to be all its replicas (invariant 6, as ordinary ``[[expect]]`` entries);
 - at the same time the ``reader`` consumer polls every partition from offset 0
-  (invariants 2 and 3 compare what it reads with what was acknowledged).
+  (invariants 2 and 3 compare what it reads with what was acknowledged);
+- with group members (consumers of group ``g`` that subscribe to every topic), at
+  ``group_check_ms`` (``check_ms`` plus ``group_bound``) the group is expected
+  Stable with every member (invariant 7, an ordinary ``group`` expectation).
+
+Group faults act on one member: ``stall`` (stops polling, keeps heartbeating) and
+``hang`` (stops both) until ``end``; ``leave`` sends LeaveGroup at ``start`` and
+joins again at ``end``.
 
 Produce ``i`` writes ``100 + i`` bytes, so a batch's size names the request that
 wrote it: a record read back is the record acknowledged, not one written later at
@@ -29,7 +36,9 @@ from minibroker.scenario.model import (
     ClientSpec,
     ClusterSpec,
     Expectation,
+    GroupState,
     LinkFault,
+    MemberAction,
     Node,
     PartitionState,
     Poll,
@@ -48,7 +57,15 @@ READ_MS = 300
 #: probes' request.timeout.ms and the grace every generated client waits beyond its timeout
 PROBE_TIMEOUT_MS = 1000
 GRACE_MS = 200
-FAULT_KINDS = ("pause", "latency", "drop", "crash", "shutdown", "min_isr")
+GROUP_FAULT_KINDS = ("stall", "hang", "leave")
+FAULT_KINDS = ("pause", "latency", "drop", "crash", "shutdown", "min_isr", *GROUP_FAULT_KINDS)
+GROUP = "g"
+#: broker settings a run with group members adds (none otherwise: older runs compile unchanged)
+GROUP_CLUSTER_CONFIG = {
+    "offsets.topic.num.partitions": 2,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 100,
+}
 
 
 @attrs.frozen
@@ -62,6 +79,7 @@ class FaultSpec:
     between: tuple[Node, Node] | None = None
     latency_ms: int = 0
     min_isr: int = 0
+    member: str | None = None  # group faults: the member's client id
 
 
 @attrs.frozen
@@ -83,6 +101,15 @@ class PollSpec:
 
 
 @attrs.frozen
+class MemberSpec:
+    """A member of group ``g``: a consumer that subscribes to every topic and joins at ``join_at``."""
+
+    id: str
+    join_at: int
+    config: dict[str, Any]
+
+
+@attrs.frozen
 class Schedule:
     """Everything random about one run; ``compile_schedule`` makes the scenario."""
 
@@ -101,10 +128,16 @@ class Schedule:
     polls: tuple[PollSpec, ...]
     faults: tuple[FaultSpec, ...]
     heal_ms: int
+    members: tuple[MemberSpec, ...] = ()
 
     @property
     def settle_ms(self) -> int:
         return liveness_bound(self)
+
+    @property
+    def group_check_ms(self) -> int:
+        """When the group must be Stable with every member (only with members)."""
+        return self.check_ms + group_bound(self)
 
     @property
     def check_ms(self) -> int:
@@ -113,7 +146,8 @@ class Schedule:
 
     @property
     def end_ms(self) -> int:
-        return self.check_ms + max(READ_MS, PROBE_TIMEOUT_MS + GRACE_MS) + 1
+        end = self.check_ms + max(READ_MS, PROBE_TIMEOUT_MS + GRACE_MS) + 1
+        return max(end, self.group_check_ms + 1) if self.members else end
 
     def partitions(self) -> list[tuple[str, int]]:
         return [(t.name, p) for t in self.topics for p in range(t.partitions)]
@@ -145,8 +179,39 @@ def liveness_bound(schedule: Schedule) -> int:
     )
 
 
+def group_bound(schedule: Schedule) -> int:
+    """ms after ``check_ms`` by which the group is Stable with every member again.
+
+    Every fault has ended and the cluster settled by ``check_ms``. A member evicted
+    meanwhile learns it at its next heartbeat (heartbeat.interval.ms) or is dropped by
+    its session timeout; a rebalance waits at most the rebalance timeout
+    (max.poll.interval.ms) for members to rejoin, then a SyncGroup round and the
+    OffsetFetch; twice that for a rebalance that starts during the first, plus a
+    request timeout for a call lost before the heal.
+    """
+    if not schedule.members:
+        return 0
+    worst = max(
+        2 * (m.config["max.poll.interval.ms"] + m.config["heartbeat.interval.ms"])
+        + m.config["session.timeout.ms"]
+        + m.config["request.timeout.ms"]
+        + GRACE_MS
+        for m in schedule.members
+    )
+    return worst + 4 * schedule.latency_ms + 100
+
+
 def _fault_steps(fault: FaultSpec, schedule: Schedule) -> list[tuple[int, Step]]:
     """(time, step) pairs, index filled in later."""
+    if fault.kind in GROUP_FAULT_KINDS:
+        assert fault.member is not None
+        if fault.kind == "leave":
+            return [
+                (fault.start, MemberAction(fault.start, 0, "leave", fault.member)),
+                (fault.end, MemberAction(fault.end, 0, "join", fault.member)),
+            ]
+        duration = fault.end - fault.start
+        return [(fault.start, MemberAction(fault.start, 0, fault.kind, fault.member, duration))]
     if fault.kind in ("pause", "crash", "shutdown"):
         begin, finish = {
             "pause": ("pause", "resume"),
@@ -190,6 +255,7 @@ def compile_schedule(
 ) -> Scenario:
     """The scenario that plays ``schedule`` and then checks it; extras come from the TOML writer."""
     partitions = schedule.partitions()
+    topics = tuple(t.name for t in schedule.topics)
     clients = (
         *schedule.producers,
         *schedule.consumers,
@@ -198,6 +264,7 @@ def compile_schedule(
             "producer",
             {"acks": -1, "request.timeout.ms": PROBE_TIMEOUT_MS, "minibroker.response.grace.ms": GRACE_MS},
         ),
+        *(ClientSpec(m.id, "consumer", m.config, subscribe=topics) for m in schedule.members),
         ClientSpec(
             READER,
             "consumer",
@@ -229,6 +296,8 @@ def compile_schedule(
         )
     for poll in schedule.polls:
         timed.append((poll.at, 1, Poll(poll.at, 0, poll.consumer, poll.duration_ms)))
+    for member in schedule.members:
+        timed.append((member.join_at, 1, MemberAction(member.join_at, 0, "join", member.id)))
     check = schedule.check_ms
     for topic, p in partitions:
         timed.append((check, 2, Produce(check, 0, PROBE, topic, p, 1, 1, probe_id(topic, p))))
@@ -241,11 +310,15 @@ def compile_schedule(
     for topic, p in partitions:
         expectations.append(RequestOutcome(0, "", probe_id(topic, p), "NONE"))
         expectations.append(PartitionState(0, "", check, f"{topic}-{p}", isr=schedule.replicas(topic, p)))
+    if schedule.members:
+        members = tuple(sorted(m.id for m in schedule.members))
+        expectations.append(GroupState(0, "", schedule.group_check_ms, GROUP, "Stable", members=members))
     expectations.extend(extra_expectations)
     numbered = tuple(attrs.evolve(e, index=i, where=f"expect[{i}]") for i, e in enumerate(expectations))
+    config = {**schedule.config, **(GROUP_CLUSTER_CONFIG if schedule.members else {})}
     cluster = ClusterSpec(
         schedule.brokers,
-        dict(schedule.config),
+        config,
         {},
         schedule.latency_ms,
         schedule.isr_commit_delay_ms,

@@ -10,7 +10,7 @@ plain count of runs.
 A candidate *still fails* when a run of it has a violation of the same invariant
 on the same partition as the original (any partition, for violations that name
 none). Passes, repeated until a round changes nothing or the budget runs out:
-faults; consumers (with their polls); polls; producers (with their produce
+faults; consumers (with their polls); group members (with their faults); polls; producers (with their produce
 requests); produce requests; topics; one record per request; each fault halved;
 and finally the heal time moved to just after the last fault or request.
 """
@@ -124,6 +124,7 @@ def shrink(schedule: Schedule, target: Violation, plant: str | None = None, budg
             s, faults=tuple(search.ddmin(s.faults, lambda k, s=s: attrs.evolve(s, faults=tuple(k))))
         )
         s = attrs.evolve(s, **_consumers(search, s))
+        s = _members(search, s)
         s = attrs.evolve(
             s, polls=tuple(search.ddmin(s.polls, lambda k, s=s: attrs.evolve(s, polls=tuple(k))))
         )
@@ -164,6 +165,17 @@ def _consumers(search: _Search, s: Schedule) -> dict:
     kept = search.ddmin(s.consumers, rebuild)
     ids = {c.id for c in kept}
     return {"consumers": tuple(kept), "polls": tuple(p for p in s.polls if p.consumer in ids)}
+
+
+def _members(search: _Search, s: Schedule) -> Schedule:
+    """Fewer group members (each with its faults)."""
+
+    def rebuild(keep: list) -> Schedule:
+        gone = {m.id for m in s.members} - {m.id for m in keep}
+        faults = tuple(f for f in s.faults if f.member not in gone and not gone.intersection(f.between or ()))
+        return attrs.evolve(s, members=tuple(keep), faults=faults)
+
+    return rebuild(search.ddmin(s.members, rebuild))
 
 
 def _producers(search: _Search, s: Schedule) -> dict:

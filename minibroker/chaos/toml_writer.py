@@ -32,8 +32,10 @@ from minibroker.scenario.model import (
     Event,
     Expectation,
     Fetch,
+    GroupState,
     LinkFault,
     Load,
+    MemberAction,
     PartitionState,
     Poll,
     Produce,
@@ -105,6 +107,8 @@ def _step_pairs(step: Step) -> list[tuple[str, Any]]:
         pairs += [("action", step.action), ("between", step.between)]
         if step.action == "latency":
             pairs.append(("latency_ms", step.latency_ms))
+    elif isinstance(step, MemberAction):
+        pairs += [("action", step.action), ("client", step.client), ("duration_ms", step.duration_ms)]
     elif isinstance(step, SetConfig):
         pairs += [("action", "config"), ("settings", step.settings), ("broker", step.broker)]
     else:
@@ -154,6 +158,17 @@ def _expect_pairs(item: Expectation) -> list[tuple[str, Any]]:
         ]
     if isinstance(item, Event):
         return [("event", item.fields), ("count", item.count)]
+    if isinstance(item, GroupState):
+        return [
+            ("group", item.group),
+            ("at", item.at),
+            ("state", item.state),
+            ("generation", item.generation),
+            ("members", item.members),
+            ("leader", item.leader),
+            ("assignment", item.assignment),
+            ("committed", item.committed),
+        ]
     raise TypeError(f"cannot write expectation {type(item).__name__}")
 
 
@@ -200,7 +215,13 @@ def scenario_toml(scenario: Scenario, comments: Iterable[str] = ()) -> str:
         assign = [{"topic": t, "partition": p, "offset": o} for t, p, o in client.assign] or None
         lines += _table(
             "[[clients]]",
-            [("id", client.id), ("type", client.type), ("config", client.config), ("assign", assign)],
+            [
+                ("id", client.id),
+                ("type", client.type),
+                ("config", client.config),
+                ("assign", assign),
+                ("subscribe", client.subscribe or None),
+            ],
         )
     for step in sorted(scenario.steps, key=lambda s: s.index):
         lines += _table("[[steps]]", _step_pairs(step))
@@ -210,8 +231,7 @@ def scenario_toml(scenario: Scenario, comments: Iterable[str] = ()) -> str:
 
 
 def _events(fields: dict[str, Any], count: int) -> Count:
-    """Exactly ``count`` trace events with ``fields`` (a ``count = "events"`` expectation: the loader
-    reads an ``event`` expectation that has a ``count`` key as a count, so this is the form it takes)."""
+    """Exactly ``count`` trace events with ``fields``, as a ``count = "events"`` expectation."""
     return Count(0, "", "events", equals=count, filters={"event": fields})
 
 

@@ -14,6 +14,7 @@ INVARIANTS = {
     4: "HW <= LEO of every ISR member; leader in ISR; epochs grow; logs contiguous",
     5: "no request appended twice",
     6: "liveness after healing",
+    7: "consumer groups: Stable again, one owner per partition, commits fenced, within the HW, not backward",
 }
 
 

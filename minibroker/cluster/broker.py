@@ -22,6 +22,7 @@ from minibroker.cluster.messages import (
     DeleteRecordsRequest,
     FetchRequest,
     LeaderAndIsr,
+    MetadataCatchUp,
     ProduceRequest,
     TopicPartition,
 )
@@ -140,6 +141,12 @@ class Broker:
             self.coordinator.handle(message, respond)
         elif isinstance(message, BrokerRegistrations):
             manager.apply_registrations(message)
+        elif isinstance(message, MetadataCatchUp):
+            for state in message.states:
+                known = manager.partitions.get(state.tp)
+                have = (known.leader_id, known.leader_epoch, known.partition_epoch) if known else None
+                if have != (state.leader, state.leader_epoch, state.partition_epoch):
+                    manager.apply_leader_and_isr(state)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
 

@@ -276,6 +276,9 @@ class Cluster:
     def heal_link(self, a: Any, b: Any) -> None:
         self._fault("heal", src=str(a), dst=str(b))
         self.network.heal(a, b)
+        for end, other in ((a, b), (b, a)):
+            if end == CONTROLLER and isinstance(other, int) and 0 <= other < len(self.brokers):
+                self.controller.catch_up(other)
 
     def crash(self, broker_id: int) -> None:
         """Kill the broker: its waiting requests are lost, its log is kept; the controller fails over."""

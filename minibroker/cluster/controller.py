@@ -17,6 +17,10 @@
 - A controlled shutdown marks the broker as shutting down and moves leadership
   and ISR membership off it first, so its waiting requests are answered
   NOT_LEADER_OR_FOLLOWER before it stops.
+- When a broker's link to the controller heals, it catches up (``catch_up``): the
+  states it missed while LeaderAndIsr messages were lost. Brokers are not fenced for
+  a link down (KRaft fences a broker whose heartbeats stop for
+  broker.session.timeout.ms; the emulator's brokers send none).
 - When a broker starts again it is unfenced; offline partitions whose last ISR
   holds it are led by it again; every partition it replicates tells it who leads.
 
@@ -36,6 +40,7 @@ from minibroker.cluster.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
     LeaderAndIsr,
+    MetadataCatchUp,
     TopicPartition,
 )
 from minibroker.cluster.network import Network
@@ -200,6 +205,14 @@ class Controller:
                 self._elect(tp, exclude=None, direct_to=None)
             else:
                 self.network.send(CONTROLLER, broker, self.state[tp])
+
+    def catch_up(self, broker: int) -> None:
+        """``broker``'s link to the controller healed: send the registrations and its partitions' states."""
+        if not self.alive(broker):
+            return
+        self.network.send(CONTROLLER, broker, self.registrations)
+        states = tuple(state for state in self.state.values() if broker in state.replicas)
+        self.network.send(CONTROLLER, broker, MetadataCatchUp(states))
 
     def move_leader(self, tp: TopicPartition, broker: int) -> str | None:
         """Make ``broker`` the leader of ``tp`` now (a chosen-leader election); None, or why not."""

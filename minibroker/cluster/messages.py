@@ -173,6 +173,17 @@ class LeaderAndIsr:
 
 
 @attrs.frozen(slots=True)
+class MetadataCatchUp:
+    """What a broker missed while its link to the controller was down: every state it replicates.
+
+    KRaft brokers fetch the metadata log, so a healed link brings them up to date; the
+    broker applies only the states that differ from what it has.
+    """
+
+    states: tuple[LeaderAndIsr, ...]
+
+
+@attrs.frozen(slots=True)
 class AlterPartitionResponse:
     error: Errors
     state: LeaderAndIsr | None = None

@@ -54,6 +54,24 @@ def test_a_planted_bug_is_caught_and_shrunk(tmp_path):
     assert not replay_fails(Path(shrunk.path))  # without the planted bug the file passes
 
 
+def test_a_fetch_completed_before_min_bytes_is_caught_and_shrunk(tmp_path):
+    # run 0: group member m0 waits for fetch.min.bytes 2000; the planted DelayedFetch answers on a first byte
+    outcome = run_index("default", 0, 0, 1000, plant="fetch-early")
+    first = outcome.violations[0]
+    assert (first.invariant, first.partition, first.time_ms) == (1, "t0-0,t1-0", 335)
+    assert first.message == (
+        "Fetch operation m0#1 on broker 0 completed on its condition with 231 bytes below the HW "
+        "(t0-0 from 0 to HW 0; t1-0 from 0 to HW 5), short of fetch.min.bytes 2000"
+    )
+    assert {v.invariant for v in outcome.violations} == {1}
+    assert run_index("default", 0, 0, 1000).violations == []  # the same run without the bug is clean
+    shrunk = write_shrunk(
+        "default", 0, summary(outcome, 0), first, 1000, tmp_path, budget=40, plant="fetch-early"
+    )
+    assert shrunk.replay_fails and shrunk.faults == 0
+    assert not replay_fails(Path(shrunk.path))  # without the planted bug the file passes
+
+
 def test_regression_scenarios_pass():
     # through the CLI, in a subprocess: one of them used to livelock, so a hang must fail too
     assert len(REGRESSIONS) >= 3

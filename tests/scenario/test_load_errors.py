@@ -3,6 +3,7 @@
 import pytest
 
 from minibroker.scenario import ScenarioError, parse_scenario
+from minibroker.scenario.model import Count, Event
 
 BASE = """\
 [cluster]
@@ -129,7 +130,21 @@ def test_base_is_valid():
         ),
         (
             '[[steps]]\nat = 5\naction = "latency"\nbetween = [0, "ghost"]\nlatency_ms = 3\n',
-            "x.toml:29: steps[1].between: expected a broker id 0..2 or a client id, got 'ghost'",
+            "x.toml:29: steps[1].between: expected a broker id 0..2, a client id or "
+            "\"controller\", got 'ghost'",
+        ),
+        (
+            '[[expect]]\nevent = { kind = "purge" }\ncount = "requests"\nequals = 1\n',
+            "x.toml:28: expect[0].count: an event filters count = \"events\" only; got count = 'requests'",
+        ),
+        (
+            '[[expect]]\ncount = "events"\nequals = 1\n',
+            'x.toml:27: expect[0].count: count = "events" needs event = { kind = ..., ... } '
+            "to say which events",
+        ),
+        (
+            '[[expect]]\nevent = { kind = "purge" }\ncount = 2.5\n',
+            "x.toml:28: expect[0].count: expected a whole number >= 0, got 2.5",
         ),
         (
             "[surprise]\nx = 1\n",
@@ -188,3 +203,20 @@ def test_missing_file(tmp_path):
 
     with pytest.raises(ScenarioError, match="no such file"):
         load_scenario(tmp_path / "absent.toml")
+
+
+def test_event_with_a_number_count_is_an_event_expectation():
+    """``event`` + ``count = N`` means exactly N such events (docs/scenarios.md), not a count kind."""
+    text = BASE + '\n[[expect]]\nevent = { kind = "purge", broker = 0 }\ncount = 2\n'
+    scenario = parse_scenario(text, "x.toml")
+    (expectation,) = scenario.expectations
+    assert isinstance(expectation, Event)
+    assert (expectation.fields, expectation.count) == ({"kind": "purge", "broker": 0}, 2)
+
+
+def test_event_with_count_events_is_a_filtered_count():
+    text = BASE + '\n[[expect]]\nevent = { kind = "purge" }\ncount = "events"\nat_least = 1\n'
+    (expectation,) = parse_scenario(text, "x.toml").expectations
+    assert isinstance(expectation, Count)
+    assert (expectation.count, expectation.at_least) == ("events", 1)
+    assert expectation.filters == {"event": {"kind": "purge"}}

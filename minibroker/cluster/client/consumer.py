@@ -34,6 +34,8 @@ class Consumer(Client):
         self.on_batches: Callable[[TopicPartition, list[RecordBatch]], None] | None = None
         #: called with (partition, batch, high watermark of the answer) for each new batch (chaos checks)
         self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
+        #: called with each FetchRequest as it is sent (chaos checks when its completion was due)
+        self.on_fetch: Callable[[messages.FetchRequest], None] | None = None
         #: the group membership once ``subscribe`` was called (minibroker.cluster.membership)
         self.membership: GroupMembership | None = None
 
@@ -101,6 +103,8 @@ class Consumer(Client):
                 isolation,
                 request.id,
             )
+            if self.on_fetch is not None:
+                self.on_fetch(message)
             self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
         return requests
 

@@ -64,6 +64,7 @@ class OffsetsManager(ClassicBase):
         if group is None:  # a simple commit: generation -1 on a missing group
             group = self.create_group(gid)
         member = group.members.get(request.member_id)
+        accepted_in = group.generation_id  # the generation the commit was validated against
         if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
             self.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
         now = self.now()
@@ -94,6 +95,8 @@ class OffsetsManager(ClassicBase):
                 "group.commit",
                 group=gid,
                 member=request.member_id,
+                generation=request.generation_id,
+                group_generation=accepted_in,
                 error=write_error(write).name,
                 offsets={str(tp): v.offset for tp, v in accepted.items()},
             )

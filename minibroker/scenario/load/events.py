@@ -101,7 +101,7 @@ KINDS: dict[str, frozenset[str]] = {
         "group.member.replace": (*_GROUP, "member", "instance", "previous"),
         "group.leave": (*_GROUP, "member", "reason"),
         "group.session.expire": (*_GROUP, "member", "generation", "pending"),
-        "group.commit": (*_GROUP, "member", "offsets", "error"),
+        "group.commit": (*_GROUP, "member", "generation", "group_generation", "offsets", "error"),
         "group.offsets.expire": (*_GROUP, "partitions"),
         "group.load.start": ("broker", "partition", "epoch", "records", "load_ms"),
         "group.load": ("broker", "partition", "epoch", "records", "groups"),

@@ -2,7 +2,10 @@
 
 An expectation's kind is the one key of ``EXPECTATIONS`` it has (``request = "r1"``,
 ``partition = "t-0"``, ...); ``FILTERS`` are kinds that a ``count`` also takes as
-filters, so they name the kind only when no other kind key is present. A parser is
+filters, so they name the kind only when no other kind key is present. ``event`` with
+``count`` is the one pair both readings fit: an integer ``count`` is the event kind's
+exact number of matches, a string ``count`` (it must be ``"events"``) is a count kind
+filtered by that event. A parser is
 ``(table, scope, index) -> Expectation``; ``read_expectations`` rejects keys it did not
 ask for. To add a kind, write its parser and add one line to ``EXPECTATIONS``.
 """
@@ -154,6 +157,10 @@ def _count(table: Table, scope: Scope, index: int) -> Expectation:
             elif not isinstance(value, str):
                 raise table.error(key, f"expected a string, got {describe(value)}")
             filters[key] = value
+    if "event" in filters and count != "events":
+        raise table.error("count", f'an event filters count = "events" only; got count = {describe(count)}')
+    if count == "events" and "event" not in filters:
+        raise table.error("count", 'count = "events" needs event = { kind = ..., ... } to say which events')
     if table.has("broker"):
         filters["broker"] = broker(table, scope.cluster)
     bounds = {k: table.int(k, None) for k in ("equals", "at_least", "at_most")}
@@ -215,6 +222,8 @@ def read_expectations(root: Table, scope: Scope) -> None:
 
 def _expectation(table: Table, scope: Scope, index: int) -> Expectation:
     kinds = [k for k in EXPECTATIONS if k not in FILTERS and table.has(k)]
+    if kinds == ["count"] and table.has("event") and not isinstance(table.raw("count"), str):
+        kinds = ["event"]  # event = {...} with count = N: exactly N such events (see the docstring)
     for secondary in FILTERS:
         if not kinds and table.has(secondary):
             kinds = [secondary]

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from minibroker.cluster.config import ConfigError
+from minibroker.cluster.controller import CONTROLLER
 from minibroker.scenario.load.document import Context, ScenarioError, Table, describe, listing
 from minibroker.scenario.load.limits import setting_problem
 from minibroker.scenario.model import (
@@ -152,10 +153,11 @@ def assigned_consumer(table: Table, clients: tuple[ClientSpec, ...]) -> str:
 def node(table: Table, key: str, value: Any, cluster: ClusterSpec, clients: tuple[ClientSpec, ...]) -> Node:
     if is_broker(value, cluster.brokers):
         return value
-    if isinstance(value, str) and any(c.id == value for c in clients):
+    if isinstance(value, str) and (value == CONTROLLER or any(c.id == value for c in clients)):
         return value
     raise table.error(
-        key, f"expected a broker id 0..{cluster.brokers - 1} or a client id, got {describe(value)}"
+        key,
+        f'expected a broker id 0..{cluster.brokers - 1}, a client id or "controller", got {describe(value)}',
     )
 
 

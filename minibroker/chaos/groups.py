@@ -1,0 +1,135 @@
+"""Invariant 7: consumer groups keep Kafka's promises under faults.
+
+Live, on every ``group.commit`` that was written (error NONE), per partition:
+
+- the committed offset is at most the highest HW the partition ever had until then
+  (a member commits what it read, and it reads below the HW only);
+- a commit of a generation (>= 0) names the generation the group was in when the
+  coordinator accepted it, and one its member was assigned (``member.assigned``):
+  a fenced or old-generation commit is refused, never written;
+- the group's committed offset never goes backward through such commits.
+
+At the end (``check_end``): the ``group`` expectation of the compiled scenario says the
+group is Stable with every member at ``group_check_ms``; then, on its coordinator,
+every partition of the subscribed topics is assigned to exactly one member.
+
+Kafka's own validation is checked here only through what the trace shows; what the
+coordinator compared against is the ``group_generation`` field it traces.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from minibroker.chaos.records import pin
+from minibroker.chaos.violations import Violation
+from minibroker.cluster.coordinator import OFFSETS_TOPIC, consumer_protocol
+
+if TYPE_CHECKING:
+    from minibroker.chaos.observe import Observer
+    from minibroker.chaos.schedule import Schedule
+    from minibroker.cluster.cluster import Cluster
+
+GROUP_EVENTS = frozenset({"hw", "append", "member.assigned", "group.commit"})
+
+
+class GroupChecks:
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self.max_hw: dict[str, int] = {}
+        self.assigned: set[tuple[str, str, int]] = set()  # (group, member id, generation)
+        self.committed: dict[tuple[str, str], int] = {}  # (group, partition) -> last written offset
+        self.commits = 0
+
+    def __call__(self, kind: str, event: dict[str, Any]) -> None:
+        if kind in ("hw", "append"):
+            label = event["partition"]
+            if event["hw"] > self.max_hw.get(label, 0):
+                self.max_hw[label] = event["hw"]
+        elif kind == "member.assigned":
+            self.assigned.add((event["group"], event["member"], event["generation"]))
+        elif kind == "group.commit" and event["error"] == "NONE":
+            self._commit(event)
+
+    def _commit(self, event: dict[str, Any]) -> None:
+        group, member, now = event["group"], event["member"], event["time_ms"]
+        generation, accepted_in = event["generation"], event["group_generation"]
+        evidence = pin({"kind": "group.commit", "group": group, "error": "NONE", "time_ms": now})
+        self.commits += 1
+
+        def violate(rule: str, partition: str | None, offsets: str, message: str) -> None:
+            key = (rule, group, partition)
+            self.observer.violate(key, Violation(7, partition, offsets, now, message, evidence))
+
+        if generation >= 0 and generation != accepted_in:
+            violate(
+                "fenced",
+                None,
+                "",
+                f"group {group} wrote a commit of generation {generation} by {member} "
+                f"while in generation {accepted_in}",
+            )
+        elif generation >= 0 and (group, member, generation) not in self.assigned:
+            violate(
+                "unassigned",
+                None,
+                "",
+                f"group {group} wrote a commit by {member} in generation {generation}, "
+                "a generation that member was never assigned",
+            )
+        for label, offset in sorted(event["offsets"].items()):
+            if label.startswith(OFFSETS_TOPIC):
+                continue
+            high = self.max_hw.get(label, 0)
+            if offset > high:
+                violate(
+                    "above-hw",
+                    label,
+                    str(offset),
+                    f"group {group} committed offset {offset} (by {member}) above the partition's "
+                    f"highest HW so far, {high}",
+                )
+            if generation < 0:
+                continue
+            before = self.committed.get((group, label), -1)
+            if offset < before:
+                violate(
+                    "backward",
+                    label,
+                    f"{before} -> {offset}",
+                    f"group {group}'s committed offset went back from {before} to {offset} "
+                    f"(a commit by {member}, generation {generation})",
+                )
+            self.committed[(group, label)] = offset
+
+
+def check_assignment(schedule: Schedule, cluster: Cluster) -> list[Violation]:
+    """Every subscribed partition assigned to exactly one member of a Stable group (at the end)."""
+    from minibroker.chaos.schedule import GROUP
+
+    if not schedule.members or OFFSETS_TOPIC not in cluster.topics:
+        return []
+    broker = cluster.coordinator_for(GROUP)
+    coordinator = cluster.brokers[broker].coordinator if broker >= 0 else None
+    group = coordinator.groups.get(GROUP) if coordinator is not None else None
+    if group is None or group.state != "Stable":
+        return []  # the group expectation reports it
+    owners: dict[str, list[str]] = {f"{t}-{p}": [] for t, p in schedule.partitions()}
+    for member in group.members.values():
+        for topic, partition in consumer_protocol.decode_assignment(member.assignment):
+            owners.setdefault(f"{topic}-{partition}", []).append(member.client_id)
+    wrong = {label: sorted(who) for label, who in sorted(owners.items()) if len(who) != 1}
+    if not wrong:
+        return []
+    shown = ", ".join(f"{label}: {who or 'nobody'}" for label, who in wrong.items())
+    return [
+        Violation(
+            7,
+            next(iter(wrong)),
+            "",
+            schedule.end_ms,
+            f"group {GROUP} is Stable in generation {group.generation_id} but not every subscribed "
+            f"partition has exactly one owner ({shown})",
+            {"kind": "none"},
+        )
+    ]
