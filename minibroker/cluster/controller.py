@@ -7,7 +7,9 @@
   current leader and partition epochs, and a new member must be ISR-eligible:
   not fenced, not in controlled shutdown, else INELIGIBLE_REPLICA, KIP-841), then
   committed after ``isr_commit_delay_ms`` (re-validated then), bumping the
-  partition epoch; the leader hears back over the network.
+  partition epoch; the leader hears back over the network. A proposal from a stale
+  partition epoch gets INVALID_UPDATE_VERSION and the current state (what a KRaft
+  leader would replay from the metadata log).
 - When a broker crashes the controller learns of it after
   ``crash_detection_ms``; it fences the broker, removes it from every ISR (never
   the last member: an ISR is not emptied) and elects a new leader, from the ISR,
@@ -107,7 +109,7 @@ class Controller:
             raise TypeError(f"the controller cannot handle {type(message).__name__}")
         error = self._validate(message)
         if error is not Errors.NONE:
-            respond(AlterPartitionResponse(error))
+            self._reject(message, error, respond)
             return
         if self.isr_commit_delay_ms:
             self.scheduler.call_later(self.isr_commit_delay_ms, self._commit, message, respond)
@@ -121,7 +123,7 @@ class Controller:
         if state.leader != request.broker_id or state.leader_epoch != request.leader_epoch:
             return Errors.FENCED_LEADER_EPOCH
         if state.partition_epoch != request.partition_epoch:
-            return Errors.FENCED_LEADER_EPOCH
+            return Errors.INVALID_UPDATE_VERSION
         if request.broker_id not in request.new_isr:
             return Errors.NOT_LEADER_OR_FOLLOWER
         added = set(request.new_isr) - set(state.isr)
@@ -129,10 +131,22 @@ class Controller:
             return Errors.INELIGIBLE_REPLICA
         return Errors.NONE
 
+    def _reject(self, request: AlterPartitionRequest, error: Errors, respond: Callable[[Any], None]) -> None:
+        """Answer ``error``; for a stale partition epoch also send the leader the current state.
+
+        A KRaft leader whose AlterPartition is INVALID_UPDATE_VERSION does not retry: it
+        waits for the newer state it will replay from the metadata log. Here that state
+        reaches it as a LeaderAndIsr (its answer to an earlier proposal may have been lost
+        to a request timeout, and nothing else would tell it).
+        """
+        respond(AlterPartitionResponse(error))
+        if error is Errors.INVALID_UPDATE_VERSION:
+            self.network.send(CONTROLLER, request.broker_id, self.state[request.tp])
+
     def _commit(self, request: AlterPartitionRequest, respond: Callable[[Any], None]) -> None:
         error = self._validate(request)
         if error is not Errors.NONE:
-            respond(AlterPartitionResponse(error))
+            self._reject(request, error, respond)
             return
         state = self.state[request.tp]
         new = LeaderAndIsr(

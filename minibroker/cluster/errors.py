@@ -55,6 +55,7 @@ class Errors(enum.IntEnum):
     ELECTION_NOT_NEEDED = 84
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
+    INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
 
     def __str__(self) -> str:
