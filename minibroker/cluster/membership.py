@@ -260,8 +260,11 @@ class GroupMembership:
             ):
                 self._next_commit = clock.now_ms() + self.config.auto_commit_interval_ms
                 self._background(self._commit, dict(consumer.positions))
-            if all(not r.records for r in requests) and all(r.latency_ms == 0 for r in requests):
-                await clock.sleep_until(clock.now_ms() + 1)  # an empty instant answer: don't spin
+            instant = all(r.latency_ms == 0 for r in requests)
+            if instant and all(not any(r.records.values()) for r in requests):
+                # an instant answer without records (an error such as NOT_LEADER_OR_FOLLOWER from a
+                # broker that has not heard it leads): don't spin in one virtual instant
+                await clock.sleep_until(clock.now_ms() + 1)
 
     # --- requests ----------------------------------------------------------------------------
     async def _commit(self, positions: dict[TopicPartition, int]) -> Errors:
