@@ -36,7 +36,7 @@ class Profile:
     #: chance of group members (and faults on them) in a run (see generate.group_members)
     groups: float = 0.5
     #: chance of faults on broker-controller links in a run (see generate.controller_links)
-    controller_links: float = 0.0  # off: see docs/chaos.md, "What is not covered"
+    controller_links: float = 0.0
 
 
 PROFILES = {
@@ -48,6 +48,7 @@ PROFILES = {
         FAULTS_ALL,
         (0, 6),
         pattern=0.25,
+        controller_links=0.3,
     ),
     "unclean": Profile(
         "unclean",
