@@ -227,10 +227,12 @@ def test_two_members_split_the_partitions_and_a_clean_close_rebalances_at_once(s
         # both must keep polling: each rejoins from its poll loop. Both usually join within the initial
         # delay (one generation); an auto commit during CompletingRebalance gets REBALANCE_IN_PROGRESS
         # (as from Kafka), which makes that member rejoin: another generation
+        # polls of 200 ms, not 20: kafka-python 3.0.12 drops a rejoin whose poll() ends while its
+        # JoinGroup is in flight and then keeps an empty assignment (see the module docstring)
         while split() not in (([0], [1]), ([1], [0])):
             assert time.monotonic() < deadline, split()
-            a.poll(timeout_ms=20)
-            b.poll(timeout_ms=20)
+            a.poll(timeout_ms=200)
+            b.poll(timeout_ms=200)
 
         def group():
             return server.cluster.brokers[server.cluster.coordinator_for("split")].coordinator.groups["split"]
