@@ -17,20 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-KEYS = {
-    "traces": ("trace",),
-    "operations": ("purgatory", "op_kind"),
-    "latency": ("purgatory", "op_kind", "cause"),
-    "rate": ("bucket_ms", "purgatory", "op_kind"),
-    "timer_precision": ("delta_ms",),
-    "purgatory_size": ("trace", "broker", "purgatory", "bucket_ms"),
-    "hw": ("trace", "partition", "bucket_ms"),
-    "isr": ("trace", "partition", "bucket_ms"),
-    "audit": ("trace", "broker", "op", "problem"),
-    "retry_attempts": ("trace", "client", "outcome", "attempts"),
-    "retry_dlt": ("trace", "client"),
-    "delay_lateness": ("design",),
-}
+from minibroker.pipeline.keys import KEYS as _ANALYZE_KEYS
+
+#: analyze's tables that DuckDB computes too (not ``skipped``, not ``rebalances``)
+KEYS = {name: keys for name, keys in _ANALYZE_KEYS.items() if name not in ("skipped", "rebalances")}
 ISR_KINDS = "('leader', 'isr.commit', 'controller.isr', 'controller.elect')"
 COLUMNS = (
     "seq BIGINT, time_ms BIGINT, kind VARCHAR, broker BIGINT, purgatory VARCHAR, op VARCHAR, "

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from minibroker.pipeline import delays, groups, operations, retries, timelines
 from minibroker.pipeline.inputs import TraceInputs
+from minibroker.pipeline.keys import KEYS
 from minibroker.pipeline.problems import field_column
 from minibroker.pipeline.reader import read_traces
 
@@ -52,23 +53,6 @@ RELEVANT = (
     *retries.KINDS,
     *delays.KINDS,
 )
-#: each table's key columns: rows are sorted by them
-KEYS = {
-    "traces": ("trace",),
-    "operations": ("purgatory", "op_kind"),
-    "latency": ("purgatory", "op_kind", "cause"),
-    "rate": ("bucket_ms", "purgatory", "op_kind"),
-    "timer_precision": ("delta_ms",),
-    "purgatory_size": ("trace", "broker", "purgatory", "bucket_ms"),
-    "hw": ("trace", "partition", "bucket_ms"),
-    "isr": ("trace", "partition", "bucket_ms"),
-    "audit": ("trace", "broker", "op", "problem"),
-    "skipped": ("trace", "problem"),
-    "rebalances": ("trace", "broker", "group"),
-    "retry_attempts": ("trace", "client", "outcome", "attempts"),
-    "retry_dlt": ("trace", "client"),
-    "delay_lateness": ("design",),
-}
 
 #: the tables in the order the report lists them
 ORDER = (
