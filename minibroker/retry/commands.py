@@ -2,7 +2,8 @@
 
 Exit status: 0 after SIGINT/SIGTERM (the current batch finished, offsets committed); 2 with one line for
 any misconfiguration (bad TOML, unknown keys, wrong types, missing topics, a cluster or Redis that does
-not answer); 1 with one line if the cluster or Redis fails while running (nothing is lost: what was not
+not answer); 1 with one line if Redis or the cluster stays unreachable for ``outage_limit_ms`` (when set;
+shorter outages are waited out) or fails in another way while running (nothing is lost: what was not
 committed is read again by the next instance).
 """
 
@@ -34,18 +35,39 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"retry-service": _retry_service}
 
 
+#: kafka-python's lines about a connection it lost or cannot make: during an outage it writes several per
+#: second; the service's own line per outage says the same once
+CONNECTION_NOISE = (
+    "KafkaConnectionError",
+    "No node available",
+    "Marking the coordinator dead",
+    "NodeNotReady",
+)
+
+
+def _not_connection_noise(record: logging.LogRecord) -> bool:
+    if record.name.startswith("kafka.net"):
+        return False
+    message = record.getMessage()
+    return not any(marker in message for marker in CONNECTION_NOISE)
+
+
 def _client_logging() -> logging.Handler:
-    """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler);
-    ``MINIBROKER_RETRY_DEBUG=1`` shows its debug lines too."""
+    """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler),
+    less its connection noise; ``MINIBROKER_RETRY_DEBUG=1`` shows all its lines, debug included."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("retry-service: %(name)s: %(levelname)s: %(message)s"))
+    debug = bool(os.environ.get("MINIBROKER_RETRY_DEBUG"))
+    if not debug:
+        handler.addFilter(_not_connection_noise)
     kafka_logger = logging.getLogger("kafka")
     kafka_logger.addHandler(handler)
-    kafka_logger.setLevel(logging.DEBUG if os.environ.get("MINIBROKER_RETRY_DEBUG") else logging.WARNING)
+    kafka_logger.setLevel(logging.DEBUG if debug else logging.WARNING)
     return handler
 
 
 def _retry_service(args: argparse.Namespace) -> int:
+    from minibroker.retry.outage import OutageLimitExceeded
     from minibroker.retry.service import RetryService, ServiceError
     from minibroker.retry.service_config import ConfigError, load_config
 
@@ -65,6 +87,9 @@ def _retry_service(args: argparse.Namespace) -> int:
         service.run()
     except ServiceError as error:
         raise UsageError(f"retry-service: {error}") from None
+    except OutageLimitExceeded as error:  # nothing lost: the commit rule held through the outage
+        print(f"minibroker: retry-service: {error}", file=sys.stderr)
+        return 1
     except Exception as error:  # a failure while running: one line; the uncommitted is read again
         print(f"minibroker: retry-service: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

@@ -11,12 +11,23 @@ Commit rule: a retry-topic offset is committed only once its record is safe with
 ``holding``): ``wheel`` after the produce back, ``redis`` after the ZADD. So a crash at any point loses
 nothing; what it can cost is duplicates, bounded as docs/retry-service.md states.
 
+Outages: a call to Redis or Kafka that fails for want of a connection (a restarted redis-server, a
+crashed broker, a reset connection, a produce or commit that fails or times out) is made again after a
+backoff (``outage``: exponential from ``retry_backoff_ms`` to ``retry_backoff_max_ms``), with one line
+when the outage starts and one when it ends; ``outage_limit_ms`` (0: for ever) ends the service with
+exit status 1. The commit rule holds throughout: a Redis call is retried in place (the batch it belongs
+to waits for it); a record whose produce failed goes back to its holder, due after the backoff, and its
+offset stays uncommitted.
+
 Shutdown: ``stop()`` (the command calls it on SIGINT/SIGTERM) lets the current batch finish, commits,
-leaves the group and closes; records held in memory (``wheel``) are read again by the next instance.
+leaves the group and closes; records held in memory (``wheel``) are read again by the next instance. A
+stop during an outage ends the wait at once: what the outage held up is safe where it was (uncommitted
+in the retry topic, or claimed in Redis until ``lease_ms``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -24,12 +35,22 @@ from typing import Any
 
 from minibroker.retry import headers as h
 from minibroker.retry.holding import Held, RedisHolding, WheelHolding
+from minibroker.retry.outage import Outage, reason_of
 from minibroker.retry.policy import dlt_topic
 from minibroker.retry.service_config import ServiceConfig
+from minibroker.retry.service_kafka import KAFKA_ERRORS, failure, listener, succeeded
 
 
 class ServiceError(Exception):
     """The service cannot start (unreachable cluster or Redis, missing topics): one line, exit 2."""
+
+
+class _Stopped(Exception):
+    """``stop()`` was called while an outage held the loop up."""
+
+
+#: the slice of an outage's wait after which ``stop()`` is noticed (ms)
+PAUSE_SLICE_MS = 50
 
 
 def now_ms() -> int:
@@ -57,6 +78,18 @@ class RetryService:
         self._recovered_at = 0
         #: partitions assigned by the last rebalance whose position ``_position`` has not set yet
         self._unpositioned: set[Any] = set()
+        c = config
+        backoff = (c.retry_backoff_ms, c.retry_backoff_max_ms, c.outage_limit_ms, log)
+        self.redis_outage = Outage(f"redis at {c.backend.url}", *backoff)
+        self.kafka_outage = Outage(f"kafka at {bootstrap}", *backoff)
+        #: commits fail apart from produces: a member out of its group (a rebalance) produces on
+        self.commit_outage = Outage(
+            f"offset commits of group {c.group_id}", *backoff, down="failing", up="succeeding again"
+        )
+        #: the exceptions of a Redis that cannot be reached (none for ``wheel``)
+        self._redis_errors: tuple[type[BaseException], ...] = ()
+        #: no offset commit is tried before this (epoch ms): commits back off through a Kafka outage
+        self._commit_after = 0
 
     # -- start-up -----------------------------------------------------------------------------------------
 
@@ -79,7 +112,17 @@ class RetryService:
                 heartbeat_interval_ms=max(1, c.session_timeout_ms // 3),
                 max_poll_records=c.max_poll_records,
             )
-            self.producer = KafkaProducer(**common, client_id=c.client_id, acks="all", linger_ms=2)
+            # a record not acknowledged within produce_timeout_ms fails (and is held again) rather than
+            # being sent again later by the producer behind the service's back
+            request_timeout_ms = max(1, min(30_000, c.produce_timeout_ms - 2))
+            self.producer = KafkaProducer(
+                **common,
+                client_id=c.client_id,
+                acks="all",
+                linger_ms=2,
+                request_timeout_ms=request_timeout_ms,
+                delivery_timeout_ms=max(c.produce_timeout_ms, request_timeout_ms + 2),
+            )
             existing = self.consumer.topics()
         except (KafkaError, OSError) as error:
             raise ServiceError(
@@ -95,7 +138,7 @@ class RetryService:
             )
         for topic in self.sources:  # metadata first: the group's leader assigns from what it knows
             self.consumer.partitions_for_topic(topic)
-        self.consumer.subscribe(topics=sorted(self.sources), listener=_listener(self))
+        self.consumer.subscribe(topics=sorted(self.sources), listener=listener(self))
 
     def _open_backend(self) -> Any:
         b = self.config.backend
@@ -106,14 +149,21 @@ class RetryService:
         except ModuleNotFoundError:
             message = "[backend] kind = \"redis\" needs redis-py: pip install 'minibroker[retry]'"
             raise ServiceError(message) from None
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
         from minibroker.retry.redis_scheduler import RedisScheduler
 
         timeout = b.connect_timeout_ms / 1000
         try:
-            client = redis.Redis.from_url(b.url, socket_connect_timeout=timeout, socket_timeout=timeout)
+            # one immediate retry (a stale pooled connection); an outage is the service's to back off from
+            client = redis.Redis.from_url(
+                b.url, socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 1)
+            )
             client.ping()
         except (redis.RedisError, ValueError, OSError) as error:
             raise ServiceError(f"[backend] url {b.url}: Redis unreachable ({error})") from None
+        self._redis_errors = (redis.ConnectionError, redis.TimeoutError)  # BusyLoadingError is one
         return RedisHolding(RedisScheduler(client, b.key, batch=b.claim_batch, dedup_ms=b.dedup_ms))
 
     # -- the loop -----------------------------------------------------------------------------------------
@@ -123,25 +173,56 @@ class RetryService:
         self.stopping = True
 
     def run(self) -> None:
+        try:
+            while not self.stopping:
+                self._step()
+        except _Stopped:
+            pass
+        self._commit(final=True)
+
+    def _step(self) -> None:
+        """One turn: poll, hold what was read, deliver what is due, commit, take back stale claims."""
         c = self.config
-        while not self.stopping:
-            due = self.holding.next_due()
-            wait = c.poll_ms if due is None else min(c.poll_ms, max(0, due - now_ms()))
+        due = self._backend("next_due")
+        wait = c.poll_ms if due is None else min(c.poll_ms, max(0, due - now_ms()))
+        try:
             polled = self.consumer.poll(timeout_ms=wait, max_records=c.max_poll_records)
-            if self._unpositioned:
-                self._unpositioned -= set(polled)  # kafka-python found their positions itself
-                self._position()
-            batch = [self._held(tp, record) for tp, records in polled.items() for record in records]
-            if batch:
-                self.holding.hold(batch)
-                self.read += len(batch)
-            self._deliver_due()
-            self._commit()
-            if c.backend.kind == "redis" and now_ms() - self._recovered_at >= c.backend.lease_ms // 2:
-                self._recovered_at = now_ms()
-                if recovered := self.holding.recover(self._recovered_at, c.backend.lease_ms):
-                    self.log(f"recovered {recovered} records claimed over {c.backend.lease_ms} ms ago")
+        except KAFKA_ERRORS as error:  # e.g. a rebalance callback's failure: the group rejoins
+            self._pause(self.kafka_outage.failed(f"poll failed ({reason_of(error)})"))
+            return
+        if self._unpositioned:
+            self._unpositioned -= set(polled)  # kafka-python found their positions itself
+            self._position()
+        batch = [self._held(tp, record) for tp, records in polled.items() for record in records]
+        if batch:
+            self._backend("hold", batch)
+            self.read += len(batch)
+        self._deliver_due()
         self._commit()
+        if c.backend.kind == "redis" and now_ms() - self._recovered_at >= c.backend.lease_ms // 2:
+            self._recovered_at = now_ms()
+            if recovered := self._backend("recover", self._recovered_at, c.backend.lease_ms):
+                self.log(f"recovered {recovered} records claimed over {c.backend.lease_ms} ms ago")
+
+    def _backend(self, name: str, *args: Any) -> Any:
+        """``holding.<name>(*args)``, made again after a backoff for as long as Redis cannot be reached
+        (``_Stopped`` if the service is stopped meanwhile; ``OutageLimitExceeded`` past the limit)."""
+        while True:
+            try:
+                result = getattr(self.holding, name)(*args)
+            except self._redis_errors as error:
+                self._pause(self.redis_outage.failed(reason_of(error)))
+                continue
+            self.redis_outage.succeeded()
+            return result
+
+    def _pause(self, delay_ms: int) -> None:
+        """Wait ``delay_ms`` (an outage's backoff) in slices; ``_Stopped`` as soon as ``stop()`` is called."""
+        end = time.monotonic() + delay_ms / 1000
+        while not self.stopping and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, PAUSE_SLICE_MS / 1000))
+        if self.stopping:
+            raise _Stopped
 
     def _position(self) -> None:
         """Start newly assigned partitions at the group's committed offsets (the earliest without one).
@@ -185,30 +266,40 @@ class RetryService:
         return Held(tp, record.offset, parsed, int(fields[h.DUE]))
 
     def _deliver_due(self) -> None:
-        """Produce every due record back (or to the DLT), a claimed batch at a time, each batch awaited."""
+        """Produce every due record back (or to the DLT), a claimed batch at a time, each batch awaited.
+
+        A record whose produce failed (an error, or no acknowledgement within ``produce_timeout_ms``) goes
+        back to its holder, due after the Kafka outage's backoff; the batch's others are done.
+        """
+        from kafka.errors import KafkaTimeoutError
+
         c = self.config
         while True:
-            claimed = self.holding.claim(now_ms(), c.backend.claim_batch)
+            claimed = self._backend("claim", now_ms(), c.backend.claim_batch)
             if not claimed:
                 return
-            sent = [(held, self._send(held)) for held in claimed]
-            self.producer.flush(timeout=c.produce_timeout_ms / 1000)
-            ok = [(held, dead) for held, (future, dead) in sent if future.is_done and future.succeeded()]
-            failed = [held for held, (future, _) in sent if not (future.is_done and future.succeeded())]
-            self.holding.done([held for held, _ in ok])
+            sent = [(held, *self._send(held)) for held in claimed]
+            with contextlib.suppress(KafkaTimeoutError):  # the futures not done count as failed below
+                self.producer.flush(timeout=c.produce_timeout_ms / 1000)
+            ok = [(held, dead) for held, future, dead in sent if succeeded(future)]
+            failed = [(held, future) for held, future, _ in sent if not succeeded(future)]
+            self._backend("done", [held for held, _ in ok])
             self.dead_lettered += sum(dead for _, dead in ok)
             self.delivered += len(ok) - sum(dead for _, dead in ok)
-            self._commit()  # bounds what a crash delivers again to about one batch
             if failed:
                 self.produce_failures += len(failed)
-                first = next((f.exception for _, (f, _) in sent if f.is_done and f.failed()), "timed out")
-                self.log(f"{len(failed)} produces failed ({first}); again in {c.retry_backoff_ms} ms")
-                self.holding.release(failed, now_ms() + c.retry_backoff_ms)
-            if self.stopping:
+                reason = f"{len(failed)} of {len(sent)} produces failed ({failure(failed[0][1])})"
+                delay = self.kafka_outage.failed(reason)
+                self._backend("release", [held for held, _ in failed], now_ms() + delay)
+            else:
+                self.kafka_outage.succeeded()
+            self._commit()  # bounds what a crash delivers again to about one batch
+            if self.stopping or failed:  # after a failure: poll (the group lives on) until due again
                 return
 
     def _send(self, held: Held) -> tuple[Any, bool]:
-        """Produce ``held`` back (or to the DLT); the future and whether it is dead-lettered."""
+        """Produce ``held`` back (or to the DLT); the future (or the error ``send`` raised, e.g. no
+        metadata within ``max_block_ms``) and whether it is dead-lettered."""
         record = held.record
         source = str(record.headers[h.ORIGINAL_TOPIC])
         fields = dict(record.headers)
@@ -220,25 +311,35 @@ class RetryService:
         if not isinstance(partition, int) or partition not in self._partitions_of(target):
             partition = None  # the key picks one, as the producer's partitioner does
         out = h.RetryRecord(record.key, record.value, record.timestamp, fields, record.extra)
-        future = self.producer.send(
-            target,
-            key=record.key,
-            value=record.value,
-            headers=out.encode_headers(),
-            partition=partition,
-            timestamp_ms=record.timestamp,
-        )
+        try:
+            future = self.producer.send(
+                target,
+                key=record.key,
+                value=record.value,
+                headers=out.encode_headers(),
+                partition=partition,
+                timestamp_ms=record.timestamp,
+            )
+        except KAFKA_ERRORS as error:
+            return error, dead
         return future, dead
 
     def _partitions_of(self, topic: str) -> set[int]:
         if topic not in self._partitions:
-            self._partitions[topic] = set(self.producer.partitions_for(topic) or ())
+            partitions = self.producer.partitions_for(topic)  # KafkaTimeoutError without metadata
+            if not partitions:
+                return set()  # not cached: asked again next time
+            self._partitions[topic] = set(partitions)
         return self._partitions[topic]
 
-    def _commit(self) -> None:
-        from kafka.errors import KafkaError
+    def _commit(self, final: bool = False) -> None:
+        """Commit every partition's commit point that moved; a failure (a rebalance, a broker outage) is
+        one outage of Kafka: commits back off and the points are committed later (or read again by the
+        partition's next owner: duplicates, never losses)."""
         from kafka.structs import OffsetAndMetadata
 
+        if not final and now_ms() < self._commit_after:
+            return
         points = {
             tp: OffsetAndMetadata(offset, "", -1)
             for tp, offset in self.holding.commit_points().items()
@@ -247,10 +348,16 @@ class RetryService:
         if not points:
             return
         try:
-            self.consumer.commit(points)
-        except KafkaError as error:  # a rebalance: the next owner reads from the last commit point
-            self.log(f"commit failed ({type(error).__name__}); records may be delivered again")
+            self.consumer.commit(points, timeout_ms=self.config.produce_timeout_ms)
+        except KAFKA_ERRORS as error:
+            if not final:
+                delay = self.commit_outage.failed(reason_of(error))
+                self._commit_after = now_ms() + delay
+            else:
+                self.log(f"the last commit failed ({reason_of(error)}); records may be delivered again")
             return
+        self._commit_after = 0
+        self.commit_outage.succeeded()
         self._committed.update({tp: meta.offset for tp, meta in points.items()})
 
     def close(self) -> None:
@@ -260,27 +367,11 @@ class RetryService:
             self.producer.close(timeout=self.config.produce_timeout_ms / 1000)
 
     def summary(self) -> str:
+        try:
+            held = self.holding.pending() if self.holding else 0
+        except self._redis_errors:
+            held = "unknown (redis unreachable)"
         return (
             f"read {self.read}, delivered {self.delivered}, dead-lettered {self.dead_lettered}, "
-            f"still held {self.holding.pending() if self.holding else 0}"
+            f"still held {held}"
         )
-
-
-def _listener(service: RetryService) -> Any:
-    """Rebalance callbacks: commit, then drop what is held of the revoked partitions."""
-    from kafka import ConsumerRebalanceListener
-
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            service._commit()
-            service.holding.revoke(list(revoked))
-            for tp in revoked:
-                service._committed.pop(tp, None)
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            """Reading starts from the group's committed offsets; say which partitions are ours."""
-            service._unpositioned = set(assigned)
-            names = sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned)
-            service.log(f"assigned {len(names)} partitions: {', '.join(names) or 'none'}")
-
-    return Listener()

@@ -1,0 +1,50 @@
+"""The retry service's kafka-python glue: which errors mean "Kafka failed", a produce future's outcome
+in one line, and the rebalance listener."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.errors import KafkaError
+
+from minibroker.retry.outage import reason_of
+
+#: what a poll, send, flush or commit raises when the cluster cannot be reached (or rebalances)
+KAFKA_ERRORS: tuple[type[BaseException], ...] = (KafkaError, OSError)
+
+
+def succeeded(future: Any) -> bool:
+    return not isinstance(future, BaseException) and future.is_done and future.succeeded()
+
+
+def failure(future: Any) -> str:
+    """Why a produce failed, in one line."""
+    if isinstance(future, BaseException):
+        return reason_of(future)
+    if future.is_done and future.exception is not None:
+        return reason_of(future.exception)
+    return "no acknowledgement within produce_timeout_ms"
+
+
+def listener(service: Any) -> Any:
+    """Rebalance callbacks: drop what is held of the revoked partitions; say what is assigned.
+
+    They run on kafka-python's IO thread, where a blocking call (``commit``) raises; no commit here: the
+    loop commits after every batch, and what a revoked partition did not commit its next owner reads
+    again (redis: deduplicated; wheel: within the duplicate window).
+    """
+    from kafka import ConsumerRebalanceListener
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            service.holding.revoke(list(revoked))
+            for tp in revoked:
+                service._committed.pop(tp, None)
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            """Reading starts from the group's committed offsets; say which partitions are ours."""
+            service._unpositioned = set(assigned)
+            names = sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned)
+            service.log(f"assigned {len(names)} partitions: {', '.join(names) or 'none'}")
+
+    return Listener()
