@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 from minibroker.cliutil import UsageError
@@ -36,30 +37,47 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
 
 
 #: kafka-python's lines about a connection it lost or cannot make: during an outage it writes several per
-#: second; the service's own line per outage says the same once
+#: second; one of them per ``NOISE_EVERY_S`` is shown (the service's own outage lines say the rest)
 CONNECTION_NOISE = (
     "KafkaConnectionError",
     "No node available",
     "Marking the coordinator dead",
     "NodeNotReady",
+    "Failed to produce messages",  # one per expired batch: the service's own line counts them
 )
+NOISE_EVERY_S = 30.0
 
 
-def _not_connection_noise(record: logging.LogRecord) -> bool:
-    if record.name.startswith("kafka.net"):
-        return False
-    message = record.getMessage()
-    return not any(marker in message for marker in CONNECTION_NOISE)
+class _ConnectionNoise(logging.Filter):
+    """Let one of kafka-python's connection lines through per ``NOISE_EVERY_S``, without its traceback,
+    so that an outage the service does not meet in its own calls (while it has nothing to produce or
+    commit) is still visible; every other line passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown_at = -NOISE_EVERY_S
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not record.name.startswith("kafka.net") and not any(m in message for m in CONNECTION_NOISE):
+            return True
+        now = time.monotonic()
+        if now - self._shown_at < NOISE_EVERY_S:
+            return False
+        self._shown_at = now
+        record.msg, record.args = f"{message} (connection errors: one line per {NOISE_EVERY_S:.0f} s)", None
+        record.exc_info, record.exc_text = None, None
+        return True
 
 
 def _client_logging() -> logging.Handler:
     """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler),
-    less its connection noise; ``MINIBROKER_RETRY_DEBUG=1`` shows all its lines, debug included."""
+    its connection noise thinned out; ``MINIBROKER_RETRY_DEBUG=1`` shows all its lines, debug included."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("retry-service: %(name)s: %(levelname)s: %(message)s"))
     debug = bool(os.environ.get("MINIBROKER_RETRY_DEBUG"))
     if not debug:
-        handler.addFilter(_not_connection_noise)
+        handler.addFilter(_ConnectionNoise())
     kafka_logger = logging.getLogger("kafka")
     kafka_logger.addHandler(handler)
     kafka_logger.setLevel(logging.DEBUG if debug else logging.WARNING)

@@ -35,6 +35,7 @@ def reason_of(error: BaseException) -> str:
     name = type(error).__name__
     lines = str(error).strip().splitlines()
     text = lines[0].removeprefix(f"{name}: ").rstrip(".") if lines else ""
+    text = "" if text in (name, "None") else text
     if len(text) > REASON_CHARS:
         text = text[: REASON_CHARS - 3] + "..."
     return f"{name}: {text}" if text else name

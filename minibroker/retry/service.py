@@ -51,6 +51,8 @@ class _Stopped(Exception):
 
 #: the slice of an outage's wait after which ``stop()`` is noticed (ms)
 PAUSE_SLICE_MS = 50
+#: how much longer than produce_timeout_ms a batch's flush may wait for the producer's verdicts
+FLUSH_SLACK_MS = 2_000
 
 
 def now_ms() -> int:
@@ -90,6 +92,9 @@ class RetryService:
         self._redis_errors: tuple[type[BaseException], ...] = ()
         #: no offset commit is tried before this (epoch ms): commits back off through a Kafka outage
         self._commit_after = 0
+        #: after a failed produce, the next commit sends every commit point, moved or not: it fails if
+        #: the outage cost this instance its group membership (``wheel`` delivers nothing until it passed)
+        self._confirm_membership = False
 
     # -- start-up -----------------------------------------------------------------------------------------
 
@@ -122,6 +127,10 @@ class RetryService:
                 linger_ms=2,
                 request_timeout_ms=request_timeout_ms,
                 delivery_timeout_ms=max(c.produce_timeout_ms, request_timeout_ms + 2),
+                # kafka-python 3.0.12's idempotent producer stops sending for good once a batch it had
+                # sent expires (it drops its producer id and never asks for a new one); the service is
+                # at-least-once either way
+                enable_idempotence=False,
             )
             existing = self.consumer.topics()
         except (KafkaError, OSError) as error:
@@ -274,13 +283,15 @@ class RetryService:
         from kafka.errors import KafkaTimeoutError
 
         c = self.config
-        while True:
+        while not self._commits_held_up():
             claimed = self._backend("claim", now_ms(), c.backend.claim_batch)
             if not claimed:
                 return
             sent = [(held, *self._send(held)) for held in claimed]
+            # the producer fails what it could not deliver within produce_timeout_ms; the slack lets it
+            # say so, so that a record it still holds is rarely retried beside it (a duplicate)
             with contextlib.suppress(KafkaTimeoutError):  # the futures not done count as failed below
-                self.producer.flush(timeout=c.produce_timeout_ms / 1000)
+                self.producer.flush(timeout=(c.produce_timeout_ms + FLUSH_SLACK_MS) / 1000)
             ok = [(held, dead) for held, future, dead in sent if succeeded(future)]
             failed = [(held, future) for held, future, _ in sent if not succeeded(future)]
             self._backend("done", [held for held, _ in ok])
@@ -290,12 +301,21 @@ class RetryService:
                 self.produce_failures += len(failed)
                 reason = f"{len(failed)} of {len(sent)} produces failed ({failure(failed[0][1])})"
                 delay = self.kafka_outage.failed(reason)
+                self._confirm_membership = True
                 self._backend("release", [held for held, _ in failed], now_ms() + delay)
             else:
                 self.kafka_outage.succeeded()
             self._commit()  # bounds what a crash delivers again to about one batch
             if self.stopping or failed:  # after a failure: poll (the group lives on) until due again
                 return
+
+    def _commits_held_up(self) -> bool:
+        """``wheel`` while commits fail, or after a failed produce until a commit confirmed the group
+        membership: what it delivered now would be delivered again by the partition's next owner (this
+        instance after a rejoin, too), so it waits for the commits instead. (``redis`` commits only what
+        is in Redis, and a record read again is not scheduled again.)"""
+        held_up = self.commit_outage.active or self._confirm_membership
+        return held_up and self.config.backend.kind == "wheel"
 
     def _send(self, held: Held) -> tuple[Any, bool]:
         """Produce ``held`` back (or to the DLT); the future (or the error ``send`` raised, e.g. no
@@ -343,9 +363,10 @@ class RetryService:
         points = {
             tp: OffsetAndMetadata(offset, "", -1)
             for tp, offset in self.holding.commit_points().items()
-            if self._committed.get(tp) != offset
+            if self._confirm_membership or self._committed.get(tp) != offset
         }
         if not points:
+            self._confirm_membership = False  # nothing held: nothing to deliver twice
             return
         try:
             self.consumer.commit(points, timeout_ms=self.config.produce_timeout_ms)
@@ -357,14 +378,23 @@ class RetryService:
                 self.log(f"the last commit failed ({reason_of(error)}); records may be delivered again")
             return
         self._commit_after = 0
+        self._confirm_membership = False
         self.commit_outage.succeeded()
         self._committed.update({tp: meta.offset for tp, meta in points.items()})
 
     def close(self) -> None:
-        if self.consumer is not None:
-            self.consumer.close(autocommit=False)
-        if self.producer is not None:
-            self.producer.close(timeout=self.config.produce_timeout_ms / 1000)
+        """Leave the group and close the clients; a cluster that is down makes this a line, not a
+        traceback (the producer's unsent records are held again by the next instance: uncommitted)."""
+        for name, client, close in (
+            ("consumer", self.consumer, lambda c: c.close(autocommit=False)),
+            ("producer", self.producer, lambda p: p.close(timeout=self.config.produce_timeout_ms / 1000)),
+        ):
+            if client is None:
+                continue
+            try:
+                close(client)
+            except KAFKA_ERRORS as error:
+                self.log(f"closing the {name} failed ({reason_of(error)})")
 
     def summary(self) -> str:
         try:
