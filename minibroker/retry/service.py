@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -78,8 +79,11 @@ class RetryService:
         self._committed: dict[Any, int] = {}
         self._partitions: dict[str, set[int]] = {}
         self._recovered_at = 0
-        #: partitions assigned by the last rebalance whose position ``_position`` has not set yet
+        #: partitions assigned by the last rebalance whose position ``_position`` has not set yet; the
+        #: rebalance listener (kafka-python's IO thread) replaces it, under the lock, with a new epoch
         self._unpositioned: set[Any] = set()
+        self._assignment_epoch = 0
+        self._assignment_lock = threading.Lock()
         c = config
         backoff = (c.retry_backoff_ms, c.retry_backoff_max_ms, c.outage_limit_ms, log)
         self.redis_outage = Outage(f"redis at {c.backend.url}", *backoff)
@@ -200,7 +204,8 @@ class RetryService:
             self._pause(self.kafka_outage.failed(f"poll failed ({reason_of(error)})"))
             return
         if self._unpositioned:
-            self._unpositioned -= set(polled)  # kafka-python found their positions itself
+            with self._assignment_lock:
+                self._unpositioned -= set(polled)  # kafka-python found their positions itself
             self._position()
         batch = [self._held(tp, record) for tp, records in polled.items() for record in records]
         if batch:
@@ -239,21 +244,26 @@ class RetryService:
         Done here, outside ``poll``, with the public ``committed``/``seek``: kafka-python 3.0.12 was seen
         to spin in ``poll`` without ever fetching the committed offsets after a rebalance.
         """
-        from kafka.errors import KafkaError
-
-        assigned = self.consumer.assignment()
-        for tp in sorted(self._unpositioned & assigned):
+        with self._assignment_lock:
+            epoch = self._assignment_epoch
+            pending = sorted(self._unpositioned & self.consumer.assignment())
+        for tp in pending:
             try:
                 committed = self.consumer.committed(tp, timeout_ms=self.config.bootstrap_timeout_ms)
-            except KafkaError as error:  # the coordinator is moving: the next loop tries again
-                self.log(f"reading the committed offset of {tp.topic}[{tp.partition}] failed ({error})")
+                if committed is None:
+                    self.consumer.seek_to_beginning(tp)
+                else:
+                    self.consumer.seek(tp, committed)
+            except KAFKA_ERRORS as error:  # the coordinator is moving, or a rebalance took tp: next loop
+                self.log(f"positioning {tp.topic}[{tp.partition}] failed ({reason_of(error)})")
                 return
-            if committed is None:
-                self.consumer.seek_to_beginning(tp)
-            else:
-                self.consumer.seek(tp, committed)
-            self._unpositioned.discard(tp)
-        self._unpositioned &= assigned
+            with self._assignment_lock:
+                if self._assignment_epoch != epoch:
+                    return  # a rebalance meanwhile: its partitions are positioned from scratch
+                self._unpositioned.discard(tp)
+        with self._assignment_lock:
+            if self._assignment_epoch == epoch:
+                self._unpositioned &= self.consumer.assignment()
 
     def _held(self, tp: Any, record: Any) -> Held:
         """A retry-topic record as held: its source topic from the topic's name; a malformed one is due now

@@ -43,7 +43,9 @@ def listener(service: Any) -> Any:
 
         def on_partitions_assigned(self, assigned: Any) -> None:
             """Reading starts from the group's committed offsets; say which partitions are ours."""
-            service._unpositioned = set(assigned)
+            with service._assignment_lock:
+                service._unpositioned = set(assigned)
+                service._assignment_epoch += 1
             names = sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned)
             service.log(f"assigned {len(names)} partitions: {', '.join(names) or 'none'}")
 
