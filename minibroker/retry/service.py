@@ -39,7 +39,7 @@ from minibroker.retry.holding import Held, RedisHolding, WheelHolding
 from minibroker.retry.outage import Outage, reason_of
 from minibroker.retry.policy import dlt_topic
 from minibroker.retry.service_config import ServiceConfig
-from minibroker.retry.service_kafka import KAFKA_ERRORS, failure, listener, succeeded
+from minibroker.retry.service_kafka import KAFKA_ERRORS, failure, held_of, listener, succeeded
 
 
 class ServiceError(Exception):
@@ -131,6 +131,7 @@ class RetryService:
                 linger_ms=2,
                 request_timeout_ms=request_timeout_ms,
                 delivery_timeout_ms=max(c.produce_timeout_ms, request_timeout_ms + 2),
+                max_block_ms=c.produce_timeout_ms,  # a send waiting for metadata of a cluster that is down
                 # kafka-python 3.0.12's idempotent producer stops sending for good once a batch it had
                 # sent expires (it drops its producer id and never asks for a new one); the service is
                 # at-least-once either way
@@ -207,7 +208,7 @@ class RetryService:
             with self._assignment_lock:
                 self._unpositioned -= set(polled)  # kafka-python found their positions itself
             self._position()
-        batch = [self._held(tp, record) for tp, records in polled.items() for record in records]
+        batch = [held_of(c, self.sources, tp, r) for tp, records in polled.items() for r in records]
         if batch:
             self._backend("hold", batch)
             self.read += len(batch)
@@ -265,25 +266,6 @@ class RetryService:
             if self._assignment_epoch == epoch:
                 self._unpositioned &= self.consumer.assignment()
 
-    def _held(self, tp: Any, record: Any) -> Held:
-        """A retry-topic record as held: its source topic from the topic's name; a malformed one is due now
-        with ``attempts`` set, so it goes to the DLT with the reason."""
-        source, attempt = self.sources[tp.topic]
-        policy = self.config.topics[source]
-        headers = [(name, value or b"") for name, value in (record.headers or [])]
-        try:
-            parsed = h.parse(record.key, record.value, record.timestamp, headers)
-        except ValueError as error:
-            extra = tuple((n, v) for n, v in headers if not n.startswith("retry."))
-            reason = f"malformed retry headers: {error}"
-            fields = {h.ATTEMPT: policy.attempts, h.DUE: record.timestamp, h.ERROR: reason}
-            parsed = h.RetryRecord(record.key, record.value, record.timestamp, fields, extra)
-        fields = {**parsed.headers, h.ORIGINAL_TOPIC: source}
-        fields.setdefault(h.ATTEMPT, attempt)
-        fields.setdefault(h.DUE, record.timestamp + policy.delay_after(int(fields[h.ATTEMPT])))
-        parsed = h.RetryRecord(parsed.key, parsed.value, parsed.timestamp, fields, parsed.extra)
-        return Held(tp, record.offset, parsed, int(fields[h.DUE]))
-
     def _deliver_due(self) -> None:
         """Produce every due record back (or to the DLT), a claimed batch at a time, each batch awaited.
 
@@ -297,7 +279,7 @@ class RetryService:
             claimed = self._backend("claim", now_ms(), c.backend.claim_batch)
             if not claimed:
                 return
-            sent = [(held, *self._send(held)) for held in claimed]
+            sent = self._send_all(claimed)
             # the producer fails what it could not deliver within produce_timeout_ms; the slack lets it
             # say so, so that a record it still holds is rarely retried beside it (a duplicate)
             with contextlib.suppress(KafkaTimeoutError):  # the futures not done count as failed below
@@ -327,6 +309,17 @@ class RetryService:
         held_up = self.commit_outage.active or self._confirm_membership
         return held_up and self.config.backend.kind == "wheel"
 
+    def _send_all(self, claimed: list[Held]) -> list[tuple[Held, Any, bool]]:
+        """``_send`` each record; once one ``send`` raised (each may block ``max_block_ms`` for
+        metadata), the rest of the batch fails with it unsent."""
+        sent: list[tuple[Held, Any, bool]] = []
+        error: BaseException | None = None
+        for held in claimed:
+            future, dead = self._send(held) if error is None else (error, False)
+            error = future if isinstance(future, BaseException) else None
+            sent.append((held, future, dead))
+        return sent
+
     def _send(self, held: Held) -> tuple[Any, bool]:
         """Produce ``held`` back (or to the DLT); the future (or the error ``send`` raised, e.g. no
         metadata within ``max_block_ms``) and whether it is dead-lettered."""
@@ -338,10 +331,10 @@ class RetryService:
         if dead:
             fields[h.DUE] = now_ms()
         partition = fields.get(h.ORIGINAL_PARTITION)
-        if not isinstance(partition, int) or partition not in self._partitions_of(target):
-            partition = None  # the key picks one, as the producer's partitioner does
         out = h.RetryRecord(record.key, record.value, record.timestamp, fields, record.extra)
         try:
+            if not isinstance(partition, int) or partition not in self._partitions_of(target):
+                partition = None  # the key picks one, as the producer's partitioner does
             future = self.producer.send(
                 target,
                 key=record.key,

@@ -1,5 +1,5 @@
-"""The retry service's kafka-python glue: which errors mean "Kafka failed", a produce future's outcome
-in one line, and the rebalance listener."""
+"""The retry service's kafka-python glue: a consumed record as held, which errors mean "Kafka failed", a
+produce future's outcome in one line, and the rebalance listener."""
 
 from __future__ import annotations
 
@@ -7,10 +7,33 @@ from typing import Any
 
 from kafka.errors import KafkaError
 
+from minibroker.retry import headers as h
+from minibroker.retry.holding import Held
 from minibroker.retry.outage import reason_of
+from minibroker.retry.service_config import ServiceConfig
 
 #: what a poll, send, flush or commit raises when the cluster cannot be reached (or rebalances)
 KAFKA_ERRORS: tuple[type[BaseException], ...] = (KafkaError, OSError)
+
+
+def held_of(config: ServiceConfig, sources: dict[str, tuple[str, int]], tp: Any, record: Any) -> Held:
+    """A retry-topic record as held: its source topic from the topic's name (``sources``); a malformed
+    one is due now with ``attempts`` set, so it goes to the DLT with the reason."""
+    source, attempt = sources[tp.topic]
+    policy = config.topics[source]
+    headers = [(name, value or b"") for name, value in (record.headers or [])]
+    try:
+        parsed = h.parse(record.key, record.value, record.timestamp, headers)
+    except ValueError as error:
+        extra = tuple((n, v) for n, v in headers if not n.startswith("retry."))
+        reason = f"malformed retry headers: {error}"
+        fields = {h.ATTEMPT: policy.attempts, h.DUE: record.timestamp, h.ERROR: reason}
+        parsed = h.RetryRecord(record.key, record.value, record.timestamp, fields, extra)
+    fields = {**parsed.headers, h.ORIGINAL_TOPIC: source}
+    fields.setdefault(h.ATTEMPT, attempt)
+    fields.setdefault(h.DUE, record.timestamp + policy.delay_after(int(fields[h.ATTEMPT])))
+    parsed = h.RetryRecord(parsed.key, parsed.value, parsed.timestamp, fields, parsed.extra)
+    return Held(tp, record.offset, parsed, int(fields[h.DUE]))
 
 
 def succeeded(future: Any) -> bool:

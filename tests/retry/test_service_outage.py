@@ -3,7 +3,7 @@ with SIGKILL and started again on its port (its append-only file fsynced on ever
 ``minibroker serve`` crashed and restarted, while the service delivers. Nothing accepted is lost, the
 duplicates stay within the stated window, each outage is one line, and SIGTERM afterwards exits 0.
 
-Real time; every wait is on a condition, bounded by ``WAIT_S`` (the machine is shared)."""
+Real time; every wait is on a condition, bounded by service_helpers.WAIT_S (the machine is shared)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,7 @@ from collections import Counter
 import pytest
 
 from minibroker.testing import MiniCluster
-from tests.retry.service_helpers import (
-    GROUP_CONFIG,
-    WAIT_S,
-    Reader,
-    Service,
-    now_ms,
-    produce_retries,
-    redis_backend,
-    topics,
-    wait_until,
-    write_config,
-)
+from tests.retry import service_helpers as sh
 
 BATCH = 100
 CONNECTION_LINE = "(connection errors: one line per 30 s)"
@@ -44,15 +33,15 @@ BACKOFF = "retry_backoff_ms = 100\nretry_backoff_max_ms = 800"
 def _deliver_through(outage, backend_table: str, tmp_path, extra: str = "") -> tuple[Counter, list[str]]:
     """Run a service delivering TOTAL records; ``outage(cluster, service, reader)`` runs once the reader
     has 300 of them. The per-key counts and the service's lines (it exited 0 on SIGTERM)."""
-    config = write_config(tmp_path / "retry.toml", backend_table, extra=f"{BACKOFF}\n{extra}")
-    with MiniCluster(1, topics(), GROUP_CONFIG) as cluster:
+    config = sh.write_config(tmp_path / "retry.toml", backend_table, extra=f"{BACKOFF}\n{extra}")
+    with MiniCluster(1, sh.topics(), sh.GROUP_CONFIG) as cluster:
         bootstrap = cluster.bootstrap_servers
-        service = Service(bootstrap, config)
-        reader = Reader(bootstrap)
+        service = sh.Service(bootstrap, config)
+        reader = sh.Reader(bootstrap)
         try:
             service.wait_assigned()
-            produce_retries(bootstrap, FIRST, now_ms())
-            produce_retries(bootstrap, SECOND, now_ms() + 3000, first=FIRST)
+            sh.produce_retries(bootstrap, FIRST, sh.now_ms())
+            sh.produce_retries(bootstrap, SECOND, sh.now_ms() + 3000, first=FIRST)
             reader.until(lambda r: len(r.arrivals) >= 300)
             outage(cluster, service, reader)
             reader.until(lambda r: len(set(r.keys())) == TOTAL)
@@ -92,7 +81,7 @@ def test_redis_killed_and_restarted_mid_delivery_loses_nothing(durable_redis, tm
         time.sleep(1.5)  # the outage's length (not a wait for a condition): several backoffs
         durable_redis.restart()
 
-    backend = redis_backend(durable_redis.client, claim_batch=BATCH)
+    backend = sh.redis_backend(durable_redis.client, claim_batch=BATCH)
     counts, lines = _deliver_through(outage, backend, tmp_path)
     # everything read is in Redis or delivered: nothing held after the last delivery
     assert durable_redis.client.zcard("svc") + durable_redis.client.zcard("svc:inflight") == 0
@@ -124,7 +113,7 @@ def test_broker_crashed_and_restarted_mid_delivery_loses_nothing(backend, reques
         cluster.restart(0)
 
     if backend == "redis":
-        table = redis_backend(request.getfixturevalue("redis_client"), claim_batch=BATCH)
+        table = sh.redis_backend(request.getfixturevalue("redis_client"), claim_batch=BATCH)
     else:
         table = f"[backend]\nclaim_batch = {BATCH}\n"
     counts, lines = _deliver_through(outage, table, tmp_path, extra="produce_timeout_ms = 2000")
@@ -145,26 +134,26 @@ def test_an_outage_past_the_limit_exits_1_and_sigterm_during_one_exits_0(durable
     then exits 0. Everything they read is still in Redis when it is back."""
     count = 500
     configs = [
-        write_config(
+        sh.write_config(
             tmp_path / f"{name}.toml",
-            redis_backend(durable_redis.client, key=name),
+            sh.redis_backend(durable_redis.client, key=name),
             extra=f"{BACKOFF}\n{limit}",
             group_id=name,
         )
         for name, limit in (("limited", "outage_limit_ms = 1500"), ("patient", ""))
     ]
-    with MiniCluster(1, topics(), GROUP_CONFIG) as cluster:
+    with MiniCluster(1, sh.topics(), sh.GROUP_CONFIG) as cluster:
         bootstrap = cluster.bootstrap_servers
-        services = [Service(bootstrap, config) for config in configs]
+        services = [sh.Service(bootstrap, config) for config in configs]
         try:
             for service in services:
                 service.wait_assigned()
-            produce_retries(bootstrap, count, now_ms() + 600_000)  # held, not due within the test
+            sh.produce_retries(bootstrap, count, sh.now_ms() + 600_000)  # held, not due within the test
             for name in ("limited", "patient"):
-                wait_until(lambda name=name: durable_redis.client.zcard(name) == count, f"{name} held all")
+                sh.wait_until(lambda name=name: durable_redis.client.zcard(name) == count, f"{name} held all")
             durable_redis.kill()
             limited, patient = services
-            assert limited.process.wait(timeout=WAIT_S) == 1
+            assert limited.process.wait(timeout=sh.WAIT_S) == 1
             patient.wait_line(lambda line: " unreachable: " in line, "reported the outage")
             code, lines = patient.terminate()
         finally:
