@@ -65,7 +65,7 @@ class _ConnectionNoise(logging.Filter):
         if now - self._shown_at < NOISE_EVERY_S:
             return False
         self._shown_at = now
-        record.msg, record.args = f"{message} (connection errors: one line per {NOISE_EVERY_S:.0f} s)", None
+        record.msg, record.args = f"{message} (lines like this: one per {NOISE_EVERY_S:.0f} s)", None
         record.exc_info, record.exc_text = None, None
         return True
 

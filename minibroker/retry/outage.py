@@ -14,6 +14,7 @@ ends past ``since + limit_ms``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -34,7 +35,9 @@ def reason_of(error: BaseException) -> str:
     """``error`` as one short line: its type and the start of its first line of text."""
     name = type(error).__name__
     lines = str(error).strip().splitlines()
-    text = lines[0].removeprefix(f"{name}: ").rstrip(".") if lines else ""
+    # kafka-python's texts read "[Error 87] InvalidRecordError: None"
+    text = re.sub(r"^\[Error -?\d+\] ", "", lines[0]) if lines else ""
+    text = text.removeprefix(f"{name}: ").removesuffix(": None").rstrip(".")
     text = "" if text in (name, "None") else text
     if len(text) > REASON_CHARS:
         text = text[: REASON_CHARS - 3] + "..."

@@ -58,5 +58,8 @@ def test_reasons_are_one_short_line():
     assert reason_of(TimeoutError()) == "TimeoutError"
     assert reason_of(ValueError("ValueError: x\nsecond line")) == "ValueError: x"
     assert reason_of(KeyError(None)) == "KeyError"
+    # kafka-python's errors name themselves after an error code
+    assert reason_of(RuntimeError("[Error 87] RuntimeError: None")) == "RuntimeError"
+    assert reason_of(RuntimeError("[Error 30] RuntimeError: retry-test")) == "RuntimeError: retry-test"
     long = reason_of(RuntimeError("y" * 500))
     assert len(long) == len("RuntimeError: ") + 160 and long.endswith("...")

@@ -17,7 +17,7 @@ from minibroker.testing import MiniCluster
 from tests.retry import service_helpers as sh
 
 BATCH = 100
-CONNECTION_LINE = "(connection errors: one line per 30 s)"
+CONNECTION_LINE = "(lines like this: one per 30 s)"
 #: the first line of a Kafka outage: a produce batch (or a poll) failed, or a commit
 KAFKA_OUTAGE = re.compile(
     r"retry-service: (kafka at 127\.0\.0\.1:\d+ unreachable: |offset commits of group retry-test failing: )"
@@ -173,3 +173,45 @@ def test_an_outage_past_the_limit_exits_1_and_sigterm_during_one_exits_0(durable
     ), lines
     durable_redis.restart()
     assert [durable_redis.client.zcard(name) for name in ("limited", "patient")] == [count, count]
+
+
+def test_failed_produces_and_commits_mid_batch_are_retried_without_loss_or_duplicates(tmp_path):
+    """The broker answers two produce requests to orders[0] with INVALID_RECORD (written: nothing) and
+    two offset commits with GROUP_AUTHORIZATION_FAILED: the records go back to the wheel and are
+    produced again after the backoff, the commits are made again; every record arrives exactly once."""
+    count = 1000
+    config = sh.write_config(tmp_path / "retry.toml", f"[backend]\nclaim_batch = {BATCH}\n", extra=BACKOFF)
+    with MiniCluster(1, sh.topics(), sh.GROUP_CONFIG) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        service = sh.Service(bootstrap, config)
+        reader = sh.Reader(bootstrap)
+        try:
+            service.wait_assigned()
+            sh.produce_retries(bootstrap, count, sh.now_ms() + 1500)
+            # the next requests of these kinds are the service's (the reader neither produces nor commits;
+            # the test's producer wrote to orders-retry-1)
+            cluster.push_errors("Produce", ["INVALID_RECORD"] * 2, broker=0, topic="orders", partition=0)
+            cluster.push_errors("OffsetCommit", ["GROUP_AUTHORIZATION_FAILED"] * 2, broker=0)
+            reader.until(lambda r: len(r.arrivals) >= count)
+            reader.poll(1000)  # a duplicate would arrive within this
+            code, lines = service.terminate()
+        finally:
+            service.stop()
+            reader.close()
+    assert code == 0, lines
+    counts = Counter(reader.keys())
+    assert len(counts) == count and max(counts.values()) == 1, counts.most_common(3)
+    produce = [line for line in lines if re.match(r"retry-service: kafka at \S+ unreachable: ", line)]
+    commit = [line for line in lines if line.startswith("retry-service: offset commits of group")]
+    assert len(produce) == 1 and re.search(r"\d+ of \d+ produces failed \(InvalidRecordError", produce[0]), (
+        lines
+    )
+    assert produce[0].endswith("; retrying in 100 ms"), produce
+    assert commit[0].startswith(
+        "retry-service: offset commits of group retry-test failing: GroupAuthorizationFailedError"
+    ), lines
+    assert any(" reachable again after " in line for line in lines), lines
+    assert any("offset commits of group retry-test succeeding again after " in line for line in lines)
+    assert (
+        lines[-1] == f"retry-service: stopped: read {count}, delivered {count}, dead-lettered 0, still held 0"
+    )
