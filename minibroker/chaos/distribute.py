@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,6 +57,18 @@ def slices(runs: int, size: int) -> list[list[int]]:
     return [list(range(start, min(runs, start + size))) for start in range(0, runs, size)]
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Worker initializer: exit within a second once ``parent`` is gone (killed, SIGTERM), so no worker
+    outlives the command; a signal to the parent alone reaches no worker otherwise."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
 def run_local(job: Job, runs: int, workers: int) -> Iterator[RunSummary]:
     """In this process (``workers`` 1) or in a pool of ``workers`` spawned processes."""
     if workers <= 1:
@@ -62,14 +77,17 @@ def run_local(job: Job, runs: int, workers: int) -> Iterator[RunSummary]:
         return
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads (the progress bar)
     size = max(1, min(10, runs // (workers * 8) or 1))
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures = [pool.submit(run_slice, job, part) for part in slices(runs, size)]
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                yield from future.result()
-        finally:
-            for future in futures:
-                future.cancel()
+    pool = concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_exit_with_parent, initargs=(os.getpid(),)
+    )
+    futures = [pool.submit(run_slice, job, part) for part in slices(runs, size)]
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            yield from future.result()
+    except BaseException:  # an error, Ctrl-C or an abandoned iterator: don't wait for running slices
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def run_spark(job: Job, runs: int, master: str) -> Iterator[RunSummary]:

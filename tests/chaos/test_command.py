@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -99,3 +106,56 @@ def test_unclean_profile_through_the_command_shrinks_its_loss(tmp_path, capsys):
     assert f"| unclean-s0-r2 | {shrunk} |" in report and "| fails |" in report
     capsys.readouterr()
     assert main(["run", str(shrunk), "--quiet"]) == 1
+
+
+def _children(pid: int) -> set[int]:
+    """Direct children of ``pid`` (Linux /proc), alive or zombie-free."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found |= {int(c) for c in (task / "children").read_text().split()}
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker pids from Linux's /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_to_the_command_leaves_no_worker_running(signum, tmp_path):
+    # real processes: the command on 2 workers, signalled mid-run; each worker must be gone within
+    # 10 s (it checks for its parent once a second; 10 s allows for a loaded machine)
+    command = [sys.executable, "-m", "minibroker", "chaos", "--runs", "5000", "--workers", "2"]
+    process = subprocess.Popen(
+        [*command, "--out", str(tmp_path / "out")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while len(workers) < 2:  # the resource tracker is a child too: wait for two more
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.1)
+            workers = {c for c in _children(process.pid) if "spawn_main" in _cmdline(c)}
+        process.send_signal(signum)
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers):
+            assert time.monotonic() < deadline, [w for w in workers if _alive(w)]
+            time.sleep(0.1)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except FileNotFoundError:
+        return ""

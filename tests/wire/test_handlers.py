@@ -17,6 +17,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from minibroker.cluster.messages import TopicPartition
 from minibroker.wire.metadata import topic_id
 from tests.wire.conftest import RawClient, scenario
 from tests.wire.test_purgatories import fetch_request, produce_request
@@ -62,6 +63,10 @@ def test_metadata_v0_empty_list_means_every_topic(client):
 def test_metadata_after_a_crash_shows_offline_replicas_and_the_new_leader(server, client):
     server.call(server.cluster.crash, 2)
     server.call(server.cluster.crash, 1)
+    # the controller fences a crashed broker from a timer task (crash_detection_ms, 0 here), which the
+    # reaper runs on its next turn: wait for both fences before asking, or the answer may predate one
+    controller = server.cluster.controller
+    server.wait_for(lambda: controller.state[TopicPartition("t", 0)].isr == (0,), "both fences")
     response = metadata(client, ["t"])
     assert [b.node_id for b in response.brokers] == [0]
     (part,) = response.topics[0].partitions
