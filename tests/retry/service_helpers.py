@@ -174,11 +174,14 @@ class Reader:
                 parsed = h.parse(r.key, r.value, r.timestamp, r.headers)
                 self.arrivals.append((arrived, tp.partition, r.key, parsed))
 
-    def until(self, predicate, timeout_s: float = WAIT_S) -> None:
+    def until(self, predicate, timeout_s: float = WAIT_S, service: Service | None = None) -> None:
+        """Poll until ``predicate(self)``; on a timeout, the message quotes ``service``'s last lines (a
+        one-line failure summary then still says whether the service was assigned, failed or idle)."""
         deadline = time.monotonic() + timeout_s
         while not predicate(self):
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out with {len(self.arrivals)} records read")
+                said = f"; the service's last lines: {service.log[-4:]}" if service is not None else ""
+                raise AssertionError(f"timed out with {len(self.arrivals)} records read{said}")
             self.poll()
 
     def keys(self) -> list[bytes]:

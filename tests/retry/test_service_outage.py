@@ -42,9 +42,9 @@ def _deliver_through(outage, backend_table: str, tmp_path, extra: str = "") -> t
             service.wait_assigned()
             sh.produce_retries(bootstrap, FIRST, sh.now_ms())
             sh.produce_retries(bootstrap, SECOND, sh.now_ms() + 3000, first=FIRST)
-            reader.until(lambda r: len(r.arrivals) >= 300)
+            reader.until(lambda r: len(r.arrivals) >= 300, service=service)
             outage(cluster, service, reader)
-            reader.until(lambda r: len(set(r.keys())) == TOTAL)
+            reader.until(lambda r: len(set(r.keys())) == TOTAL, service=service)
             reader.poll(1000)  # a duplicate in flight would arrive within this
             code, lines = service.terminate()
         finally:
@@ -192,7 +192,7 @@ def test_failed_produces_and_commits_mid_batch_are_retried_without_loss_or_dupli
             # the test's producer wrote to orders-retry-1)
             cluster.push_errors("Produce", ["INVALID_RECORD"] * 2, broker=0, topic="orders", partition=0)
             cluster.push_errors("OffsetCommit", ["GROUP_AUTHORIZATION_FAILED"] * 2, broker=0)
-            reader.until(lambda r: len(r.arrivals) >= count)
+            reader.until(lambda r: len(r.arrivals) >= count, service=service)
             reader.poll(1000)  # a duplicate would arrive within this
             code, lines = service.terminate()
         finally:
