@@ -30,9 +30,17 @@ TOTAL = FIRST + SECOND
 BACKOFF = "retry_backoff_ms = 100\nretry_backoff_max_ms = 800"
 
 
-def _deliver_through(outage, backend_table: str, tmp_path, extra: str = "") -> tuple[Counter, list[str]]:
-    """Run a service delivering TOTAL records; ``outage(cluster, service, reader)`` runs once the reader
-    has 300 of them. The per-key counts and the service's lines (it exited 0 on SIGTERM)."""
+def _two_waves(cluster, bootstrap: str) -> None:
+    sh.produce_retries(bootstrap, FIRST, sh.now_ms())
+    sh.produce_retries(bootstrap, SECOND, sh.now_ms() + 3000, first=FIRST)
+
+
+def _deliver_through(
+    outage, backend_table: str, tmp_path, extra: str = "", start=_two_waves, total: int = TOTAL
+) -> tuple[Counter, list[str]]:
+    """Run a service; ``start(cluster, bootstrap)`` writes ``total`` retry records, ``outage(cluster,
+    service, reader)`` runs once the reader has 300 of them. The per-key counts and the service's lines
+    (it exited 0 on SIGTERM)."""
     config = sh.write_config(tmp_path / "retry.toml", backend_table, extra=f"{BACKOFF}\n{extra}")
     with MiniCluster(1, sh.topics(), sh.GROUP_CONFIG) as cluster:
         bootstrap = cluster.bootstrap_servers
@@ -40,11 +48,10 @@ def _deliver_through(outage, backend_table: str, tmp_path, extra: str = "") -> t
         reader = sh.Reader(bootstrap)
         try:
             service.wait_assigned()
-            sh.produce_retries(bootstrap, FIRST, sh.now_ms())
-            sh.produce_retries(bootstrap, SECOND, sh.now_ms() + 3000, first=FIRST)
+            start(cluster, bootstrap)
             reader.until(lambda r: len(r.arrivals) >= 300, service=service)
             outage(cluster, service, reader)
-            reader.until(lambda r: len(set(r.keys())) == TOTAL, service=service)
+            reader.until(lambda r: len(set(r.keys())) == total, service=service)
             reader.poll(1000)  # a duplicate in flight would arrive within this
             code, lines = service.terminate()
         finally:
@@ -180,26 +187,16 @@ def test_failed_produces_and_commits_mid_batch_are_retried_without_loss_or_dupli
     two offset commits with GROUP_AUTHORIZATION_FAILED: the records go back to the wheel and are
     produced again after the backoff, the commits are made again; every record arrives exactly once."""
     count = 1000
-    config = sh.write_config(tmp_path / "retry.toml", f"[backend]\nclaim_batch = {BATCH}\n", extra=BACKOFF)
-    with MiniCluster(1, sh.topics(), sh.GROUP_CONFIG) as cluster:
-        bootstrap = cluster.bootstrap_servers
-        service = sh.Service(bootstrap, config)
-        reader = sh.Reader(bootstrap)
-        try:
-            service.wait_assigned()
-            sh.produce_retries(bootstrap, count, sh.now_ms() + 1500)
-            # the next requests of these kinds are the service's (the reader neither produces nor commits;
-            # the test's producer wrote to orders-retry-1)
-            cluster.push_errors("Produce", ["INVALID_RECORD"] * 2, broker=0, topic="orders", partition=0)
-            cluster.push_errors("OffsetCommit", ["GROUP_AUTHORIZATION_FAILED"] * 2, broker=0)
-            reader.until(lambda r: len(r.arrivals) >= count, service=service)
-            reader.poll(1000)  # a duplicate would arrive within this
-            code, lines = service.terminate()
-        finally:
-            service.stop()
-            reader.close()
-    assert code == 0, lines
-    counts = Counter(reader.keys())
+
+    def start(cluster, bootstrap):
+        sh.produce_retries(bootstrap, count, sh.now_ms() + 1500)
+        # the next requests of these kinds are the service's (the reader neither produces nor commits;
+        # the test's producer wrote to orders-retry-1)
+        cluster.push_errors("Produce", ["INVALID_RECORD"] * 2, broker=0, topic="orders", partition=0)
+        cluster.push_errors("OffsetCommit", ["GROUP_AUTHORIZATION_FAILED"] * 2, broker=0)
+
+    table = f"[backend]\nclaim_batch = {BATCH}\n"
+    counts, lines = _deliver_through(lambda *_: None, table, tmp_path, start=start, total=count)
     assert len(counts) == count and max(counts.values()) == 1, counts.most_common(3)
     produce = [line for line in lines if re.match(r"retry-service: kafka at \S+ unreachable: ", line)]
     commit = [line for line in lines if line.startswith("retry-service: offset commits of group")]
