@@ -2,7 +2,8 @@
 
 Exit status: 0 after SIGINT/SIGTERM (the current batch finished, offsets committed); 2 with one line for
 any misconfiguration (bad TOML, unknown keys, wrong types, missing topics, a cluster or Redis that does
-not answer); 1 with one line if the cluster or Redis fails while running (nothing is lost: what was not
+not answer); 1 with one line if Redis or the cluster stays unreachable for ``outage_limit_ms`` (when set;
+shorter outages are waited out) or fails in another way while running (nothing is lost: what was not
 committed is read again by the next instance).
 """
 
@@ -14,6 +15,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 from minibroker.cliutil import UsageError
@@ -34,18 +36,56 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     return {"retry-service": _retry_service}
 
 
+#: kafka-python's lines about a connection it lost or cannot make: during an outage it writes several per
+#: second; one of them per ``NOISE_EVERY_S`` is shown (the service's own outage lines say the rest)
+CONNECTION_NOISE = (
+    "KafkaConnectionError",
+    "No node available",
+    "Marking the coordinator dead",
+    "NodeNotReady",
+    "Failed to produce messages",  # one per expired batch: the service's own line counts them
+)
+NOISE_EVERY_S = 30.0
+
+
+class _ConnectionNoise(logging.Filter):
+    """Let one of kafka-python's connection lines through per ``NOISE_EVERY_S``, without its traceback,
+    so that an outage the service does not meet in its own calls (while it has nothing to produce or
+    commit) is still visible; every other line passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown_at = -NOISE_EVERY_S
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not record.name.startswith("kafka.net") and not any(m in message for m in CONNECTION_NOISE):
+            return True
+        now = time.monotonic()
+        if now - self._shown_at < NOISE_EVERY_S:
+            return False
+        self._shown_at = now
+        record.msg, record.args = f"{message} (lines like this: one per {NOISE_EVERY_S:.0f} s)", None
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
 def _client_logging() -> logging.Handler:
-    """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler);
-    ``MINIBROKER_RETRY_DEBUG=1`` shows its debug lines too."""
+    """kafka-python's warnings and errors, one line each on stderr (its logger has only a NullHandler),
+    its connection noise thinned out; ``MINIBROKER_RETRY_DEBUG=1`` shows all its lines, debug included."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("retry-service: %(name)s: %(levelname)s: %(message)s"))
+    debug = bool(os.environ.get("MINIBROKER_RETRY_DEBUG"))
+    if not debug:
+        handler.addFilter(_ConnectionNoise())
     kafka_logger = logging.getLogger("kafka")
     kafka_logger.addHandler(handler)
-    kafka_logger.setLevel(logging.DEBUG if os.environ.get("MINIBROKER_RETRY_DEBUG") else logging.WARNING)
+    kafka_logger.setLevel(logging.DEBUG if debug else logging.WARNING)
     return handler
 
 
 def _retry_service(args: argparse.Namespace) -> int:
+    from minibroker.retry.outage import OutageLimitExceeded
     from minibroker.retry.service import RetryService, ServiceError
     from minibroker.retry.service_config import ConfigError, load_config
 
@@ -65,6 +105,9 @@ def _retry_service(args: argparse.Namespace) -> int:
         service.run()
     except ServiceError as error:
         raise UsageError(f"retry-service: {error}") from None
+    except OutageLimitExceeded as error:  # nothing lost: the commit rule held through the outage
+        print(f"minibroker: retry-service: {error}", file=sys.stderr)
+        return 1
     except Exception as error:  # a failure while running: one line; the uncommitted is read again
         print(f"minibroker: retry-service: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

@@ -9,8 +9,10 @@ claims older than a lease (a scheduler that died between claim and produce): at-
 
 Invariant: a member is in at most one of ``key`` and ``<key>:inflight``; a member that is in flight or was
 done within ``dedup_ms`` is not scheduled again (a retry topic read twice after a crash or a rebalance
-does not deliver a record twice). Every call is one round trip: ``schedule_many`` sends its members in
-scripts of ``SCHEDULE_CHUNK``, pipelined.
+does not deliver a record twice). Every call may be made again after a lost reply (a Redis restart or a
+reset connection): ``schedule_many``, ``done`` and ``release`` are idempotent, and a ``claim_due`` whose
+reply was lost leaves its members in flight until ``recover`` takes them back. Every call is one round
+trip: ``schedule_many`` sends its members in scripts of ``SCHEDULE_CHUNK``, pipelined.
 """
 
 from __future__ import annotations
@@ -48,11 +50,14 @@ redis.call('ZADD', KEYS[2], unpack(scored))
 return due
 """
 
-#: KEYS: inflight, done; ARGV: dedup_ms, member, ... -> how many were in flight
+#: KEYS: inflight, done, set; ARGV: dedup_ms, member, ... -> how many were in flight. A member that a
+#: ``recover`` put back into the set meanwhile (its claim outlived the lease, e.g. through a Redis
+#: outage) was delivered all the same: it leaves the set too, so it is not delivered again.
 DONE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local removed = redis.call('ZREM', KEYS[1], unpack(ARGV, 2))
+redis.call('ZREM', KEYS[3], unpack(ARGV, 2))
 if tonumber(ARGV[1]) > 0 then
   local scored = {}
   for i = 2, #ARGV do
@@ -63,6 +68,18 @@ if tonumber(ARGV[1]) > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[1]))
 end
 return removed
+"""
+
+#: KEYS: inflight, set; ARGV: due, member, ... -> how many were put back. Only a member still in flight
+#: goes back: a release sent again after a lost reply must not put back what another scheduler claimed.
+RELEASE = """
+local released = 0
+for i = 2, #ARGV do
+  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+    released = released + redis.call('ZADD', KEYS[2], ARGV[1], ARGV[i])
+  end
+end
+return released
 """
 
 #: KEYS: set, inflight; ARGV: claimed before, due -> how many were put back
@@ -96,6 +113,7 @@ class RedisScheduler:
         self._schedule = client.register_script(SCHEDULE)
         self._claim = client.register_script(CLAIM)
         self._done = client.register_script(DONE)
+        self._release = client.register_script(RELEASE)
         self._recover = client.register_script(RECOVER)
         #: id(claimed record) -> (the record, its member) until done() or release(): no re-encoding
         self._members: dict[int, tuple[h.RetryRecord, bytes]] = {}
@@ -127,31 +145,40 @@ class RedisScheduler:
         return claimed
 
     def _members_of(self, records: list[h.RetryRecord]) -> list[bytes]:
+        """The members of claimed ``records`` (kept until ``_forget``: a call that failed is made again)."""
         out = []
         for record in records:
-            held, member = self._members.pop(id(record), (None, b""))
+            held, member = self._members.get(id(record), (None, b""))
             out.append(member if held is record else pack(record))
         return out
 
+    def _forget(self, records: list[h.RetryRecord]) -> None:
+        for record in records:
+            self._members.pop(id(record), None)
+
     def done(self, records: list[h.RetryRecord]) -> None:
-        """Forget ``records`` (their produce was acknowledged), leaving tombstones."""
+        """Forget ``records`` (their produce was acknowledged), leaving tombstones. Safe to repeat."""
         members = self._members_of(records)
         if not members:
             return
         pipe = self.client.pipeline(transaction=False)
+        keys = [self.inflight, self.tombstones, self.key]
         for start in range(0, len(members), SCHEDULE_CHUNK):
             chunk = members[start : start + SCHEDULE_CHUNK]
-            self._done(keys=[self.inflight, self.tombstones], args=[self.dedup_ms, *chunk], client=pipe)
+            self._done(keys=keys, args=[self.dedup_ms, *chunk], client=pipe)
         pipe.execute()
+        self._forget(records)
 
     def release(self, records: list[h.RetryRecord], due_ms: int) -> None:
-        """Put claimed ``records`` whose produce failed back as due at ``due_ms``."""
+        """Put claimed ``records`` whose produce failed back as due at ``due_ms``. Safe to repeat."""
         members = self._members_of(records)
         if members:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.zrem(self.inflight, *members)
-            pipe.zadd(self.key, dict.fromkeys(members, due_ms))
+            pipe = self.client.pipeline(transaction=False)
+            for start in range(0, len(members), SCHEDULE_CHUNK):
+                chunk = members[start : start + SCHEDULE_CHUNK]
+                self._release(keys=[self.inflight, self.key], args=[due_ms, *chunk], client=pipe)
             pipe.execute()
+        self._forget(records)
 
     def recover(self, claimed_before_ms: int, due_ms: int | None = None) -> int:
         """Put claims made before ``claimed_before_ms`` back as due at ``due_ms`` (default: that time)."""

@@ -1,7 +1,9 @@
 """A private redis-server on a free loopback port, in a temporary directory, always stopped.
 
 The tests and scenarios with ``backend = "redis"`` and no ``redis_url`` start one; nothing is saved
-(``--save '' --appendonly no``). ``RedisUnavailable`` says in one line what is missing.
+(``--save '' --appendonly no``). ``RedisServer(durable=True)`` keeps an append-only file fsynced on every
+write instead, so that ``kill()`` (SIGKILL) and ``restart()`` (same port, same directory) lose nothing
+Redis acknowledged. ``RedisUnavailable`` says in one line what is missing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 #: how long a starting server may take to answer PING on a loaded machine (real time)
 START_TIMEOUT_S = 10
 NO_PERSISTENCE = ("--save", "", "--appendonly", "no")
+#: every acknowledged write is on disk before the reply: a SIGKILL loses nothing acknowledged
+DURABLE = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 
 
 class RedisUnavailable(RuntimeError):
@@ -51,48 +55,62 @@ def _free_port() -> int:
 class RedisServer:
     """``with RedisServer() as server: server.client`` (redis-py), ``server.url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
         self.process: subprocess.Popen | None = None
         self.client: Any = None
         self.url = ""
+        self.port = 0
         self._dir: tempfile.TemporaryDirectory | None = None
 
     def __enter__(self) -> RedisServer:
+        redis = redis_module()
+        self._dir = tempfile.TemporaryDirectory(prefix="minibroker-redis-")
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.client = redis.Redis(host="127.0.0.1", port=self.port)
+        try:
+            self._start()
+        except RedisUnavailable:
+            self.__exit__()
+            raise
+        return self
+
+    def _start(self) -> None:
+        """Start redis-server on ``port`` in the directory; return once it answers PING."""
         binary = shutil.which("redis-server")
         if binary is None:
             raise RedisUnavailable("redis-server is not installed (Debian: apt-get install redis-server)")
         redis = redis_module()
-        self._dir = tempfile.TemporaryDirectory(prefix="minibroker-redis-")
-        port = _free_port()
-        self.url = f"redis://127.0.0.1:{port}/0"
+        persistence = DURABLE if self.durable else NO_PERSISTENCE
+        assert self._dir is not None
         self.process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                self._dir.name,
-            ],
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", *persistence, "--dir", self._dir.name],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.client = redis.Redis(host="127.0.0.1", port=port)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             try:
                 self.client.ping()
-                return self
-            except redis.ConnectionError:
+                return
+            except redis.ConnectionError:  # BusyLoadingError (reading its file) is one
                 if time.monotonic() > deadline or self.process.poll() is not None:
-                    self.__exit__()
-                    raise RedisUnavailable(f"redis-server did not start on 127.0.0.1:{port}") from None
+                    raise RedisUnavailable(f"redis-server did not start on 127.0.0.1:{self.port}") from None
                 time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL the server and reap it (with ``durable``, its data is in its append-only file)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.client is not None:
+            self.client.connection_pool.disconnect()
+
+    def restart(self) -> None:
+        """Start the server again on the same port and directory (after ``kill``)."""
+        self.kill()
+        self._start()
 
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:

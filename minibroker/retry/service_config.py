@@ -49,7 +49,11 @@ class ServiceConfig:
     poll_ms: int = 100
     max_poll_records: int = 500
     produce_timeout_ms: int = 30_000
-    retry_backoff_ms: int = 1_000
+    #: the wait after a failed call to Redis or Kafka, doubled per further failure up to the max
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 5_000
+    #: an outage of Redis or Kafka this long ends the service (exit 1); 0: keep retrying for ever
+    outage_limit_ms: int = 0
 
     def retry_topics(self) -> dict[str, tuple[str, int]]:
         """Every retry topic the service consumes -> (its source topic, the attempt that failed)."""
@@ -69,7 +73,9 @@ _SERVICE_KEYS: dict[str, tuple[type, int | None]] = {
     "poll_ms": (int, 1),
     "max_poll_records": (int, 1),
     "produce_timeout_ms": (int, 1),
-    "retry_backoff_ms": (int, 0),
+    "retry_backoff_ms": (int, 1),
+    "retry_backoff_max_ms": (int, 1),
+    "outage_limit_ms": (int, 0),
 }
 _BACKEND_KEYS: dict[str, tuple[type, int | None]] = {
     "kind": (str, None),
@@ -88,6 +94,11 @@ _POLICY_KEYS: dict[str, tuple[type, int | None]] = {
     "max_delay_ms": (int, 0),
 }
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number"}
+
+
+def _default(cls: type, name: str) -> Any:
+    """An attrs field's default (a slotted class has no class attribute of that name)."""
+    return getattr(attrs.fields(cls), name).default
 
 
 def _checked(where: str, table: Mapping[str, Any], keys: dict[str, tuple[type, int | None]]) -> dict:
@@ -116,6 +127,13 @@ def parse_config(data: Mapping[str, Any], source: str) -> ServiceConfig:
     service = _checked(f"{source}: ", data, _SERVICE_KEYS)
     if not isinstance(backend_table, Mapping):
         raise ConfigError(f"{source}: backend: expected a table [backend], got {backend_table!r}")
+    backoff = service.get("retry_backoff_ms", _default(ServiceConfig, "retry_backoff_ms"))
+    backoff_max = service.get("retry_backoff_max_ms", _default(ServiceConfig, "retry_backoff_max_ms"))
+    if backoff_max < backoff:
+        raise ConfigError(
+            f"{source}: retry_backoff_max_ms: expected an integer >= retry_backoff_ms ({backoff}), "
+            f"got {backoff_max}"
+        )
     backend = _checked(f"{source}: [backend] ", backend_table, _BACKEND_KEYS)
     kind = backend.get("kind", "wheel")
     if kind not in BACKENDS:
@@ -123,8 +141,9 @@ def parse_config(data: Mapping[str, Any], source: str) -> ServiceConfig:
     stray = [name for name in REDIS_ONLY if name in backend and kind != "redis"]
     if stray:
         raise ConfigError(f'{source}: [backend] {stray[0]}: only for kind = "redis" (kind is {kind!r})')
-    if kind == "redis" and not backend.get("url", BackendConfig.url).startswith(("redis://", "rediss://")):
-        raise ConfigError(f"{source}: [backend] url: expected redis://HOST:PORT/DB, got {backend['url']!r}")
+    url = backend.get("url", _default(BackendConfig, "url"))
+    if kind == "redis" and not url.startswith(("redis://", "rediss://")):
+        raise ConfigError(f"{source}: [backend] url: expected redis://HOST:PORT/DB, got {url!r}")
     if not isinstance(topics_table, Mapping) or not topics_table:
         raise ConfigError(f"{source}: expected at least one [topics.<name>] table (the source topics)")
     topics = {}

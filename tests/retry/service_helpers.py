@@ -29,9 +29,11 @@ def topics(partitions: int = 2, attempts: int = 3) -> list[str]:
     return names + [f"orders-retry-{n}:{partitions}:1" for n in range(1, attempts)]
 
 
-def write_config(path: Path, backend: str = "", attempts: int = 3, extra: str = "") -> Path:
+def write_config(
+    path: Path, backend: str = "", attempts: int = 3, extra: str = "", group_id: str = "retry-test"
+) -> Path:
     path.write_text(
-        f'group_id = "retry-test"\nsession_timeout_ms = 2000\npoll_ms = 50\n{extra}\n'
+        f'group_id = "{group_id}"\nsession_timeout_ms = 2000\npoll_ms = 50\n{extra}\n'
         f"{backend}\n[topics.orders]\nattempts = {attempts}\ndelay_ms = 500\n"
     )
     return path
@@ -64,16 +66,24 @@ class Service:
             self.log.append(line.rstrip("\n"))
             self.lines.put(line.rstrip("\n"))
 
-    def wait_assigned(self, timeout_s: float = WAIT_S) -> str:
-        """Block until the service says it was assigned partitions (not none); that line."""
+    def wait_line(self, wanted, what: str, timeout_s: float = WAIT_S) -> str:
+        """Block until the service writes a line for which ``wanted(line)`` holds; that line."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
                 line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"never assigned partitions: {self.log}") from None
-            if line.startswith("retry-service: assigned") and not line.endswith(": none"):
+                raise AssertionError(f"never {what}: {self.log}") from None
+            if wanted(line):
                 return line
+
+    def wait_assigned(self, timeout_s: float = WAIT_S) -> str:
+        """Block until the service says it was assigned partitions (not none); that line."""
+        return self.wait_line(
+            lambda line: line.startswith("retry-service: assigned") and not line.endswith(": none"),
+            "assigned partitions",
+            timeout_s,
+        )
 
     def signal(self, signum: int) -> None:
         self.process.send_signal(signum)
@@ -98,17 +108,29 @@ class Service:
         print("retry-service stderr:", *self.log, sep="\n")
 
 
+def wait_until(predicate, what: str, timeout_s: float = WAIT_S) -> None:
+    """Poll ``predicate`` every 20 ms until it holds (AssertionError naming ``what`` after ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.02)
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def produce_retries(bootstrap: str, count: int, due_ms: int, partitions: int = 2, attempt: int = 1) -> None:
-    """``count`` records failed on delivery ``attempt``, keyed ``k<i>``, due at ``due_ms``."""
+def produce_retries(
+    bootstrap: str, count: int, due_ms: int, partitions: int = 2, attempt: int = 1, first: int = 0
+) -> None:
+    """``count`` records failed on delivery ``attempt``, keyed ``k<i>`` for i from ``first``, due at
+    ``due_ms``."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     try:
-        for i in range(count):
+        for i in range(first, first + count):
             fields = {
                 h.ORIGINAL_TOPIC: "orders",
                 h.ORIGINAL_PARTITION: i % partitions,
@@ -152,11 +174,14 @@ class Reader:
                 parsed = h.parse(r.key, r.value, r.timestamp, r.headers)
                 self.arrivals.append((arrived, tp.partition, r.key, parsed))
 
-    def until(self, predicate, timeout_s: float = WAIT_S) -> None:
+    def until(self, predicate, timeout_s: float = WAIT_S, service: Service | None = None) -> None:
+        """Poll until ``predicate(self)``; on a timeout, the message quotes ``service``'s last lines (a
+        one-line failure summary then still says whether the service was assigned, failed or idle)."""
         deadline = time.monotonic() + timeout_s
         while not predicate(self):
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out with {len(self.arrivals)} records read")
+                said = f"; the service's last lines: {service.log[-4:]}" if service is not None else ""
+                raise AssertionError(f"timed out with {len(self.arrivals)} records read{said}")
             self.poll()
 
     def keys(self) -> list[bytes]:

@@ -61,6 +61,18 @@ def _run(tmp_path, capsys, text: str, bootstrap: str = "127.0.0.1:9092") -> str:
         ('[topics."bad name"]\n', "FILE: [topics.bad name]: expected a topic name of 1..200 characters"),
         ("group_id = 'g'\n", "FILE: expected at least one [topics.<name>] table (the source topics)"),
         ("backend = 3\n" + GOOD, "FILE: backend: expected a table [backend], got 3"),
+        (f"retry_backoff_ms = 0\n{GOOD}", "FILE: retry_backoff_ms: expected an integer >= 1, got 0"),
+        (
+            f"retry_backoff_max_ms = 50\n{GOOD}",
+            "FILE: retry_backoff_max_ms: expected an integer >= retry_backoff_ms (100), got 50",
+        ),
+        (
+            f"retry_backoff_ms = 2000\nretry_backoff_max_ms = 1000\n{GOOD}",
+            "FILE: retry_backoff_max_ms: expected an integer >= retry_backoff_ms (2000), got 1000",
+        ),
+        (f"outage_limit_ms = -1\n{GOOD}", "FILE: outage_limit_ms: expected an integer >= 0, got -1"),
+        (f'outage_limit_ms = "60s"\n{GOOD}', "FILE: outage_limit_ms: expected an integer >= 0, got '60s'"),
+        (f"outage_limit_ms = 1e3\n{GOOD}", "FILE: outage_limit_ms: expected an integer >= 0, got 1000.0"),
     ],
 )
 def test_a_bad_config_is_one_line_and_exit_2(tmp_path, capsys, text, error):
@@ -104,3 +116,8 @@ def test_defaults_and_retry_topics():
     assert config.backend == BackendConfig() and config.group_id == "minibroker-retry-service"
     assert config.retry_topics() == {"a-retry-1": ("a", 1), "a-retry-2": ("a", 2), "b.c-retry-1": ("b.c", 1)}
     assert config.topics["b.c"].multiplier == 3.0
+    # outages: 100 ms doubling up to 5 s, retried for ever
+    assert (config.retry_backoff_ms, config.retry_backoff_max_ms, config.outage_limit_ms) == (100, 5_000, 0)
+    # kind = "redis" without a url takes the default one (it crashed with an AttributeError once)
+    redis = parse_config({"backend": {"kind": "redis"}, "topics": {"a": {}}}, "f")
+    assert redis.backend.url == "redis://127.0.0.1:6379/0"

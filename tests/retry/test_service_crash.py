@@ -44,13 +44,13 @@ def test_sigkill_mid_batch_then_restart_loses_nothing(backend, request, tmp_path
         reader = Reader(bootstrap)
         first = Service(bootstrap, config)
         try:
-            reader.until(lambda r: len(r.arrivals) >= 600)
+            reader.until(lambda r: len(r.arrivals) >= 600, service=first)
             first.signal(signal.SIGKILL)
             first.process.wait(timeout=WAIT_S)
             at_kill = len(reader.arrivals)
             second = Service(bootstrap, config)
             try:
-                reader.until(lambda r: len(set(r.keys())) == total)
+                reader.until(lambda r: len(set(r.keys())) == total, service=second)
                 if backend == "redis":  # a recovered claim may still be on its way back
                     client = request.getfixturevalue("redis_client")
                     reader.until(lambda r: client.zcard("svc") + client.zcard("svc:inflight") == 0)
