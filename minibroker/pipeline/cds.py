@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,19 @@ def archive_for(java: str, jvm_options: str) -> Archive | None:
         directory.mkdir(parents=True, exist_ok=True)
         if not os.access(directory, os.W_OK):
             return None
+        _forget_stale(directory)
     except OSError:
         return None
     return Archive(path, dumping=True, temporary=path.with_name(f"{path.stem}.{os.getpid()}.tmp"))
+
+
+def _forget_stale(directory: Path) -> None:
+    """Remove temporary archives older than an hour: dumps cut short (a killed run)."""
+    cutoff = time.time() - 3600
+    for leftover in directory.glob("spark-*.tmp"):
+        with contextlib.suppress(OSError):
+            if leftover.stat().st_mtime < cutoff:
+                leftover.unlink()
 
 
 def finish(archive: Archive, timeout: float = DUMP_TIMEOUT) -> bool:

@@ -340,7 +340,12 @@ def spark_session(
             pairs[_JAVA_OPTIONS] = f"{LOCAL_JAVA_OPTIONS} {archive.java_options}"
     spark_conf = SparkConf()
     spark_conf.setAll(list(pairs.items()))
-    context = _start(spark_conf, log, master, start_timeout)
+    try:
+        context = _start(spark_conf, log, master, start_timeout)
+    except BaseException:
+        if archive is not None and archive.temporary is not None:  # a JVM that died may have dumped
+            archive.temporary.unlink(missing_ok=True)
+        raise
     try:
         yield SparkSession(context)
     finally:

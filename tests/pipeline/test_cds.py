@@ -34,6 +34,25 @@ def test_archive_made_once_then_used_and_off_when_asked(monkeypatch, tmp_path):
         assert cds.archive_for("/usr/bin/java", "-XX:TieredStopAtLevel=1") is None
 
 
+def test_dumps_cut_short_over_an_hour_ago_are_removed(monkeypatch, tmp_path):
+    import os
+    import time
+
+    from minibroker.pipeline import cds
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(cds.ENV, "1")
+    directory = tmp_path / "minibroker" / "spark-cds"
+    directory.mkdir(parents=True)
+    old, recent = directory / "spark-aaaa.11.tmp", directory / "spark-aaaa.12.tmp"
+    for path in (old, recent):
+        path.write_bytes(b"part of an archive")
+    an_hour_ago = time.time() - 3601
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    assert cds.archive_for("/usr/bin/java", "-XX:TieredStopAtLevel=1").dumping
+    assert not old.exists() and recent.exists()  # a recent one may be another run's dump under way
+
+
 def _analyze(trace, out, cache):
     return minibroker(
         "analyze",
