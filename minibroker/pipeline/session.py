@@ -28,6 +28,9 @@ the deadline (several); a master that accepts the application but gives it no
 executor (no worker with the cores and memory it asks for) fails at the deadline,
 and one that removes it (its executors keep failing) at once.
 
+A local session that starts its own JVM with the pipeline's JVM options maps Spark's
+classes from a class-data sharing archive, made by the first such session (``cds``).
+
 Settings, lowest precedence first: the pipeline's own (``spark_conf_pairs``), a
 spark-defaults file, ``--conf KEY=VALUE`` (``conf`` here); ``PYSPARK_SUBMIT_ARGS``
 (spark-submit options for the JVM, e.g. ``--packages``) is honoured, and treated as
@@ -66,6 +69,7 @@ LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 STANDALONE = re.compile(r"^spark://([^,/:]+:\d+)(,[^,/:]+:\d+)*$")
 #: the driver JVM's options in local mode (``--conf spark.driver.extraJavaOptions=...`` replaces them)
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 #: seconds the SparkContext and (on a cluster) its first executor have to start
 START_TIMEOUT = 60.0
 
@@ -317,7 +321,7 @@ def spark_session(
     if SparkContext._active_spark_context is not None:
         yield SparkSession.builder.getOrCreate()
         return
-    check_java()
+    java, _ = check_java()
     if is_local(master):
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -326,15 +330,28 @@ def spark_session(
     _fix_submit_args()
     log = Path(log_path) if log_path is not None else default_log_path()
     log.parent.mkdir(parents=True, exist_ok=True)
+    pairs = spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory, conf)
+    archive = None
+    if SparkContext._gateway is None and pairs.get(_JAVA_OPTIONS) == LOCAL_JAVA_OPTIONS:
+        from minibroker.pipeline import cds
+
+        archive = cds.archive_for(java, LOCAL_JAVA_OPTIONS)
+        if archive is not None:
+            pairs[_JAVA_OPTIONS] = f"{LOCAL_JAVA_OPTIONS} {archive.java_options}"
     spark_conf = SparkConf()
-    spark_conf.setAll(
-        list(spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory, conf).items())
-    )
-    context = _start(spark_conf, log, master, start_timeout)
+    spark_conf.setAll(list(pairs.items()))
+    try:
+        context = _start(spark_conf, log, master, start_timeout)
+    except BaseException:
+        if archive is not None and archive.temporary is not None:  # a JVM that died may have dumped
+            archive.temporary.unlink(missing_ok=True)
+        raise
     try:
         yield SparkSession(context)
     finally:
         context.stop()
+        if archive is not None and archive.dumping:
+            cds.finish(archive)
 
 
 def _fix_submit_args() -> None:

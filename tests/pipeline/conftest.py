@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,9 @@ from minibroker.scenario import load_scenario, run_scenario
 from minibroker.trace import open_sink
 
 ROOT = Path(__file__).resolve().parents[2]
+# no class-data sharing archive made by the test run (a dump costs tens of seconds and ~180 MB of the
+# home directory); test_cds.py turns it on for its own runs, in a temporary cache directory
+os.environ.setdefault("MINIBROKER_SPARK_CDS", "0")
 #: small bundled scenarios that between them have every relevant event kind: expiry, leadership,
 #: shutdown, ISR shrink/expand, purges, timer cascades, consumer and follower fetches
 TRACED = {
