@@ -338,6 +338,12 @@ def spark_session(
         archive = cds.archive_for(java, LOCAL_JAVA_OPTIONS)
         if archive is not None:
             pairs[_JAVA_OPTIONS] = f"{LOCAL_JAVA_OPTIONS} {archive.java_options}"
+            if archive.dumping:  # a one-time cost the user should not have to guess at
+                print(
+                    f"minibroker: this first local Spark run also writes Spark's class archive "
+                    f"(once: ~25 s more, ~180 MB at {archive.path}; {cds.ENV}=0 turns it off)",
+                    file=sys.stderr,
+                )
     spark_conf = SparkConf()
     spark_conf.setAll(list(pairs.items()))
     try:
