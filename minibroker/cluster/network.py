@@ -2,7 +2,10 @@
 
 A message sent at ``t`` over a link with latency ``L`` arrives at ``t + L``, and a
 link is FIFO: it never overtakes an earlier message, even after its latency is
-lowered. Delivery calls the receiver's ``deliver(src, message, respond)`` on the
+lowered. Each link keeps its messages in flight in sending order and delivers
+from the front: two messages due at the same ms arrive in the order they were
+sent, whatever order the timer fires their tasks in (it does not order tasks
+of one expiration). Delivery calls the receiver's ``deliver(src, message, respond)`` on the
 scheduler, never inside the sender's call.
 
 Requests pair with responses by correlation id. A requester hears back exactly
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
@@ -65,6 +69,8 @@ class Network:
         self._latency: dict[tuple[Node, Node], int] = {}
         self._dropped: set[frozenset[Node]] = set()
         self._last_arrival: dict[tuple[Node, Node], int] = {}
+        #: per link, the messages in flight in sending order: (arrival ms, message, arrive)
+        self._in_flight: dict[tuple[Node, Node], deque[tuple[int, Any, Callable[[], None]]]] = {}
         self._pending: dict[int, _Pending] = {}
         self._correlation = itertools.count()
         self.sent = 0
@@ -134,8 +140,24 @@ class Network:
         now = self.scheduler.now()
         arrival = max(now + self.latency(src, dst), self._last_arrival.get((src, dst), now))
         self._last_arrival[(src, dst)] = arrival
-        self.scheduler.call_later(arrival - now, self._arrive, src, dst, message, arrive)
+        self._in_flight.setdefault((src, dst), deque()).append((arrival, message, arrive))
+        self.scheduler.call_later(arrival - now, self._drain, src, dst)
         return True
+
+    def _drain(self, src: Node, dst: Node) -> None:
+        """Deliver the link's due messages from the front (those sent meanwhile have their own task)."""
+        queue = self._in_flight.get((src, dst))
+        if not queue:
+            return
+        now = self.scheduler.now()
+        due = 0
+        while due < len(queue) and queue[due][0] <= now:
+            due += 1
+        for _ in range(due):
+            _, message, arrive = queue.popleft()
+            self._arrive(src, dst, message, arrive)
+        if not queue and self._in_flight.get((src, dst)) is queue:
+            del self._in_flight[(src, dst)]
 
     def _arrive(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> None:
         if not self.is_up(dst) or self.is_dropped(src, dst):
