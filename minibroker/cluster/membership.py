@@ -135,7 +135,7 @@ class GroupMembership:
             await self._sleep(RETRY_BACKOFF_MS)
             return
         if self.assigned and self.config.enable_auto_commit and self.generation >= 0:
-            await self._commit(dict(self.consumer.positions))
+            await self._commit_before_rejoin()
         self._give_up_assignment()
         strategy = self.config.partition_assignment_strategy
         request = m.JoinGroupRequest(
@@ -193,6 +193,18 @@ class GroupMembership:
             leader=self.leader == self.member_id,
         )
         await self._initialise_positions(coordinator)
+
+    async def _commit_before_rejoin(self) -> None:
+        """onJoinPrepare's synchronous commit, retried after retry.backoff.ms on a coordinator error
+        until it succeeds or max.poll.interval.ms (the rebalance timeout) has passed, as the Java
+        consumer's commitSync. One attempt let a chaos run's member fetch its old committed offset
+        while its newer commit was still being written, then commit that old offset: backward."""
+        deadline = self.cluster.now() + self.config.max_poll_interval_ms
+        positions = dict(self.consumer.positions)
+        while await self._commit(positions) in _COORDINATOR:
+            if self.cluster.now() + RETRY_BACKOFF_MS >= deadline:
+                return
+            await self._sleep(RETRY_BACKOFF_MS)
 
     async def _initialise_positions(self, coordinator: int) -> None:
         if not self.assigned:
