@@ -97,6 +97,7 @@ class Broker:
             manager.timer.trace_context = {"broker": self.broker_id}
         self.replica_manager = manager
         self.starts += 1
+        manager.broker_epoch = self.starts
         self.network.set_up(self.broker_id, True)
         scope = trio.CancelScope()
         self._scope = scope

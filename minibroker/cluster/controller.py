@@ -86,6 +86,8 @@ class Controller:
         self.tracer = tracer
         self.state: dict[TopicPartition, LeaderAndIsr] = {}
         self.registrations = BrokerRegistrations()
+        #: each broker's life as the controller knows it (KRaft's broker epoch): 1, + 1 per restart
+        self.broker_epochs: dict[int, int] = {}
         self.isr_commits = 0
         self.elections = 0
         network.register(CONTROLLER, self)
@@ -117,6 +119,10 @@ class Controller:
             self._commit(message, respond)
 
     def _validate(self, request: AlterPartitionRequest) -> Errors:
+        if request.broker_epoch >= 0 and request.broker_epoch != self.broker_epochs.get(request.broker_id, 1):
+            # sent before its broker restarted (chaos seed 2026 run 1343): committing it would change an
+            # ISR behind the back of the broker's new life, which never hears the answer
+            return Errors.STALE_BROKER_EPOCH
         state = self.state.get(request.tp)
         if state is None:
             return Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -211,6 +217,7 @@ class Controller:
                 )
 
     def broker_started(self, broker: int) -> None:
+        self.broker_epochs[broker] = self.broker_epochs.get(broker, 1) + 1
         self._set_broker_state(broker, UNFENCED)
         for tp, state in list(self.state.items()):
             if broker not in state.replicas:

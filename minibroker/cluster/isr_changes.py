@@ -66,7 +66,12 @@ class IsrChanges:
                 current=list(partition.isr),
             )
         request = AlterPartitionRequest(
-            manager.broker_id, partition.tp, partition.leader_epoch, partition.partition_epoch, proposed
+            manager.broker_id,
+            partition.tp,
+            partition.leader_epoch,
+            partition.partition_epoch,
+            proposed,
+            manager.broker_epoch,
         )
         epoch = partition.leader_epoch
 

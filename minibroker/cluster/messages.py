@@ -158,6 +158,8 @@ class AlterPartitionRequest:
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[int, ...]
+    #: the sender's life (1 at the first start, + 1 per restart): one from before a restart is stale
+    broker_epoch: int = -1
 
 
 @attrs.frozen(slots=True)

@@ -117,6 +117,8 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         self.stopped = False
         #: numbers this broker's own requests; the Broker keeps it across restarts so ids stay unique
         self.request_numbers = itertools.count(1)
+        #: this life of the broker (set by ``Broker.start``): AlterPartition carries it
+        self.broker_epoch = 1
         #: a topic's config overrides (Kafka names, strings); the broker points this at the cluster's
         self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with (partition, is_leader, leader epoch) after each leadership change
