@@ -200,8 +200,9 @@ class GroupMembership:
         consumer's commitSync. One attempt let a chaos run's member fetch its old committed offset
         while its newer commit was still being written, then commit that old offset: backward."""
         deadline = self.cluster.now() + self.config.max_poll_interval_ms
-        positions = dict(self.consumer.positions)
-        while await self._commit(positions) in _COORDINATOR:
+        # the positions of each attempt's moment: a fetch answered meanwhile moved them, and an auto
+        # commit may have sent the newer ones already
+        while await self._commit(dict(self.consumer.positions)) in _COORDINATOR:
             if self.cluster.now() + RETRY_BACKOFF_MS >= deadline:
                 return
             await self._sleep(RETRY_BACKOFF_MS)
@@ -215,10 +216,19 @@ class GroupMembership:
         request = m.OffsetFetchRequest(
             (m.OffsetFetchGroup(self.group_id, tuple((t, tuple(ps)) for t, ps in wanted.items())),)
         )
+        # asked again (after retry.backoff.ms, of the coordinator of the moment) until answered, as the
+        # Java consumer does: starting from auto.offset.reset because the coordinator did not answer
+        # would commit that offset over the group's (chaos seed 2026 run 8484: 1 -> 0)
         fetched = await self._call_while_loading(coordinator, request, "OffsetFetch")
-        committed = {}
-        if fetched is not None:
-            committed = {TopicPartition(o.topic, o.partition): o.offset for o in fetched.groups[0].offsets}
+        while fetched is None:
+            if self.need_rejoin or self.failed is not None:
+                return  # the positions come with the next assignment
+            coordinator = self.cluster.coordinator_for(self.group_id)
+            if coordinator < 0:
+                await self._sleep(RETRY_BACKOFF_MS)
+                continue
+            fetched = await self._call_while_loading(coordinator, request, "OffsetFetch")
+        committed = {TopicPartition(o.topic, o.partition): o.offset for o in fetched.groups[0].offsets}
         for tp in self.assigned:
             offset = committed.get(tp, -1)
             if offset < 0:
