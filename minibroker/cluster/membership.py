@@ -106,7 +106,7 @@ class GroupMembership:
 
     async def commit(self) -> Errors:
         """Commit the current positions and wait for the answer (the first partition error, or NONE)."""
-        return await self._commit(dict(self.consumer.positions))
+        return await self._commit()
 
     # --- the loops ---------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -200,9 +200,7 @@ class GroupMembership:
         consumer's commitSync. One attempt let a chaos run's member fetch its old committed offset
         while its newer commit was still being written, then commit that old offset: backward."""
         deadline = self.cluster.now() + self.config.max_poll_interval_ms
-        # the positions of each attempt's moment: a fetch answered meanwhile moved them, and an auto
-        # commit may have sent the newer ones already
-        while await self._commit(dict(self.consumer.positions)) in _COORDINATOR:
+        while await self._commit() in _COORDINATOR:
             if self.cluster.now() + RETRY_BACKOFF_MS >= deadline:
                 return
             await self._sleep(RETRY_BACKOFF_MS)
@@ -281,7 +279,7 @@ class GroupMembership:
                 and not self.need_rejoin
             ):
                 self._next_commit = clock.now_ms() + self.config.auto_commit_interval_ms
-                self._background(self._commit, dict(consumer.positions))
+                self._background(self._commit)  # the positions when it is sent, not when scheduled
             instant = all(r.latency_ms == 0 for r in requests)
             if instant and all(not any(r.records.values()) for r in requests):
                 # an instant answer without records (an error such as NOT_LEADER_OR_FOLLOWER from a
@@ -289,27 +287,36 @@ class GroupMembership:
                 await clock.sleep_until(clock.now_ms() + 1)
 
     # --- requests ----------------------------------------------------------------------------
-    async def _commit(self, positions: dict[TopicPartition, int]) -> Errors:
-        if not positions or self.generation < 0:
+    async def _commit(self) -> Errors:
+        """Commit the positions of the moment each request is sent, a retry after
+        COORDINATOR_LOAD_IN_PROGRESS too: a commit never carries positions older than one sent
+        before it (chaos seed 2026 runs 5100 and 9136 wrote stale snapshots over newer offsets)."""
+        while True:
+            positions = dict(self.consumer.positions)
+            if not positions or self.generation < 0:
+                return Errors.NONE
+            coordinator = self.cluster.coordinator_for(self.group_id)
+            if coordinator < 0:
+                return Errors.COORDINATOR_NOT_AVAILABLE
+            offsets = tuple(
+                m.CommitOffset(tp.topic, tp.partition, offset) for tp, offset in sorted(positions.items())
+            )
+            request = m.OffsetCommitRequest(
+                self.group_id, offsets, self.generation, self.member_id, self._instance()
+            )
+            self._emit("member.commit", offsets={str(tp): o for tp, o in sorted(positions.items())})
+            answer = await self._call(coordinator, request, "OffsetCommit")
+            if answer is None:
+                return Errors.NETWORK_EXCEPTION
+            if _load_in_progress(answer):  # retriable: the Java client commits again
+                self._record("OffsetCommit", Errors.COORDINATOR_LOAD_IN_PROGRESS)
+                await self._sleep(RETRY_BACKOFF_MS)
+                continue
+            errors = [error for _, _, error in answer.partitions if error is not Errors.NONE]
+            if errors:
+                self._on_error(errors[0], rejoin_only=True)
+                return errors[0]
             return Errors.NONE
-        coordinator = self.cluster.coordinator_for(self.group_id)
-        if coordinator < 0:
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        offsets = tuple(
-            m.CommitOffset(tp.topic, tp.partition, offset) for tp, offset in sorted(positions.items())
-        )
-        request = m.OffsetCommitRequest(
-            self.group_id, offsets, self.generation, self.member_id, self._instance()
-        )
-        self._emit("member.commit", offsets={str(tp): o for tp, o in sorted(positions.items())})
-        answer = await self._call_while_loading(coordinator, request, "OffsetCommit")
-        if answer is None:
-            return Errors.NETWORK_EXCEPTION
-        errors = [error for _, _, error in answer.partitions if error is not Errors.NONE]
-        if errors:
-            self._on_error(errors[0], rejoin_only=True)
-            return errors[0]
-        return Errors.NONE
 
     async def _call(self, broker: int, message: Any, api: str, wait_ms: int = 0) -> Any:
         """Send to ``broker`` and wait; None (and a backoff) on a network error."""
