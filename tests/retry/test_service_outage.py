@@ -70,7 +70,9 @@ def _assert_nothing_lost(counts: Counter, lines: list[str]) -> int:
     summary = re.fullmatch(
         r"retry-service: stopped: read (\d+), delivered (\d+), dead-lettered 0, still held 0", lines[-1]
     )
-    assert summary and int(summary[1]) >= TOTAL and int(summary[2]) == TOTAL + duplicates, lines[-1]
+    # delivered counts the produces the service saw acknowledged: a produce written whose answer was lost
+    # to the outage (KafkaTimeoutError after the broker appended it) is a duplicate it cannot count
+    assert summary and int(summary[1]) >= TOTAL and TOTAL <= int(summary[2]) <= TOTAL + duplicates, lines[-1]
     return duplicates
 
 
