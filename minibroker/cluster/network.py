@@ -68,8 +68,8 @@ class Network:
         self._down: set[Node] = set()
         self._latency: dict[tuple[Node, Node], int] = {}
         self._dropped: set[frozenset[Node]] = set()
-        self._last_arrival: dict[tuple[Node, Node], int] = {}
-        #: per link, the messages in flight in sending order: (arrival ms, message, arrive)
+        #: per link, the messages in flight in sending order: (arrival ms, message, arrive); arrival
+        #: times never decrease along a queue, so its last one bounds the next message's
         self._in_flight: dict[tuple[Node, Node], deque[tuple[int, Any, Callable[[], None]]]] = {}
         self._pending: dict[int, _Pending] = {}
         self._correlation = itertools.count()
@@ -88,9 +88,8 @@ class Network:
         for correlation, pending in list(self._pending.items()):
             if pending.src == node:
                 self._forget(correlation)
-        for links in (self._latency, self._last_arrival):
-            for key in [key for key in links if node in key]:
-                del links[key]
+        for key in [key for key in self._latency if node in key]:
+            del self._latency[key]
 
     def is_up(self, node: Node) -> bool:
         return node in self._endpoints and node not in self._down
@@ -138,9 +137,9 @@ class Network:
             self._lose(src, dst, message)
             return False
         now = self.scheduler.now()
-        arrival = max(now + self.latency(src, dst), self._last_arrival.get((src, dst), now))
-        self._last_arrival[(src, dst)] = arrival
-        self._in_flight.setdefault((src, dst), deque()).append((arrival, message, arrive))
+        queue = self._in_flight.setdefault((src, dst), deque())
+        arrival = max(now + self.latency(src, dst), queue[-1][0] if queue else now)
+        queue.append((arrival, message, arrive))
         self.scheduler.call_later(arrival - now, self._drain, src, dst)
         return True
 
@@ -156,7 +155,7 @@ class Network:
         for _ in range(due):
             _, message, arrive = queue.popleft()
             self._arrive(src, dst, message, arrive)
-        if not queue and self._in_flight.get((src, dst)) is queue:
+        if not queue:
             del self._in_flight[(src, dst)]
 
     def _arrive(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> None:
