@@ -23,7 +23,8 @@ class OutageLimitExceeded(Exception):
     """A dependency stayed unreachable for the configured limit: one line, exit status 1."""
 
 
-def wall_ms() -> int:
+def now_ms() -> int:
+    """Epoch milliseconds: the scale of ``retry.due.ms`` as applications write it."""
     return time.time_ns() // 1_000_000
 
 
@@ -54,7 +55,7 @@ class Outage:
         backoff_max_ms: int,
         limit_ms: int,
         log: Callable[[str], None],
-        clock: Callable[[], int] = wall_ms,
+        clock: Callable[[], int] = now_ms,
         down: str = "unreachable",
         up: str = "reachable again",
     ) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from minibroker.retry import headers as h
 from minibroker.retry.holding import Held, RedisHolding, WheelHolding
-from minibroker.retry.outage import Outage, reason_of
+from minibroker.retry.outage import Outage, now_ms, reason_of
 from minibroker.retry.policy import dlt_topic
 from minibroker.retry.service_config import ServiceConfig
 from minibroker.retry.service_kafka import KAFKA_ERRORS, failure, held_of, listener, succeeded
@@ -54,11 +54,6 @@ class _Stopped(Exception):
 PAUSE_SLICE_MS = 50
 #: how much longer than produce_timeout_ms a batch's flush may wait for the producer's verdicts
 FLUSH_SLACK_MS = 2_000
-
-
-def now_ms() -> int:
-    """Epoch milliseconds: the scale of ``retry.due.ms`` as applications write it."""
-    return time.time_ns() // 1_000_000
 
 
 def _stderr(line: str) -> None:
