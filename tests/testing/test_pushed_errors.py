@@ -216,18 +216,20 @@ def test_group_apis_answer_top_level_or_per_group_errors_and_do_nothing(cluster,
         coordinator.close()
 
 
-def commit_then_fetch(cluster: MiniCluster, client: RawClient, broker: int) -> None:
+def _commit_request(offsets: dict[int, int]) -> OffsetCommitRequest:
+    """Group ``solo``'s commit (no generation) of ``offsets`` (partition of t -> offset)."""
     part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
-    commit = OffsetCommitRequest(
+    partitions = [part(partition_index=p, committed_offset=o) for p, o in offsets.items()]
+    return OffsetCommitRequest(
         group_id="solo",
         generation_id_or_member_epoch=-1,
         member_id="",
-        topics=[
-            OffsetCommitRequest.OffsetCommitRequestTopic(
-                name="t", partitions=[part(partition_index=0, committed_offset=5)]
-            )
-        ],
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=partitions)],
     )
+
+
+def commit_then_fetch(cluster: MiniCluster, client: RawClient, broker: int) -> None:
+    commit = _commit_request({0: 5})
     cluster.push_errors("offset_commit", ["NOT_COORDINATOR"], broker=broker)
     committed = client.request(commit, OffsetCommitResponse, 8)
     assert [(p.partition_index, p.error_code) for p in committed.topics[0].partitions] == [(0, 16)]
@@ -248,20 +250,7 @@ def commit_then_fetch(cluster: MiniCluster, client: RawClient, broker: int) -> N
     assert [(p.error_code, p.committed_offset) for p in answers] == [(88, -1), (0, 5)]
 
     # a partition's OffsetCommit error: that partition is not written, the other one is
-    both = OffsetCommitRequest(
-        group_id="solo",
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        topics=[
-            OffsetCommitRequest.OffsetCommitRequestTopic(
-                name="t",
-                partitions=[
-                    part(partition_index=0, committed_offset=9),
-                    part(partition_index=1, committed_offset=9),
-                ],
-            )
-        ],
-    )
+    both = _commit_request({0: 9, 1: 9})
     cluster.push_errors("OffsetCommit", ["OFFSET_METADATA_TOO_LARGE"], broker=broker, topic="t", partition=0)
     (topic,) = client.request(both, OffsetCommitResponse, 8).topics
     assert sorted((p.partition_index, p.error_code) for p in topic.partitions) == [(0, 12), (1, 0)]
