@@ -99,15 +99,17 @@ def find_java() -> str:
     return java
 
 
-def java_major(version_text: str) -> int | None:
-    """The major version in ``java -version`` output (``"17.0.15"`` → 17, ``"1.8.0_392"`` → 8)."""
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', version_text)
+def _major(match: re.Match[str] | None) -> int | None:
+    """The major version of a matched ``"17.0.15"`` (17) or ``"1.8.0_392"`` (8): groups 1 and 2."""
     if match is None:
         return None
     major = int(match.group(1))
-    if major == 1 and match.group(2) is not None:
-        major = int(match.group(2))
-    return major
+    return int(match.group(2)) if major == 1 and match.group(2) is not None else major
+
+
+def java_major(version_text: str) -> int | None:
+    """The major version in ``java -version`` output (``"17.0.15"`` → 17, ``"1.8.0_392"`` → 8)."""
+    return _major(re.search(r'version "(\d+)(?:\.(\d+))?', version_text))
 
 
 def release_major(java: str) -> int | None:
@@ -121,11 +123,9 @@ def release_major(java: str) -> int | None:
         text = release.read_text(errors="replace")
     except OSError:
         return None
-    match = re.search(r'^JAVA_VERSION="(\d+)(?:\.(\d+))?', text, re.MULTILINE)
-    if match is None or not os.access(java, os.X_OK):
+    if not os.access(java, os.X_OK):
         return None
-    major = int(match.group(1))
-    return int(match.group(2)) if major == 1 and match.group(2) is not None else major
+    return _major(re.search(r'^JAVA_VERSION="(\d+)(?:\.(\d+))?', text, re.MULTILINE))
 
 
 def check_java() -> tuple[str, int]:
@@ -231,7 +231,7 @@ def spark_conf_pairs(
     if is_local(master):
         # one short-lived JVM is driver and executors: the C1 compiler alone (no C2) cut the JVM's CPU
         # time for start-up plus a 1M-event analyze by about a third (docs/pipeline.md)
-        pairs["spark.driver.extraJavaOptions"] = LOCAL_JAVA_OPTIONS
+        pairs[_JAVA_OPTIONS] = LOCAL_JAVA_OPTIONS
         pairs["spark.driver.host"] = "127.0.0.1"
         pairs["spark.driver.bindAddress"] = "127.0.0.1"
         cores = local_cores(master) or 2
