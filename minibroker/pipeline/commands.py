@@ -194,6 +194,7 @@ def analyze_command(args: argparse.Namespace) -> int:
             raise UsageError(f"analyze: {error}") from None
         master = spark.sparkContext.master
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
+        splits = int(spark.conf.get("spark.sql.files.minPartitionNum", None) or 0)
         written = background.submit(_write_results, analysis, out)  # while Spark stops
     try:
         report = written.result()
@@ -205,7 +206,7 @@ def analyze_command(args: argparse.Namespace) -> int:
                 {
                     **analysis.as_json(),
                     "report": str(report),
-                    "spark": {"master": master, "shuffle_partitions": partitions},
+                    "spark": {"master": master, "shuffle_partitions": partitions, "read_partitions": splits},
                 },
                 indent=2,
                 sort_keys=True,

@@ -290,6 +290,14 @@ def test_shuffle_partitions_follow_cores_and_input(cores, size, partitions):
 
 
 @pytest.mark.parametrize(
+    ("cores", "size", "partitions"),
+    [(2, 0, 4), (2, 6 << 20, 4), (2, 20 << 20, 5), (2, 59 << 20, 8), (2, 1 << 40, 8), (8, 100 << 20, 25)],
+)
+def test_read_partitions_are_two_to_four_a_core_growing_with_the_input(cores, size, partitions):
+    assert session.read_partitions(cores, size) == partitions
+
+
+@pytest.mark.parametrize(
     ("value", "expected"),
     [
         ("", None),
@@ -331,7 +339,9 @@ def test_cli_missing_spark_defaults_is_one_line(tmp_path, trace):
 def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace):
     """A real run: PYSPARK_SUBMIT_ARGS set but empty, a spark-defaults file, and --conf over it."""
     defaults = tmp_path / "spark-defaults.conf"
-    defaults.write_text("spark.master local[1]\nspark.sql.shuffle.partitions 3\n")
+    defaults.write_text(
+        "spark.master local[1]\nspark.sql.shuffle.partitions 3\nspark.sql.files.minPartitionNum 3\n"
+    )
     out = minibroker(
         "analyze",
         str(trace),
@@ -346,7 +356,11 @@ def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace
         timeout=600,  # a whole local run on a busy machine
     )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["spark"] == {"master": "local[1]", "shuffle_partitions": 5}
+    assert json.loads(out.stdout)["spark"] == {
+        "master": "local[1]",
+        "shuffle_partitions": 5,
+        "read_partitions": 3,
+    }
 
 
 def test_a_spark_failure_is_told_by_its_root_cause_and_file():
