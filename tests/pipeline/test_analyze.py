@@ -98,3 +98,30 @@ def test_json_summary_and_report(analyzed, expected):
     (retried,) = summary["retries"]
     assert (retried["dead"], retried["max_ms"]) == (2, 1300)
     assert "## Delayed messages: delivery lateness" in report
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://elsewhere:7077"])
+def test_what_the_job_keeps_is_released_and_gives_the_same_tables(spark, trace_dir, master, monkeypatch):
+    """Local mode keeps rows in a local checkpoint, other masters in the cache: same tables, nothing left."""
+    from minibroker.pipeline import analyze as job
+    from minibroker.pipeline.inputs import resolve
+
+    kept = []
+    original = job.keep
+
+    def keep(frame, _master):
+        kept.append(original(frame, master))
+        return kept[-1]
+
+    monkeypatch.setattr(job, "keep", keep)
+    inputs = resolve([str(trace_dir)])
+    analysis = job.analyze(spark, inputs, bucket_ms=BUCKET_MS)
+    plan = kept[0]._jdf.queryExecution().logical().getClass().getSimpleName()
+    assert (plan == "LogicalRDD") == master.startswith("local")
+    assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == 0
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
+    monkeypatch.setattr(job, "keep", original)
+    again = job.analyze(spark, inputs, bucket_ms=BUCKET_MS)
+    assert {name: t.rows for name, t in analysis.tables.items()} == {
+        name: t.rows for name, t in again.tables.items()
+    }
