@@ -19,6 +19,7 @@ def _deterministic_trio_scheduling():
     with deterministic_scheduling(SEED):
         yield
 
+
 #: the application-test fixtures (``minibroker``, ``minibroker_factory``); an installed minibroker also
 #: registers them through its ``pytest11`` entry point, under this same name, so they load once
 pytest_plugins = ["minibroker.testing.pytest_plugin"]

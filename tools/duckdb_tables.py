@@ -201,7 +201,7 @@ def _queries(b: int) -> dict[str, str]:
             count(*) FILTER (outcome = 'pending') AS pending, {to_dlt},
             max(end_ms - first_ms) {dead} AS max_ms FROM retried GROUP BY ALL""",
         "delay_lateness": f"""SELECT design, count(*) AS delivered,
-            {_ranks('lateness_ms', 'p50_ms', 'p99_ms')}, max(lateness_ms) AS max_ms
+            {_ranks("lateness_ms", "p50_ms", "p99_ms")}, max(lateness_ms) AS max_ms
             FROM rel WHERE kind = 'delay.delivered' GROUP BY ALL""",
     }
 

@@ -132,8 +132,13 @@ class WheelGroup:
 
     def _damaged(self, broker_id: int, damage: Damage) -> None:
         self.stats.invalid += 1
-        self._emit("delay.wheel.damage", broker=broker_id, path=damage.path, offset=damage.offset,
-                   reason=damage.reason)
+        self._emit(
+            "delay.wheel.damage",
+            broker=broker_id,
+            path=damage.path,
+            offset=damage.offset,
+            reason=damage.reason,
+        )
 
     def _now(self) -> int:
         """Now on the records' time scale: the wheel's ticks and due times are all on it."""
@@ -212,8 +217,14 @@ class WheelGroup:
         if live and self.tracer.enabled:
             for m in messages:
                 tick = self.copies[live[0]].tick_for(m.due_ms)
-                self._emit("delay.wheel.append", id=m.message_id, due_ms=m.due_ms - self.epoch_origin_ms,
-                           tick=tick, slot=tick % self.config.slots, copies=live)
+                self._emit(
+                    "delay.wheel.append",
+                    id=m.message_id,
+                    due_ms=m.due_ms - self.epoch_origin_ms,
+                    tick=tick,
+                    slot=tick % self.config.slots,
+                    copies=live,
+                )
         self._wake.set()
         return live
 
@@ -271,8 +282,14 @@ class WheelGroup:
                 for broker_id, firing in firings.items():
                     if broker_id != active and broker_id in self.in_sync and self.cluster.is_alive(broker_id):
                         firing.follow(ids)
-            self._emit("delay.wheel.fire", broker=active, tick=tick, slot=lead.slot, forward=lead.forwarded,
-                       roll=lead.rolled)
+            self._emit(
+                "delay.wheel.fire",
+                broker=active,
+                tick=tick,
+                slot=lead.slot,
+                forward=lead.forwarded,
+                roll=lead.rolled,
+            )
             for broker_id, firing in firings.items():
                 if self.cluster.is_alive(broker_id):
                     firing.complete()
@@ -297,8 +314,14 @@ class WheelGroup:
                     continue
                 due_ms = message.due_ms - self.epoch_origin_ms
                 self.stats.delivered(message.message_id, partition, 0, due_ms, done_at)
-                self._emit("delay.delivered", design="wheel", id=message.message_id, partition=partition,
-                           due_ms=due_ms, lateness_ms=done_at - due_ms)
+                self._emit(
+                    "delay.delivered",
+                    design="wheel",
+                    id=message.message_id,
+                    partition=partition,
+                    due_ms=due_ms,
+                    lateness_ms=done_at - due_ms,
+                )
             pending = failed
             if pending:
                 await trio.sleep(self.config.retry_backoff_ms / 1000)

@@ -137,8 +137,12 @@ def test_a_slot_is_streamed_in_batches_with_bounded_memory(tmp_path):
     wheel = FileWheel(tmp_path, slots=10, tick_ms=100, batch=50, read_bytes=4096, dedup_window=100)
     wheel.start(0)
     for start in range(0, 20_000, 1000):
-        wheel.append([DelayedMessage(f"m{i}", "orders", 0, 100, 0, None, bytes(200))
-                      for i in range(start, start + 1000)])
+        wheel.append(
+            [
+                DelayedMessage(f"m{i}", "orders", 0, 100, 0, None, bytes(200))
+                for i in range(start, start + 1000)
+            ]
+        )
     assert os.path.getsize(tmp_path / "slot-00001.log") > 4_000_000
     firing = wheel.fire(1)
     tracemalloc.start()

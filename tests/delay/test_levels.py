@@ -26,8 +26,18 @@ LEVELS = DelayLevels.parse(DEFAULT_LEVELS)
 
 def test_default_levels_are_the_seeds_twelve():
     assert LEVELS.delays_ms == (
-        5_000, 10_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_200_000, 1_800_000, 2_700_000,
-        3_600_000, 7_200_000,
+        5_000,
+        10_000,
+        30_000,
+        60_000,
+        120_000,
+        300_000,
+        600_000,
+        1_200_000,
+        1_800_000,
+        2_700_000,
+        3_600_000,
+        7_200_000,
     )
     assert LEVELS.topics()[:4] == ["__delay_5s", "__delay_10s", "__delay_30s", "__delay_1m"]
     assert LEVELS.topics()[-2:] == ["__delay_1h", "__delay_2h"]
@@ -51,7 +61,11 @@ def test_delays_outside_the_levels_are_refused():
 def test_durations_parse_and_print_canonically():
     assert [parse_duration(t) for t in ("500ms", "5s", "1m", "2h")] == [500, 5_000, 60_000, 7_200_000]
     assert [format_duration(ms) for ms in (500, 5_000, 60_000, 90_000, 7_200_000)] == [
-        "500ms", "5s", "1m", "90s", "2h",
+        "500ms",
+        "5s",
+        "1m",
+        "90s",
+        "2h",
     ]
     assert DelayLevels.parse("60s, 2m").topics() == ["__delay_1m", "__delay_2m"]
     assert LEVELS.level_of_topic("__delay_45m") == 2_700_000
@@ -78,7 +92,9 @@ def test_settings_by_name_and_their_errors():
         {"delay.levels": ["1s", "1m"], "delay.service.max.held.per.partition": 3, "delay.topic.partitions": 2}
     )
     assert (config.levels.delays_ms, config.max_held_per_partition, config.topic_partitions) == (
-        (1_000, 60_000), 3, 2,
+        (1_000, 60_000),
+        3,
+        2,
     )
     assert config.to_kafka()["delay.levels"] == ["1s", "1m"]
     assert config.with_kafka({"delay.service.poll.ms": 7}).poll_ms == 7

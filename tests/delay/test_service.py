@@ -71,14 +71,19 @@ async def test_any_client_sends_by_the_header_contract(autojump_clock):
         partition = (murmur2(b"user-7") & 0x7FFFFFFF) % 2
         (delivery,) = services.stats.deliveries
         assert (delivery.message_id, delivery.partition, delivery.due_ms, delivery.delivered_ms) == (
-            "__delay_5s-0@0", f"orders-{partition}", 7_000, 7_000,
+            "__delay_5s-0@0",
+            f"orders-{partition}",
+            7_000,
+            7_000,
         )
         tp = TopicPartition("orders", partition)
         (batch,) = cluster.brokers[cluster.leader_of(tp)].logs[tp].batches()
         (record,) = list(records(batch.raw))
         assert (record.key, record.value, record.timestamp) == (b"user-7", b"pay", 7_000)
         assert record.headers == [
-            ("trace-id", b"abc"), ("delay.message.id", b"__delay_5s-0@0"), ("delay.due.ms", b"7000"),
+            ("trace-id", b"abc"),
+            ("delay.message.id", b"__delay_5s-0@0"),
+            ("delay.due.ms", b"7000"),
         ]
         (invalid,) = events(services, "delay.invalid")
         assert invalid["reason"] == "offset 1: no delay.real.topic header"
@@ -125,8 +130,11 @@ async def test_a_single_broker_crash_and_restart_resumes_from_the_committed_offs
         assert delivered_ids(cluster, "orders") == ["app-0", "app-1", "app-2", "app-3"]
         late = [(d.message_id, d.due_ms, d.delivered_ms) for d in services.stats.deliveries[2:]]
         assert late == [("app-2", 6_000, 6_500), ("app-3", 6_000, 6_500)]
-        assigned = [(e["time_ms"], e["offset"]) for e in events(services, "delay.assign")
-                    if e["partition"] == "__delay_5s-0"]
+        assigned = [
+            (e["time_ms"], e["offset"])
+            for e in events(services, "delay.assign")
+            if e["partition"] == "__delay_5s-0"
+        ]
         assert assigned == [(0, 0), (6_500, 2)]
 
 

@@ -17,8 +17,14 @@ from minibroker.delay.headers import DelayedMessage
 
 def main(argv: list[str]) -> None:
     mode, directory = argv[0], argv[1]
-    wheel = FileWheel(directory, slots=20, tick_ms=100, open_window=4,
-                      on_damage=lambda d: print(f"damage {d}", flush=True), batch=1)
+    wheel = FileWheel(
+        directory,
+        slots=20,
+        tick_ms=100,
+        open_window=4,
+        on_damage=lambda d: print(f"damage {d}", flush=True),
+        batch=1,
+    )
     wheel.start(0)
     if mode == "write":
         for i in range(int(argv[2])):

@@ -43,46 +43,74 @@ def test_the_retry_section_adds_its_topics_with_the_source_partitions():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[retry]\ntopic = "order"\n',
-         "x.toml:7: retry.topic: unknown topic 'order'; expected one of: orders"),
+        (
+            '[retry]\ntopic = "order"\n',
+            "x.toml:7: retry.topic: unknown topic 'order'; expected one of: orders",
+        ),
         ("[retry]\n", "x.toml:6: retry: missing key 'topic'"),
         (RETRY + "attempts = 0\n", "x.toml:8: retry.attempts: expected a whole number >= 1, got 0"),
         (RETRY + "attempts = 101\n", "retry.attempts: expected a whole number from 1 to 100, got 101"),
         (RETRY + 'backoff = "linear"\n', "retry.backoff: expected one of fixed, exponential, got 'linear'"),
         (RETRY + "multiplier = 0.5\n", "retry.multiplier: expected a number from 1 to 1000, got 0.5"),
         (RETRY + "delay_ms = -1\n", "retry.delay_ms: expected a whole number of ms >= 0, got -1"),
-        (RETRY + "delay_ms = 500\nmax_delay_ms = 100\n",
-         "x.toml:9: retry.max_delay_ms: expected at least delay_ms (500), got 100"),
+        (
+            RETRY + "delay_ms = 500\nmax_delay_ms = 100\n",
+            "x.toml:9: retry.max_delay_ms: expected at least delay_ms (500), got 100",
+        ),
         (RETRY + 'retryable = "TimeoutError"\n', "retry.retryable: expected a list of error names"),
-        (RETRY + 'retryable = ["Timeout Error"]\n',
-         "retry.retryable[0]: expected an error name like TimeoutError, got 'Timeout Error'"),
+        (
+            RETRY + 'retryable = ["Timeout Error"]\n',
+            "retry.retryable[0]: expected an error name like TimeoutError, got 'Timeout Error'",
+        ),
         (RETRY + 'backend = "kafka"\n', "retry.backend: expected one of wheel, redis, got 'kafka'"),
         (RETRY + 'redis_url = "redis://x:1"\n', 'retry.redis_url: expected it only with backend = "redis"'),
-        (RETRY + 'backend = "redis"\nredis_url = "http://x"\n',
-         "retry.redis_url: expected redis://host:port/db, got 'http://x'"),
+        (
+            RETRY + 'backend = "redis"\nredis_url = "http://x"\n',
+            "retry.redis_url: expected redis://host:port/db, got 'http://x'",
+        ),
         (RETRY + 'blocking = "yes"\n', "retry.blocking: expected true or false, got 'yes'"),
-        (RETRY + 'blocking = true\nbackend = "wheel"\n',
-         "retry.backend: blocking retries wait in place and use no scheduler; expected no backend"),
+        (
+            RETRY + 'blocking = true\nbackend = "wheel"\n',
+            "retry.backend: blocking retries wait in place and use no scheduler; expected no backend",
+        ),
         (RETRY + "attempt = 3\n", "retry.attempt: unknown key 'attempt'; expected one of: attempts, backend"),
-        (RETRY + "[retry.handler]\nfail = [{ partition = 2, offset = 0 }]\n",
-         "retry.handler.fail[0].partition: topic 'orders' has partitions 0..1, not 2"),
-        (RETRY + "[retry.handler]\nfail = [{ offset = 1, times = 0 }]\n",
-         "retry.handler.fail[0].times: expected a whole number >= 1, got 0"),
-        (RETRY + "[retry.handler]\nfail = [{ offset = 1 }, { offset = 1 }]\n",
-         "retry.handler.fail[1]: partition 0 offset 1 has two rules; expected one"),
+        (
+            RETRY + "[retry.handler]\nfail = [{ partition = 2, offset = 0 }]\n",
+            "retry.handler.fail[0].partition: topic 'orders' has partitions 0..1, not 2",
+        ),
+        (
+            RETRY + "[retry.handler]\nfail = [{ offset = 1, times = 0 }]\n",
+            "retry.handler.fail[0].times: expected a whole number >= 1, got 0",
+        ),
+        (
+            RETRY + "[retry.handler]\nfail = [{ offset = 1 }, { offset = 1 }]\n",
+            "retry.handler.fail[1]: partition 0 offset 1 has two rules; expected one",
+        ),
         (RETRY + "[retry.handler]\nfail = [3]\n", "retry.handler.fail[0]: expected a table, got 3"),
-        (RETRY + "[retry.handler]\nfail_rate = 1.5\n",
-         "retry.handler.fail_rate: expected a number from 0 to 1, got 1.5"),
-        (RETRY + '[retry.handler]\nerror = "1x"\n',
-         "retry.handler.error: expected an error name like TimeoutError, got '1x'"),
-        (RETRY + '[[topics]]\nname = "orders-dlt"\n',
-         "retry.topic: topic 'orders-dlt' has 1 partition(s); expected 2 as 'orders'"),
-        (RETRY + '[[expect]]\nretry = "x"\nat = 1\n',
-         "expect[0].retry: expected the retry section's topic 'orders', got 'x'"),
-        (RETRY + '[[expect]]\nretry = "orders"\nat = 1\nrecords = { "nope" = 1 }\n',
-         "expect[0].records.nope: unknown topic; expected one of: orders, orders-retry-1, orders-retry-2,"),
-        (RETRY + '[[expect]]\nretry = "orders"\nat = 1\nprocessd = 1\n',
-         "expect[0].processd: unknown key 'processd'"),
+        (
+            RETRY + "[retry.handler]\nfail_rate = 1.5\n",
+            "retry.handler.fail_rate: expected a number from 0 to 1, got 1.5",
+        ),
+        (
+            RETRY + '[retry.handler]\nerror = "1x"\n',
+            "retry.handler.error: expected an error name like TimeoutError, got '1x'",
+        ),
+        (
+            RETRY + '[[topics]]\nname = "orders-dlt"\n',
+            "retry.topic: topic 'orders-dlt' has 1 partition(s); expected 2 as 'orders'",
+        ),
+        (
+            RETRY + '[[expect]]\nretry = "x"\nat = 1\n',
+            "expect[0].retry: expected the retry section's topic 'orders', got 'x'",
+        ),
+        (
+            RETRY + '[[expect]]\nretry = "orders"\nat = 1\nrecords = { "nope" = 1 }\n',
+            "expect[0].records.nope: unknown topic; expected one of: orders, orders-retry-1, orders-retry-2,",
+        ),
+        (
+            RETRY + '[[expect]]\nretry = "orders"\nat = 1\nprocessd = 1\n',
+            "expect[0].processd: unknown key 'processd'",
+        ),
         ('[[expect]]\nretry = "orders"\nat = 1\n', "expect[0].retry: expected a [retry] section for it"),
     ],
 )
@@ -115,11 +143,19 @@ def test_same_scenario_and_seed_give_the_same_trace():
     _, again = traced(scenario)
     assert first.passed and events == again
     kinds = {e["kind"] for e in events if e["kind"].startswith("retry.")}
-    assert kinds == {"retry.deliver", "retry.processed", "retry.handoff", "retry.schedule",
-                     "retry.redeliver", "retry.dead"}
+    assert kinds == {
+        "retry.deliver",
+        "retry.processed",
+        "retry.handoff",
+        "retry.schedule",
+        "retry.redeliver",
+        "retry.dead",
+    }
 
 
-RATE = HEAD + """
+RATE = (
+    HEAD
+    + """
 [retry]
 topic = "orders"
 attempts = 3
@@ -139,13 +175,17 @@ rate = 100
 duration_ms = 200
 records = 2
 """
+)
 
 
 def test_a_seeded_failure_rate_ends_every_record_once_and_is_reproducible():
     scenario = parse_scenario(RATE, "rate.toml")
     _, events = traced(scenario, seed=7)
-    ends = [e["data"]["origin"] if "data" in e else e["origin"]
-            for e in events if e["kind"] in ("retry.processed", "retry.dead")]
+    ends = [
+        e["data"]["origin"] if "data" in e else e["origin"]
+        for e in events
+        if e["kind"] in ("retry.processed", "retry.dead")
+    ]
     assert len(ends) == len(set(ends)) == 40  # 20 produces of 2 records over both partitions
     dead = [e for e in events if e["kind"] == "retry.dead"]
     # rate 0.5, 3 attempts: about 1 in 8 dead-lettered; seed 7 draws exactly 4 (each after 3 deliveries)

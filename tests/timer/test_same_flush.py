@@ -102,6 +102,7 @@ def test_on_return_no_queued_bucket_is_due():
             if n:
                 nxt = TimerTask(0, chain(n - 1))
                 timer.add(nxt)
+
         return run
 
     timer.add(TimerTask(1, chain(3)))

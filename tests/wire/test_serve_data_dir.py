@@ -92,7 +92,9 @@ def test_the_default_directory_is_temporary_and_keep_data_keeps_it(tmp_path):
 def test_data_dir_without_a_wheel_is_refused_in_one_line():
     done = subprocess.run(
         [sys.executable, "-m", "minibroker", "serve", "--port", "0", "--data-dir", "x", "--duration", "1"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert done.stderr == (
