@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from minibroker.pipeline.inputs import REQUIRED, resolve  # noqa: E402
-from minibroker.pipeline.session import size_shuffle, spark_session  # noqa: E402
+from minibroker.pipeline.session import SparkUnavailable, size_shuffle, spark_session  # noqa: E402
 
 
 def _noop(frame: Any) -> float:
@@ -66,13 +66,16 @@ def main() -> int:
     started = time.perf_counter()
     figures: dict[str, float] = {}
     conf = {"spark.driver.extraJavaOptions": args.java_options} if args.java_options is not None else None
-    with spark_session(args.master, app_name="minibroker spark_floor", conf=conf) as spark:
-        size_shuffle(spark, inputs.local_bytes)
-        figures["session"] = time.perf_counter() - started
-        rows = spark.read.parquet(*inputs.parquet)
-        for number in range(1, args.reads + 1):
-            figures[f"read #{number}"] = _noop(rows.select(*REQUIRED))
-        figures["kind only"] = _noop(rows.select("kind"))
+    try:
+        with spark_session(args.master, app_name="minibroker spark_floor", conf=conf) as spark:
+            size_shuffle(spark, inputs.local_bytes)
+            figures["session"] = time.perf_counter() - started
+            rows = spark.read.parquet(*inputs.parquet)
+            for number in range(1, args.reads + 1):
+                figures[f"read #{number}"] = _noop(rows.select(*REQUIRED))
+            figures["kind only"] = _noop(rows.select("kind"))
+    except SparkUnavailable as error:
+        parser.error(str(error))
     how = f" with JVM options {args.java_options!r}" if args.java_options is not None else ""
     files = f"{inputs.count} file{'s' if inputs.count != 1 else ''}"
     print(f"{events:,} events in {files} on {args.master}{how}:")

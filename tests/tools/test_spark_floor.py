@@ -39,6 +39,15 @@ def test_reads_must_be_positive(tmp_path):
     assert out.stderr.strip().splitlines()[-1] == "spark_floor.py: error: --reads must be >= 1"
 
 
+def test_a_master_spark_cannot_use_is_one_line(tmp_path):
+    bench.generate(tmp_path / "traces-20000", 20_000, processes=1)
+    out = floor("--dir", str(tmp_path), "--events", "20000", "--master", "yarn")
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()[-1:]
+    assert line.startswith("spark_floor.py: error: ") and "yarn" in line
+    assert "Traceback" not in out.stderr
+
+
 def test_a_real_floor_on_the_bench_traces(tmp_path):
     manifest = bench.generate(tmp_path / "traces-20000", 20_000, processes=1)
     out = floor("--dir", str(tmp_path), "--events", "20000", "--reads", "2", "--master", "local[1]")
