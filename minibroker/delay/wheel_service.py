@@ -132,13 +132,7 @@ class WheelGroup:
 
     def _damaged(self, broker_id: int, damage: Damage) -> None:
         self.stats.invalid += 1
-        self._emit(
-            "delay.wheel.damage",
-            broker=broker_id,
-            path=damage.path,
-            offset=damage.offset,
-            reason=damage.reason,
-        )
+        self._emit("delay.wheel.damage", broker=broker_id, **attrs.asdict(damage))  # path, offset, reason
 
     def _now(self) -> int:
         """Now on the records' time scale: the wheel's ticks and due times are all on it."""
