@@ -271,9 +271,9 @@ def analyze(
         raise ValueError(f"bucket_ms must be >= 1, got {bucket_ms}")
     started = time.perf_counter()
     read = read_traces(spark, inputs)
-    cached = keep(relevant(read.narrow(RELEVANT, FIELDS)), spark.sparkContext.master)
+    kept = keep(relevant(read.narrow(RELEVANT, FIELDS)), spark.sparkContext.master)
     try:
-        check = read.check(read.tally(cached).collect())  # BadTrace for a file that is no trace
+        check = read.check(read.tally(kept).collect())  # BadTrace for a file that is no trace
         columns = ["events", "skipped", "start_ms", "end_ms", "has_expire"]
         tables = {
             "traces": Table(
@@ -286,7 +286,7 @@ def analyze(
             ),
         }
         trace_names = {r["tid"]: r["trace"] for r in check.traces if r["tid"] is not None}
-        rel = cached.filter(F.col("problem").isNull())
+        rel = kept.filter(F.col("problem").isNull())
         ops = operations.operations(rel, _traces_frame(spark, check.traces))
         frames = {
             "histogram": operations.histogram(ops),
@@ -319,7 +319,7 @@ def analyze(
             rows = [row.asDict() for row in limited.collect()]
         tables["audit"] = _table("audit", _columns(audit), rows, trace_names)
     finally:
-        release(cached)
+        release(kept)
     tables = {name: tables[name] for name in ORDER}
     return Analysis(bucket_ms, tables, total, time.perf_counter() - started)
 
