@@ -38,7 +38,7 @@ from minibroker.pipeline.reader import read_traces
 from minibroker.pipeline.session import LOCAL
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 RELEVANT = (
     "op.create",
@@ -54,6 +54,9 @@ RELEVANT = (
     *retries.KINDS,
     *delays.KINDS,
 )
+
+#: the kinds most events are of: the tables that read none of them scan a copy of the other kinds' rows
+BULK = ("op.create", "op.complete", "hw")
 
 #: the tables in the order the report lists them
 ORDER = (
@@ -157,38 +160,51 @@ FIELDS: dict[str, tuple[str, ...]] = {
 #: fields the tables use as whole numbers (the others stay JSON text), and columns renamed
 _WHOLE = ("delay_ms", "expiration", "watched", "num_delayed", "hw", "lateness_ms")
 _NAMES = {"ops": "cancelled", "state": "group_state"}
+#: the kept rows hold the fields in four shared columns (whole numbers ``n*``, text ``s*``): the
+#: fields of one column are carried by different kinds, so a row has at most one of them
+SLOTS = {
+    "n1": ("delay_ms", "expiration", "watched", "hw", "lateness_ms"),
+    "n2": ("num_delayed",),
+    "s1": ("isr", "fault", "ops", "group", "client", "design"),
+    "s2": ("state", "pending", "origin"),
+}
+_BASE = ("tid", "trace", "seq", "time_ms", "kind", "broker", "purgatory", "op", "cause", "partition", "count")
+
+
+def _of_kinds(name: str, value: Column) -> Column:
+    return F.when(F.col("kind").isin(*FIELDS[name]), value)
 
 
 def relevant(narrow: DataFrame) -> DataFrame:
-    """``narrow``'s rows as the tables read them: ``tid``, typed ``data`` fields, ``op_kind``.
+    """``narrow``'s rows as they are kept: ``tid``, the ``data`` fields typed in ``SLOTS``.
 
     Keeps ``trace``, ``problem`` and the position columns for ``TraceRead.tally``; the
-    tables read only the rows whose ``problem`` is null.
+    tables read ``named(kept)``. Rows are kept narrow because every table's scan copies them whole.
     """
-    fields = [
-        F.col(field_column(name)).cast("bigint" if name in _WHOLE else "string").alias(_NAMES.get(name, name))
-        for name in FIELDS
+    slots = [
+        F.coalesce(
+            *(
+                _of_kinds(name, F.col(field_column(name)).cast("bigint" if slot[0] == "n" else "string"))
+                for name in names
+            )
+        ).alias(slot)
+        for slot, names in SLOTS.items()
     ]
     return narrow.select(
-        F.xxhash64("trace").alias("tid"),
-        "trace",
-        "seq",
-        "time_ms",
-        "kind",
-        "broker",
-        "purgatory",
-        "op",
-        "cause",
-        "partition",
-        "count",
-        F.when(F.col("kind").startswith("op."), operations.op_kind(F.col("purgatory"), F.col("op"))).alias(
-            "op_kind"
-        ),
-        *fields,
-        "problem",
-        "_block",
-        "_pos",
+        F.xxhash64("trace").alias("tid"), *_BASE[1:], *slots, "problem", "_block", "_pos"
     )
+
+
+def named(kept: DataFrame) -> DataFrame:
+    """The valid rows of ``kept`` as the tables read them: each field by its name (null on rows of
+    other kinds), and ``op_kind`` on ``op.*`` events."""
+    fields = [
+        _of_kinds(name, F.col(slot)).alias(_NAMES.get(name, name))
+        for slot, names in SLOTS.items()
+        for name in names
+    ]
+    kind = F.when(F.col("kind").startswith("op."), operations.op_kind(F.col("purgatory"), F.col("op")))
+    return kept.filter(F.col("problem").isNull()).select(*_BASE, kind.alias("op_kind"), *fields)
 
 
 # --- the job -----------------------------------------------------------------------------------
@@ -202,8 +218,8 @@ def keep(frame: DataFrame, master: str) -> DataFrame:
     ``release`` frees either.
     """
     if LOCAL.match(master):
-        return frame.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
-    return frame.persist(StorageLevel.MEMORY_AND_DISK)
+        return frame.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK_DESER)
+    return frame.persist(StorageLevel.MEMORY_AND_DISK_DESER)
 
 
 def release(kept: DataFrame) -> None:
@@ -272,6 +288,7 @@ def analyze(
     started = time.perf_counter()
     read = read_traces(spark, inputs)
     kept = keep(relevant(read.narrow(RELEVANT, FIELDS)), spark.sparkContext.master)
+    rare = None
     try:
         check = read.check(read.tally(kept).collect())  # BadTrace for a file that is no trace
         columns = ["events", "skipped", "start_ms", "end_ms", "has_expire"]
@@ -286,19 +303,21 @@ def analyze(
             ),
         }
         trace_names = {r["tid"]: r["trace"] for r in check.traces if r["tid"] is not None}
-        rel = kept.filter(F.col("problem").isNull())
-        ops = operations.operations(rel, _traces_frame(spark, check.traces))
+        rel = named(kept)
+        # the tables that read only kinds other than BULK's scan their own smaller copy
+        rare = keep(rel.filter(~F.col("kind").isin(*BULK)), spark.sparkContext.master)
+        ops = operations.operations(rel, _traces_frame(spark, check.traces), rare)
         frames = {
             "histogram": operations.histogram(ops),
             "rate": timelines.rate(rel, bucket_ms),
-            "timer_precision": timelines.timer_precision(rel),
-            "purgatory_size": timelines.purgatory_size(rel, bucket_ms),
+            "timer_precision": timelines.timer_precision(rare),
+            "purgatory_size": timelines.purgatory_size(rel, bucket_ms, rare),
             "hw": timelines.hw(rel, bucket_ms),
-            "isr": timelines.isr(rel, bucket_ms),
-            "rebalances": groups.rebalances(rel),
-            "retry_attempts": retries.retry_attempts(retries.records(rel)),
-            "retry_dlt": retries.retry_dlt(retries.records(rel)),
-            "delay_lateness": delays.lateness(rel),
+            "isr": timelines.isr(rare, bucket_ms),
+            "rebalances": groups.rebalances(rare),
+            "retry_attempts": retries.retry_attempts(retries.records(rare)),
+            "retry_dlt": retries.retry_dlt(retries.records(rare)),
+            "delay_lateness": delays.lateness(rare),
         }
         collected = collect_all(frames)
         histogram = collected.pop("histogram")
@@ -319,7 +338,9 @@ def analyze(
             rows = [row.asDict() for row in limited.collect()]
         tables["audit"] = _table("audit", _columns(audit), rows, trace_names)
     finally:
-        release(kept)
+        for frame in (kept, rare):
+            if frame is not None:
+                release(frame)
     tables = {name: tables[name] for name in ORDER}
     return Analysis(bucket_ms, tables, total, time.perf_counter() - started)
 

@@ -85,8 +85,11 @@ def _cause_name(code: Column) -> Column:
     return name
 
 
-def operations(events: DataFrame, traces: DataFrame) -> DataFrame:
+def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = None) -> DataFrame:
     """One row per (tid, broker, purgatory, op); ``events`` is the pipeline's relevant events.
+
+    ``rare``, when given, holds at least the ``fault`` and ``op.cancel`` events of ``events``
+    (a smaller frame to scan for them).
 
     ``traces`` has ``tid``, ``end_ms`` and ``has_expire`` per trace. Every aggregate is
     over whole numbers (the first completion is ``min(seq * 8 + cause code)``, its time
@@ -98,7 +101,7 @@ def operations(events: DataFrame, traces: DataFrame) -> DataFrame:
     create, complete, expire = kind == "op.create", kind == "op.complete", kind == "op.expire"
     ops = (
         events.filter(kind.isin("op.create", "op.complete", "op.expire"))
-        .groupBy("tid", "broker", "purgatory", "op", "op_kind")  # op_kind: a function of purgatory, op
+        .groupBy("tid", "broker", "purgatory", "op")
         .agg(
             F.sum(create.cast("long")).alias("creations"),
             F.min(F.when(create, F.col("seq"))).alias("created_seq"),
@@ -112,19 +115,21 @@ def operations(events: DataFrame, traces: DataFrame) -> DataFrame:
             F.min(F.when(complete & (F.col("cause") == "expiry"), F.col("seq"))).alias("expiry_seq"),
         )
     )
+    rare = events if rare is None else rare
     crashes = (
-        events.filter((kind == "fault") & F.col("fault").isin("crash", "shutdown"))
+        rare.filter((kind == "fault") & F.col("fault").isin("crash", "shutdown"))
         .groupBy("tid", "broker")
         .agg(F.max("seq").alias("crash_seq"))
     )
     cancelled = (
-        events.filter(kind == "op.cancel")
+        rare.filter(kind == "op.cancel")
         .select("tid", "broker", F.explode(F.from_json("cancelled", "array<string>")).alias("op"))
         .distinct()
         .withColumn("is_cancelled", F.lit(True))
     )
     ops = (
-        ops.join(F.broadcast(traces.select("tid", "end_ms", "has_expire")), "tid", "left")
+        ops.withColumn("op_kind", op_kind(F.col("purgatory"), F.col("op")))  # one per operation, not event
+        .join(F.broadcast(traces.select("tid", "end_ms", "has_expire")), "tid", "left")
         .join(F.broadcast(crashes), ["tid", "broker"], "left")
         .join(F.broadcast(cancelled), ["tid", "broker", "op"], "left")
     )

@@ -68,7 +68,8 @@ def rate(events: DataFrame, bucket_ms: int) -> DataFrame:
     )
 
 
-def purgatory_size(events: DataFrame, bucket_ms: int) -> DataFrame:
+def purgatory_size(events: DataFrame, bucket_ms: int, rare: DataFrame | None = None) -> DataFrame:
+    """``rare``, when given, holds at least the ``purge`` events of ``events``."""
     keys = ["tid", "broker", "purgatory", "bucket_ms"]
     level = Window.partitionBy("tid", "broker", "purgatory").orderBy("seq")
     flows = (
@@ -83,7 +84,8 @@ def purgatory_size(events: DataFrame, bucket_ms: int) -> DataFrame:
         )
     )
     purges = (
-        events.filter(F.col("kind") == "purge")
+        (events if rare is None else rare)
+        .filter(F.col("kind") == "purge")
         .select(*keys[:3], bucket(bucket_ms), "seq", "count", "watched", "num_delayed")
         .groupBy(*keys)
         .agg(
