@@ -190,9 +190,7 @@ def relevant(narrow: DataFrame) -> DataFrame:
         ).alias(slot)
         for slot, names in SLOTS.items()
     ]
-    return narrow.select(
-        F.xxhash64("trace").alias("tid"), *_BASE[1:], *slots, "problem", "_block", "_pos"
-    )
+    return narrow.select(F.xxhash64("trace").alias("tid"), *_BASE[1:], *slots, "problem", "_block", "_pos")
 
 
 def named(kept: DataFrame) -> DataFrame:
