@@ -12,9 +12,11 @@ level (waiting, HW, ISR) holds until its next row.
   ``completed`` as above, ``waiting`` = created - completed summed over the buckets
   so far (operations still in the purgatory at the bucket's end), ``max_waiting``
   the most waiting at any moment of the bucket (its start included; events in
-  ``seq`` order, so a create and its completion in one ms count), and from the
-  bucket's ``purge`` events: ``purges``, ``purged`` (their ``count``) and the last
-  one's ``watched`` (PurgatorySize) and ``num_delayed`` (null without a purge).
+  ``seq`` order, so a create and its completion in one ms count: the level at the
+  bucket's start plus the most the bucket's own events raised it, so no window runs over
+  every event; time never decreases with ``seq`` in a trace), and from the bucket's
+  ``purge`` events: ``purges``, ``purged`` (their ``count``) and the last one's
+  ``watched`` (PurgatorySize) and ``num_delayed`` (null without a purge).
 - ``hw``: per (trace, partition, bucket), the last ``hw`` event's ``hw`` and its
   ``broker`` (the leader), and how many ``hw`` events there were.
 - ``isr``: per (trace, partition, bucket), over ``leader``, ``isr.commit``,
@@ -71,17 +73,16 @@ def rate(events: DataFrame, bucket_ms: int) -> DataFrame:
 def purgatory_size(events: DataFrame, bucket_ms: int, rare: DataFrame | None = None) -> DataFrame:
     """``rare``, when given, holds at least the ``purge`` events of ``events``."""
     keys = ["tid", "broker", "purgatory", "bucket_ms"]
-    level = Window.partitionBy("tid", "broker", "purgatory").orderBy("seq")
     flows = (
         _op_events(events, bucket_ms)
-        .withColumn("after", F.sum(F.col("c") - F.col("d")).over(level))
         .groupBy(*keys)
         .agg(
             F.sum("c").alias("created"),
             F.sum("d").alias("completed"),
-            # the level before an event is the level after the previous one: the bucket's start counts
-            F.max(F.greatest("after", F.col("after") - F.col("c") + F.col("d"))).alias("peak"),
+            # the bucket's events in seq order: seq * 2 + 1 for a create, seq * 2 for a completion
+            F.array_sort(F.collect_list(F.col("seq") * 2 + F.col("c"))).alias("steps"),
         )
+        .select(*keys, "created", "completed", _rise(F.col("steps")).alias("rise"))
     )
     purges = (
         (events if rare is None else rare)
@@ -103,7 +104,7 @@ def purgatory_size(events: DataFrame, bucket_ms: int, rare: DataFrame | None = N
         F.coalesce("purged", F.lit(0)).alias("purged"),
         "watched",
         "num_delayed",
-        "peak",
+        "rise",
     )
     so_far = (
         Window.partitionBy("tid", "broker", "purgatory")
@@ -111,11 +112,24 @@ def purgatory_size(events: DataFrame, bucket_ms: int, rare: DataFrame | None = N
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     waiting = F.sum(F.col("created") - F.col("completed")).over(so_far)
+    # the level at the bucket's start (waiting before its flows) plus the most it rose within it
+    peak = F.col("waiting") - F.col("created") + F.col("completed") + F.col("rise")
     return (
         joined.withColumn("waiting", waiting)
-        .withColumn("max_waiting", F.coalesce("peak", "waiting"))
-        .drop("peak")
+        .withColumn("max_waiting", F.coalesce(peak, "waiting"))
+        .drop("rise")
     )
+
+
+def _rise(steps: Column) -> Column:
+    """The most the level rose above its start (0 if it never did) over ``steps`` in order."""
+    start = F.struct(F.lit(0).cast("long").alias("level"), F.lit(0).cast("long").alias("peak"))
+
+    def step(acc: Column, item: Column) -> Column:
+        level = acc["level"] + F.when(item % 2 == 1, 1).otherwise(-1)
+        return F.struct(level.alias("level"), F.greatest(acc["peak"], level).alias("peak"))
+
+    return F.aggregate(steps, start, step, lambda acc: acc["peak"])
 
 
 def hw(events: DataFrame, bucket_ms: int) -> DataFrame:
