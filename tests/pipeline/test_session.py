@@ -131,7 +131,8 @@ def test_local_conf_binds_to_loopback_without_ui():
     assert pairs["spark.ui.enabled"] == "false"
     assert pairs["spark.sql.shuffle.partitions"] == "4"
     assert pairs["spark.driver.memory"] == "1g"
-    assert pairs["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"  # C1 only: a short JVM
+    # C1 only and the parallel collector: a short JVM
+    assert pairs["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
     cluster = session.spark_conf_pairs("spark://h:7077", "x", None, None)
     assert "spark.driver.host" not in cluster and "spark.driver.extraJavaOptions" not in cluster
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
