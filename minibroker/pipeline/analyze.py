@@ -33,12 +33,12 @@ from pyspark.sql import functions as F
 from minibroker.pipeline import delays, groups, operations, retries, timelines
 from minibroker.pipeline.inputs import TraceInputs
 from minibroker.pipeline.keys import KEYS
-from minibroker.pipeline.problems import field_column
+from minibroker.pipeline.problems import field_column, of_kinds
 from minibroker.pipeline.reader import read_traces
 from minibroker.pipeline.session import LOCAL
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 RELEVANT = (
     "op.create",
@@ -168,11 +168,8 @@ SLOTS = {
     "s1": ("isr", "fault", "ops", "group", "client", "design"),
     "s2": ("state", "pending", "origin"),
 }
+_SQL_TYPE = {"n": "BIGINT", "s": "STRING"}
 _BASE = ("tid", "trace", "seq", "time_ms", "kind", "broker", "purgatory", "op", "cause", "partition", "count")
-
-
-def _of_kinds(name: str, value: Column) -> Column:
-    return F.when(F.col("kind").isin(*FIELDS[name]), value)
 
 
 def relevant(narrow: DataFrame) -> DataFrame:
@@ -182,11 +179,16 @@ def relevant(narrow: DataFrame) -> DataFrame:
     tables read ``named(kept)``. Rows are kept narrow because every table's scan copies them whole.
     """
     slots = [
-        F.coalesce(
-            *(
-                _of_kinds(name, F.col(field_column(name)).cast("bigint" if slot[0] == "n" else "string"))
+        F.expr(
+            "COALESCE("
+            + ", ".join(
+                of_kinds(
+                    FIELDS[name],
+                    f"CAST(`{field_column(name)}` AS {'BIGINT' if slot[0] == 'n' else 'STRING'})",
+                )
                 for name in names
             )
+            + ")"
         ).alias(slot)
         for slot, names in SLOTS.items()
     ]
@@ -197,7 +199,7 @@ def named(kept: DataFrame) -> DataFrame:
     """The valid rows of ``kept`` as the tables read them: each field by its name (null on rows of
     other kinds), and ``op_kind`` on ``op.*`` events."""
     fields = [
-        _of_kinds(name, F.col(slot)).alias(_NAMES.get(name, name))
+        F.expr(of_kinds(FIELDS[name], slot)).alias(_NAMES.get(name, name))
         for slot, names in SLOTS.items()
         for name in names
     ]
