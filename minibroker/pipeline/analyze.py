@@ -203,7 +203,7 @@ def named(kept: DataFrame) -> DataFrame:
         for slot, names in SLOTS.items()
         for name in names
     ]
-    kind = F.when(F.col("kind").startswith("op."), operations.op_kind(F.col("purgatory"), F.col("op")))
+    kind = F.expr(f"CASE WHEN startswith(kind, 'op.') THEN {operations.OP_KIND} END")
     return kept.filter(F.col("problem").isNull()).select(*_BASE, kind.alias("op_kind"), *fields)
 
 

@@ -35,12 +35,13 @@ The audit (docs/pipeline.md) lists one row per operation and problem:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
+
+from minibroker.pipeline.problems import sql_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -61,28 +62,47 @@ PROBLEMS = (
 FOLLOWER_FETCH = r"^b[0-9]+-replica-fetch-[0-9]+$"
 
 
-def op_kind(purgatory: Column, op: Column) -> Column:
-    """produce, follower-fetch, consumer-fetch (or the purgatory's name in lower case)."""
-    return (
-        F.when(purgatory == "Produce", F.lit("produce"))
-        .when((purgatory == "Fetch") & op.rlike(FOLLOWER_FETCH), F.lit("follower-fetch"))
-        .when(purgatory == "Fetch", F.lit("consumer-fetch"))
-        .otherwise(F.lower(purgatory))
-    )
+#: SQL: the operation kind of a row's ``purgatory`` and ``op``: produce, follower-fetch,
+#: consumer-fetch (or the purgatory's name in lower case)
+OP_KIND = (
+    "CASE WHEN purgatory = 'Produce' THEN 'produce' "
+    f"WHEN purgatory = 'Fetch' AND op RLIKE {sql_text(FOLLOWER_FETCH)} THEN 'follower-fetch' "
+    "WHEN purgatory = 'Fetch' THEN 'consumer-fetch' ELSE lower(purgatory) END"
+)
+#: SQL: an ``op.complete``'s cause as a number (``CAUSES`` from 1; any other cause, or none, after them)
+_CAUSE_CODE = (
+    "CASE cause "
+    + " ".join(f"WHEN {sql_text(cause)} THEN {number}" for number, cause in enumerate(CAUSES, 1))
+    + f" ELSE {len(CAUSES) + 1} END"
+)
+#: per column of an operation row, the aggregate over its events that gives it
+_AGGREGATES = {
+    "creations": "sum(CAST(kind = 'op.create' AS BIGINT))",
+    "created_seq": "min(CASE WHEN kind = 'op.create' THEN seq END)",
+    "created_ms": "min(CASE WHEN kind = 'op.create' THEN time_ms END)",
+    "delay_ms": "max(CASE WHEN kind = 'op.create' THEN delay_ms END)",
+    "completions": "sum(CAST(kind = 'op.complete' AS BIGINT))",
+    "completed_ms": "min(CASE WHEN kind = 'op.complete' THEN time_ms END)",
+    "first": f"min(CASE WHEN kind = 'op.complete' THEN seq * 8 + {_CAUSE_CODE} END)",
+    "expirations": "sum(CAST(kind = 'op.expire' AS BIGINT))",
+    "expire_seq": "min(CASE WHEN kind = 'op.expire' THEN seq END)",
+    "expiry_seq": "min(CASE WHEN kind = 'op.complete' AND cause = 'expiry' THEN seq END)",
+}
+_STATUS = (
+    "CASE WHEN completions > 0 THEN 'completed' WHEN is_cancelled THEN 'cancelled' "
+    "WHEN crash_seq > created_seq THEN 'crashed' WHEN created_ms + delay_ms >= end_ms THEN 'waiting' "
+    "ELSE 'lost' END"
+)
+_CAUSE = (
+    "CASE first % 8 "
+    + " ".join(f"WHEN {number} THEN {sql_text(cause)}" for number, cause in enumerate(CAUSES, 1))
+    + " ELSE 'other' END"
+)
 
 
-def _cause_code(cause: Column) -> Column:
-    code = F.lit(len(CAUSES) + 1)  # any other cause
-    for number, name in enumerate(CAUSES, 1):
-        code = F.when(cause == name, F.lit(number)).otherwise(code)
-    return code
-
-
-def _cause_name(code: Column) -> Column:
-    name = F.lit("other")
-    for number, cause in enumerate(CAUSES, 1):
-        name = F.when(code == number, F.lit(cause)).otherwise(name)
-    return name
+def op_kind() -> Column:
+    """The operation kind (``OP_KIND``) of the frame's ``purgatory`` and ``op`` columns."""
+    return F.expr(OP_KIND)
 
 
 def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = None) -> DataFrame:
@@ -95,52 +115,31 @@ def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = No
     over whole numbers (the first completion is ``min(seq * 8 + cause code)``, its time
     the smallest completion time, as time never decreases with seq), so Spark keeps a
     hash aggregation. The purgatory is part of the key: an op id whose events name two
-    purgatories becomes two rows, one of them without its ``op.create``.
+    purgatories becomes two rows, one of them without its ``op.create``. Expressions are
+    SQL text: one call into the JVM each.
     """
-    kind = F.col("kind")
-    create, complete, expire = kind == "op.create", kind == "op.complete", kind == "op.expire"
     ops = (
-        events.filter(kind.isin("op.create", "op.complete", "op.expire"))
+        events.filter(F.expr("kind IN ('op.create', 'op.complete', 'op.expire')"))
         .groupBy("tid", "broker", "purgatory", "op")
-        .agg(
-            F.sum(create.cast("long")).alias("creations"),
-            F.min(F.when(create, F.col("seq"))).alias("created_seq"),
-            F.min(F.when(create, F.col("time_ms"))).alias("created_ms"),
-            F.max(F.when(create, F.col("delay_ms"))).alias("delay_ms"),
-            F.sum(complete.cast("long")).alias("completions"),
-            F.min(F.when(complete, F.col("time_ms"))).alias("completed_ms"),
-            F.min(F.when(complete, F.col("seq") * 8 + _cause_code(F.col("cause")))).alias("first"),
-            F.sum(expire.cast("long")).alias("expirations"),
-            F.min(F.when(expire, F.col("seq"))).alias("expire_seq"),
-            F.min(F.when(complete & (F.col("cause") == "expiry"), F.col("seq"))).alias("expiry_seq"),
-        )
+        .agg(*(F.expr(value).alias(name) for name, value in _AGGREGATES.items()))
     )
     rare = events if rare is None else rare
     crashes = (
-        rare.filter((kind == "fault") & F.col("fault").isin("crash", "shutdown"))
+        rare.filter(F.expr("kind = 'fault' AND fault IN ('crash', 'shutdown')"))
         .groupBy("tid", "broker")
         .agg(F.max("seq").alias("crash_seq"))
     )
     cancelled = (
-        rare.filter(kind == "op.cancel")
-        .select("tid", "broker", F.explode(F.from_json("cancelled", "array<string>")).alias("op"))
+        rare.filter(F.expr("kind = 'op.cancel'"))
+        .select("tid", "broker", F.expr("explode(from_json(cancelled, 'array<string>')) AS op"))
         .distinct()
         .withColumn("is_cancelled", F.lit(True))
     )
     ops = (
-        ops.withColumn("op_kind", op_kind(F.col("purgatory"), F.col("op")))  # one per operation, not event
+        ops.withColumn("op_kind", op_kind())  # one per operation, not per event
         .join(F.broadcast(traces.select("tid", "end_ms", "has_expire")), "tid", "left")
         .join(F.broadcast(crashes), ["tid", "broker"], "left")
         .join(F.broadcast(cancelled), ["tid", "broker", "op"], "left")
-    )
-    completed_ms = F.col("completed_ms")
-    deadline = F.col("created_ms") + F.col("delay_ms")
-    status = (
-        F.when(F.col("completions") > 0, "completed")
-        .when(F.col("is_cancelled"), "cancelled")
-        .when(F.col("crash_seq") > F.col("created_seq"), "crashed")
-        .when(deadline >= F.col("end_ms"), "waiting")
-        .otherwise("lost")
     )
     return ops.select(
         "tid",
@@ -152,42 +151,38 @@ def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = No
         "created_seq",
         "created_ms",
         "delay_ms",
-        deadline.alias("deadline_ms"),
+        F.expr("created_ms + delay_ms AS deadline_ms"),
         "completions",
-        completed_ms.alias("completed_ms"),
-        F.when(F.col("first").isNotNull(), _cause_name(F.col("first") % 8)).alias("cause"),
-        (completed_ms - F.col("created_ms")).alias("latency_ms"),
+        "completed_ms",
+        F.expr(f"CASE WHEN first IS NOT NULL THEN {_CAUSE} END AS cause"),
+        F.expr("completed_ms - created_ms AS latency_ms"),
         "expirations",
         "expire_seq",
         "expiry_seq",
         "has_expire",
-        status.alias("status"),
+        F.expr(f"{_STATUS} AS status"),
     )
 
 
-def _problem_conditions() -> list[Column]:
-    """Per audit problem (``PROBLEMS``, in order), the condition on an operation row that it applies."""
-    c = F.col
-    return [
-        c("status") == "lost",
-        c("completions") >= 2,
-        (c("expirations") >= 1) & (c("expiry_seq").isNull() | (c("expiry_seq") > c("expire_seq"))),
-        c("expirations") >= 2,
-        c("has_expire") & (c("cause") == "expiry") & (c("expirations") == 0),
-        c("creations") >= 2,
-        c("created_seq").isNull(),
-    ]
+#: per audit problem (``PROBLEMS``, in order), SQL: the condition on an operation row that it applies
+_PROBLEM_CONDITIONS = (
+    "status = 'lost'",
+    "completions >= 2",
+    "expirations >= 1 AND (expiry_seq IS NULL OR expiry_seq > expire_seq)",
+    "expirations >= 2",
+    "has_expire AND cause = 'expiry' AND expirations = 0",
+    "creations >= 2",
+    "created_seq IS NULL",
+)
 
 
 def problems(ops: DataFrame) -> Column:
     """The audit's problems of one operation row, as an array without nulls."""
-    found = F.array(
-        *(
-            F.when(condition, F.lit(text))
-            for condition, text in zip(_problem_conditions(), PROBLEMS, strict=True)
-        )
+    found = ", ".join(
+        f"CASE WHEN {condition} THEN {sql_text(text)} END"
+        for condition, text in zip(_PROBLEM_CONDITIONS, PROBLEMS, strict=True)
     )
-    return F.filter(found, lambda item: item.isNotNull())
+    return F.expr(f"filter(array({found}), item -> item IS NOT NULL)")
 
 
 def audit(ops: DataFrame) -> DataFrame:
@@ -215,22 +210,19 @@ def histogram(ops: DataFrame) -> DataFrame:
     A few rows per distinct latency: ``summary_rows``, ``latency_rows`` and
     ``audit_total`` finish the tables from it exactly.
     """
-    bits = functools.reduce(
-        lambda a, b: a + b,
-        (
-            F.when(condition, F.lit(1 << i)).otherwise(F.lit(0))
-            for i, condition in enumerate(_problem_conditions())
-        ),
+    bits = " + ".join(
+        f"CASE WHEN {condition} THEN {1 << i} ELSE 0 END" for i, condition in enumerate(_PROBLEM_CONDITIONS)
     )
-    done = (F.col("completions") > 0) & F.col("created_ms").isNotNull()
     return ops.groupBy(
         "purgatory",
         "op_kind",
         "status",
         "cause",
-        bits.alias("problems"),
-        F.col("created_seq").isNotNull().alias("created"),
-        F.when(done, F.col("latency_ms")).alias("latency_ms"),
+        F.expr(bits).alias("problems"),
+        F.expr("created_seq IS NOT NULL").alias("created"),
+        F.expr("CASE WHEN completions > 0 AND created_ms IS NOT NULL THEN latency_ms END").alias(
+            "latency_ms"
+        ),
     ).agg(F.count(F.lit(1)).alias("operations"))
 
 
