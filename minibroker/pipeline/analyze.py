@@ -215,7 +215,8 @@ def keep(frame: DataFrame, master: str) -> DataFrame:
     that took 14 s where Spark's columnar cache took 23 s on the 10M-event bench,
     and the tables read it about as fast (docs/pipeline.md). Elsewhere it is cached,
     so that an executor lost on a cluster costs a recomputation, not the job.
-    ``release`` frees either.
+    ``release`` frees either. Both are kept as objects (``MEMORY_AND_DISK_DESER``):
+    PySpark's ``MEMORY_AND_DISK`` is serialized, and every scan would deserialize them.
     """
     if LOCAL.match(master):
         return frame.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK_DESER)
