@@ -157,11 +157,11 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "design": delays.KINDS,
     "lateness_ms": delays.KINDS,
 }
-#: fields the tables use as whole numbers (the others stay JSON text), and columns renamed
-_WHOLE = ("delay_ms", "expiration", "watched", "num_delayed", "hw", "lateness_ms")
+#: columns renamed
 _NAMES = {"ops": "cancelled", "state": "group_state"}
-#: the kept rows hold the fields in four shared columns (whole numbers ``n*``, text ``s*``): the
-#: fields of one column are carried by different kinds, so a row has at most one of them
+#: the kept rows hold the fields in four shared columns, ``n*`` for the fields the tables use as
+#: whole numbers and ``s*`` for those they read as JSON text: the fields of one column are carried
+#: by different kinds, so a row has at most one of them
 SLOTS = {
     "n1": ("delay_ms", "expiration", "watched", "hw", "lateness_ms"),
     "n2": ("num_delayed",),
@@ -184,7 +184,7 @@ def relevant(narrow: DataFrame) -> DataFrame:
             + ", ".join(
                 of_kinds(
                     FIELDS[name],
-                    f"CAST(`{field_column(name)}` AS {'BIGINT' if slot[0] == 'n' else 'STRING'})",
+                    f"CAST(`{field_column(name)}` AS {_SQL_TYPE[slot[0]]})",
                 )
                 for name in names
             )
@@ -203,8 +203,8 @@ def named(kept: DataFrame) -> DataFrame:
         for slot, names in SLOTS.items()
         for name in names
     ]
-    kind = F.expr(f"CASE WHEN startswith(kind, 'op.') THEN {operations.OP_KIND} END")
-    return kept.filter(F.col("problem").isNull()).select(*_BASE, kind.alias("op_kind"), *fields)
+    op_kind = F.expr(f"CASE WHEN startswith(kind, 'op.') THEN {operations.OP_KIND} END")
+    return kept.filter(F.col("problem").isNull()).select(*_BASE, op_kind.alias("op_kind"), *fields)
 
 
 # --- the job -----------------------------------------------------------------------------------

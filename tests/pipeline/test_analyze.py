@@ -102,15 +102,20 @@ def test_json_summary_and_report(analyzed, expected):
 
 @pytest.mark.parametrize("master", ["local[2]", "spark://elsewhere:7077"])
 def test_what_the_job_keeps_is_released_and_gives_the_same_tables(spark, trace_dir, master, monkeypatch):
-    """Local mode keeps rows in a local checkpoint, other masters in the cache: same tables, nothing left."""
+    """Local mode keeps rows in a local checkpoint, other masters in the cache, both as objects (not
+    serialized: every scan would deserialize them): same tables, nothing left."""
     from minibroker.pipeline import analyze as job
     from minibroker.pipeline.inputs import resolve
 
-    kept = []
+    kept, deserialized = [], []
     original = job.keep
 
     def keep(frame, _master):
         kept.append(original(frame, master))
+        plan = kept[-1]._jdf.queryExecution().logical()
+        checkpoint = plan.getClass().getSimpleName() == "LogicalRDD"
+        level = plan.rdd().getStorageLevel() if checkpoint else kept[-1]._jdf.storageLevel()
+        deserialized.append(level.deserialized())
         return kept[-1]
 
     monkeypatch.setattr(job, "keep", keep)
@@ -118,6 +123,7 @@ def test_what_the_job_keeps_is_released_and_gives_the_same_tables(spark, trace_d
     analysis = job.analyze(spark, inputs, bucket_ms=BUCKET_MS)
     plan = kept[0]._jdf.queryExecution().logical().getClass().getSimpleName()
     assert (plan == "LogicalRDD") == master.startswith("local")
+    assert deserialized == [True, True]  # the projection, and the rows of the rare kinds apart
     assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == 0
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
     monkeypatch.setattr(job, "keep", original)
@@ -125,3 +131,13 @@ def test_what_the_job_keeps_is_released_and_gives_the_same_tables(spark, trace_d
     assert {name: t.rows for name, t in analysis.tables.items()} == {
         name: t.rows for name, t in again.tables.items()
     }
+
+
+def test_each_kept_column_holds_fields_of_different_kinds():
+    """A kept row holds its data fields in four shared columns: no kind may carry two fields of one."""
+    from minibroker.pipeline.analyze import FIELDS, SLOTS
+
+    assert sorted(name for names in SLOTS.values() for name in names) == sorted(FIELDS)
+    for names in SLOTS.values():
+        kinds = [kind for name in names for kind in FIELDS[name]]
+        assert len(kinds) == len(set(kinds)), names
