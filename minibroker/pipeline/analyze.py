@@ -177,17 +177,13 @@ def relevant(narrow: DataFrame) -> DataFrame:
 
     Keeps ``trace``, ``problem`` and the position columns for ``TraceRead.tally``; the
     tables read ``named(kept)``. Rows are kept narrow because every table's scan copies them whole.
+    A field's ``narrow`` column is already null on rows of other kinds than its own (``FIELDS``,
+    which the checks' fields do not widen), so a slot is the first of its fields that is not null.
     """
     slots = [
         F.expr(
             "COALESCE("
-            + ", ".join(
-                of_kinds(
-                    FIELDS[name],
-                    f"CAST(`{field_column(name)}` AS {_SQL_TYPE[slot[0]]})",
-                )
-                for name in names
-            )
+            + ", ".join(f"CAST(`{field_column(name)}` AS {_SQL_TYPE[slot[0]]})" for name in names)
             + ")"
         ).alias(slot)
         for slot, names in SLOTS.items()

@@ -100,11 +100,6 @@ _CAUSE = (
 )
 
 
-def op_kind() -> Column:
-    """The operation kind (``OP_KIND``) of the frame's ``purgatory`` and ``op`` columns."""
-    return F.expr(OP_KIND)
-
-
 def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = None) -> DataFrame:
     """One row per (tid, broker, purgatory, op); ``events`` is the pipeline's relevant events.
 
@@ -136,7 +131,7 @@ def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = No
         .withColumn("is_cancelled", F.lit(True))
     )
     ops = (
-        ops.withColumn("op_kind", op_kind())  # one per operation, not per event
+        ops.withColumn("op_kind", F.expr(OP_KIND))  # one per operation, not per event
         .join(F.broadcast(traces.select("tid", "end_ms", "has_expire")), "tid", "left")
         .join(F.broadcast(crashes), ["tid", "broker"], "left")
         .join(F.broadcast(cancelled), ["tid", "broker", "op"], "left")

@@ -136,8 +136,13 @@ def test_what_the_job_keeps_is_released_and_gives_the_same_tables(spark, trace_d
 def test_each_kept_column_holds_fields_of_different_kinds():
     """A kept row holds its data fields in four shared columns: no kind may carry two fields of one."""
     from minibroker.pipeline.analyze import FIELDS, SLOTS
+    from minibroker.pipeline.problems import merged_fields
 
     assert sorted(name for names in SLOTS.values() for name in names) == sorted(FIELDS)
+    # the checks read no field on more kinds than the tables: each field column is null elsewhere
+    assert {name: set(kinds) for name, kinds in merged_fields(FIELDS).items()} == {
+        name: set(kinds) for name, kinds in FIELDS.items()
+    }
     for names in SLOTS.values():
         kinds = [kind for name in names for kind in FIELDS[name]]
         assert len(kinds) == len(set(kinds)), names
