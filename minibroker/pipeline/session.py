@@ -67,9 +67,11 @@ JAVA_HINT = "install it (Debian: apt-get install openjdk-17-jre-headless) and ch
 LOCAL = re.compile(r"^local(?:\[(\*|[1-9]\d*)(?:,([1-9]\d*))?\])?$")
 LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 STANDALONE = re.compile(r"^spark://([^,/:]+:\d+)(,[^,/:]+:\d+)*$")
-#: the driver JVM's options in local mode: C1 only, parallel GC (``--conf spark.driver.extraJavaOptions=...``
-#: replaces them)
-LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+#: the driver JVM's options in local mode: C1 only, parallel GC, and Spark's generated methods
+#: compiled however long (the JVM leaves a method over 8,000 bytecodes interpreted by default, and a
+#: stage's generated code crosses that as its expressions grow: twice the time, at once)
+#: (``--conf spark.driver.extraJavaOptions=...`` replaces them)
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -XX:-DontCompileHugeMethods"
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 #: seconds the SparkContext and (on a cluster) its first executor have to start
 START_TIMEOUT = 60.0

@@ -268,3 +268,49 @@ def test_a_parquet_trace_with_corrupt_pages_is_one_line(spark, clean, tmp_path):
     assert line.startswith("minibroker: analyze: Spark failed: ")
     assert "o138" not in line and "collectToPython" not in line
     assert str(path) in line
+
+
+#: ``data`` texts and whether the regular expressions take ``hw`` from them (the others are parsed)
+FIELD_TEXTS = {
+    '{"hw":1,"leo":2,"previous":0}': True,
+    '{"hw":0}': True,
+    '{"hw":-17,"leo":12345678901234567890}': True,
+    '{"hw":123456789012345678901}': True,  # longer than a long: the parser's text is the same digits
+    '{"hw":1,"hw":2}': True,  # a repeated key: the first one, as the parser says
+    '{"leo":2,"hw":1}': False,
+    '{"hw":-0}': False,  # the parser says 0
+    '{"hw":007}': False,
+    '{"hw":1e3}': False,
+    '{"hw":1.0}': False,
+    '{"hw":"6"}': False,
+    '{"hw" : 5}': False,
+    "{'hw':4}": False,
+    '{"hw":1,}': False,
+    '{"hw":1} x': False,
+    '{"hw":1}\n': False,
+    '{"hw":1,"leo":"x"}': False,
+    '{"hw":1,"leo":[1]}': False,
+    '{"hw":1,"Leo":2}': False,
+    '{"hwm":1}': False,
+    "": False,
+    "[1]": False,
+}
+
+
+def test_a_whole_number_field_read_by_regular_expression_is_what_the_json_parser_reads(spark):
+    from pyspark.sql import functions as F
+
+    from minibroker.pipeline.problems import field_text, first_whole_pattern, sql_text, whole_field_text
+
+    frame = spark.createDataFrame([(text,) for text in [*FIELD_TEXTS, None]], "data string")
+    rows = frame.select(
+        "data",
+        F.expr(whole_field_text("hw")).alias("fast"),
+        F.expr(field_text("hw")).alias("parsed"),
+        F.expr(f"data RLIKE {sql_text(first_whole_pattern('hw'))}").alias("taken"),
+    ).collect()
+    assert [(row["data"], row["fast"]) for row in rows] == [(row["data"], row["parsed"]) for row in rows]
+    assert {row["data"]: row["taken"] for row in rows if row["data"] is not None} == FIELD_TEXTS
+    assert [row["parsed"] for row in rows if row["data"] == '{"hw":1,"hw":2}'] == ["1"]
+    with pytest.raises(ValueError, match="a data field's name is"):
+        first_whole_pattern("h.w")

@@ -131,8 +131,10 @@ def test_local_conf_binds_to_loopback_without_ui():
     assert pairs["spark.ui.enabled"] == "false"
     assert pairs["spark.sql.shuffle.partitions"] == "4"
     assert pairs["spark.driver.memory"] == "1g"
-    # C1 only and the parallel collector: a short JVM
-    assert pairs["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+    # C1 only, the parallel collector, long generated methods compiled: a short JVM
+    assert pairs["spark.driver.extraJavaOptions"] == (
+        "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -XX:-DontCompileHugeMethods"
+    )
     cluster = session.spark_conf_pairs("spark://h:7077", "x", None, None)
     assert "spark.driver.host" not in cluster and "spark.driver.extraJavaOptions" not in cluster
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
