@@ -29,6 +29,19 @@ COMMAND_MODULES = (
     "minibroker.chaos.commands",
     "minibroker.retry.commands",
 )
+#: the module of each command: a command line that names one imports only that module (all of them
+#: take about half a second, mostly the scenario loader and trio); a test checks it against theirs
+COMMAND_HOMES = {
+    "run": "minibroker.commands",
+    "check": "minibroker.commands",
+    "list": "minibroker.commands",
+    "snapshot": "minibroker.tui.commands",
+    "analyze": "minibroker.pipeline.commands",
+    "sweep": "minibroker.pipeline.commands",
+    "serve": "minibroker.wire.commands",
+    "chaos": "minibroker.chaos.commands",
+    "retry-service": "minibroker.retry.commands",
+}
 
 
 #: the timer demo's bounds: an hour (the reaper polls every 200 ms: a minute of wall time at most), and
@@ -37,7 +50,8 @@ MAX_DEMO_MS = 3_600_000
 WHEEL_SIZES = (2, 1024)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the one ``argv`` names first (``COMMAND_HOMES``)."""
     parser = Parser(
         prog="minibroker",
         description="A mini-broker emulator that reproduces Apache Kafka's purgatories and timing wheel.",
@@ -74,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {"demo-timer": _demo_timer}
-    for name in COMMAND_MODULES:
+    named = argv[0] if argv else None
+    for name in (COMMAND_HOMES[named],) if named in COMMAND_HOMES else COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as error:
@@ -99,7 +114,8 @@ def _demo_timer(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         if getattr(signal.getsignal(signal.SIGINT), "minibroker_start_up", False):
             signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -80,7 +80,7 @@ def test_ctrl_c_while_the_commands_are_imported_is_one_line(monkeypatch, capsys)
     real = importlib.import_module
 
     def interrupted(name, *args):
-        if name == "minibroker.tui.commands":
+        if name == "minibroker.commands":  # the module of `check`
             raise KeyboardInterrupt
         return real(name, *args)
 
@@ -97,13 +97,13 @@ def test_a_real_ctrl_c_during_start_up_is_one_line_and_130():
         "import os, signal, sys, time\n"
         "import minibroker.cli as cli\n"
         "real = cli.build_parser\n"
-        "def imports():\n"
+        "def imports(*args):\n"
         "    try:\n"
         "        os.kill(os.getpid(), signal.SIGINT)\n"
         "        time.sleep(5)\n"
         "    except KeyboardInterrupt:\n"
         "        pass\n"
-        "    return real()\n"
+        "    return real(*args)\n"
         "cli.build_parser = imports\n"
         "sys.argv = ['minibroker', 'check', 'scenarios/acks_all.toml']\n"
         "cli.entry_point()\n"
@@ -141,3 +141,21 @@ def test_scenario_text_is_printed_as_it_is_without_markup_or_highlighting(monkey
     text = console.export_text()
     assert text.startswith("[/oops] — [bold]x[/bold]")
     assert "y" * 100 in text
+
+
+def test_a_command_line_naming_a_command_imports_only_its_module():
+    full = cli.build_parser()
+    handlers = full.get_default("handlers")
+    assert set(handlers) == {"demo-timer", *cli.COMMAND_HOMES}
+    for command, home in cli.COMMAND_HOMES.items():
+        assert handlers[command].__module__ == home, command
+        assert set(cli.build_parser([command, "x"]).get_default("handlers")) == {
+            "demo-timer",
+            *(name for name, module in cli.COMMAND_HOMES.items() if module == home),
+        }
+    script = (
+        "import sys; from minibroker.cli import build_parser; build_parser(['analyze', 'x']);"
+        "print(sorted(m for m in ('minibroker.scenario', 'trio') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"
