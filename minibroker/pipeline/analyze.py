@@ -175,7 +175,8 @@ _BASE = ("tid", "trace", "seq", "time_ms", "kind", "broker", "purgatory", "op", 
 def relevant(narrow: DataFrame) -> DataFrame:
     """``narrow``'s rows as they are kept: ``tid``, the ``data`` fields typed in ``SLOTS``.
 
-    Keeps ``trace``, ``problem`` and the position columns for ``TraceRead.tally``; the
+    Keeps ``trace`` and ``problem`` for ``TraceRead.tally``, not the position columns (reading
+    Parquet row numbers costs, and ``check`` finds a bad row's place in its own pass); the
     tables read ``named(kept)``. Rows are kept narrow because every table's scan copies them whole.
     A field's ``narrow`` column is already null on rows of other kinds than its own (``FIELDS``,
     which the checks' fields do not widen), so a slot is the first of its fields that is not null.
@@ -188,7 +189,7 @@ def relevant(narrow: DataFrame) -> DataFrame:
         ).alias(slot)
         for slot, names in SLOTS.items()
     ]
-    return narrow.select(F.xxhash64("trace").alias("tid"), *_BASE[1:], *slots, "problem", "_block", "_pos")
+    return narrow.select(F.xxhash64("trace").alias("tid"), *_BASE[1:], *slots, "problem")
 
 
 def named(kept: DataFrame) -> DataFrame:

@@ -153,14 +153,22 @@ class TraceRead:
 
         Over ``rows`` unless ``frame`` (``narrow``'s) is given. Small (a row per trace,
         reason and JSONL split) and hash-aggregated: every buffer is a whole number.
+        A ``frame`` without the position columns (what ``analyze`` keeps: reading Parquet
+        row numbers costs) gives split -1 and first 0: ``check(facts)`` needs no position
+        from it, as a file with a bad row gets the full pass, which finds them.
         """
         frame = self.rows if frame is None else frame
-        return frame.groupBy("trace", "problem", "_block").agg(
+        block, first = (
+            ("_block", F.min("_pos"))
+            if "_pos" in frame.columns
+            else (F.lit(-1).cast("long").alias("_block"), F.lit(0).cast("long"))
+        )
+        return frame.groupBy("trace", "problem", block).agg(
             F.count(F.lit(1)).alias("rows"),
             F.min("time_ms").alias("start_ms"),
             F.max("time_ms").alias("end_ms"),
             F.max((F.col("kind") == "op.expire").cast("int")).alias("expire"),
-            F.min("_pos").alias("first"),
+            first.alias("first"),
             F.max(F.xxhash64("trace")).alias("tid"),
         )
 
