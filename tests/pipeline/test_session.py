@@ -135,8 +135,18 @@ def test_local_conf_binds_to_loopback_without_ui():
     assert pairs["spark.driver.extraJavaOptions"] == (
         "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -XX:-DontCompileHugeMethods"
     )
+    # aggregation pages off the heap, a quarter of the driver's memory; the user's settings win
+    assert (pairs["spark.memory.offHeap.enabled"], pairs["spark.memory.offHeap.size"]) == ("true", "256m")
+    assert session.spark_conf_pairs("local[2]", "x", None, "2g")["spark.memory.offHeap.size"] == "512m"
+    assert session.spark_conf_pairs("local[2]", "x", None, "4096")["spark.memory.offHeap.size"] == "1024m"
+    mine = session.spark_conf_pairs("local[2]", "x", None, "2g", {"spark.memory.offHeap.enabled": "false"})
+    assert [key for key in mine if key.startswith("spark.memory.offHeap.")] == [
+        "spark.memory.offHeap.enabled"
+    ]
+    assert mine["spark.memory.offHeap.enabled"] == "false"
     cluster = session.spark_conf_pairs("spark://h:7077", "x", None, None)
     assert "spark.driver.host" not in cluster and "spark.driver.extraJavaOptions" not in cluster
+    assert "spark.memory.offHeap.enabled" not in session.spark_conf_pairs("spark://h:7077", "x", None, "2g")
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
     assert session.spark_conf_pairs("local[2]", "x", None, None, mine)["spark.driver.extraJavaOptions"] == (
         "-Xss4m"
