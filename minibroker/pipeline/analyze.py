@@ -305,6 +305,7 @@ def analyze(
         # the tables that read only kinds other than BULK's scan their own smaller copy
         rare = keep(rel.filter(~F.col("kind").isin(*BULK)), spark.sparkContext.master)
         ops = operations.operations(rel, _traces_frame(spark, check.traces), rare)
+        per_record = retries.records(rare)  # planned once for both retry tables
         frames = {
             "histogram": operations.histogram(ops),
             "rate": timelines.rate(rel, bucket_ms),
@@ -313,8 +314,8 @@ def analyze(
             "hw": timelines.hw(rel, bucket_ms),
             "isr": timelines.isr(rare, bucket_ms),
             "rebalances": groups.rebalances(rare),
-            "retry_attempts": retries.retry_attempts(retries.records(rare)),
-            "retry_dlt": retries.retry_dlt(retries.records(rare)),
+            "retry_attempts": retries.retry_attempts(per_record),
+            "retry_dlt": retries.retry_dlt(per_record),
             "delay_lateness": delays.lateness(rare),
         }
         collected = collect_all(frames)
