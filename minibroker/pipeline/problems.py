@@ -110,9 +110,10 @@ def whole_field_text(name: str) -> str:
 
     The trace sink writes ``data`` compact with sorted keys, so the bulk kinds' objects
     (``{"delay_ms":500}``, ``{"hw":1,"leo":2,"previous":0}``) are whole numbers led by the
-    field the checks read. Such a text is valid JSON whose first ``name`` member is the
-    first one, so the number after ``{"name":`` is the parser's text; two regular
-    expressions take it at about half a JSON parse's cost. Any other text is parsed.
+    field the checks read. A text that is exactly such an object (``first_whole_pattern``)
+    is valid JSON, and the parser gives a repeated key's first value: the number after
+    ``{"name":``, which a second regular expression takes, character for character. Both
+    cost less than a parse (docs/pipeline.md); any other text is parsed.
     """
     first = '^\\{"' + name + '":(-?[0-9]+)'
     return (

@@ -19,6 +19,19 @@ from pathlib import Path
 
 _KEY = re.compile(r"^spark\.[A-Za-z0-9_.\-]+$")
 _LINE = re.compile(r"^(?P<key>[^\s=:]+)\s*(?:[=:]|\s)\s*(?P<value>.*)$")
+#: a memory size as Spark spells it: ``2g``, ``512m``, ``512mb``, ``4096`` (MiB), ``1024b`` (bytes)
+_MEMORY = re.compile(r"^\s*(\d+)\s*(?:([kmgt])b?|(b))?\s*$", re.IGNORECASE)
+
+
+def off_heap_bytes(driver_memory: str) -> int | None:
+    """Off-heap memory for a local run: a quarter of ``driver_memory``, at least 64 MiB; None if
+    the size is not one Spark spells (or is 0)."""
+    match = _MEMORY.match(driver_memory)
+    if match is None:
+        return None
+    unit = (match.group(2) or "").lower()
+    size = int(match.group(1)) * (1 if match.group(3) else 1024 ** "_kmgt".index(unit or "m"))
+    return max(64 * 2**20, size // 4) if size else None
 
 
 class SettingsError(Exception):

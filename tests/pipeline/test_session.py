@@ -139,6 +139,7 @@ def test_local_conf_binds_to_loopback_without_ui():
     assert (pairs["spark.memory.offHeap.enabled"], pairs["spark.memory.offHeap.size"]) == ("true", "256m")
     assert session.spark_conf_pairs("local[2]", "x", None, "2g")["spark.memory.offHeap.size"] == "512m"
     assert session.spark_conf_pairs("local[2]", "x", None, "4096")["spark.memory.offHeap.size"] == "1024m"
+    assert "spark.memory.offHeap.enabled" not in session.spark_conf_pairs("local[2]", "x", None, "lots")
     mine = session.spark_conf_pairs("local[2]", "x", None, "2g", {"spark.memory.offHeap.enabled": "false"})
     assert [key for key in mine if key.startswith("spark.memory.offHeap.")] == [
         "spark.memory.offHeap.enabled"
@@ -393,3 +394,23 @@ def test_a_spark_failure_is_told_by_its_root_cause_and_file():
     assert spark_failure("[PATH_NOT_FOUND] Path does not exist: file:/x.") == (
         "[PATH_NOT_FOUND] Path does not exist: file:/x."
     )
+
+
+@pytest.mark.parametrize(
+    ("memory", "off_heap"),
+    [
+        ("2g", 512 * 2**20),
+        ("512mb", 128 * 2**20),
+        ("4096", 2**30),  # a bare number is MiB, as for spark.driver.memory
+        ("1073741824b", 256 * 2**20),
+        ("4096k", 64 * 2**20),  # at least 64 MiB
+        ("8 G", 2**31),
+        ("0g", None),
+        ("2x", None),
+        ("", None),
+    ],
+)
+def test_off_heap_is_a_quarter_of_the_driver_memory_as_spark_spells_it(memory, off_heap):
+    from minibroker.pipeline.settings import off_heap_bytes
+
+    assert off_heap_bytes(memory) == off_heap
