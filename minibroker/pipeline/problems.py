@@ -44,13 +44,19 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _data_field(need: str) -> tuple[str | None, bool]:
+    """A ``NEEDS`` entry's ``data`` field (None for a column), and whether it must be a whole number."""
+    name = need.rstrip("#")
+    return (name[len("data.") :] if name.startswith("data.") else None), need.endswith("#")
+
+
 def _needed_fields() -> dict[str, tuple[str, ...]]:
     found: dict[str, tuple[str, ...]] = {}
     for kind, needs in NEEDS.items():
         for need in needs:
-            if need.startswith("data."):
-                name = need[len("data.") :].rstrip("#")
-                found[name] = (*found.get(name, ()), kind)
+            field, _ = _data_field(need)
+            if field is not None:
+                found[field] = (*found.get(field, ()), kind)
     return found
 
 
@@ -58,10 +64,7 @@ def _needed_fields() -> dict[str, tuple[str, ...]]:
 NEEDED_FIELDS = _needed_fields()
 #: the ``data`` fields the checks want whole numbers
 _WHOLE_FIELDS = frozenset(
-    need[len("data.") : -1]
-    for needs in NEEDS.values()
-    for need in needs
-    if need.startswith("data.") and need.endswith("#")
+    field for needs in NEEDS.values() for field, whole in map(_data_field, needs) if field and whole
 )
 CORRUPT = "_corrupt_record"
 _WHOLE = r"^-?[0-9]{1,18}$"
@@ -141,14 +144,12 @@ def merged_fields(fields: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ..
 
 def _need(kind: str, need: str) -> tuple[str, str]:
     """(SQL: a condition true when the row lacks ``need``, the problem's text)."""
-    whole = need.endswith("#")
-    name = need.rstrip("#")
-    if name.startswith("data."):
-        field = name[len("data.") :]
+    field, whole = _data_field(need)
+    if field is not None:
         value = f"`{field_column(field)}`"
         missing = f"{value} IS NULL" + (f" OR NOT ({value} RLIKE {sql_text(_WHOLE)})" if whole else "")
         return missing, f"{kind} without {field}" + (" (a whole number)" if whole else "")
-    return f"`{name}` IS NULL", f"{kind} without {name}"
+    return f"`{need}` IS NULL", f"{kind} without {need}"
 
 
 def problem_column() -> Column:
