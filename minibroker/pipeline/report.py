@@ -24,6 +24,7 @@ from minibroker.pipeline.charts import (
     timer_chart,
     timer_note,
 )
+from minibroker.pipeline.drawing import draw
 
 if TYPE_CHECKING:
     from minibroker.pipeline.analyze import Analysis
@@ -61,15 +62,17 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit
 # --- the analyze report ---------------------------------------------------------------------------
 def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
     """``out/report.md`` and its charts; returns the report's path."""
-    charts = {
-        "latency": latency_chart(analysis, out / "latency.png"),
-        "rate": rate_chart(analysis, out / "rate.png"),
-        "timer": timer_chart(analysis, out / "timer_precision.png"),
-        "purgatory": purgatory_chart(analysis, out / "purgatory_size.png"),
-        "hw": hw_chart(analysis, out / "hw.png"),
-        "isr": isr_chart(analysis, out / "isr.png"),
-        "rebalances": rebalance_chart(analysis, out / "rebalances.png"),
-    }
+    charts = draw(
+        {
+            "latency": (latency_chart, analysis, out / "latency.png"),
+            "rate": (rate_chart, analysis, out / "rate.png"),
+            "timer": (timer_chart, analysis, out / "timer_precision.png"),
+            "purgatory": (purgatory_chart, analysis, out / "purgatory_size.png"),
+            "hw": (hw_chart, analysis, out / "hw.png"),
+            "isr": (isr_chart, analysis, out / "isr.png"),
+            "rebalances": (rebalance_chart, analysis, out / "rebalances.png"),
+        }
+    )
 
     def image(name: str, alt: str, instead: str | None = None) -> str:
         chart = charts[name]

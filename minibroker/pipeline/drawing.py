@@ -1,0 +1,89 @@
+"""The report's charts drawn on two cores: a forked child draws some while this process draws the rest.
+
+``draw(jobs)`` runs every ``(function, analysis, path)`` job and returns each one's result
+(the PNG's path, or None when the chart had nothing to draw), exactly as calling them in
+turn would: the charts do not depend on each other, and each writes only its own file.
+The child (``os.fork``, Linux only) draws its share, sends which charts it drew through a
+pipe and leaves with ``os._exit`` (nothing of this process's state runs again in it).
+Whatever it does not report, because it failed, was killed or could not start, is drawn
+here afterwards, so a failed child costs time, never a chart. Elsewhere, or for one job,
+everything is drawn here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: a chart job: the function, its Analysis, the PNG to write
+Job = tuple[Callable[[Any, Path], Path | None], Any, Path]
+
+
+def split(names: list[str]) -> tuple[list[str], list[str]]:
+    """(the child's share, this process's share): alternate names, so each gets about half."""
+    return names[0::2], names[1::2]
+
+
+def draw(jobs: dict[str, Job]) -> dict[str, Path | None]:
+    """Every job's result, by name (module docstring)."""
+    names = list(jobs)
+    if len(names) < 2 or sys.platform != "linux":
+        return {name: _run(jobs[name]) for name in names}
+    theirs, ours = split(names)
+    child = _fork(jobs, theirs)
+    results = {name: _run(jobs[name]) for name in ours}
+    drawn = _collect(child) if child is not None else {}
+    for name in theirs:
+        if name not in drawn:
+            results[name] = _run(jobs[name])
+        else:
+            results[name] = Path(drawn[name]) if drawn[name] else None
+    return {name: results[name] for name in names}
+
+
+def _run(job: Job) -> Path | None:
+    function, analysis, path = job
+    return function(analysis, path)
+
+
+def _fork(jobs: dict[str, Job], names: list[str]) -> tuple[int, int] | None:
+    """(pid, read end) of a child drawing ``names``; None if it cannot be started."""
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid:
+        os.close(write)
+        return pid, read
+    status = 1
+    try:  # the child: draw, report, leave without running anything of the parent's
+        os.close(read)
+        done = {}
+        for name in names:
+            path = _run(jobs[name])
+            done[name] = str(path) if path is not None else ""
+        with os.fdopen(write, "w") as pipe:
+            json.dump(done, pipe)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _collect(child: tuple[int, int]) -> dict[str, str]:
+    """What the child reported: name -> the PNG's path, or "" for no chart; {} if it failed."""
+    pid, read = child
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return {}
+    try:
+        drawn = json.loads(text)
+    except ValueError:
+        return {}
+    return drawn if isinstance(drawn, dict) else {}

@@ -1,0 +1,74 @@
+"""Charts drawn in two processes give what drawing them in turn gives, even when the child fails."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from minibroker.pipeline import drawing
+
+
+def _writer(text: str):
+    """A chart function that writes ``text`` and the pid that drew it, or draws nothing for ""."""
+
+    def chart(analysis: object, path: Path) -> Path | None:
+        if not text:
+            return None
+        path.write_text(f"{text} {os.getpid()}")
+        return path
+
+    return chart
+
+
+def _jobs(tmp_path: Path, texts: dict[str, str]) -> dict[str, drawing.Job]:
+    return {name: (_writer(text), None, tmp_path / f"{name}.txt") for name, text in texts.items()}
+
+
+TEXTS = {"latency": "a", "rate": "b", "timer": "", "purgatory": "c", "hw": "d", "isr": ""}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the charts are drawn in a forked child on Linux only")
+def test_a_child_draws_its_share_and_the_results_are_those_of_drawing_in_turn(tmp_path: Path) -> None:
+    results = drawing.draw(_jobs(tmp_path, TEXTS))
+
+    assert list(results) == list(TEXTS)  # the callers' order
+    assert results == {name: (tmp_path / f"{name}.txt" if text else None) for name, text in TEXTS.items()}
+    theirs, ours = drawing.split(list(TEXTS))
+    assert theirs == ["latency", "timer", "hw"] and ours == ["rate", "purgatory", "isr"]
+    pids = {name: int(path.read_text().split()[1]) for name, path in results.items() if path}
+    assert pids["rate"] == pids["purgatory"] == os.getpid()
+    assert pids["latency"] == pids["hw"] != os.getpid()  # drawn by the child
+    assert not (tmp_path / "timer.txt").exists() and not (tmp_path / "isr.txt").exists()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the charts are drawn in a forked child on Linux only")
+def test_what_a_failing_child_did_not_draw_is_drawn_here(tmp_path: Path) -> None:
+    parent = os.getpid()
+
+    def fails_in_child(analysis: object, path: Path) -> Path | None:
+        if os.getpid() != parent:
+            raise RuntimeError("the child fails")
+        path.write_text("drawn here")
+        return path
+
+    jobs = _jobs(tmp_path, TEXTS)
+    jobs["latency"] = (fails_in_child, None, tmp_path / "latency.txt")
+    results = drawing.draw(jobs)
+
+    assert results["latency"] == tmp_path / "latency.txt"
+    assert (tmp_path / "latency.txt").read_text() == "drawn here"
+    assert int((tmp_path / "hw.txt").read_text().split()[1]) == os.getpid()  # redrawn here too
+    assert results["timer"] is None and results["rate"] == tmp_path / "rate.txt"
+
+
+def test_without_fork_every_chart_is_drawn_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drawing.sys, "platform", "darwin")
+    monkeypatch.setattr(drawing.os, "fork", lambda: pytest.fail("forked"))
+
+    results = drawing.draw(_jobs(tmp_path, TEXTS))
+
+    assert [name for name, path in results.items() if path] == ["latency", "rate", "purgatory", "hw"]
+    assert {int(path.read_text().split()[1]) for path in results.values() if path} == {os.getpid()}
