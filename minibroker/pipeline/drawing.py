@@ -35,8 +35,10 @@ def draw(jobs: dict[str, Job]) -> dict[str, Path | None]:
         return {name: _run(jobs[name]) for name in names}
     theirs, ours = split(names)
     child = _fork(jobs, theirs)
-    results = {name: _run(jobs[name]) for name in ours}
-    drawn = _collect(child) if child is not None else {}
+    try:
+        results = {name: _run(jobs[name]) for name in ours}
+    finally:  # the child is waited for even when a chart here fails
+        drawn = _collect(child) if child is not None else {}
     for name in theirs:
         if name not in drawn:
             results[name] = _run(jobs[name])
@@ -54,8 +56,13 @@ def _fork(jobs: dict[str, Job], names: list[str]) -> tuple[int, int] | None:
     """(pid, read end) of a child drawing ``names``; None if it cannot be started."""
     try:
         read, write = os.pipe()
+    except OSError:
+        return None
+    try:
         pid = os.fork()
     except OSError:
+        os.close(read)
+        os.close(write)
         return None
     if pid:
         os.close(write)
