@@ -1,4 +1,4 @@
-"""ruff is part of the suite: a lint error fails the tests like any other regression."""
+"""ruff is part of the suite: a lint error or an unformatted file fails the tests like any regression."""
 
 import shutil
 import subprocess
@@ -10,9 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_ruff_is_clean():
+def _ruff() -> str:
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if not Path(ruff).exists():
         pytest.fail("ruff is not installed: install the test extra (pip install -e '.[test]')")
-    out = subprocess.run([ruff, "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
+    return ruff
+
+
+def test_ruff_is_clean():
+    out = subprocess.run([_ruff(), "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_python_files_are_formatted():
+    out = subprocess.run([_ruff(), "format", "--check", str(ROOT)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
