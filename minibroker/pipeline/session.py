@@ -248,9 +248,10 @@ def spark_conf_pairs(
     pairs.update(conf or {})
     pairs["spark.master"] = master
     off_heap = off_heap_bytes(pairs.get("spark.driver.memory", ""))
-    if is_local(master) and off_heap and not any(key.startswith("spark.memory.offHeap.") for key in pairs):
+    if LOCAL.match(master) and off_heap and not any(key.startswith("spark.memory.offHeap.") for key in pairs):
         # aggregation and shuffle pages off the heap, which holds the kept rows: the collector stops
-        # copying them (about 0.6 s less on the 10M-event bench, docs/pipeline.md)
+        # copying them (about 0.6 s less on the 10M-event bench, docs/pipeline.md). local[N] only: a
+        # local-cluster's executors are JVMs of their own, sized by their own memory setting
         pairs["spark.memory.offHeap.enabled"] = "true"
         pairs["spark.memory.offHeap.size"] = f"{off_heap // 2**20}m"
     return pairs

@@ -148,6 +148,10 @@ def test_local_conf_binds_to_loopback_without_ui():
     cluster = session.spark_conf_pairs("spark://h:7077", "x", None, None)
     assert "spark.driver.host" not in cluster and "spark.driver.extraJavaOptions" not in cluster
     assert "spark.memory.offHeap.enabled" not in session.spark_conf_pairs("spark://h:7077", "x", None, "2g")
+    # a local-cluster's executors are JVMs of their own: the driver's memory does not size them
+    local_cluster = session.spark_conf_pairs("local-cluster[2,1,1024]", "x", None, "2g")
+    assert "spark.memory.offHeap.enabled" not in local_cluster
+    assert local_cluster["spark.driver.extraJavaOptions"] == session.LOCAL_JAVA_OPTIONS
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
     assert session.spark_conf_pairs("local[2]", "x", None, None, mine)["spark.driver.extraJavaOptions"] == (
         "-Xss4m"
