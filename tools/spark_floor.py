@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from minibroker.pipeline.inputs import REQUIRED, resolve  # noqa: E402
-from minibroker.pipeline.session import SparkUnavailable, size_shuffle, spark_session  # noqa: E402
+from minibroker.pipeline.session import SparkUnavailable, spark_session  # noqa: E402
+from minibroker.pipeline.sizing import size_shuffle  # noqa: E402
 
 
 def _noop(frame: Any) -> float:

@@ -108,7 +108,8 @@ def _spark(
 
     With ``input_bytes`` (analyze), shuffle partitions are sized from the input.
     """
-    from minibroker.pipeline.session import START_TIMEOUT, SparkUnavailable, size_shuffle, spark_session
+    from minibroker.pipeline.session import START_TIMEOUT, SparkUnavailable, spark_session
+    from minibroker.pipeline.sizing import size_shuffle
 
     settings = _settings(command, args)
     log = out / "spark.log"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.pipeline import session
+from minibroker.pipeline import session, sizing
 from minibroker.pipeline.inputs import NoTraces, resolve, trace_format
 from minibroker.pipeline.session import SparkUnavailable
 from tests.pipeline.conftest import require_java
@@ -304,7 +304,7 @@ def test_user_settings_win_over_the_pipelines_but_not_over_master():
     [(1, 0, 2), (2, 10 << 20, 4), (8, 0, 16), (2, 3 << 30, 12), (64, 1 << 40, 400)],
 )
 def test_shuffle_partitions_follow_cores_and_input(cores, size, partitions):
-    assert session.shuffle_partitions(cores, size) == partitions
+    assert sizing.shuffle_partitions(cores, size) == partitions
 
 
 @pytest.mark.parametrize(
@@ -312,7 +312,7 @@ def test_shuffle_partitions_follow_cores_and_input(cores, size, partitions):
     [(2, 0, 4), (2, 6 << 20, 4), (2, 20 << 20, 5), (2, 59 << 20, 8), (2, 1 << 40, 8), (8, 100 << 20, 25)],
 )
 def test_read_partitions_are_two_to_four_a_core_growing_with_the_input(cores, size, partitions):
-    assert session.read_partitions(cores, size) == partitions
+    assert sizing.read_partitions(cores, size) == partitions
 
 
 @pytest.mark.parametrize(

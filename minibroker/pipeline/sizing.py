@@ -1,0 +1,55 @@
+"""How many pieces Spark cuts a run into: read splits and shuffle partitions, sized from the input.
+
+Spark's defaults suit large inputs on many cores; an ``analyze`` of a few traces on two
+cores pays a task per partition and stage, and a read split that runs alone at the end.
+Invariant: a value the user set (``--conf``, ``--spark-defaults``) is never replaced.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from minibroker.pipeline.session import LOCAL, local_cores
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def shuffle_partitions(cores: int, input_bytes: int) -> int:
+    """Shuffle partitions for ``input_bytes`` of traces on ``cores`` executor cores.
+
+    Two per core (a task per core and one to balance), more only for inputs above
+    256 MiB a partition, at most 400: Spark's default of 200 costs a task per
+    partition and stage however small the input (a 500k-event trace made 1,426 tasks).
+    """
+    return min(400, max(2, 2 * cores, -(-input_bytes // (256 << 20))))
+
+
+def read_partitions(cores: int, input_bytes: int) -> int:
+    """The fewest splits Spark should read ``input_bytes`` of traces in (``spark.sql.files.minPartitionNum``).
+
+    Two per core up to 8 MiB of input a core, then one per 4 MiB, at most four per
+    core (reached at 16 MiB a core). Spark otherwise packs files into splits of at
+    most 16 MiB: 20 files of 3 MiB made 5 splits, whose fifth ran alone on one of 2
+    cores for 8 s of a 10M-event analyze; 8 asked for made 10 even ones
+    (docs/pipeline.md). Small inputs keep two a core: more tasks cost more than
+    they balance.
+    """
+    return max(2 * cores, min(4 * cores, input_bytes // (4 << 20)))
+
+
+def size_shuffle(spark: SparkSession, input_bytes: int, conf: dict[str, str] | None = None) -> int:
+    """Set ``spark.sql.shuffle.partitions`` and ``spark.sql.files.minPartitionNum`` from the input.
+
+    Either stays as the user's ``conf`` sets it. Returns the shuffle partitions.
+    """
+    master = spark.sparkContext.master
+    cores = (local_cores(master) if LOCAL.match(master) else spark.sparkContext.defaultParallelism) or 2
+    if not (conf and "spark.sql.files.minPartitionNum" in conf):
+        spark.conf.set("spark.sql.files.minPartitionNum", str(read_partitions(cores, input_bytes)))
+    key = "spark.sql.shuffle.partitions"
+    if conf and key in conf:
+        return int(spark.conf.get(key) or 200)
+    partitions = shuffle_partitions(cores, input_bytes)
+    spark.conf.set(key, str(partitions))
+    return partitions
