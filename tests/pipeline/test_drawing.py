@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -62,6 +63,19 @@ def test_what_a_failing_child_did_not_draw_is_drawn_here(tmp_path: Path) -> None
     assert (tmp_path / "latency.txt").read_text() == "drawn here"
     assert int((tmp_path / "hw.txt").read_text().split()[1]) == os.getpid()  # redrawn here too
     assert results["timer"] is None and results["rate"] == tmp_path / "rate.txt"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the charts are drawn in a forked child on Linux only")
+def test_a_child_reaped_before_it_is_waited_for_still_counts(tmp_path: Path) -> None:
+    # a parent process that ignores SIGCHLD passes that on: children are reaped by the kernel
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        results = drawing.draw(_jobs(tmp_path, TEXTS))
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+
+    assert results == {name: (tmp_path / f"{name}.txt" if text else None) for name, text in TEXTS.items()}
+    assert int((tmp_path / "latency.txt").read_text().split()[1]) != os.getpid()  # the child's
 
 
 def test_without_fork_every_chart_is_drawn_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
