@@ -162,7 +162,7 @@ class GroupMembership:
         self.member_id, self.generation, self.leader = joined.member_id, joined.generation_id, joined.leader
         assignments: tuple[tuple[str, bytes], ...] = ()
         if joined.leader == joined.member_id:
-            subscriptions = {x.member_id: _subscription(x.metadata) for x in joined.members}
+            subscriptions = {x.member_id: cp.subscribed_topics(x.metadata) for x in joined.members}
             plan = cp.assign(joined.protocol_name or strategy, subscriptions, self._partitions_of)
             assignments = tuple((member, cp.encode_assignment(plan[member])) for member in sorted(plan))
         sync = m.SyncGroupRequest(
@@ -308,7 +308,7 @@ class GroupMembership:
             answer = await self._call(coordinator, request, "OffsetCommit")
             if answer is None:
                 return Errors.NETWORK_EXCEPTION
-            if _load_in_progress(answer):  # retriable: the Java client commits again
+            if m.refused_while_loading(answer):  # retriable: the Java client commits again
                 self._record("OffsetCommit", Errors.COORDINATOR_LOAD_IN_PROGRESS)
                 await self._sleep(RETRY_BACKOFF_MS)
                 continue
@@ -335,7 +335,7 @@ class GroupMembership:
         """``_call``, sent again after retry.backoff.ms while the coordinator answers
         COORDINATOR_LOAD_IN_PROGRESS (retriable: the Java client retries commits and offset fetches)."""
         answer = await self._call(broker, message, api)
-        while answer is not None and _load_in_progress(answer):
+        while answer is not None and m.refused_while_loading(answer):
             self._record(api, Errors.COORDINATOR_LOAD_IN_PROGRESS)  # a per-partition / per-group error
             await self._sleep(RETRY_BACKOFF_MS)
             answer = await self._call(broker, message, api)
@@ -397,20 +397,3 @@ class GroupMembership:
 
     async def _sleep(self, ms: int) -> None:
         await self.cluster.clock.sleep_until(self.cluster.now() + ms)
-
-
-def _load_in_progress(answer: Any) -> bool:
-    """An OffsetCommit (per partition) or OffsetFetch (per group) answer refused while loading."""
-    if isinstance(answer, m.OffsetFetchResponse):
-        errors = [group.error for group in answer.groups]
-    else:
-        errors = [error for _, _, error in answer.partitions]
-    return Errors.COORDINATOR_LOAD_IN_PROGRESS in errors
-
-
-def _subscription(metadata: bytes) -> list[str]:
-    """A member's topics; a subscription that does not decode (another client's bug) subscribes to none."""
-    try:
-        return cp.decode_subscription(metadata)
-    except ValueError:
-        return []

@@ -79,6 +79,14 @@ def decode_subscription(data: bytes) -> list[str]:
         raise ValueError(f"not a consumer subscription: {error}") from None
 
 
+def subscribed_topics(data: bytes) -> list[str]:
+    """A member's topics; a subscription that does not decode (another client's bug) subscribes to none."""
+    try:
+        return decode_subscription(data)
+    except ValueError:
+        return []
+
+
 def decode_assignment(data: bytes) -> list[tuple[str, int]]:
     """The (topic, partition) pairs of an assignment (empty bytes: none)."""
     if not data:

@@ -171,6 +171,15 @@ class OffsetFetchResponse:
     groups: tuple[OffsetFetchResult, ...]
 
 
+def refused_while_loading(answer: OffsetCommitResponse | OffsetFetchResponse) -> bool:
+    """An OffsetCommit (per partition) or OffsetFetch (per group) answer refused while loading."""
+    if isinstance(answer, OffsetFetchResponse):
+        errors = [group.error for group in answer.groups]
+    else:
+        errors = [error for _, _, error in answer.partitions]
+    return Errors.COORDINATOR_LOAD_IN_PROGRESS in errors
+
+
 @attrs.frozen
 class DescribedMember:
     member_id: str

@@ -69,15 +69,14 @@ async def test_three_consumers_one_second_apart_get_one_partition_each_at_6000(a
 def test_undecodable_embedded_protocol_bytes():
     import pytest
 
-    from minibroker.cluster.membership import _subscription
-
     with pytest.raises(ValueError):
         cp.decode_subscription(b"\x00")
     with pytest.raises(ValueError):
         cp.decode_assignment(b"\x00\x00\x00\x00\x00\x01\x00")
     assert cp.decode_assignment(b"") == []
     # the leader treats a member whose subscription does not decode as subscribed to nothing
-    assert _subscription(b"\x00") == []
+    assert cp.subscribed_topics(b"\x00") == []
+    assert cp.subscribed_topics(cp.encode_subscription(["t"])) == ["t"]
     assert cp.range_assign({"a": [], "b": ["t"]}, {"t": 2}.__getitem__) == {
         "a": [],
         "b": [("t", 0), ("t", 1)],
