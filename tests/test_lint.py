@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _ruff() -> str:
-    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    """The ruff installed with the test extra (pinned: formatting differs between releases), else PATH's."""
+    beside = Path(sys.executable).with_name("ruff")
+    ruff = str(beside) if beside.exists() else shutil.which("ruff") or str(beside)
     if not Path(ruff).exists():
         pytest.fail("ruff is not installed: install the test extra (pip install -e '.[test]')")
     return ruff
