@@ -6,8 +6,10 @@ turn would: the charts do not depend on each other, and each writes only its own
 The child (``os.fork``, Linux only) draws its share, sends which charts it drew through a
 pipe and leaves with ``os._exit`` (nothing of this process's state runs again in it).
 Whatever it does not report, because it failed, was killed or could not start, is drawn
-here afterwards, so a failed child costs time, never a chart. Elsewhere, or for one job,
-everything is drawn here.
+here afterwards, so a failed child costs time, never a chart. A child that has not reported
+``CHILD_WAIT_FACTOR`` times as long after the fork as this process took for its own share
+(and at least ``CHILD_WAIT_S``) is killed: a child stuck on a lock another thread held at
+the fork cannot hang ``analyze``. Elsewhere, or for one job, everything is drawn here.
 """
 
 from __future__ import annotations
@@ -15,13 +17,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 #: a chart job: the function, its Analysis, the PNG to write
 Job = tuple[Callable[[Any, Path], Path | None], Any, Path]
+#: how long the child may take, as a multiple of this process's time for its own share ...
+CHILD_WAIT_FACTOR = 10.0
+#: ... and at least this many seconds
+CHILD_WAIT_S = 60.0
+#: the child's report is a few names and paths: a longer one is not read
+_MAX_REPORT = 1 << 20
 
 
 def split(names: list[str]) -> tuple[list[str], list[str]]:
@@ -35,11 +46,14 @@ def draw(jobs: dict[str, Job]) -> dict[str, Path | None]:
     if len(names) < 2 or sys.platform != "linux":
         return {name: _run(jobs[name]) for name in names}
     theirs, ours = split(names)
+    started = time.monotonic()
     child = _fork(jobs, theirs)
     try:
         results = {name: _run(jobs[name]) for name in ours}
     finally:  # the child is waited for even when a chart here fails
-        drawn = _collect(child) if child is not None else {}
+        ours_s = time.monotonic() - started
+        deadline = started + max(CHILD_WAIT_S, CHILD_WAIT_FACTOR * ours_s)
+        drawn = _collect(child, deadline) if child is not None else {}
     for name in theirs:
         if name not in drawn:
             results[name] = _run(jobs[name])
@@ -82,19 +96,35 @@ def _fork(jobs: dict[str, Job], names: list[str]) -> tuple[int, int] | None:
         os._exit(status)
 
 
-def _collect(child: tuple[int, int]) -> dict[str, str]:
+def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
     """What the child reported: name -> the PNG's path, or "" for no chart; {} if it failed.
 
     The report is written after the last chart, so a whole one is proof enough; the exit
     status is not read (where SIGCHLD is ignored the child is reaped before ``waitpid``).
+    A child still running at ``deadline`` (``time.monotonic``) is killed and reports nothing.
     """
     pid, read = child
-    with os.fdopen(read) as pipe:
-        text = pipe.read()
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+    chunks: list[bytes] = []
+    size = 0
     try:
-        drawn = json.loads(text)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or size > _MAX_REPORT or not select.select([read], [], [], left)[0]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                chunks = []
+                break
+            chunk = os.read(read, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(read)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    try:
+        drawn = json.loads(b"".join(chunks))
     except ValueError:
         return {}
     return drawn if isinstance(drawn, dict) else {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,35 @@ def test_a_child_reaped_before_it_is_waited_for_still_counts(tmp_path: Path) -> 
 
     assert results == {name: (tmp_path / f"{name}.txt" if text else None) for name, text in TEXTS.items()}
     assert int((tmp_path / "latency.txt").read_text().split()[1]) != os.getpid()  # the child's
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the charts are drawn in a forked child on Linux only")
+def test_a_child_that_hangs_is_killed_and_its_charts_drawn_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = os.getpid()
+    pid_file = tmp_path / "child.pid"
+
+    def hangs_in_child(analysis: object, path: Path) -> Path | None:
+        if os.getpid() != parent:
+            pid_file.write_text(str(os.getpid()))
+            time.sleep(600)  # a lock that never comes
+        path.write_text("drawn here")
+        return path
+
+    monkeypatch.setattr(drawing, "CHILD_WAIT_S", 0.5)
+    jobs = _jobs(tmp_path, TEXTS)
+    jobs["latency"] = (hangs_in_child, None, tmp_path / "latency.txt")
+    started = time.monotonic()
+    results = drawing.draw(jobs)
+
+    # real time: the child gets 0.5 s (this process draws its share in far less); 10 s is slack
+    assert time.monotonic() - started < 10
+    assert results["latency"] == tmp_path / "latency.txt"
+    assert (tmp_path / "latency.txt").read_text() == "drawn here"
+    assert int((tmp_path / "hw.txt").read_text().split()[1]) == os.getpid()  # redrawn here
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(int(pid_file.read_text()), 0)
 
 
 def test_without_fork_every_chart_is_drawn_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
