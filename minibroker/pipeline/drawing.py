@@ -101,7 +101,8 @@ def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
 
     The report is written after the last chart, so a whole one is proof enough; the exit
     status is not read (where SIGCHLD is ignored the child is reaped before ``waitpid``).
-    A child still running at ``deadline`` (``time.monotonic``) is killed and reports nothing.
+    A child still running at ``deadline`` (``time.monotonic``), or when the wait is interrupted
+    (Ctrl-C), is killed and reports nothing.
     """
     pid, read = child
     chunks: list[bytes] = []
@@ -119,6 +120,10 @@ def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
                 break
             chunks.append(chunk)
             size += len(chunk)
+    except BaseException:  # interrupted while waiting: the child is not waited for either
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         os.close(read)
         with contextlib.suppress(ChildProcessError):

@@ -108,6 +108,39 @@ def test_a_child_that_hangs_is_killed_and_its_charts_drawn_here(
         os.kill(int(pid_file.read_text()), 0)
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the charts are drawn in a forked child on Linux only")
+def test_an_interrupted_wait_kills_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.getpid()
+    pid_file = tmp_path / "child.pid"
+
+    def hangs_in_child(analysis: object, path: Path) -> Path | None:
+        if os.getpid() != parent:
+            pid_file.write_text(str(os.getpid()))
+            time.sleep(600)
+        return None
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt  # Ctrl-C reaching this process alone, while it waits for the child
+
+    def waits_for_the_child(analysis: object, path: Path) -> Path | None:
+        deadline = time.monotonic() + 5
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return None
+
+    monkeypatch.setattr(drawing.select, "select", interrupted)
+    jobs = _jobs(tmp_path, TEXTS)
+    jobs["latency"] = (hangs_in_child, None, tmp_path / "latency.txt")  # the child's
+    jobs["rate"] = (waits_for_the_child, None, tmp_path / "rate.txt")  # this process's, first
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        drawing.draw(jobs)
+
+    assert time.monotonic() - started < 10  # real time: no wait for the 600 s child; 10 s is slack
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(int(pid_file.read_text()), 0)
+
+
 def test_without_fork_every_chart_is_drawn_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(drawing.sys, "platform", "darwin")
     monkeypatch.setattr(drawing.os, "fork", lambda: pytest.fail("forked"))
