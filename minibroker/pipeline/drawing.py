@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import select
 import signal
@@ -96,6 +97,13 @@ def _fork(jobs: dict[str, Job], names: list[str]) -> tuple[int, int] | None:
         os._exit(status)
 
 
+def _readable(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` has data or its end within ``seconds`` (poll: no limit on the fd's number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(1, math.ceil(seconds * 1000))))
+
+
 def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
     """What the child reported: name -> the PNG's path, or "" for no chart; {} if it failed.
 
@@ -110,7 +118,7 @@ def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
     try:
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or size > _MAX_REPORT or not select.select([read], [], [], left)[0]:
+            if left <= 0 or size > _MAX_REPORT or not _readable(read, left):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                 chunks = []

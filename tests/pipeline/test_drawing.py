@@ -119,7 +119,7 @@ def test_an_interrupted_wait_kills_the_child(tmp_path: Path, monkeypatch: pytest
             time.sleep(600)
         return None
 
-    def interrupted(*args: object) -> object:
+    def interrupted(fd: int, seconds: float) -> bool:
         raise KeyboardInterrupt  # Ctrl-C reaching this process alone, while it waits for the child
 
     def waits_for_the_child(analysis: object, path: Path) -> Path | None:
@@ -128,7 +128,7 @@ def test_an_interrupted_wait_kills_the_child(tmp_path: Path, monkeypatch: pytest
             time.sleep(0.01)
         return None
 
-    monkeypatch.setattr(drawing.select, "select", interrupted)
+    monkeypatch.setattr(drawing, "_readable", interrupted)
     jobs = _jobs(tmp_path, TEXTS)
     jobs["latency"] = (hangs_in_child, None, tmp_path / "latency.txt")  # the child's
     jobs["rate"] = (waits_for_the_child, None, tmp_path / "rate.txt")  # this process's, first
@@ -139,6 +139,24 @@ def test_an_interrupted_wait_kills_the_child(tmp_path: Path, monkeypatch: pytest
     assert time.monotonic() - started < 10  # real time: no wait for the 600 s child; 10 s is slack
     with pytest.raises(ProcessLookupError):  # killed and reaped
         os.kill(int(pid_file.read_text()), 0)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="poll is how the child is waited for on Linux")
+def test_the_wait_works_for_a_descriptor_above_select_s_limit() -> None:
+    import fcntl
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= 1100:
+        pytest.skip("this process may not open descriptor 1100 (ulimit -n is at most 1100)")
+    read, write = os.pipe()
+    high = fcntl.fcntl(read, fcntl.F_DUPFD, 1100)  # select() refuses descriptors from 1024 on
+    try:
+        assert drawing._readable(high, 0.01) is False
+        os.write(write, b"x")
+        assert drawing._readable(high, 0.01) is True
+    finally:
+        for fd in (read, write, high):
+            os.close(fd)
 
 
 def test_without_fork_every_chart_is_drawn_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
