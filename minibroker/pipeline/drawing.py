@@ -1,8 +1,8 @@
 """The report's charts drawn on two cores: a forked child draws some while this process draws the rest.
 
-``draw(jobs)`` runs every ``(function, analysis, path)`` job and returns each one's result
-(the PNG's path, or None when the chart had nothing to draw), exactly as calling them in
-turn would: the charts do not depend on each other, and each writes only its own file.
+``draw(analysis, jobs)`` calls every job's ``function(analysis, path)`` and returns each
+one's result (the PNG's path, or None when the chart had nothing to draw), exactly as calling
+them in turn would: the charts do not depend on each other, and each writes only its own file.
 The child (``os.fork``, Linux only) draws its share, sends which charts it drew through a
 pipe and leaves with ``os._exit`` (nothing of this process's state runs again in it).
 Whatever it does not report, because it failed, was killed or could not start, is drawn
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-#: a chart job: the function, its Analysis, the PNG to write
-Job = tuple[Callable[[Any, Path], Path | None], Any, Path]
+#: a chart job: the function drawing it from the Analysis, the PNG to write
+Job = tuple[Callable[[Any, Path], Path | None], Path]
 #: how long the child may take, as a multiple of this process's time for its own share ...
 CHILD_WAIT_FACTOR = 10.0
 #: ... and at least this many seconds
@@ -41,34 +41,34 @@ def split(names: list[str]) -> tuple[list[str], list[str]]:
     return names[0::2], names[1::2]
 
 
-def draw(jobs: dict[str, Job]) -> dict[str, Path | None]:
-    """Every job's result, by name (module docstring)."""
+def draw(analysis: Any, jobs: dict[str, Job]) -> dict[str, Path | None]:
+    """Every job's result on ``analysis``, by name (module docstring)."""
     names = list(jobs)
     if len(names) < 2 or sys.platform != "linux":
-        return {name: _run(jobs[name]) for name in names}
+        return {name: _run(analysis, jobs[name]) for name in names}
     theirs, ours = split(names)
     started = time.monotonic()
-    child = _fork(jobs, theirs)
+    child = _fork(analysis, jobs, theirs)
     try:
-        results = {name: _run(jobs[name]) for name in ours}
+        results = {name: _run(analysis, jobs[name]) for name in ours}
     finally:  # the child is waited for even when a chart here fails
         ours_s = time.monotonic() - started
         deadline = started + max(CHILD_WAIT_S, CHILD_WAIT_FACTOR * ours_s)
         drawn = _collect(child, deadline) if child is not None else {}
     for name in theirs:
         if name not in drawn:
-            results[name] = _run(jobs[name])
+            results[name] = _run(analysis, jobs[name])
         else:
             results[name] = Path(drawn[name]) if drawn[name] else None
     return {name: results[name] for name in names}
 
 
-def _run(job: Job) -> Path | None:
-    function, analysis, path = job
+def _run(analysis: Any, job: Job) -> Path | None:
+    function, path = job
     return function(analysis, path)
 
 
-def _fork(jobs: dict[str, Job], names: list[str]) -> tuple[int, int] | None:
+def _fork(analysis: Any, jobs: dict[str, Job], names: list[str]) -> tuple[int, int] | None:
     """(pid, read end) of a child drawing ``names``; None if it cannot be started."""
     try:
         read, write = os.pipe()
@@ -88,7 +88,7 @@ def _fork(jobs: dict[str, Job], names: list[str]) -> tuple[int, int] | None:
         os.close(read)
         done = {}
         for name in names:
-            path = _run(jobs[name])
+            path = _run(analysis, jobs[name])
             done[name] = str(path) if path is not None else ""
         with os.fdopen(write, "w") as pipe:
             json.dump(done, pipe)

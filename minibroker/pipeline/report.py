@@ -63,15 +63,16 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit
 def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
     """``out/report.md`` and its charts; returns the report's path."""
     charts = draw(
+        analysis,
         {
-            "latency": (latency_chart, analysis, out / "latency.png"),
-            "rate": (rate_chart, analysis, out / "rate.png"),
-            "timer": (timer_chart, analysis, out / "timer_precision.png"),
-            "purgatory": (purgatory_chart, analysis, out / "purgatory_size.png"),
-            "hw": (hw_chart, analysis, out / "hw.png"),
-            "isr": (isr_chart, analysis, out / "isr.png"),
-            "rebalances": (rebalance_chart, analysis, out / "rebalances.png"),
-        }
+            "latency": (latency_chart, out / "latency.png"),
+            "rate": (rate_chart, out / "rate.png"),
+            "timer": (timer_chart, out / "timer_precision.png"),
+            "purgatory": (purgatory_chart, out / "purgatory_size.png"),
+            "hw": (hw_chart, out / "hw.png"),
+            "isr": (isr_chart, out / "isr.png"),
+            "rebalances": (rebalance_chart, out / "rebalances.png"),
+        },
     )
 
     def image(name: str, alt: str, instead: str | None = None) -> str:

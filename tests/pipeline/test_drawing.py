@@ -26,7 +26,7 @@ def _writer(text: str):
 
 
 def _jobs(tmp_path: Path, texts: dict[str, str]) -> dict[str, drawing.Job]:
-    return {name: (_writer(text), None, tmp_path / f"{name}.txt") for name, text in texts.items()}
+    return {name: (_writer(text), tmp_path / f"{name}.txt") for name, text in texts.items()}
 
 
 TEXTS = {"latency": "a", "rate": "b", "timer": "", "purgatory": "c", "hw": "d", "isr": ""}
@@ -34,7 +34,7 @@ TEXTS = {"latency": "a", "rate": "b", "timer": "", "purgatory": "c", "hw": "d", 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the charts are drawn in a forked child on Linux only")
 def test_a_child_draws_its_share_and_the_results_are_those_of_drawing_in_turn(tmp_path: Path) -> None:
-    results = drawing.draw(_jobs(tmp_path, TEXTS))
+    results = drawing.draw(None, _jobs(tmp_path, TEXTS))
 
     assert list(results) == list(TEXTS)  # the callers' order
     assert results == {name: (tmp_path / f"{name}.txt" if text else None) for name, text in TEXTS.items()}
@@ -57,8 +57,8 @@ def test_what_a_failing_child_did_not_draw_is_drawn_here(tmp_path: Path) -> None
         return path
 
     jobs = _jobs(tmp_path, TEXTS)
-    jobs["latency"] = (fails_in_child, None, tmp_path / "latency.txt")
-    results = drawing.draw(jobs)
+    jobs["latency"] = (fails_in_child, tmp_path / "latency.txt")
+    results = drawing.draw(None, jobs)
 
     assert results["latency"] == tmp_path / "latency.txt"
     assert (tmp_path / "latency.txt").read_text() == "drawn here"
@@ -71,7 +71,7 @@ def test_a_child_reaped_before_it_is_waited_for_still_counts(tmp_path: Path) -> 
     # a parent process that ignores SIGCHLD passes that on: children are reaped by the kernel
     previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     try:
-        results = drawing.draw(_jobs(tmp_path, TEXTS))
+        results = drawing.draw(None, _jobs(tmp_path, TEXTS))
     finally:
         signal.signal(signal.SIGCHLD, previous)
 
@@ -95,9 +95,9 @@ def test_a_child_that_hangs_is_killed_and_its_charts_drawn_here(
 
     monkeypatch.setattr(drawing, "CHILD_WAIT_S", 0.5)
     jobs = _jobs(tmp_path, TEXTS)
-    jobs["latency"] = (hangs_in_child, None, tmp_path / "latency.txt")
+    jobs["latency"] = (hangs_in_child, tmp_path / "latency.txt")
     started = time.monotonic()
-    results = drawing.draw(jobs)
+    results = drawing.draw(None, jobs)
 
     # real time: the child gets 0.5 s (this process draws its share in far less); 10 s is slack
     assert time.monotonic() - started < 10
@@ -130,11 +130,11 @@ def test_an_interrupted_wait_kills_the_child(tmp_path: Path, monkeypatch: pytest
 
     monkeypatch.setattr(drawing, "_readable", interrupted)
     jobs = _jobs(tmp_path, TEXTS)
-    jobs["latency"] = (hangs_in_child, None, tmp_path / "latency.txt")  # the child's
-    jobs["rate"] = (waits_for_the_child, None, tmp_path / "rate.txt")  # this process's, first
+    jobs["latency"] = (hangs_in_child, tmp_path / "latency.txt")  # the child's
+    jobs["rate"] = (waits_for_the_child, tmp_path / "rate.txt")  # this process's, first
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        drawing.draw(jobs)
+        drawing.draw(None, jobs)
 
     assert time.monotonic() - started < 10  # real time: no wait for the 600 s child; 10 s is slack
     with pytest.raises(ProcessLookupError):  # killed and reaped
@@ -163,7 +163,7 @@ def test_without_fork_every_chart_is_drawn_here(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(drawing.sys, "platform", "darwin")
     monkeypatch.setattr(drawing.os, "fork", lambda: pytest.fail("forked"))
 
-    results = drawing.draw(_jobs(tmp_path, TEXTS))
+    results = drawing.draw(None, _jobs(tmp_path, TEXTS))
 
     assert [name for name, path in results.items() if path] == ["latency", "rate", "purgatory", "hw"]
     assert {int(path.read_text().split()[1]) for path in results.values() if path} == {os.getpid()}
