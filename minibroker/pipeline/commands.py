@@ -20,9 +20,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minibroker.cliutil import UsageError, out_dir, positive_number, whole_number
+
+if TYPE_CHECKING:
+    from minibroker.pipeline.inputs import TraceInputs
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "2g"
@@ -102,14 +105,19 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
 
 @contextmanager
 def _spark(
-    command: str, args: argparse.Namespace, out: Path, input_bytes: int | None = None
+    command: str,
+    args: argparse.Namespace,
+    out: Path,
+    inputs: TraceInputs | None = None,
 ) -> Iterator[Any]:
     """The session, with every way Spark can fail turned into one line for exit status 2.
 
-    With ``input_bytes`` (analyze), shuffle partitions are sized from the input.
+    With ``inputs`` (analyze), shuffle partitions and code generation are sized from them;
+    the latter is undone at the end, for a session that outlives the command (one already
+    running in-process).
     """
     from minibroker.pipeline.session import START_TIMEOUT, SparkUnavailable, spark_session
-    from minibroker.pipeline.sizing import size_shuffle
+    from minibroker.pipeline.sizing import size_codegen, size_shuffle
 
     settings = _settings(command, args)
     log = out / "spark.log"
@@ -123,13 +131,18 @@ def _spark(
             conf=settings,
             start_timeout=args.spark_timeout or START_TIMEOUT,
         ) as spark:
-            if input_bytes is not None:
-                size_shuffle(spark, input_bytes, settings)
+            interpreted = {}
+            if inputs is not None:
+                size_shuffle(spark, inputs.local_bytes, settings)
+                interpreted = size_codegen(spark, inputs, settings)
             try:
                 yield spark
             except Exception as error:
                 _raise_if_spark_error(command, error, log)
                 raise
+            finally:
+                for key in interpreted:
+                    spark.conf.unset(key)
     except SparkUnavailable as error:
         raise UsageError(f"{command}: {error}") from None
 
@@ -185,7 +198,7 @@ def analyze_command(args: argparse.Namespace) -> int:
     out = out_dir(args.out)
     background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibroker-analyze")
     background.submit(_import_writers)  # while the JVM starts: Python waits for it, idle
-    with _spark("analyze", args, out, inputs.local_bytes) as spark:
+    with _spark("analyze", args, out, inputs) as spark:
         from minibroker.pipeline.analyze import analyze
         from minibroker.pipeline.reader import BadTrace
 
@@ -196,6 +209,7 @@ def analyze_command(args: argparse.Namespace) -> int:
         master = spark.sparkContext.master
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
         splits = int(spark.conf.get("spark.sql.files.minPartitionNum", None) or 0)
+        codegen = spark.conf.get("spark.sql.codegen.wholeStage", None) != "false"
         written = background.submit(_write_results, analysis, out)  # while Spark stops
     try:
         report = written.result()
@@ -207,7 +221,12 @@ def analyze_command(args: argparse.Namespace) -> int:
                 {
                     **analysis.as_json(),
                     "report": str(report),
-                    "spark": {"master": master, "shuffle_partitions": partitions, "read_partitions": splits},
+                    "spark": {
+                        "master": master,
+                        "shuffle_partitions": partitions,
+                        "read_partitions": splits,
+                        "codegen": codegen,
+                    },
                 },
                 indent=2,
                 sort_keys=True,

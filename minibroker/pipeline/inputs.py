@@ -292,3 +292,46 @@ def row_group(spark_path: str, row: int) -> int | None:
         if row < end:
             return group
     return None
+
+
+#: bytes of JSONL text ``count_rows`` reads per row it may count (trace lines are about 200)
+_LINE_BUDGET = 1024
+
+
+def count_rows(inputs: TraceInputs, limit: int) -> int | None:
+    """The rows of ``inputs`` if they are at most ``limit``, else None (more, or not known here).
+
+    A Parquet file's rows are its footer's; a JSONL file's are its lines (blank ones included),
+    counted in chunks, reading at most ``limit`` KiB of text in all (gzip'd files decompressed),
+    so a large input costs little to turn down. A URI or a file that does not read is not known.
+    """
+    import gzip
+    import zlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows, budget = 0, limit * _LINE_BUDGET
+    for path in (*inputs.jsonl, *inputs.parquet):
+        local = local_path(path)
+        if local is None:
+            return None
+        try:
+            if path in inputs.parquet:
+                rows += pq.ParquetFile(local).metadata.num_rows
+            else:
+                opener = gzip.open if local.name.endswith(".gz") else open
+                with opener(local, "rb") as text:
+                    last = b"\n"
+                    while rows <= limit and (chunk := text.read(min(1 << 20, budget + 1))):
+                        budget -= len(chunk)
+                        if budget < 0:
+                            return None
+                        rows += chunk.count(b"\n")
+                        last = chunk[-1:]
+                    rows += last != b"\n"
+        except (OSError, EOFError, zlib.error, pa.ArrowException):
+            return None
+        if rows > limit:
+            return None
+    return rows

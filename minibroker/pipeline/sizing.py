@@ -1,7 +1,8 @@
-"""How many pieces Spark cuts a run into: read splits and shuffle partitions, sized from the input.
+"""How Spark runs an ``analyze``, sized from the input: read splits, shuffle partitions, generated code.
 
 Spark's defaults suit large inputs on many cores; an ``analyze`` of a few traces on two
-cores pays a task per partition and stage, and a read split that runs alone at the end.
+cores pays a task per partition and stage, a read split that runs alone at the end, and
+the compilation of code for rows it hardly has.
 Invariant: a value the user set (``--conf``, ``--spark-defaults``) is never replaced.
 """
 
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from minibroker.pipeline.inputs import count_rows
 from minibroker.pipeline.session import LOCAL, local_cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from minibroker.pipeline.inputs import TraceInputs
 
 
 def shuffle_partitions(cores: int, input_bytes: int) -> int:
@@ -53,3 +57,30 @@ def size_shuffle(spark: SparkSession, input_bytes: int, conf: dict[str, str] | N
     partitions = shuffle_partitions(cores, input_bytes)
     spark.conf.set(key, str(partitions))
     return partitions
+
+
+#: at most this many trace rows, a local ``analyze`` runs without generated code (``size_codegen``)
+INTERPRETED_ROWS = 40_000
+#: what ``size_codegen`` sets: no generated code for stages nor for expressions
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def size_codegen(
+    spark: SparkSession, inputs: TraceInputs, conf: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Run a small local input's stages and expressions interpreted; returns the settings made.
+
+    Spark generates and compiles Java code for every stage and expression before their
+    first row, on a JVM that is itself still cold: about 1.2 s of a 14 s analyze of a few
+    hundred events, while interpreted rows cost more per row (at 100,000 events the job
+    took about a second longer, at 500,000 twice as long: docs/pipeline.md). So only a
+    ``local[N]`` master (where it was measured) with at most ``INTERPRETED_ROWS`` rows
+    (``inputs.count_rows``), and only when the user set neither key.
+    """
+    if not LOCAL.match(spark.sparkContext.master) or (conf and any(key in conf for key in INTERPRETED)):
+        return {}
+    if count_rows(inputs, INTERPRETED_ROWS) is None:
+        return {}
+    for key, value in INTERPRETED.items():
+        spark.conf.set(key, value)
+    return dict(INTERPRETED)

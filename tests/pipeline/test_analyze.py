@@ -146,3 +146,50 @@ def test_each_kept_column_holds_fields_of_different_kinds():
     for names in SLOTS.values():
         kinds = [kind for name in names for kind in FIELDS[name]]
         assert len(kinds) == len(set(kinds)), names
+
+
+def test_a_small_input_runs_interpreted_and_gives_the_tables_code_generation_gives(
+    analyzed, spark, trace_dir, tmp_path, monkeypatch
+):
+    """The bundled scenarios' traces are small: analyze compiles (almost) no code for them, and
+    afterwards the session (shared in-process) is as it was."""
+    import contextlib
+    import io
+    import json
+
+    from minibroker.cli import main
+    from minibroker.pipeline import analyze as job
+
+    assert analyzed[2]["spark"]["codegen"] is False
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    seen = []
+    original = job.analyze
+
+    def watched(session, inputs, **options):
+        before = metrics.METRIC_COMPILATION_TIME().getCount()
+        settings = (
+            session.conf.get("spark.sql.codegen.wholeStage"),
+            session.conf.get("spark.sql.codegen.factoryMode"),
+        )
+        result = original(session, inputs, **options)
+        seen.append((settings, metrics.METRIC_COMPILATION_TIME().getCount() - before))
+        return result
+
+    monkeypatch.setattr(job, "analyze", watched)
+    runs = {}
+    for name, extra in (("interpreted", []), ("compiled", ["--conf", "spark.sql.codegen.wholeStage=true"])):
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            # a bucket no other test uses: its stages' code is not in Spark's cache yet
+            args = ["analyze", str(trace_dir), "--out", str(tmp_path / name), "--bucket-ms", "77", "--json"]
+            assert main([*args, *extra]) == 0
+        runs[name] = json.loads(buffer.getvalue())
+    (interpreted, compiles), (compiled, _) = seen
+    assert interpreted == ("false", "NO_CODEGEN") and compiled == ("true", "FALLBACK")
+    assert compiles < 20  # about 120 classes with code generation on a cold JVM
+    assert [runs[name]["spark"]["codegen"] for name in ("interpreted", "compiled")] == [False, True]
+    for name in KEYS:
+        assert table(tmp_path / "interpreted", name) == table(tmp_path / "compiled", name), name
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"

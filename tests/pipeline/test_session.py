@@ -378,6 +378,7 @@ def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace
         "master": "local[1]",
         "shuffle_partitions": 5,
         "read_partitions": 3,
+        "codegen": False,  # one event: interpreted (sizing.size_codegen)
     }
 
 
