@@ -303,7 +303,8 @@ def count_rows(inputs: TraceInputs, limit: int) -> int | None:
 
     A Parquet file's rows are its footer's; a JSONL file's are its lines (blank ones included),
     counted in chunks, reading at most ``limit`` KiB of text in all (gzip'd files decompressed),
-    so a large input costs little to turn down. A URI or a file that does not read is not known.
+    so a large input costs little to turn down. A URI, or a path that is no regular file or does not
+    read, is not known.
     """
     import gzip
     import zlib
@@ -314,7 +315,7 @@ def count_rows(inputs: TraceInputs, limit: int) -> int | None:
     rows, budget = 0, limit * _LINE_BUDGET
     for path in (*inputs.jsonl, *inputs.parquet):
         local = local_path(path)
-        if local is None:
+        if local is None or not local.is_file():  # a URI, or no regular file (a pipe would block)
             return None
         try:
             if path in inputs.parquet:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -44,6 +45,9 @@ def test_rows_not_known_cheaply_are_not_counted(tmp_path):
     assert count_rows(TraceInputs((str(bad_gzip),)), 1000) is None
     assert count_rows(TraceInputs((), ("hdfs://nn/traces/a.parquet",)), 10) is None
     assert count_rows(TraceInputs((str(tmp_path / "gone.jsonl"),)), 10) is None
+    pipe = tmp_path / "pipe.jsonl"
+    os.mkfifo(pipe)  # opening it would wait for a writer
+    assert count_rows(TraceInputs((str(pipe),)), 10) is None
 
 
 class Conf(dict):
