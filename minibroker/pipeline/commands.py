@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -113,11 +113,11 @@ def _spark(
     """The session, with every way Spark can fail turned into one line for exit status 2.
 
     With ``inputs`` (analyze), shuffle partitions and code generation are sized from them;
-    the latter is undone at the end, for a session that outlives the command (one already
+    the latter is restored at the end, for a session that outlives the command (one already
     running in-process).
     """
     from minibroker.pipeline.session import START_TIMEOUT, SparkUnavailable, spark_session
-    from minibroker.pipeline.sizing import size_codegen, size_shuffle
+    from minibroker.pipeline.sizing import restore, size_codegen, size_shuffle
 
     settings = _settings(command, args)
     log = out / "spark.log"
@@ -131,18 +131,19 @@ def _spark(
             conf=settings,
             start_timeout=args.spark_timeout or START_TIMEOUT,
         ) as spark:
-            interpreted = {}
+            replaced = {}
             if inputs is not None:
                 size_shuffle(spark, inputs.local_bytes, settings)
-                interpreted = size_codegen(spark, inputs, settings)
+                replaced = size_codegen(spark, inputs, settings)
             try:
                 yield spark
             except Exception as error:
                 _raise_if_spark_error(command, error, log)
                 raise
             finally:
-                for key in interpreted:
-                    spark.conf.unset(key)
+                if replaced:  # a Spark that died cannot be set: what it failed with is what counts
+                    with suppress(Exception):
+                        restore(spark, replaced)
     except SparkUnavailable as error:
         raise UsageError(f"{command}: {error}") from None
 

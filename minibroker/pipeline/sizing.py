@@ -67,20 +67,31 @@ INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.facto
 
 def size_codegen(
     spark: SparkSession, inputs: TraceInputs, conf: dict[str, str] | None = None
-) -> dict[str, str]:
-    """Run a small local input's stages and expressions interpreted; returns the settings made.
+) -> dict[str, str | None]:
+    """Run a small local input's stages and expressions interpreted; returns what it replaced.
 
     Spark generates and compiles Java code for every stage and expression before their
-    first row, on a JVM that is itself still cold: about 1.2 s of a 14 s analyze of a few
-    hundred events, while interpreted rows cost more per row (at 100,000 events the job
-    took about a second longer, at 500,000 twice as long: docs/pipeline.md). So only a
-    ``local[N]`` master (where it was measured) with at most ``INTERPRETED_ROWS`` rows
-    (``inputs.count_rows``), and only when the user set neither key.
+    first row, on a JVM that is itself still cold: about 2 s of a 16 s analyze of a few
+    hundred events, while interpreted rows cost more per row (at 100,000 events the
+    command took about a second longer, at 500,000 the job twice as long: docs/pipeline.md).
+    So only a ``local[N]`` master (where it was measured) with at most ``INTERPRETED_ROWS``
+    rows (``inputs.count_rows``), and only when the user set neither key. The result (each
+    key's value before, None when it had none) is for ``restore``.
     """
     if not LOCAL.match(spark.sparkContext.master) or (conf and any(key in conf for key in INTERPRETED)):
         return {}
     if count_rows(inputs, INTERPRETED_ROWS) is None:
         return {}
+    replaced = {key: spark.conf.get(key, None) for key in INTERPRETED}
     for key, value in INTERPRETED.items():
         spark.conf.set(key, value)
-    return dict(INTERPRETED)
+    return replaced
+
+
+def restore(spark: SparkSession, replaced: dict[str, str | None]) -> None:
+    """Put back what ``size_codegen`` replaced, for a session that outlives the command."""
+    for key, value in replaced.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)

@@ -54,6 +54,9 @@ class Conf(dict):
     def set(self, key, value):
         self[key] = value
 
+    def unset(self, key):
+        del self[key]
+
 
 def session(master):
     return SimpleNamespace(sparkContext=SimpleNamespace(master=master), conf=Conf())
@@ -63,15 +66,15 @@ def session(master):
 def test_a_small_local_input_runs_interpreted(tmp_path, master):
     spark = session(master)
     inputs = TraceInputs((), (parquet(tmp_path / "t.parquet", sizing.INTERPRETED_ROWS),))
-    made = sizing.size_codegen(spark, inputs)
-    assert (
-        made
-        == spark.conf
-        == {
-            "spark.sql.codegen.wholeStage": "false",
-            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-        }
-    )
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")  # a session's own value, put back after
+    replaced = sizing.size_codegen(spark, inputs)
+    assert spark.conf == {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
+    assert replaced == {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": None}
+    sizing.restore(spark, replaced)
+    assert spark.conf == {"spark.sql.codegen.wholeStage": "true"}
 
 
 @pytest.mark.parametrize(
