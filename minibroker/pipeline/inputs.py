@@ -313,26 +313,36 @@ def count_rows(inputs: TraceInputs, limit: int) -> int | None:
     import pyarrow.parquet as pq
 
     rows, budget = 0, limit * _LINE_BUDGET
-    for path in (*inputs.jsonl, *inputs.parquet):
-        local = local_path(path)
-        if local is None or not local.is_file():  # a URI, or no regular file (a pipe would block)
-            return None
-        try:
-            if path in inputs.parquet:
-                rows += pq.ParquetFile(local).metadata.num_rows
-            else:
-                opener = gzip.open if local.name.endswith(".gz") else open
-                with opener(local, "rb") as text:
-                    last = b"\n"
-                    while rows <= limit and (chunk := text.read(min(1 << 20, budget + 1))):
-                        budget -= len(chunk)
-                        if budget < 0:
-                            return None
-                        rows += chunk.count(b"\n")
-                        last = chunk[-1:]
-                    rows += last != b"\n"
-        except (OSError, EOFError, zlib.error, pa.ArrowException):
-            return None
-        if rows > limit:
-            return None
+    try:
+        for path in inputs.parquet:  # footers first: they may settle it with no text read
+            local = _regular_file(path)
+            if local is None:
+                return None
+            rows += pq.ParquetFile(local).metadata.num_rows
+            if rows > limit:
+                return None
+        for path in inputs.jsonl:
+            local = _regular_file(path)
+            if local is None:
+                return None
+            opener = gzip.open if local.name.endswith(".gz") else open
+            with opener(local, "rb") as text:
+                last = b"\n"
+                while rows <= limit and (chunk := text.read(min(1 << 20, budget + 1))):
+                    budget -= len(chunk)
+                    if budget < 0:
+                        return None
+                    rows += chunk.count(b"\n")
+                    last = chunk[-1:]
+                rows += last != b"\n"
+            if rows > limit:
+                return None
+    except (OSError, EOFError, zlib.error, pa.ArrowException):
+        return None
     return rows
+
+
+def _regular_file(path: str) -> Path | None:
+    """``path`` as a local regular file, or None (a URI; anything else, such as a pipe, would block)."""
+    local = local_path(path)
+    return local if local is not None and local.is_file() else None
