@@ -119,8 +119,7 @@ def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or size > _MAX_REPORT or not _readable(read, left):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+                _kill(pid)
                 chunks = []
                 break
             chunk = os.read(read, 65536)
@@ -129,8 +128,7 @@ def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
             chunks.append(chunk)
             size += len(chunk)
     except BaseException:  # interrupted while waiting: the child is not waited for either
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        _kill(pid)
         raise
     finally:
         os.close(read)
@@ -141,3 +139,9 @@ def _collect(child: tuple[int, int], deadline: float) -> dict[str, str]:
     except ValueError:
         return {}
     return drawn if isinstance(drawn, dict) else {}
+
+
+def _kill(pid: int) -> None:
+    """Kill the child (it may have left already); ``_collect`` still reaps it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
