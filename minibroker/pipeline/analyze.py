@@ -2,8 +2,9 @@
 
 The job reads the traces once: the rows of the kinds it uses (``RELEVANT``) and the
 rows that may be bad, with the ``data`` fields it uses (``FIELDS``) parsed once
-(``TraceRead.narrow``), projected to narrow typed columns and kept (``keep``). Two actions
-follow: the first fills what is kept and collects its tally, from which, with the Parquet
+(``TraceRead.narrow``), projected to narrow typed columns and kept (``kept.keep``: one
+shuffle on the operations' key, whose files every table reads). Two actions
+follow: the first writes what is kept and collects its tally, from which, with the Parquet
 footers, ``TraceRead.check`` gives the per-trace figures and the skipped rows (a
 file no footer vouches for gets one more pass over its rows); the second computes
 every table at once as a union of small aggregates (``collect_all``): the timelines
@@ -27,15 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from minibroker.pipeline import delays, groups, operations, retries, timelines
 from minibroker.pipeline.inputs import TraceInputs
+from minibroker.pipeline.kept import keep, release
 from minibroker.pipeline.keys import KEYS
 from minibroker.pipeline.problems import field_column, of_kinds
 from minibroker.pipeline.reader import read_traces
-from minibroker.pipeline.session import LOCAL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,6 +57,10 @@ RELEVANT = (
 
 #: the kinds most events are of: the tables that read none of them scan a copy of the other kinds' rows
 BULK = ("op.create", "op.complete", "hw")
+#: how that copy is partitioned: evenly (``seq`` is unique in a trace), and not as the kept rows are
+#: (Spark would drop a shuffle that repeats its input's partitioning, and every rare table would scan
+#: all kept rows)
+RARE_KEY = ("tid", "seq")
 
 #: the tables in the order the report lists them
 ORDER = (
@@ -205,29 +209,6 @@ def named(kept: DataFrame) -> DataFrame:
 
 
 # --- the job -----------------------------------------------------------------------------------
-def keep(frame: DataFrame, master: str) -> DataFrame:
-    """``frame`` kept for the job's actions: filled by the first, read by the others.
-
-    In local mode its rows are kept as they are (a lazy local checkpoint): building
-    that took 14 s where Spark's columnar cache took 23 s on the 10M-event bench,
-    and the tables read it about as fast (docs/pipeline.md). Elsewhere it is cached,
-    so that an executor lost on a cluster costs a recomputation, not the job.
-    ``release`` frees either. Both are kept as objects (``MEMORY_AND_DISK_DESER``):
-    PySpark's ``MEMORY_AND_DISK`` is serialized, and every scan would deserialize them.
-    """
-    if LOCAL.match(master):
-        return frame.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK_DESER)
-    return frame.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-
-
-def release(kept: DataFrame) -> None:
-    """Free what ``keep`` kept: the cache, or the checkpoint's blocks."""
-    kept.unpersist()
-    plan = kept._jdf.queryExecution().logical()
-    if plan.getClass().getSimpleName() == "LogicalRDD":
-        plan.rdd().unpersist(False)
-
-
 def collect_all(frames: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
     """Every frame's rows in one action: a union of the rows as JSON text, tagged by frame name.
 
@@ -285,7 +266,7 @@ def analyze(
         raise ValueError(f"bucket_ms must be >= 1, got {bucket_ms}")
     started = time.perf_counter()
     read = read_traces(spark, inputs)
-    kept = keep(relevant(read.narrow(RELEVANT, FIELDS)), spark.sparkContext.master)
+    kept = keep(relevant(read.narrow(RELEVANT, FIELDS)), operations.KEY)
     rare = None
     try:
         check = read.check(read.tally(kept).collect())  # BadTrace for a file that is no trace
@@ -303,7 +284,7 @@ def analyze(
         trace_names = {r["tid"]: r["trace"] for r in check.traces if r["tid"] is not None}
         rel = named(kept)
         # the tables that read only kinds other than BULK's scan their own smaller copy
-        rare = keep(rel.filter(~F.col("kind").isin(*BULK)), spark.sparkContext.master)
+        rare = keep(rel.filter(~F.col("kind").isin(*BULK)), RARE_KEY)
         ops = operations.operations(rel, _traces_frame(spark, check.traces), rare)
         per_record = retries.records(rare)  # planned once for both retry tables
         frames = {

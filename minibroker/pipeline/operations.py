@@ -60,6 +60,8 @@ PROBLEMS = (
     "no op.create",
 )
 FOLLOWER_FETCH = r"^b[0-9]+-replica-fetch-[0-9]+$"
+#: an operation's identity: the columns its events are grouped on
+KEY = ("tid", "broker", "purgatory", "op")
 
 
 #: SQL: the operation kind of a row's ``purgatory`` and ``op``: produce, follower-fetch,
@@ -115,7 +117,7 @@ def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = No
     """
     ops = (
         events.filter(F.expr("kind IN ('op.create', 'op.complete', 'op.expire')"))
-        .groupBy("tid", "broker", "purgatory", "op")
+        .groupBy(*KEY)
         .agg(*(F.expr(value).alias(name) for name, value in _AGGREGATES.items()))
     )
     rare = events if rare is None else rare

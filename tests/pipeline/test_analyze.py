@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -100,33 +104,73 @@ def test_json_summary_and_report(analyzed, expected):
     assert "## Delayed messages: delivery lateness" in report
 
 
-@pytest.mark.parametrize("master", ["local[2]", "spark://elsewhere:7077"])
-def test_what_the_job_keeps_is_released_and_gives_the_same_tables(spark, trace_dir, master, monkeypatch):
-    """Local mode keeps rows in a local checkpoint, other masters in the cache, both as objects (not
-    serialized: every scan would deserialize them): same tables, nothing left."""
+def shuffle_files(spark, ids):
+    """The files of shuffles ``ids`` in the session's block manager directories."""
+    root = Path(spark.sparkContext.getConf().get("spark.local.dir", tempfile.gettempdir()))
+    return [path for number in ids for path in root.glob(f"blockmgr-*/*/shuffle_{number}_*")]
+
+
+def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_removed_after(
+    spark, trace_dir, monkeypatch
+):
+    """The kept rows, and the rare kinds' copy, are each one shuffle: keeping runs nothing, no table
+    reads the trace files, the operations' aggregation adds no shuffle of its own, and both shuffles
+    are gone afterwards; the tables are those of a run that keeps nothing (each table reads the files)."""
     from minibroker.pipeline import analyze as job
+    from minibroker.pipeline import kept as shared
+    from minibroker.pipeline import operations
     from minibroker.pipeline.inputs import resolve
 
-    kept, deserialized = [], []
-    original = job.keep
+    tracker = spark.sparkContext.statusTracker()
+    kept, frames, jobs_while_keeping = [], {}, []
 
-    def keep(frame, _master):
-        kept.append(original(frame, master))
-        plan = kept[-1]._jdf.queryExecution().logical()
-        checkpoint = plan.getClass().getSimpleName() == "LogicalRDD"
-        level = plan.rdd().getStorageLevel() if checkpoint else kept[-1]._jdf.storageLevel()
-        deserialized.append(level.deserialized())
+    def keep(frame, keys):
+        before = len(tracker.getJobIdsForGroup(None))
+        kept.append(shared.keep(frame, keys))
+        jobs_while_keeping.append(len(tracker.getJobIdsForGroup(None)) - before)
         return kept[-1]
 
+    def collect_all(tables):
+        frames.update(tables)
+        return original_collect(tables)
+
+    original_collect = job.collect_all
     monkeypatch.setattr(job, "keep", keep)
+    monkeypatch.setattr(job, "collect_all", collect_all)
     inputs = resolve([str(trace_dir)])
     analysis = job.analyze(spark, inputs, bucket_ms=BUCKET_MS)
-    plan = kept[0]._jdf.queryExecution().logical().getClass().getSimpleName()
-    assert (plan == "LogicalRDD") == master.startswith("local")
-    assert deserialized == [True, True]  # the projection, and the rows of the rare kinds apart
-    assert spark.sparkContext._jsc.sc().getPersistentRDDs().size() == 0
-    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
-    monkeypatch.setattr(job, "keep", original)
+
+    assert jobs_while_keeping == [0, 0]
+    scans = {name: frame._jdf.queryExecution().executedPlan().toString() for name, frame in frames.items()}
+    assert len(scans) == 10 and not [name for name, plan in scans.items() if "FileScan" in plan]
+    ids = [shared.shuffle_id(frame) for frame in kept]
+    assert len(set(ids)) == 2 and None not in ids
+    assert not shuffle_files(spark, ids)
+
+    # an operation's events are in one partition of the kept rows: no exchange on the operation's key
+    def op_key_shuffles(events):
+        traces = spark.sql("SELECT 0L AS tid, 0L AS end_ms, false AS has_expire")
+        plan = operations.operations(events, traces)._jdf.queryExecution().executedPlan().toString()
+        return len(
+            re.findall(r"Exchange hashpartitioning\(tid#\d+L, broker#\d+L, purgatory#\d+, op#\d+,", plan)
+        )
+
+    read = job.read_traces(spark, inputs)
+    unkept = job.relevant(read.narrow(job.RELEVANT, job.FIELDS))
+    reshuffled = shared.keep(unkept, operations.KEY)
+    try:
+        assert reshuffled.count() == unkept.count() and shuffle_files(spark, [shared.shuffle_id(reshuffled)])
+        assert (op_key_shuffles(job.named(unkept)), op_key_shuffles(job.named(reshuffled))) == (1, 0)
+        assert not [
+            line
+            for line in reshuffled._jdf.queryExecution().executedPlan().toString().splitlines()
+            if "Exchange" in line
+        ]
+    finally:
+        shared.release(reshuffled)
+    assert not shuffle_files(spark, [shared.shuffle_id(reshuffled)])
+
+    monkeypatch.setattr(job, "keep", lambda frame, _keys: frame)
     again = job.analyze(spark, inputs, bucket_ms=BUCKET_MS)
     assert {name: t.rows for name, t in analysis.tables.items()} == {
         name: t.rows for name, t in again.tables.items()
