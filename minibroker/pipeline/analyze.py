@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -319,8 +320,9 @@ def analyze(
         tables["audit"] = _table("audit", _columns(audit), rows, trace_names)
     finally:
         for frame in (kept, rare):
-            if frame is not None:
-                release(frame)
+            if frame is not None:  # a Spark that died has its own error to tell; stopping removes shuffles
+                with suppress(Exception):
+                    release(frame)
     tables = {name: tables[name] for name in ORDER}
     return Analysis(bucket_ms, tables, total, time.perf_counter() - started)
 
