@@ -177,6 +177,33 @@ def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_remove
     }
 
 
+@pytest.mark.parametrize("adaptive", [None, "true", "false"])
+def test_keeping_leaves_the_sessions_adaptive_setting_as_it_was(spark, adaptive):
+    """``keep`` plans its shuffle with adaptive execution off and puts back the session's own value
+    (or none), so a later query is planned as the user asked."""
+    from minibroker.pipeline import kept as shared
+
+    key = "spark.sql.adaptive.enabled"
+    conf = spark._jsparkSession.sessionState().conf()
+    before = conf.getConfString(key) if conf.contains(key) else None
+    try:
+        if adaptive is None:
+            conf.unsetConf(key)
+        else:
+            conf.setConfString(key, adaptive)
+        frame = shared.keep(spark.range(10).withColumnRenamed("id", "k"), ("k",))
+        try:
+            assert (conf.getConfString(key) if conf.contains(key) else None) == adaptive
+            assert sorted(row.k for row in frame.collect()) == list(range(10))
+        finally:
+            shared.release(frame)
+    finally:
+        if before is None:
+            conf.unsetConf(key)
+        else:
+            conf.setConfString(key, before)
+
+
 def test_each_kept_column_holds_fields_of_different_kinds():
     """A kept row holds its data fields in four shared columns: no kind may carry two fields of one."""
     from minibroker.pipeline.analyze import FIELDS, SLOTS
