@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
+from minibroker.pipeline.sizing import replace, restore
+
 if TYPE_CHECKING:
     from py4j.java_gateway import JavaObject
-
-_ADAPTIVE = "spark.sql.adaptive.enabled"
 
 
 def keep(frame: DataFrame, keys: tuple[str, ...]) -> DataFrame:
@@ -35,16 +35,11 @@ def keep(frame: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     spark = frame.sparkSession
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
     shuffled = frame.repartition(partitions, *keys)
-    conf = spark._jsparkSession.sessionState().conf()
-    before = conf.getConfString(_ADAPTIVE) if conf.contains(_ADAPTIVE) else None
-    conf.setConfString(_ADAPTIVE, "false")
+    replaced = replace(spark, {"spark.sql.adaptive.enabled": "false"})
     try:
         rdd = shuffled._jdf.queryExecution().executedPlan().execute()
     finally:
-        if before is None:
-            conf.unsetConf(_ADAPTIVE)
-        else:
-            conf.setConfString(_ADAPTIVE, before)
+        restore(spark, replaced)
     jvm = spark._jvm
     logical_rdd = getattr(getattr(jvm.org.apache.spark.sql.execution, "LogicalRDD$"), "MODULE$")
     # the plan keeps the shuffle's partitioning (from the executed plan above); not a checkpoint

@@ -82,14 +82,19 @@ def size_codegen(
         return {}
     if count_rows(inputs, INTERPRETED_ROWS) is None:
         return {}
-    replaced = {key: spark.conf.get(key, None) for key in INTERPRETED}
-    for key, value in INTERPRETED.items():
+    return replace(spark, INTERPRETED)
+
+
+def replace(spark: SparkSession, settings: dict[str, str]) -> dict[str, str | None]:
+    """Set ``settings`` on the session; returns each key's value before (None: none), for ``restore``."""
+    replaced = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
         spark.conf.set(key, value)
     return replaced
 
 
 def restore(spark: SparkSession, replaced: dict[str, str | None]) -> None:
-    """Put back what ``size_codegen`` replaced, for a session that outlives the command."""
+    """Put back what ``replace`` (or ``size_codegen``) replaced, for a session that outlives the change."""
     for key, value in replaced.items():
         if value is None:
             spark.conf.unset(key)
