@@ -25,6 +25,12 @@ masters the speed-up of the second over the first. The trace files are read once
 before the first run so that every run starts with them in the page cache. Every
 Spark run's tables must equal DuckDB's, row for row (exit status 1 otherwise). The
 machine's load average is printed too: the figures are only as quiet as the machine was.
+
+``--baseline REV`` (with ``--pairs N``, default 3) then times the same whole command
+from the commit REV against this tree on the first master, in N alternating pairs
+(``tools/bench_baseline.py``: the commit's files from ``git archive``, run with this
+interpreter), and reports this tree ÷ baseline. On a machine whose speed drifts, that
+ratio is the figure that compares across sessions; seconds from another day do not.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import duckdb_tables  # noqa: E402
+from bench_baseline import BaselineError, checkout, pairs, resolve, summary  # noqa: E402
 
 from minibroker.scenario import Scenario, load_scenario, run_scenario  # noqa: E402
 from minibroker.scenario.model import Load  # noqa: E402
@@ -124,8 +131,9 @@ def generate(directory: Path, events: int, processes: int) -> dict:
     return manifest
 
 
-def analyze(directory: Path, out: Path, master: str) -> dict:
-    """``minibroker analyze`` in a subprocess: wall time, and the job's JSON summary."""
+def analyze(directory: Path, out: Path, master: str, tree: Path = ROOT, label: str = "analyze") -> dict:
+    """``minibroker analyze`` of the source ``tree`` in a subprocess: wall time, and the job's JSON
+    summary (``job_s`` is None from a baseline that did not report it)."""
     if out.exists():
         shutil.rmtree(out)
     command = [
@@ -141,18 +149,33 @@ def analyze(directory: Path, out: Path, master: str) -> dict:
         "--json",
     ]
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    environment = {**os.environ, "PYTHONPATH": str(tree)}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tree, env=environment)
     wall = time.perf_counter() - started
     if result.returncode not in (0, 1):
-        raise SystemExit(f"analyze on {master} failed ({result.returncode}): {result.stderr.strip()}")
-    summary = json.loads(result.stdout)
+        raise SystemExit(f"{label} on {master} failed ({result.returncode}): {result.stderr.strip()}")
+    found = json.loads(result.stdout)
     return {
         "master": master,
         "wall_s": round(wall, 2),
-        "job_s": summary["seconds"],
-        "events": summary["events"],
-        "audit_problems": summary["audit"]["problems"],
+        "job_s": found.get("seconds"),
+        "events": found["events"],
+        "audit_problems": found["audit"]["problems"],
     }
+
+
+def against_baseline(commit: str, directory: Path, base: Path, master: str, count: int) -> dict:
+    """``count`` alternating pairs of whole ``analyze`` commands, the baseline ``commit``'s and this
+    tree's, on ``master``: each pair's seconds and this tree ÷ baseline."""
+    with tempfile.TemporaryDirectory(prefix="minibroker-baseline-") as scratch:
+        trees = {"baseline": checkout(commit, ROOT, Path(scratch) / "tree"), "current": ROOT}
+
+        def run(side: str) -> float:
+            label = f"analyze of {commit[:12]}" if side == "baseline" else "analyze"
+            return analyze(directory, base / f"pairs-{side}", master, trees[side], label)["wall_s"]
+
+        done = pairs(count, run)
+    return {"commit": commit, "master": master, "pairs": done, **summary(done)}
 
 
 def duckdb_reference(directory: Path, bucket_ms: int) -> tuple[dict, float]:
@@ -197,9 +220,19 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="generator processes")
     parser.add_argument("--fresh", action="store_true", help="regenerate the traces even if they exist")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--baseline", metavar="REV", help="also time the commit REV against this tree")
+    parser.add_argument(
+        "--pairs", type=int, default=3, help="alternating pairs with --baseline, 1 to 50 (default 3)"
+    )
     args = parser.parse_args()
     if args.events < 1:
         parser.error("--events must be >= 1")
+    if not 1 <= args.pairs <= 50:
+        parser.error(f"--pairs must be 1 to 50, got {args.pairs}")
+    try:
+        commit = resolve(args.baseline, ROOT) if args.baseline else None
+    except BaselineError as error:
+        parser.exit(2, f"pipeline_bench: {error}\n")
     masters = args.master or ["local[2]"]
     base = args.dir or Path(tempfile.gettempdir()) / "minibroker-bench"
     traces = base / f"traces-{args.events}"
@@ -243,6 +276,11 @@ def main() -> int:
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
+    if commit is not None:
+        try:
+            figures["baseline"] = against_baseline(commit, traces, base, masters[0], args.pairs)
+        except BaselineError as error:
+            raise SystemExit(f"pipeline_bench: {error}") from None
     if len(runs) >= 2:
         figures["speedup_wall"] = round(runs[0]["wall_s"] / runs[-1]["wall_s"], 2)
         figures["speedup_job"] = round(runs[0]["job_s"] / runs[-1]["job_s"], 2)
@@ -267,12 +305,28 @@ def main() -> int:
             f"speed-up {runs[-1]['master']} / {runs[0]['master']}: {figures['speedup_wall']}x wall, "
             f"{figures['speedup_job']}x job"
         )
+    if "baseline" in figures:
+        _print_baseline(figures["baseline"])
     print(f"every Spark run's tables equal DuckDB's: {figures['same_tables_as_duckdb']}")
     print(
         f"load average before {figures['load_average_before']}, after {figures['load_average_after']} "
         f"on {figures['cpus']} CPUs"
     )
     return 0 if figures["same_tables_as_duckdb"] else 1
+
+
+def _print_baseline(found: dict) -> None:
+    print(
+        f"baseline {found['commit'][:12]} against this tree, whole commands on {found['master']}, "
+        f"{len(found['pairs'])} alternating pairs:"
+    )
+    print(f"{'pair':>6} {'baseline s':>11} {'this tree s':>12} {'ratio':>7}")
+    for number, pair in enumerate(found["pairs"], 1):
+        print(f"{number:>6} {pair['baseline_s']:>11.2f} {pair['current_s']:>12.2f} {pair['ratio']:>7.3f}")
+    print(
+        f"this tree ÷ baseline: {found['ratio']:.3f} ({found['current_total_s']} s against "
+        f"{found['baseline_total_s']} s; pairs {found['ratio_min']:.3f} to {found['ratio_max']:.3f})"
+    )
 
 
 if __name__ == "__main__":

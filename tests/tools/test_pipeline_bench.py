@@ -1,7 +1,14 @@
-"""tools/pipeline_bench.py plans real load-scenario runs that add up to the events asked for."""
+"""tools/pipeline_bench.py plans real load-scenario runs that add up to the events asked for, and times
+a baseline commit against this tree in alternating pairs (tools/bench_baseline.py)."""
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from minibroker.scenario.model import Load
 
@@ -33,3 +40,105 @@ def test_generate_and_reuse(tmp_path):
     assert (manifest["runs"], manifest["reused"]) == (1, False)
     assert manifest["events"] > 10_000
     assert bench.generate(tmp_path / "t", 20_000, processes=1)["reused"] is True
+
+
+# --- --baseline: this tree against an earlier commit, in alternating pairs ---------------------
+sys.path.insert(0, str(ROOT / "tools"))
+import bench_baseline  # noqa: E402
+
+needs_git = pytest.mark.skipif(
+    not (ROOT / ".git").exists(), reason="--baseline reads commits: the tests run outside a git checkout"
+)
+
+
+def test_pairs_swap_the_order_every_pair_and_give_this_tree_over_baseline():
+    order = []
+    seconds = iter([40.0, 20.0, 30.0, 60.0, 50.0, 25.0])
+
+    def run(side):
+        order.append(side)
+        return next(seconds)
+
+    done = bench_baseline.pairs(3, run)
+    assert order == ["baseline", "current", "current", "baseline", "baseline", "current"]
+    assert done == [
+        {"baseline_s": 40.0, "current_s": 20.0, "ratio": 0.5},
+        {"baseline_s": 60.0, "current_s": 30.0, "ratio": 0.5},
+        {"baseline_s": 50.0, "current_s": 25.0, "ratio": 0.5},
+    ]
+    uneven = [
+        {"baseline_s": 40.0, "current_s": 30.0, "ratio": 0.75},
+        {"baseline_s": 60.0, "current_s": 20.0, "ratio": 0.333},
+    ]
+    assert bench_baseline.summary(uneven) == {
+        "baseline_total_s": 100.0,
+        "current_total_s": 50.0,
+        "ratio": 0.5,  # total against total, not the mean of the pairs' ratios
+        "ratio_min": 0.333,
+        "ratio_max": 0.75,
+    }
+
+
+@needs_git
+def test_a_commit_is_resolved_and_its_files_written(tmp_path):
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    commit = bench_baseline.resolve("HEAD", ROOT)
+    assert commit == head.stdout.strip() and len(commit) == 40
+    tree = bench_baseline.checkout(commit, ROOT, tmp_path / "tree")
+    committed = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{commit}:minibroker/pipeline/analyze.py"], capture_output=True
+    ).stdout
+    assert (tree / "minibroker" / "pipeline" / "analyze.py").read_bytes() == committed
+    with pytest.raises(bench_baseline.BaselineError) as error:
+        bench_baseline.resolve("no-such-rev", ROOT)
+    assert str(error.value) == f"--baseline no-such-rev: not a commit of the git checkout at {ROOT}"
+
+
+def _bench(*args):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "pipeline_bench.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "MINIBROKER_SPARK_CDS": "0"},  # no 180 MB class archive for a test
+    )
+
+
+@needs_git
+def test_an_unknown_baseline_is_one_line_before_any_work(tmp_path):
+    out = _bench("--events", "20000", "--dir", str(tmp_path), "--baseline", "no-such-rev")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"pipeline_bench: --baseline no-such-rev: not a commit of the git checkout at {ROOT}"
+    ]
+    assert not any(tmp_path.iterdir())  # no trace generated
+
+
+def test_pairs_must_be_in_range(tmp_path):
+    out = _bench("--dir", str(tmp_path), "--baseline", "HEAD", "--pairs", "0")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == "pipeline_bench.py: error: --pairs must be 1 to 50, got 0"
+
+
+@needs_git
+def test_the_bench_times_a_baseline_commit_against_this_tree(tmp_path):
+    pytest.importorskip("duckdb")
+    from tests.pipeline.conftest import require_java
+
+    pytest.importorskip("pyspark")
+    require_java()
+    out = _bench("--events", "20000", "--dir", str(tmp_path), "--baseline", "HEAD", "--pairs", "1", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout)
+    assert figures["same_tables_as_duckdb"] is True
+    found = figures["baseline"]
+    assert found["commit"] == bench_baseline.resolve("HEAD", ROOT)
+    assert found["master"] == "local[2]"
+    [pair] = found["pairs"]
+    assert pair["baseline_s"] > 1 and pair["current_s"] > 1  # two whole analyze commands ran
+    assert pair["ratio"] == round(pair["current_s"] / pair["baseline_s"], 3)
+    assert found["ratio"] == round(found["current_total_s"] / found["baseline_total_s"], 3)
+    # each side wrote its own tables
+    assert (tmp_path / "pairs-baseline" / "operations.parquet").is_file()
+    assert (tmp_path / "pairs-current" / "operations.parquet").is_file()
