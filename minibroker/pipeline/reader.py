@@ -155,7 +155,8 @@ class TraceRead:
         reason and JSONL split) and hash-aggregated: every buffer is a whole number.
         A ``frame`` without the position columns (what ``analyze`` keeps: reading Parquet
         row numbers costs) gives split -1 and first 0: ``check(facts)`` needs no position
-        from it, as a file with a bad row gets the full pass, which finds them.
+        from it, as a file with a bad row gets the full pass, which finds them. A ``frame``
+        with a ``tid`` column (``xxhash64(trace)``) gives it as it is, not hashed again per row.
         """
         frame = self.rows if frame is None else frame
         block, first = (
@@ -169,7 +170,7 @@ class TraceRead:
             F.max("time_ms").alias("end_ms"),
             F.max((F.col("kind") == "op.expire").cast("int")).alias("expire"),
             first.alias("first"),
-            F.max(F.xxhash64("trace")).alias("tid"),
+            F.max("tid" if "tid" in frame.columns else F.xxhash64("trace")).alias("tid"),
         )
 
     def check(self, facts: list[Any] | None = None) -> TraceCheck:

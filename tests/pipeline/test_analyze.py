@@ -177,6 +177,29 @@ def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_remove
     }
 
 
+def test_the_tally_of_the_kept_rows_takes_their_tid_instead_of_hashing_each_path_again(spark, trace_dir):
+    from pyspark.sql import functions as F
+
+    from minibroker.pipeline import analyze as job
+    from minibroker.pipeline import operations
+    from minibroker.pipeline.inputs import resolve
+    from minibroker.pipeline.kept import keep, release
+    from minibroker.pipeline.reader import read_traces
+
+    read = read_traces(spark, resolve([str(trace_dir)]))
+    kept = keep(job.relevant(read.narrow(job.RELEVANT, job.FIELDS)), operations.KEY)
+    try:
+        tally = read.tally(kept)
+        # the kept rows are a scan of the shuffle's files: their tid is a column there, not an expression
+        assert "xxhash64(" not in tally._jdf.queryExecution().optimizedPlan().toString()
+        tids = {row["trace"]: row["tid"] for row in tally.collect()}
+        hashed = kept.select("trace", F.xxhash64("trace").alias("tid")).distinct().collect()
+    finally:
+        release(kept)
+    assert len(tids) == len(list(trace_dir.iterdir()))
+    assert tids == {row["trace"]: row["tid"] for row in hashed}
+
+
 @pytest.mark.parametrize("adaptive", [None, "true", "false"])
 def test_keeping_leaves_the_sessions_adaptive_setting_as_it_was(spark, adaptive):
     """``keep`` plans its shuffle with adaptive execution off and puts back the session's own value
