@@ -3,7 +3,6 @@ a baseline commit against this tree in alternating pairs (tools/bench_baseline.p
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from minibroker.scenario.model import Load
+from tests.tools.spark_tools import run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("pipeline_bench", ROOT / "tools" / "pipeline_bench.py")
@@ -95,14 +95,7 @@ def test_a_commit_is_resolved_and_its_files_written(tmp_path):
 
 
 def _bench(*args):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "pipeline_bench.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "MINIBROKER_SPARK_CDS": "0"},  # no 180 MB class archive for a test
-    )
+    return run_tool("pipeline_bench.py", *args, timeout=900)
 
 
 @needs_git

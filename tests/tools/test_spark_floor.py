@@ -1,11 +1,11 @@
 """tools/spark_floor.py: the floor under analyze (session start, one read), or one line for bad input."""
 
 import importlib.util
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.tools.spark_tools import run_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("pipeline_bench", ROOT / "tools" / "pipeline_bench.py")
@@ -14,14 +14,7 @@ spec.loader.exec_module(bench)
 
 
 def floor(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "spark_floor.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "MINIBROKER_SPARK_CDS": "0"},  # no 180 MB class archive for a test
-    )
+    return run_tool("spark_floor.py", *args)
 
 
 def test_without_the_bench_traces_it_says_how_to_make_them(tmp_path):
