@@ -152,9 +152,15 @@ def analyze(directory: Path, out: Path, master: str, tree: Path = ROOT, label: s
     environment = {**os.environ, "PYTHONPATH": str(tree)}
     result = subprocess.run(command, capture_output=True, text=True, cwd=tree, env=environment)
     wall = time.perf_counter() - started
+    last = (result.stderr.strip().splitlines() or ["no message"])[-1]
     if result.returncode not in (0, 1):
-        raise SystemExit(f"{label} on {master} failed ({result.returncode}): {result.stderr.strip()}")
-    found = json.loads(result.stdout)
+        raise SystemExit(f"{label} on {master} failed ({result.returncode}): {last}")
+    try:
+        found = json.loads(result.stdout)
+    except ValueError:
+        raise SystemExit(
+            f"{label} on {master} printed no JSON summary (exit {result.returncode}): {last}"
+        ) from None
     return {
         "master": master,
         "wall_s": round(wall, 2),

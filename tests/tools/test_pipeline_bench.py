@@ -135,3 +135,24 @@ def test_the_bench_times_a_baseline_commit_against_this_tree(tmp_path):
     # each side wrote its own tables
     assert (tmp_path / "pairs-baseline" / "operations.parquet").is_file()
     assert (tmp_path / "pairs-current" / "operations.parquet").is_file()
+
+
+@pytest.mark.parametrize(
+    ("main", "expected"),
+    [
+        (
+            "import sys\nprint('Traceback (most recent call last):', file=sys.stderr)\n"
+            "print('KeyError: broken', file=sys.stderr)\nsys.exit(3)\n",
+            "analyze of abc on local[2] failed (3): KeyError: broken",
+        ),
+        ("print('not json')\n", "analyze of abc on local[2] printed no JSON summary (exit 0): no message"),
+    ],
+)
+def test_a_tree_whose_analyze_fails_is_one_line(tmp_path, main, expected):
+    tree = tmp_path / "tree"
+    (tree / "minibroker").mkdir(parents=True)
+    (tree / "minibroker" / "__init__.py").write_text("")
+    (tree / "minibroker" / "__main__.py").write_text(main)  # the tree's own package, not this one
+    with pytest.raises(SystemExit) as stop:
+        bench.analyze(tmp_path, tmp_path / "out", "local[2]", tree, "analyze of abc")
+    assert str(stop.value) == expected
