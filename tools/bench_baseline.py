@@ -70,10 +70,12 @@ def pairs(count: int, run: Callable[[str], float]) -> list[dict[str, float]]:
 def summary(done: list[dict[str, float]]) -> dict[str, Any]:
     """This tree ÷ baseline over all pairs (total against total), and the pairs' lowest and highest."""
     ratios = [pair["ratio"] for pair in done]
+    baseline = sum(pair["baseline_s"] for pair in done)
+    current = sum(pair["current_s"] for pair in done)
     return {
-        "baseline_total_s": round(sum(pair["baseline_s"] for pair in done), 2),
-        "current_total_s": round(sum(pair["current_s"] for pair in done), 2),
-        "ratio": round(sum(pair["current_s"] for pair in done) / sum(pair["baseline_s"] for pair in done), 3),
+        "baseline_total_s": round(baseline, 2),
+        "current_total_s": round(current, 2),
+        "ratio": round(current / baseline, 3),
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
     }
