@@ -199,9 +199,9 @@ def _group_bench(r):
         [
             v["members"],
             f"{v['stable_ms']:,}",
-            f"{v['rebalance_ms']:,}",
+            f"{v['rebalance_ms']:,}" if v["members"] > 1 else "— (the group empties)",
             v["cpu_ms_to_stable"],
-            v["cpu_ms_per_rebalance"],
+            v["cpu_ms_per_rebalance"] if v["members"] > 1 else "—",
         ]
         for v in r["virtual"]
     ]
@@ -346,7 +346,7 @@ TOOLS = {
         _emulator_bench,
     ),
     "group_bench": (
-        "consumer groups: time to Stable and to rebalance, and a kafka-python member killed",
+        "Consumer groups: time to Stable and to rebalance, and a kafka-python member killed",
         _group_bench,
     ),
     "delay_bench": ("Delayed messages: every design on N messages with delays in [1 s, 2 h]", _delay_bench),

@@ -51,3 +51,18 @@ def test_run_refuses_a_command_that_prints_no_json(tmp_path, monkeypatch):
     else:
         raise AssertionError("run accepted a command without JSON")
     assert not list(tmp_path.iterdir())
+
+
+def test_the_readme_headline_ratios_are_figures_of_the_page():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Headline figures", 1)[1].split("\n## ", 1)[0]
+    ratios = [
+        line.rsplit("|", 2)[1].strip()
+        for line in table.splitlines()
+        if line.startswith("| ") and "ratio" not in line
+    ]
+    page = (
+        (ROOT / "docs" / "benchmarks.md").read_text().split("## Headline figures", 1)[1].split("\n## ", 1)[0]
+    )
+    page_ratios = {line.split("|")[2].strip() for line in page.splitlines() if line.startswith("| ")}
+    assert ratios and set(ratios) <= page_ratios
