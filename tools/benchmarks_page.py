@@ -1,0 +1,444 @@
+"""Write docs/benchmarks.md from the benchmark tools' own ``--json`` output.
+
+Usage::
+
+    python tools/benchmarks_page.py run NAME -- python tools/timer_bench.py --quick --json
+    python tools/benchmarks_page.py write            # docs/benchmarks.md from docs/benchmarks/*.json
+    python tools/benchmarks_page.py write --check    # exit 1 if docs/benchmarks.md differs
+
+``run`` runs one tool command (which must print one JSON document on stdout) and saves it to
+docs/benchmarks/NAME.json with the command, the machine's cores and its load average just before and
+just after. ``write`` renders one table per saved run: the tool's headline ratios first (figures from
+one run of one command, so they compare), then its rows with the machine facts beside them.
+Tools listed in ``NOT_MEASURED`` are named with their command and no figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "benchmarks"
+PAGE = ROOT / "docs" / "benchmarks.md"
+
+INTRO = """\
+Written by `python tools/benchmarks_page.py write` from the tools' own `--json` output saved in
+[benchmarks/](benchmarks/) (`python tools/benchmarks_page.py run NAME -- COMMAND` saves one). Every figure
+comes from one run of the command shown; the headline figures are ratios within one run, which hold on a
+shared machine where absolute figures move from one minute to the next. The runs are small ones, each
+well under two minutes; the tools' default sizes give steadier figures."""
+
+# tool -> (what it measures, the command that would measure it)
+NOT_MEASURED = {
+    "spark_floor": (
+        "what Spark itself costs on the bench traces (session start, one read of analyze's columns); "
+        "it prints a table, not JSON",
+        "python tools/spark_floor.py --events 200000",
+    ),
+}
+
+
+def _load() -> tuple[float, float, float]:
+    one, five, fifteen = os.getloadavg()
+    return round(one, 2), round(five, 2), round(fifteen, 2)
+
+
+def run(name: str, command: list[str]) -> Path:
+    """Run ``command``, parse its stdout as JSON and save it with the machine facts."""
+    argv = [sys.executable, *command[1:]] if command[0] == "python" else command
+    before = _load()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    after = _load()
+    if done.returncode != 0:
+        sys.exit(
+            f"benchmarks_page: {shlex.join(command)} exited {done.returncode}: {done.stderr.strip()[-300:]}"
+        )
+    try:
+        result = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        sys.exit(f"benchmarks_page: {shlex.join(command)} printed no JSON document ({exc})")
+    record = {
+        "command": shlex.join(command),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_before": before,
+        "load_after": after,
+        "result": result,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# One function per tool: (headline ratios, table header, table rows) from the tool's own JSON.
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _timer_bench(r):
+    heads, rows = [], []
+    for name, w in r["workloads"].items():
+        res = w["results"]
+        heads.append(
+            (f"timer {name} ({w['name']}): SystemTimer ÷ heap, time per operation", _x(w["kafka_vs_heap"]))
+        )
+        rows.append(
+            [
+                f"{name} {w['name']}",
+                f"{w['ops']:,}",
+                f"{res['kafka']['ns_per_op']:,.0f}",
+                f"{res['heap']['ns_per_op']:,.0f}",
+                f"{res['hashed']['ns_per_op']:,.0f}",
+                _x(w["kafka_vs_heap"]),
+                _x(res["hashed"]["vs_heap"]),
+                "yes" if w["fired_agree"] else "NO",
+            ]
+        )
+    header = [
+        "workload",
+        "operations",
+        "kafka ns/op",
+        "heap ns/op",
+        "hashed ns/op",
+        "kafka ÷ heap",
+        "hashed ÷ heap",
+        "same tasks fired",
+    ]
+    return heads, header, rows
+
+
+def _purgatory_perf(r):
+    runs = {run["timer"]: run for run in r["runs"]}
+    heads = [
+        (
+            "purgatory: actual ÷ target request rate (SystemTimer)",
+            _x(runs["kafka"]["actual_rate"] / runs["kafka"]["target_rate"]),
+        )
+    ]
+    if "heap" in runs:
+        heads.append(
+            (
+                "purgatory: SystemTimer ÷ heap, CPU per request",
+                _x(runs["kafka"]["cpu_us_per_req"] / runs["heap"]["cpu_us_per_req"]),
+            )
+        )
+    header = [
+        "timer",
+        "target req/s",
+        "actual req/s",
+        "CPU µs/req",
+        "lateness p50 / p99 / max (ms)",
+        "keeps up",
+    ]
+    rows = [
+        [
+            t,
+            f"{x['target_rate']:,.0f}",
+            f"{x['actual_rate']:,.0f}",
+            f"{x['cpu_us_per_req']}",
+            f"{x['late_p50_ms']:.1f} / {x['late_p99_ms']:.1f} / {x['late_max_ms']:.1f}",
+            "yes" if x["keeps_up"] else "no",
+        ]
+        for t, x in runs.items()
+    ]
+    return heads, header, rows
+
+
+def _emulator_bench(r):
+    target = r["target"]["per_cpu_s"]
+    heads = [("emulator: simulated produce requests per CPU second ÷ target", _x(r["per_cpu_s"] / target))]
+    p = r["produce"]
+    header = [
+        "produce requests",
+        "per CPU s",
+        "target per CPU s",
+        "latency p50 / p99 (virtual ms)",
+        "records consumed",
+    ]
+    rows = [
+        [
+            f"{p['completed']:,}",
+            f"{r['per_cpu_s']:,.0f}",
+            f"{target:,}",
+            f"{p['latency_ms']['p50']} / {p['latency_ms']['p99']}",
+            f"{r['consumers']['records_consumed']:,}",
+        ]
+    ]
+    return heads, header, rows
+
+
+def _group_bench(r):
+    heads = []
+    if r.get("wire"):
+        w = r["wire"]
+        heads.append(
+            (
+                f"groups ({w['client']}): a killed member's partition taken over ÷ session.timeout.ms",
+                _x(w["kill_to_takeover_ms"] / w["session_timeout_ms"]),
+            )
+        )
+    header = [
+        "members",
+        "Stable at (virtual ms)",
+        "rebalance after one leaves (virtual ms)",
+        "CPU ms to Stable",
+        "CPU ms per rebalance",
+    ]
+    rows = [
+        [
+            v["members"],
+            f"{v['stable_ms']:,}",
+            f"{v['rebalance_ms']:,}" if v["members"] > 1 else "— (the group empties)",
+            v["cpu_ms_to_stable"],
+            v["cpu_ms_per_rebalance"] if v["members"] > 1 else "—",
+        ]
+        for v in r["virtual"]
+    ]
+    return heads, header, rows
+
+
+def _delay_bench(r):
+    wheel = [x for x in r if x["design"] == "wheel"]
+    heads = (
+        [
+            (
+                "delayed messages: file wheel's latest delivery ÷ its tick (1000 ms)",
+                _x(max(x["lateness_max_ms"] for x in wheel) / 1000),
+            )
+        ]
+        if wheel
+        else []
+    )
+    header = ["design", "messages", "lateness p50 / p99 / max (ms)", "CPU µs per message", "peak KiB"]
+    rows = [
+        [
+            x["design"],
+            f"{x['count']:,}",
+            f"{x['lateness_p50_ms']:,} / {x['lateness_p99_ms']:,} / {x['lateness_max_ms']:,}",
+            x["cpu_us_per_message"],
+            f"{x['peak_kib']:,}",
+        ]
+        for x in r
+    ]
+    return heads, header, rows
+
+
+def _retry_bench(r):
+    by = {(x["backend"], x["pending"]): x for x in r["rows"]}
+    heads = [
+        (
+            f"retry scheduler: wheel ÷ redis, records drained per second ({n:,} pending)",
+            _x(x["drain_per_s"] / by[("redis", n)]["drain_per_s"]),
+        )
+        for (b, n), x in by.items()
+        if b == "wheel" and ("redis", n) in by
+    ]
+    header = ["backend", "pending", "drain (records/s)", "load (records/s)", "lateness p50 / p99 / max (ms)"]
+    rows = [
+        [
+            x["backend"],
+            f"{x['pending']:,}",
+            f"{x['drain_per_s']:,.0f}",
+            f"{x['load_per_s']:,.0f}",
+            f"{x['late_p50_ms']:.1f} / {x['late_p99_ms']:.1f} / {x['late_max_ms']:.1f}",
+        ]
+        for x in r["rows"]
+    ]
+    return heads, header, rows
+
+
+def _wire_bench(r):
+    m = r.get("minibroker_over_mock", {})
+    heads = (
+        [("serve: confluent-kafka records/s, minibroker ÷ librdkafka's mock cluster", _x(m["records_per_s"]))]
+        if m
+        else []
+    )
+    header = [
+        "client",
+        "records",
+        "records/s",
+        "records per request",
+        "e2e p50 / p99 (ms)",
+        "ack p50 / p99 (ms)",
+    ]
+    rows = [
+        [
+            x["client"],
+            f"{x['throughput']['records']:,}",
+            f"{x['throughput']['records_per_s']:,}",
+            x["throughput"]["records_per_request"],
+            f"{x['latency']['p50_ms']} / {x['latency']['p99_ms']}",
+            f"{x['latency']['ack_p50_ms']} / {x['latency']['ack_p99_ms']}",
+        ]
+        for x in r["results"]
+    ]
+    return heads, header, rows
+
+
+def _chaos_bench(r):
+    heads = [(f"chaos ({r['profile']} profile): violations ÷ runs", f"{r['violations']} / {r['runs']}")]
+    header = [
+        "runs",
+        "violations",
+        "runs per CPU minute",
+        "client requests per CPU s",
+        "network messages per CPU s",
+    ]
+    rows = [
+        [
+            r["runs"],
+            r["violations"],
+            r["runs_per_cpu_minute"],
+            f"{r['client_requests_per_cpu_s']:,}",
+            f"{r['network_messages_per_cpu_s']:,}",
+        ]
+    ]
+    return heads, header, rows
+
+
+def _pipeline_bench(r):
+    heads, rows = [], []
+    for x in r["runs"]:
+        heads.append(
+            (
+                f"analyze on {x['master']}: Spark ÷ DuckDB, whole command ({r['events']:,} events)",
+                f"{x['wall_over_duckdb']}",
+            )
+        )
+        rows.append(
+            [
+                x["master"],
+                f"{r['events']:,}",
+                x["wall_s"],
+                x["job_s"],
+                r["duckdb_s"],
+                "yes" if not x["differences"] else "NO",
+            ]
+        )
+    header = [
+        "master",
+        "events",
+        "whole command (s)",
+        "job (s)",
+        "DuckDB (s)",
+        "every table equal to DuckDB's",
+    ]
+    return heads, header, rows
+
+
+TOOLS = {
+    "timer_bench": ("Kafka's SystemTimer against a heap and a hashed wheel, in virtual time", _timer_bench),
+    "purgatory_perf": ("Kafka's TestPurgatoryPerformance model, real time", _purgatory_perf),
+    "emulator_bench": (
+        "acks=-1 produce requests through the emulated cluster, in virtual time",
+        _emulator_bench,
+    ),
+    "group_bench": (
+        "Consumer groups: time to Stable and to rebalance, and a kafka-python member killed",
+        _group_bench,
+    ),
+    "delay_bench": ("Delayed messages: every design on N messages with delays in [1 s, 2 h]", _delay_bench),
+    "retry_bench": ("The retry scheduler's backends, real time, no Kafka", _retry_bench),
+    "wire_bench": ("`minibroker serve` under real clients, against librdkafka's mock cluster", _wire_bench),
+    "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),
+    "pipeline_bench": ("`analyze` on Spark against the same tables computed by DuckDB", _pipeline_bench),
+}
+
+
+def _table(header, rows) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+def render() -> str:
+    """The page, from every docs/benchmarks/*.json, tools in TOOLS order."""
+    saved = {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))}
+    heads, sections = [], []
+    for name, (what, figures) in TOOLS.items():
+        if name not in saved:
+            continue
+        record = saved[name]
+        tool_heads, header, rows = figures(record["result"])
+        heads += [(f, v, name) for f, v in tool_heads]
+        before, after = (" / ".join(f"{x:.2f}" for x in record[k]) for k in ("load_before", "load_after"))
+        sections += [
+            f"## {name}",
+            "",
+            f"{what}.",
+            "",
+            f"`{record['command']}` on {record['cores']} cores, Python "
+            f"{record['python']}; load average {before} before, {after} after.",
+            "",
+            *_table(header, rows),
+            "",
+        ]
+    out = [
+        "# Benchmarks",
+        "",
+        INTRO,
+        "",
+        "## Headline figures",
+        "",
+        *_table(["figure", "ratio", "tool"], [[f, v, f"[{n}](#{n})"] for f, v, n in heads]),
+        "",
+        *sections,
+    ]
+    missing = {
+        **NOT_MEASURED,
+        **{n: (w, f"python tools/{n}.py --json") for n, (w, _) in TOOLS.items() if n not in saved},
+    }
+    if missing:
+        out += ["## Not measured in this build of the page", ""]
+        out += [f"- {name}: {what} (`{command}`)" for name, (what, command) in sorted(missing.items())]
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    run_parser = sub.add_parser(
+        "run", help="run a tool with --json and save its output with the machine facts"
+    )
+    run_parser.add_argument("name", help="the result's name: docs/benchmarks/NAME.json")
+    run_parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- then the tool command ('python' is this one)"
+    )
+    write_parser = sub.add_parser("write", help="render docs/benchmarks.md from docs/benchmarks/*.json")
+    write_parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the page differs instead of writing"
+    )
+    args = parser.parse_args(argv)
+    if args.mode == "run":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            parser.error("run: give the tool command after --")
+        print(run(args.name, command))
+        return 0
+    text = render()
+    if args.check:
+        if PAGE.read_text() != text:
+            print(
+                f"benchmarks_page: {PAGE.relative_to(ROOT)} differs from what the saved results give",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    PAGE.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
