@@ -73,52 +73,39 @@ def _rule(pattern: str, instead: str) -> Rule:
     return Rule(re.compile(pattern, re.IGNORECASE), instead)
 
 
-POINTERS = (
-    _rule(
-        rf"{_START}seeds?[ _-]?#?0\d\d(?!\d)",
-        "a private article by number: name the design, Kafka class or KIP",
-    ),
-    _rule(
-        rf"{_START}seed[ _-](?:articles?|examples?)(?![a-z0-9])",
-        "a private article: name the design, Kafka class or KIP",
-    ),
-    _rule(r"\bthe seed(?:'s|s')", "a private article: name the design, Kafka class or KIP"),
-    _rule(r"\bseed(?:'s)? (?:design|text|paper|post|document)s?\b", "a private article: name the design"),
-    _rule(r"\bas (?:in )?the seed\b", "a private article: name the design, Kafka class or KIP"),
-    _rule(r"§", "a section sign: link a heading of a page in docs/ instead"),
-    _rule(r"\breference (?:section|item|part)s? \d", "a private reference: name the Kafka class or test"),
-    _rule(
-        rf"{_START}reference[ _](?:worked[ _])?examples?(?![a-z0-9])",
-        "a private reference: say what the example shows",
-    ),
-    _rule(rf"{_START}issues? ?#\d+|{_START}issue[ _-]?\d+", "an issue number: say what the behaviour is"),
-    _rule(
-        rf"{_START}(?:the|this|that)[ _]issue(?:'s)?(?![a-z0-9])",
-        "an issue: say what the behaviour or target is",
-    ),
-    _rule(
-        r"\.\./shared\b|/work/(?:shared|main|wt)\b|\bDESIGN\.md\b|\bkafka-purgatory\.md\b|\bseeds/0\d\d",
-        "a path outside the repository",
-    ),
-)
+_ARTICLE = "a private article: name the design, Kafka class or KIP"
+_REFERENCE = "a private reference: name the Kafka class or test, say what the example shows"
+_ISSUE = "an issue: say what the behaviour or target is"
+_ROUND = "a round or session of development: describe the product as it is"
+_BEFORE = "history: describe the product as it is"
+_OUTSIDE = "a path outside the repository"
+_HASH = "a commit hash: git log keeps it"
 
-HISTORY = (
-    _rule(
-        rf"\b(?:round|session)[ _-]?\d+(?:[.,]\d+)*(?![.,]?\d){_NOT_A_DURATION}",
-        "a numbered round or session of development",
-    ),
-    _rule(rf"\b(?:round|session)s?\b[^.\n]{{0,40}}?{_DATE}", "a dated round or session of development"),
-    _rule(rf"{_DATE}[^.\n]{{0,40}}?\b(?:round|session)s?\b", "a dated round or session of development"),
-    _rule(r"\b(?:this|next|last|previous|earlier) (?:round|session)\b", "a round or session of development"),
-    _rule(
-        r"\b(?:before|after|until|since) this (?:change|round|session|commit|patch|rewrite|fix)\b", "history"
-    ),
-    _rule(r"\bthe code before\b", "history: describe the product as it is"),
-    _rule(rf"\bas of (?:{_DATE}|\d{{4}}\b|today\b|now\b|this writing\b)", "a dated statement"),
-    _rule(
-        r"\bcommits? `?(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b", "a commit hash: git log keeps it"
-    ),
+#: (where, pattern, what to write instead): "any" file in scope, or "prose" (README.md and docs/)
+_TABLE = (
+    ("any", rf"{_START}seeds?[ _-]?#?0\d\d(?!\d)", _ARTICLE),
+    ("any", rf"{_START}seed[ _-](?:articles?|examples?)(?![a-z0-9])", _ARTICLE),
+    ("any", r"\bthe seed(?:'s|s')", _ARTICLE),
+    ("any", r"\bseed(?:'s)? (?:design|text|paper|post|document)s?\b", _ARTICLE),
+    ("any", r"\bas (?:in )?the seed\b", _ARTICLE),
+    ("any", r"§", "a section sign: link a heading of a page in docs/ instead"),
+    ("any", r"\breference (?:section|item|part)s? \d", _REFERENCE),
+    ("any", rf"{_START}reference[ _](?:worked[ _])?examples?(?![a-z0-9])", _REFERENCE),
+    ("any", rf"{_START}issues? ?#\d+|{_START}issue[ _-]?\d+", _ISSUE),
+    ("any", rf"{_START}(?:the|this|that)[ _]issue(?:'s)?(?![a-z0-9])", _ISSUE),
+    ("any", r"\.\./shared\b|/work/(?:shared|main|wt)\b", _OUTSIDE),
+    ("any", r"\bDESIGN\.md\b|\bkafka-purgatory\.md\b|\bseeds/0\d\d", _OUTSIDE),
+    ("prose", rf"\b(?:round|session)[ _-]?\d+(?:[.,]\d+)*(?![.,]?\d){_NOT_A_DURATION}", _ROUND),
+    ("prose", rf"\b(?:round|session)s?\b[^.\n]{{0,40}}?{_DATE}", _ROUND),
+    ("prose", rf"{_DATE}[^.\n]{{0,40}}?\b(?:round|session)s?\b", _ROUND),
+    ("prose", r"\b(?:this|next|last|previous|earlier) (?:round|session)\b", _ROUND),
+    ("prose", r"\b(?:before|after|until|since) this (?:change|round|session|commit|patch|fix)\b", _BEFORE),
+    ("prose", r"\bthe code before\b", _BEFORE),
+    ("prose", rf"\bas of (?:{_DATE}|\d{{4}}\b|today\b|now\b|this writing\b)", "a dated statement"),
+    ("prose", r"\bcommits? `?(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b", _HASH),
 )
+POINTERS = tuple(_rule(pattern, instead) for where, pattern, instead in _TABLE if where == "any")
+HISTORY = tuple(_rule(pattern, instead) for where, pattern, instead in _TABLE if where == "prose")
 LOAD_AVERAGE = _rule(
     r"\bload averages?\b|\bloadavg\b", f"a load average: only on a machine-facts line of {BENCHMARKS_PAGE}"
 )
@@ -317,8 +304,7 @@ def test_a_failure_names_file_line_and_text(tmp_path):
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "bench.py").write_text('print("load average")  # fine in a tool\n')
     assert report("docs", tmp_path) == [
-        "docs/delay.md:3: 'seed 002' (a private article by number: name the design, Kafka class or KIP): "
-        "Two designs from seed 002.",
+        f"docs/delay.md:3: 'seed 002' ({_ARTICLE}): Two designs from seed 002.",
         "docs/delay.md:4: '§' (a section sign: link a heading of a page in docs/ instead): Levels (§2).",
     ]
     assert report("tools", tmp_path) == []
