@@ -69,7 +69,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         type=whole_number(0, MAX_DEMO_MS, "a whole number of ms"),
         action="append",
         metavar="MS",
-        help="a task delay in ms (repeatable; default: the seed articles' 350 and 450)",
+        help="a task delay in ms (repeatable; default: 350 and 450, which start on levels 2 and 3 of the "
+        "default wheel and cascade down to fire on time)",
     )
     demo.add_argument(
         "--tick",

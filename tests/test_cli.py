@@ -12,7 +12,7 @@ from minibroker.cli import WHEEL_SIZES, main
 from minibroker.demo import run_demo
 
 
-def test_demo_replays_the_seed_example_at_exact_virtual_times():
+def test_demo_fires_350_and_450_at_exact_virtual_times():
     console = Console(record=True, width=120)
     assert run_demo([350, 450], console=console) == [(350, 350), (450, 450)]
     text = console.export_text()

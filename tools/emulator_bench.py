@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tools/emulator_bench.py                       # the issue's workload (10,000 virtual ms)
+    python tools/emulator_bench.py                       # the default workload (10,000 virtual ms)
     python tools/emulator_bench.py --quick               # 1,000 virtual ms: a smoke run of a few seconds
     python tools/emulator_bench.py --partitions 12 --rate 50000 --json
     python tools/emulator_bench.py --trace               # plus a traced run: events per second
@@ -57,7 +57,7 @@ two is what the emulator's reference cycles and its many live objects cost.
   ``cluster.requests`` that have a ``completed_ms``, whatever their outcome; the
   completion causes and the per-partition error names are listed too.
 - **per wall s / per CPU s**: completed produce requests divided by those times.
-  The issue's target is >= 20,000 per CPU second at RF 3; it is printed with
+  The target is >= 20,000 per CPU second at RF 3; it is printed with
   PASS/MISS and never affects the exit status.
 - **latency**: ``completed_ms - created_ms`` of the completed produce requests,
   virtual ms, nearest-rank p50/p99 and max.
@@ -126,7 +126,7 @@ from minibroker.cluster import Cluster, Consumer, Producer, TopicPartition, Topi
 from minibroker.runtime import MsClock, deterministic_scheduling, quiet_gc
 from minibroker.trace import RecordingTracer
 
-TARGET_PER_CPU_S = 20_000  # simulated produce requests per CPU second at RF 3, from the issue
+TARGET_PER_CPU_S = 20_000  # simulated produce requests per CPU second at RF 3: the performance goal
 BROKERS = 3
 REPLICATION_FACTOR = 3
 TOPIC = "bench"

@@ -120,8 +120,8 @@ class Controller:
 
     def _validate(self, request: AlterPartitionRequest) -> Errors:
         if request.broker_epoch >= 0 and request.broker_epoch != self.broker_epochs.get(request.broker_id, 1):
-            # sent before its broker restarted (chaos seed 2026 run 1343): committing it would change an
-            # ISR behind the back of the broker's new life, which never hears the answer
+            # sent before its broker restarted: committing it would change an ISR behind the back of the
+            # broker's new life, which never hears the answer (stale_broker_epoch_alter_partition.toml)
             return Errors.STALE_BROKER_EPOCH
         state = self.state.get(request.tp)
         if state is None:

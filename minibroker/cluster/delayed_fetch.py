@@ -1,5 +1,7 @@
-"""DelayedFetch: a fetch waiting for ``min_bytes`` of new data, or ``max_wait_ms`` (reference §3.3-3.4).
+"""DelayedFetch: a fetch waiting for ``min_bytes`` of new data, or ``max_wait_ms``.
 
+Kafka's class: https://github.com/apache/kafka/blob/trunk/server/src/main/java/org/apache/kafka/server/purgatory/DelayedFetch.java
+(docs/kafka-model.md, "3. DelayedProduce and DelayedFetch"); the letters below are its completion cases.
 For each partition, with the offset the initial read stopped at (``fetch_offset``)
 and the end offset its isolation allows (LEO for followers, HW for consumers):
 

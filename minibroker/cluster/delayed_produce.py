@@ -1,4 +1,7 @@
-"""DelayedProduce: an acks=-1 produce waiting for the ISR to reach its offsets (reference §3.1-3.2).
+"""DelayedProduce: an acks=-1 produce waiting for the ISR to reach its offsets.
+
+Kafka's class: https://github.com/apache/kafka/blob/trunk/server/src/main/java/org/apache/kafka/server/purgatory/DelayedProduce.java
+(docs/kafka-model.md, "3. DelayedProduce and DelayedFetch").
 
 Each partition that appended without error starts *pending* with its error
 preset to REQUEST_TIMED_OUT; partitions that failed keep their error and are

@@ -216,7 +216,7 @@ class GroupMembership:
         )
         # asked again (after retry.backoff.ms, of the coordinator of the moment) until answered, as the
         # Java consumer does: starting from auto.offset.reset because the coordinator did not answer
-        # would commit that offset over the group's (chaos seed 2026 run 8484: 1 -> 0)
+        # would commit that offset over the group's (scenarios/regressions/offset_fetch_retried.toml)
         fetched = await self._call_while_loading(coordinator, request, "OffsetFetch")
         while fetched is None:
             if self.need_rejoin or self.failed is not None:
@@ -290,7 +290,8 @@ class GroupMembership:
     async def _commit(self) -> Errors:
         """Commit the positions of the moment each request is sent, a retry after
         COORDINATOR_LOAD_IN_PROGRESS too: a commit never carries positions older than one sent
-        before it (chaos seed 2026 runs 5100 and 9136 wrote stale snapshots over newer offsets)."""
+        before it (else chaos seed 2026 runs 5100 and 9136, replayed by tests/chaos/test_long_run_findings.py,
+        would write stale snapshots over newer offsets)."""
         while True:
             positions = dict(self.consumer.positions)
             if not positions or self.generation < 0:
@@ -363,7 +364,8 @@ class GroupMembership:
     # --- helpers -----------------------------------------------------------------------------
     def _give_up_assignment(self) -> None:
         """Revoke the assignment: positions go, and a fetch answer still on its way for them is ignored
-        (found by chaos: a late answer put the position back, so two members consumed one partition)."""
+        (else a late answer would put the position back, and two members would consume one partition:
+        scenarios/regressions/revoked_partition_late_fetch.toml)."""
         self.consumer.unassign(self.assigned)
         self.assigned = []
 

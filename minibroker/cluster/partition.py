@@ -1,7 +1,9 @@
 """Partition: one broker's replica of a topic partition, with the leader's HW and ISR rules.
 
 On the leader it keeps, per follower, a ``ReplicaState`` updated from each
-follower fetch, and applies Kafka's rules (reference §4):
+follower fetch, and applies the rules of Kafka's ``Partition`` and ``Replica``
+(https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/cluster/Partition.scala;
+docs/kafka-model.md, "4. Replication: high watermark and ISR"):
 
 - caught up: the follower's LEO equals the leader's, or it caught up within
   ``replica.lag.time.max.ms`` (``now - last_caught_up <= lag``);

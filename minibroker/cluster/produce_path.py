@@ -1,7 +1,8 @@
 """The produce path of a ReplicaManager: leader appends and the Produce purgatory.
 
 ``ProducePath`` is a mixin of ``ReplicaManager`` (it uses the manager's partitions,
-purgatories, tracer and injected errors). Triggers after an append (reference §4):
+purgatories, tracer and injected errors). Triggers after an append, as in Kafka's ``ReplicaManager``
+(docs/kafka-model.md, "4. Replication: high watermark and ISR"):
 an append that raised the HW checks the produce, fetch and delete-records
 purgatories; one that only moved the LEO checks the fetch purgatory. They run
 after the request's own DelayedProduce is registered (KAFKA-8334).

@@ -1,10 +1,11 @@
 """ReplicaManager: one broker's partitions, its three purgatories, and their triggers.
 
 The Produce, Fetch and DeleteRecords purgatories share the broker's one timer and
-one Reaper (the product design; Kafka gives each purgatory its own timer). The
+one Reaper (a deliberate deviation, docs/deviations.md: Kafka gives each purgatory its own timer). The
 request paths are mixins in their own modules (``produce_path``, ``fetch_path``,
 ``delete_records_path``); this module holds the partitions, leadership and the
-fetchers. Purgatories are checked exactly as Kafka's trigger table says (reference §4):
+fetchers. Purgatories are checked when Kafka's ``ReplicaManager`` checks them
+(https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/ReplicaManager.scala):
 
 | event                                                    | purgatories checked          |
 |----------------------------------------------------------|------------------------------|

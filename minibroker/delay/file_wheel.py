@@ -1,4 +1,8 @@
-"""FileWheel: one copy of the single-level file-backed timing wheel (seed 002's third design).
+"""FileWheel: one copy of a single-level timing wheel kept in files, one file per slot.
+
+Arbitrary delays (not rounded up to a level), as RocketMQ's timer store does (RIP-43,
+https://github.com/apache/rocketmq/blob/develop/store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java),
+with one log file per slot instead of RocketMQ's single timer log.
 
 ``slots`` slots of ``tick_ms`` each (7200 x 1000 ms: two hours). Time is cut into
 ticks; tick ``k`` covers due times in ``((k-1)*tick, k*tick]`` and lives in slot
@@ -31,8 +35,8 @@ Memory is bounded by settings, not by held messages: they are on disk, and
 firing holds one read block, one batch of due messages, one batch of rolls and
 the last ``dedup_window`` ids, however many messages a slot holds. Open append
 handles are kept only for slots within ``open_window`` ticks ahead of the
-pointer; an append further ahead opens, writes and closes the file (the seed's
-lazy loading). Pure and synchronous: no trio; the caller drives
+pointer; an append further ahead opens, writes and closes the file (slots are
+opened lazily: a two-hour wheel never holds 7200 open files). Pure and synchronous: no trio; the caller drives
 ``due_ticks``/``fire`` from its clock.
 """
 

@@ -3,7 +3,7 @@
 A delayed message goes to the *smallest level >= its delay* and is held for the
 level's whole delay: its due time is its timestamp plus the level, never its
 own delay. Rounding up (never down) means a message is never early; holding
-for the level (the seed's coercion) means every message of a level partition
+for the level (its due time forced to timestamp + level) means every message of a level partition
 is due in the order it was written, so the DelayService can forward each
 partition first-in first-out and commit a single offset per partition.
 
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import attrs
 
-#: the seed's levels
+#: twelve levels from 5 s to 2 h (RocketMQ's ``messageDelayLevel`` has eighteen, from 1 s to 2 h)
 DEFAULT_LEVELS = ("5s", "10s", "30s", "1m", "2m", "5m", "10m", "20m", "30m", "45m", "1h", "2h")
 TOPIC_PREFIX = "__delay_"
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}

@@ -1,6 +1,6 @@
 """DelayService: one per broker, beside it, forwarding due messages of the levels it leads.
 
-Three parts, as the seed has them, here as two trio tasks sharing plain state:
+Three parts (a fetcher, a delay queue, a sender), here two trio tasks sharing plain state:
 
 - the fetcher: every ``delay.service.poll.ms`` it looks up which level partitions
   its broker leads (the controller's view, what a client's metadata says), reads

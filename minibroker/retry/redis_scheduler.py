@@ -1,4 +1,4 @@
-"""The ``redis`` backend (seed 004): a sorted set scored by due time, claimed atomically by a Lua script.
+"""The ``redis`` backend: a sorted set scored by due time, claimed atomically by a Lua script.
 
 ``schedule`` is a ZADD (member: the record packed by ``member``, unique by its original offset and
 attempt). ``claim_due`` runs one Lua script that moves up to ``batch`` due members to ``<key>:inflight``

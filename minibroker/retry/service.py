@@ -1,4 +1,4 @@
-"""The retry service: the scheduler of seed 004 as a standalone process against any Kafka cluster.
+"""The retry service: the retry scheduler as a standalone process against any Kafka cluster.
 
 It consumes every ``<topic>-retry-<n>`` of its configured topics in one consumer group (kafka-python,
 ``enable.auto.commit`` off), holds each record in its backend until ``retry.due.ms``, then produces it

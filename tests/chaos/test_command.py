@@ -16,8 +16,8 @@ from minibroker.cli import main
 
 
 def test_bounded_default_run_has_zero_violations(tmp_path, capsys):
-    # 200 short schedules on 2 processes: every fault kind, every invariant checked (seed 14's run 159
-    # livelocked before coordinator_error_backoff was fixed)
+    # 200 short schedules on 2 processes: every fault kind, every invariant checked (seed 14's run 159 is
+    # the schedule scenarios/regressions/coordinator_error_backoff.toml was shrunk from)
     out = tmp_path / "out"
     status = main(
         [
@@ -49,8 +49,8 @@ def test_bounded_default_run_has_zero_violations(tmp_path, capsys):
     assert sum(row["members"] > 0 for row in table) > 80
     assert all(sum(row[f"fault_{k}"] for row in table) > 15 for k in ("stall", "hang", "leave"))
     assert sum(row["commits"] for row in table) > 3000
-    # faults on links to the controller in about 30% of the runs (seed 14's runs 150 and 230 failed
-    # before stale_partition_epoch_replayed and member_error_fetch_no_spin were fixed)
+    # faults on links to the controller in about 30% of the runs (seed 14's runs 150 and 230 are the
+    # schedules of the regressions stale_partition_epoch_replayed and member_error_fetch_no_spin)
     assert sum(row["controller_faults"] for row in table) > 50
     report = (out / "chaos.md").read_text()
     assert "| runs | 200 |" in report and "| violations | 0 |" in report

@@ -73,7 +73,7 @@ def test_a_fetch_completed_before_min_bytes_is_caught_and_shrunk(tmp_path):
 
 
 def test_regression_scenarios_pass():
-    # through the CLI, in a subprocess: one of them used to livelock, so a hang must fail too
+    # through the CLI, in a subprocess: some of them guard against livelocks, so a hang must fail too
     assert len(REGRESSIONS) >= 3
     for path in REGRESSIONS:
         out = subprocess.run(

@@ -23,7 +23,7 @@ def test_generation_is_a_pure_function_of_profile_seed_index_and_duration():
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
-def test_generated_schedules_stay_in_the_issue_ranges(profile):
+def test_generated_schedules_stay_in_their_ranges(profile):
     for index in range(30):
         s = generate(PROFILES[profile], 1, index, 1000)
         assert 3 <= s.brokers <= 5

@@ -25,7 +25,7 @@ async def open_traced(**options):
     return cm, cluster, sink
 
 
-async def test_seed_example_messages_3_and_4_complete_when_the_slower_follower_fetches(autojump_clock):
+async def test_acks_all_messages_3_and_4_complete_when_the_slower_follower_fetches(autojump_clock):
     tracer, sink = traced()
     async with open_cluster(3, RF3, tracer=tracer) as cluster:
         tracer.clock = cluster.now

@@ -1,6 +1,6 @@
 """Hypothesis, in virtual time: after any one broker crash (or controlled shutdown), acks=all produces on
 every partition whose leader survives and whose ISR still meets min.insync.replicas complete within the
-ISR-shrink bound (issue 19).
+ISR-shrink bound (KIP-841: a fenced or shutting-down follower holds back no HW).
 
 The bound. Let L be the link latency, F the time the controller removes the broker from the ISRs (the
 crash plus ``crash_detection_ms``, or the shutdown itself) and s the time a produce is sent. The shrink
@@ -12,8 +12,8 @@ after reports them at s + 5L; the answer travels L more. So the produce complete
     max(s + 6L, F + 2L) + 2 ms
 
 (the 2 ms cover, at L = 0, the fetcher's 1 ms pause after a round that brought nothing).
-Before the fix the crashed broker, still "caught up", held the HW: those produces waited for its restart
-or expired after ``request.timeout.ms``.
+Were the crashed broker, still "caught up", to hold the HW, those produces would wait for its restart or
+expire after ``request.timeout.ms``.
 
 Bounded for CI: at most 5 brokers, 5 partitions, 60 examples, each a few virtual seconds.
 """

@@ -1,7 +1,7 @@
 """KIP-841 on the leader and the controller: only ISR-eligible replicas hold the HW or join the ISR.
 
-Issue 19: a crashed (fenced) or shutting-down follower out of the ISR held the HW while it was still
-"caught up", so acks=all produces waited for the broker to come back.
+A crashed (fenced) or shutting-down follower out of the ISR does not hold the HW back, even while it still
+counts as "caught up": acks=all produces do not wait for the broker to come back.
 """
 
 from __future__ import annotations
@@ -141,4 +141,4 @@ async def test_a_fetch_arriving_after_its_broker_was_fenced_does_not_propose_it_
         assert [e["time_ms"] for e in late] == [800]
         assert cluster.controller.state[TP].isr == (0, 1)
         proposals = [e for e in sink if e["kind"] == "isr.propose"]
-        assert proposals == []  # before the fix: an expansion to [0, 1, 2], rejected by the controller
+        assert proposals == []  # no expansion to [0, 1, 2], which the controller would reject

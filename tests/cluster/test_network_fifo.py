@@ -1,5 +1,6 @@
 """The network's FIFO links: a message never overtakes an earlier one on its link, even when both are due
-at the same ms from timer tasks that the timing wheel fires in another order (found by chaos)."""
+at the same ms from timer tasks that the timing wheel fires in another order (the scenario
+scenarios/regressions/controller_link_fifo_same_ms.toml shows what an overtaking message breaks)."""
 
 from __future__ import annotations
 

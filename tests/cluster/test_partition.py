@@ -1,4 +1,8 @@
-"""Leader bookkeeping: reference §6 items 27-34 (IsrExpirationTest, PartitionTest) on Partition alone."""
+"""Leader bookkeeping on Partition alone: the cases of Kafka's IsrExpirationTest and PartitionTest.
+
+https://github.com/apache/kafka/blob/trunk/core/src/test/scala/unit/kafka/server/IsrExpirationTest.scala
+https://github.com/apache/kafka/blob/trunk/core/src/test/scala/unit/kafka/cluster/PartitionTest.scala
+"""
 
 import pytest
 

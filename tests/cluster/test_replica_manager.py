@@ -1,4 +1,8 @@
-"""ReplicaManager on a manual clock: reference §6 items 23-26 and 35-38, the trigger table, acks."""
+"""ReplicaManager on a manual clock: Kafka's DelayedFetchTest and ReplicaManagerTest, the trigger table, acks.
+
+https://github.com/apache/kafka/blob/trunk/core/src/test/scala/integration/kafka/server/DelayedFetchTest.scala
+https://github.com/apache/kafka/blob/trunk/core/src/test/scala/unit/kafka/server/ReplicaManagerTest.scala
+"""
 
 import attrs
 
@@ -15,7 +19,7 @@ def only(box):
     return response, part
 
 
-# --- DelayedFetch (items 23-26) ---------------------------------------------------------------
+# --- DelayedFetchTest ---------------------------------------------------------------------------
 def test_fenced_epoch_completes_a_waiting_follower_fetch():
     h = Harness()
     h.lead()
@@ -97,7 +101,7 @@ def test_older_segment_completes_at_once():
     assert response.cause == "condition" and part.error is Errors.NONE
 
 
-# --- ReplicaManagerTest (items 35-38) ---------------------------------------------------------
+# --- ReplicaManagerTest ------------------------------------------------------------------------
 def test_stop_replica_answers_a_waiting_produce_not_leader():
     h = Harness()
     h.lead(replicas=(0, 1), isr=(0, 1))
@@ -201,7 +205,7 @@ def test_trigger_table_append_with_hw_unchanged_checks_fetch_only():
     assert events.count("op.complete") == 1  # only the fetch completed
 
 
-def test_seed_example_produce_completes_when_the_slower_follower_raises_the_hw():
+def test_acks_all_produce_completes_when_the_slower_follower_raises_the_hw():
     h = Harness()
     h.lead()
     h.produce(3, acks=1)

@@ -1,4 +1,9 @@
-"""Reference §6 items 15-21 and D3-D6 on a manual SystemTimer, with exact counts."""
+"""DelayedOperationPurgatory on a manual SystemTimer, with exact counts: the cases of Kafka's
+DelayedOperationTest, and the accounting its code implies (the armed count drops at completion, a purge
+only past the interval, completion and expiry in the same ms complete once, onComplete before onExpiration).
+
+https://github.com/apache/kafka/blob/trunk/server-common/src/test/java/org/apache/kafka/server/purgatory/DelayedOperationTest.java
+"""
 
 import pytest
 
@@ -78,7 +83,7 @@ def test_request_purge_accounting(purgatory):
 
     r2.completable = True
     assert r2.try_complete() is True
-    assert (purgatory.num_delayed(), purgatory.watched()) == (2, 6)  # D3: armed count drops at once
+    assert (purgatory.num_delayed(), purgatory.watched()) == (2, 6)  # the armed count drops at once
     r3.completable = True
     r3.try_complete()
     assert (purgatory.num_delayed(), purgatory.watched()) == (1, 6)
@@ -123,7 +128,7 @@ def test_purge_unlinks_stale_watchers_only_past_the_interval():
     assert purgatory.maybe_purge(0) == 0  # E=1, delayed=1: 0 is not > 0
     op.completable = True
     assert purgatory.check_and_complete("k1") == 1
-    assert purgatory.watched() == 2  # D4: two stale entries on k2 and k3
+    assert purgatory.watched() == 2  # two stale entries, on k2 and k3
     assert purgatory.maybe_purge(5) == 2
     assert (purgatory.watched(), purgatory.estimated_total, purgatory.purges, purgatory.last_purge) == (
         0,

@@ -57,7 +57,7 @@ async def test_task_added_at_t_with_delay_d_runs_at_t_plus_d(autojump_clock):
 
 
 async def test_reaper_threefold_timeouts_without_manual_advance(autojump_clock):
-    # Reference §6 item 13: delays 100, 200 and 300 ms all run, nobody calls advance_clock.
+    # as Kafka's SystemTimerReaperTest: delays 100, 200 and 300 ms all run, nobody calls advance_clock.
     async with trio.open_nursery() as nursery:
         reaper = await start_reaper(nursery)
         tasks = [Stamp(d, reaper.clock) for d in (100, 200, 300)]

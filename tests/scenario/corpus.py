@@ -89,7 +89,7 @@ HOSTILE = (
     {"kind": "timer.fire"},
     {"kind": "nope", "x": 1},
 )
-#: settings pushed past the limits, where the first wave hung, ran out of memory or crashed
+#: settings pushed past the limits, which without the loader's bounds would hang, exhaust memory or crash
 LIMITS: tuple[tuple[tuple, Any], ...] = (
     (("cluster", "config", "minibroker.timer.wheel.size"), 1),
     (("cluster", "config", "minibroker.timer.wheel.size"), 10**9),

@@ -25,7 +25,7 @@ REQUIRED = {
     # regressions/
     "crashed_follower_holds_hw",
     "shutdown_follower_holds_hw",
-    # issue 18: the DeleteRecords purgatory
+    # the DeleteRecords purgatory
     "delete_records_low_watermark",
 }
 

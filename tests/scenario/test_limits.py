@@ -1,4 +1,4 @@
-"""Inputs that used to hang, exhaust memory or print a traceback: each is now refused before the run.
+"""Inputs that could hang a run, exhaust memory or print a traceback: each is refused before the run.
 
 Every case names the exact message; ``check`` refuses what ``run`` would (both load the file the
 same way, and both exit 2 with the message).

@@ -39,7 +39,7 @@ def rearm_then_cancel(timer, b):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_issue_12_rearmed_then_cancelled_task_does_not_run_again(kind):
+def test_task_handed_over_then_rearmed_and_cancelled_does_not_run_again(kind):
     timer, b, runs = two_due_at_10(kind, rearm)
     assert runs == [10]  # B was already handed over when A re-armed it
     assert timer.size == 1  # ... and the re-arm holds: B is armed at 60

@@ -1,4 +1,7 @@
-"""Reference §6 items 1-2 (TimerTest), D2, and the seed articles' worked example."""
+"""SystemTimer: the cases of Kafka's TimerTest, cascades from overflow levels, and placement on small wheels.
+
+https://github.com/apache/kafka/blob/trunk/server-common/src/test/java/org/apache/kafka/server/util/timer/TimerTest.java
+"""
 
 import pytest
 
@@ -71,7 +74,7 @@ def test_expiration_of_585_tasks_across_six_levels():
     assert timer.size == 0
 
 
-def test_seed_example_350_and_450_cascade_down():
+def test_tasks_350_and_450_cascade_down_from_levels_2_and_3():
     timer, rec = make()
     t350, t450 = IdTask(350), IdTask(450)
     timer.add(t350)
@@ -122,7 +125,7 @@ def test_overflow_task_fires_at_its_own_expiration_not_the_buckets():
     ("delay", "level", "bucket_expiration"),
     [(1, 1, 1001), (2, 1, 1002), (3, 2, 1002), (7, 2, 1005), (8, 3, 1008), (10, 3, 1008), (25, 3, 1017)],
 )
-def test_reference_worked_example_wheel_of_three(delay, level, bucket_expiration):
+def test_placement_on_a_wheel_of_three_buckets(delay, level, bucket_expiration):
     timer, _ = make(tick_ms=1, wheel_size=3, start_ms=1000)
     task = IdTask(delay)
     timer.add(task)

@@ -1,4 +1,7 @@
-"""Reference §6 items 3-4: TimerTaskList, the shared counter, moves and cancels; lazy removal."""
+"""TimerTaskList: the shared counter, moves and cancels (Kafka's TimerTaskListTest); lazy removal.
+
+https://github.com/apache/kafka/blob/trunk/server-common/src/test/java/org/apache/kafka/server/util/timer/TimerTaskListTest.java
+"""
 
 from hypothesis import settings
 from hypothesis import strategies as st

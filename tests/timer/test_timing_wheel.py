@@ -1,4 +1,8 @@
-"""Reference §6 items 5-12 (TimingWheelTest) and D1: a raw wheel, tick 10, size 5, start 1000."""
+"""A raw TimingWheel (tick 10, size 5, start 1000): the cases of Kafka's TimingWheelTest, and a bucket
+offered to the delay queue once per cycle.
+
+https://github.com/apache/kafka/blob/trunk/server-common/src/test/java/org/apache/kafka/server/util/timer/TimingWheelTest.java
+"""
 
 import pytest
 

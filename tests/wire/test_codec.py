@@ -50,7 +50,7 @@ def _fetch() -> FetchRequest:
     )
 
 
-def test_the_table_advertises_what_the_issue_asks_for():
+def test_the_table_advertises_each_api_at_its_version_range():
     assert {s.name: (s.min_version, s.max_version) for s in SUPPORTED.values()} == {
         "Produce": (3, 9),
         "Fetch": (4, 12),

@@ -1,7 +1,7 @@
-"""Compressed record batches (issue 19): checked as Kafka's produce path checks them, never stored if bad.
+"""Compressed record batches: checked as Kafka's produce path checks them, never stored if bad.
 
-A batch whose attributes claim a codec it does not use used to be stored with error 0, and consumers then
-could not read past it. Unit tests on ``validate_records`` with forged batches, then over the wire: raw
+A batch whose attributes claim a codec it does not use is refused, never stored with error 0 (consumers
+could not read past it). Unit tests on ``validate_records`` with forged batches, then over the wire: raw
 requests for the exact codes, and kafka-python producing with every codec.
 """
 

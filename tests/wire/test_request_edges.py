@@ -1,4 +1,4 @@
-"""Edge cases found by fuzzing real requests (issue 19): null arrays, a negative produce timeout.
+"""Request edge cases a fuzzer reaches: null arrays, a negative produce timeout.
 
 Unit tests on the decoder, then each case against a served cluster on loopback (real time; every wait is
 bounded by ``WAIT_S``).

@@ -8,7 +8,7 @@ forgotten before its operation runs, so the operation may re-arm its own key.
 Kafka 4.x gives the group coordinator its own SystemTimer and reaper
 (``group-coordinator-reaper``) and a fired task schedules a write on the
 coordinator's event loop; here the tasks sit on the broker's one timer beside the
-purgatories (the product design) and the operation runs on the reaper's executor.
+purgatories (a deliberate deviation, docs/deviations.md) and the operation runs on the reaper's executor.
 
 Every arm, cancel and expiry is traced as ``timer.schedule`` / ``timer.cancel`` /
 ``timer.expire`` with the key and the deadline.
