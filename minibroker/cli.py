@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from minibroker import __version__
 from minibroker.cliutil import Parser, UsageError, speed, whole_number
+from minibroker.extras import MissingExtra
 
 INTERRUPTED = "minibroker: interrupted\n"
 
@@ -113,19 +114,24 @@ def _demo_timer(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    command = None
     try:
         argv = sys.argv[1:] if argv is None else argv
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         if getattr(signal.getsignal(signal.SIGINT), "minibroker_start_up", False):
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        if args.command is None:
+        command = args.command
+        if command is None:
             parser.print_help()
             return 0
-        return args.handlers[args.command](args)
+        return args.handlers[command](args)
     except UsageError as error:
         for line in str(error).splitlines():  # a scenario with several problems: one line each
             print(f"minibroker: {line}", file=sys.stderr)
+        return 2
+    except MissingExtra as error:  # an optional package this command (or option) needs
+        print(f"minibroker: {command}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(INTERRUPTED, end="", file=sys.stderr)

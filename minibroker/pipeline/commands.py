@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from minibroker.cliutil import UsageError, out_dir, positive_number, whole_number
+from minibroker.extras import require
 
 if TYPE_CHECKING:
     from minibroker.pipeline.inputs import TraceInputs
@@ -190,6 +191,7 @@ def _write_results(analysis: Any, out: Path) -> Path:
 
 
 def analyze_command(args: argparse.Namespace) -> int:
+    require("spark")
     from minibroker.pipeline.inputs import NoTraces, resolve
 
     try:
@@ -246,6 +248,7 @@ def analyze_command(args: argparse.Namespace) -> int:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
+    require("spark")
     from minibroker.pipeline.sweepfile import load_sweep
     from minibroker.scenario import ScenarioError
 

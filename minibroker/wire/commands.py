@@ -1,7 +1,7 @@
 """The ``serve`` command: Kafka clients against the emulated cluster, in real time.
 
-Nothing here imports kafka-python until ``serve`` runs, so the CLI works (and says what is
-missing) in an install without the ``wire`` extra.
+Nothing here imports kafka-python until ``serve`` runs, so ``minibroker --help`` and the
+other commands start without loading it.
 """
 
 from __future__ import annotations
@@ -145,10 +145,6 @@ def serve(args: argparse.Namespace) -> int:
     if args.control is not None and args.tui:
         raise UsageError("serve: --control and --tui cannot be combined (the TUI owns the terminal's run)")
     args.control_server = _bind_control(args) if args.control is not None else None
-    try:
-        import kafka  # noqa: F401
-    except ImportError:
-        raise UsageError("serve: kafka-python is not installed: pip install 'minibroker[wire]'") from None
     try:
         if args.tui:
             from minibroker.wire.live import run_live
