@@ -35,7 +35,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     )
     numbers = (  # (flag, minimum, maximum, noun, default, help)
         ("--runs", 1, MAX_RUNS, "a number of runs", 100, "how many schedules (default 100)"),
-        ("--seed", 0, None, "a seed", 0, "run i is a pure function of (profile, seed, i, duration); 0"),
+        (
+            "--seed",
+            0,
+            None,
+            "a seed",
+            0,
+            "run i is a pure function of (profile, seed, i, duration) (default 0)",
+        ),
         (
             "--duration-ms",
             100,
@@ -60,7 +67,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "--profile",
         choices=sorted(PROFILES),
         default="default",
-        help="default | unclean | acks1 (see docs/chaos.md)",
+        help="which faults and acks the runs use, see docs/chaos.md (default default)",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(

@@ -33,9 +33,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "checked. Stop with Ctrl-C (exit 130) or --duration.",
     )
     parser.add_argument("file", nargs="?", metavar="SCENARIO.toml", help="cluster, topics and steps to play")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
     parser.add_argument(
-        "--port", type=_port, default=9092, help="broker 0's port; broker i gets PORT+i (0: any free ports)"
+        "--host", default="127.0.0.1", help="address to listen on and advertise (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=9092,
+        help="broker 0's port; broker i gets PORT+i; 0: any free ports (default 9092)",
     )
     parser.add_argument("--brokers", type=_positive, help="brokers without a scenario (default 3)")
     parser.add_argument("--duration", type=_seconds, help="stop after this many seconds (default: never)")
