@@ -137,10 +137,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(INTERRUPTED, end="", file=sys.stderr)
         return 130
     except BaseExceptionGroup as group:  # trio may deliver Ctrl-C inside a nursery
-        if group.subgroup(KeyboardInterrupt) is None:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            print(INTERRUPTED, end="", file=sys.stderr)
+            return 130
+        # rich ends the program with SystemExit(1) when stdout is a closed pipe (`| head`); inside a
+        # nursery that arrives wrapped in a group
+        exits = group.subgroup(SystemExit)
+        if exits is None or group.split(SystemExit)[1] is not None:
             raise
-        print(INTERRUPTED, end="", file=sys.stderr)
-        return 130
+        raise _first(exits) from None
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    leaf = group.exceptions[0]
+    return _first(leaf) if isinstance(leaf, BaseExceptionGroup) else leaf
 
 
 def _interrupted_at_start_up(signum: int, frame: object) -> None:
