@@ -36,7 +36,7 @@ def test_serve_and_its_codecs_are_core():
 def test_a_missing_module_names_its_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(MissingExtra) as error:
-        optional_import("pyarrow.parquet", "parquet", "a .parquet trace")
+        optional_import("pyarrow", "parquet", "a .parquet trace")
     assert str(error.value) == (
         "a .parquet trace needs the parquet extra (pyarrow is not installed): "
         "pip install 'minibroker[parquet]'"
