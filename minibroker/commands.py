@@ -33,7 +33,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
     )
     pace = run_parser.add_mutually_exclusive_group()
-    pace.add_argument("--speed", type=speed, help="run at X times real time instead of instantly")
+    pace.add_argument(
+        "--speed", type=speed, help="run at this multiple of real time (default: virtual, instant)"
+    )
     pace.add_argument("--realtime", action="store_true", help="run in real time (--speed 1)")
     run_parser.add_argument(
         "--trace",
