@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from minibroker import __version__
 from minibroker.cliutil import Parser, UsageError, speed, whole_number
+from minibroker.extras import MissingExtra
 
 INTERRUPTED = "minibroker: interrupted\n"
 
@@ -114,28 +115,43 @@ def _demo_timer(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    command = None
     try:
         argv = sys.argv[1:] if argv is None else argv
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         if getattr(signal.getsignal(signal.SIGINT), "minibroker_start_up", False):
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        if args.command is None:
+        command = args.command
+        if command is None:
             parser.print_help()
             return 0
-        return args.handlers[args.command](args)
+        return args.handlers[command](args)
     except UsageError as error:
         for line in str(error).splitlines():  # a scenario with several problems: one line each
             print(f"minibroker: {line}", file=sys.stderr)
+        return 2
+    except MissingExtra as error:  # an optional package this command (or option) needs
+        print(f"minibroker: {command}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(INTERRUPTED, end="", file=sys.stderr)
         return 130
     except BaseExceptionGroup as group:  # trio may deliver Ctrl-C inside a nursery
-        if group.subgroup(KeyboardInterrupt) is None:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            print(INTERRUPTED, end="", file=sys.stderr)
+            return 130
+        # rich ends the program with SystemExit(1) when stdout is a closed pipe (`| head`); inside a
+        # nursery that arrives wrapped in a group
+        exits = group.subgroup(SystemExit)
+        if exits is None or group.split(SystemExit)[1] is not None:
             raise
-        print(INTERRUPTED, end="", file=sys.stderr)
-        return 130
+        raise _first(exits) from None
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    leaf = group.exceptions[0]
+    return _first(leaf) if isinstance(leaf, BaseExceptionGroup) else leaf
 
 
 def _interrupted_at_start_up(signum: int, frame: object) -> None:

@@ -33,10 +33,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
     )
     pace = run_parser.add_mutually_exclusive_group()
-    pace.add_argument("--speed", type=speed, help="run at X times real time instead of instantly")
+    pace.add_argument(
+        "--speed", type=speed, help="run at this multiple of real time (default: virtual, instant)"
+    )
     pace.add_argument("--realtime", action="store_true", help="run in real time (--speed 1)")
     run_parser.add_argument(
-        "--trace", metavar="PATH", help="write every event to PATH (.jsonl, or .parquet with pyarrow)"
+        "--trace",
+        metavar="PATH",
+        help="write every event to PATH (.jsonl, or .parquet with the parquet extra)",
     )
     run_parser.add_argument(
         "--json", action="store_true", help="print a machine-readable summary instead of tables"
@@ -52,9 +56,20 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "+/- speed, b broker, q quit); default speed plays the scenario in about 20 s; "
         "plain frames when stdout is not a terminal",
     )
-    check_parser = commands.add_parser("check", help="validate scenarios without running them")
-    check_parser.add_argument("files", metavar="FILE.toml", nargs="+")
-    list_parser = commands.add_parser("list", help="show the bundled scenarios")
+    check_parser = commands.add_parser(
+        "check",
+        help="validate scenarios without running them",
+        description="Load and validate scenario files without running them; print how many steps and "
+        "expectations each has, or its problems one per line. Exit 0 if all are valid, 2 if one is not.",
+    )
+    check_parser.add_argument(
+        "files", metavar="FILE.toml", nargs="+", help="scenario files, or names of bundled ones"
+    )
+    list_parser = commands.add_parser(
+        "list",
+        help="show the bundled scenarios",
+        description="List the scenarios of a directory with what each shows (the bundled ones by default).",
+    )
     list_parser.add_argument(
         "--dir", help="where to look (default: ./scenarios if there is one, else the bundled scenarios)"
     )

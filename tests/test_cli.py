@@ -1,5 +1,6 @@
 """The command line: help, the timer demo, and one-line errors."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,15 @@ def test_a_command_line_naming_a_command_imports_only_its_module():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
+
+
+def test_output_into_a_closed_pipe_ends_without_a_traceback():
+    # the demo prints from the reaper's task, inside a trio nursery; `minibroker demo-timer | head -1`
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has gone before the first line
+    done = subprocess.run(
+        [sys.executable, "-m", "minibroker", "demo-timer"], stdout=writer, stderr=subprocess.PIPE, text=True
+    )
+    os.close(writer)
+    assert done.returncode == 1
+    assert done.stderr == ""

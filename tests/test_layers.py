@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "minibroker"
-#: package -> rank; a module may import minibroker packages of a lower rank, its own, and the trace
-#: (packages not listed here, e.g. ones added later, are not checked)
+#: package -> rank; a module may import minibroker packages of a lower rank, its own, the trace and
+#: ``extras`` (standard library only) (packages not listed here, e.g. ones added later, are not checked)
 RANKS = {"timer": 1, "purgatory": 2, "runtime": 3, "cluster": 4, "scenario": 5}
 FRONT_ENDS = {"tui", "pipeline", "wire", "cli", "commands", "report", "demo", "cliutil", "__main__"}
 #: what any front end may reuse: the live view's renderer, the run summary, the CLI's small helpers
@@ -38,7 +38,7 @@ def test_imports_point_downward():
             top = name.split(".")
             if mine in PURE and top[0] == "trio":
                 wrong.append(f"{path.relative_to(ROOT)} imports trio")
-            if top[0] != "minibroker" or len(top) < 2 or top[1] in (mine, "trace"):
+            if top[0] != "minibroker" or len(top) < 2 or top[1] in (mine, "trace", "extras"):
                 continue
             other = top[1]
             upward = mine in RANKS and other in RANKS and RANKS[other] >= RANKS[mine]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from minibroker.cliutil import UsageError, out_dir, whole_number
+from minibroker.extras import require
 
 if TYPE_CHECKING:
     from minibroker.chaos.distribute import Job
@@ -34,7 +35,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     )
     numbers = (  # (flag, minimum, maximum, noun, default, help)
         ("--runs", 1, MAX_RUNS, "a number of runs", 100, "how many schedules (default 100)"),
-        ("--seed", 0, None, "a seed", 0, "run i is a pure function of (profile, seed, i, duration); 0"),
+        (
+            "--seed",
+            0,
+            None,
+            "a seed",
+            0,
+            "run i is a pure function of (profile, seed, i, duration) (default 0)",
+        ),
         (
             "--duration-ms",
             100,
@@ -59,7 +67,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "--profile",
         choices=sorted(PROFILES),
         default="default",
-        help="default | unclean | acks1 (see docs/chaos.md)",
+        help="which faults and acks the runs use, see docs/chaos.md (default default)",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -74,7 +82,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "--out",
         default="chaos-out",
         metavar="DIR",
-        help="where chaos.md, runs.parquet and shrunk/*.toml go (default chaos-out)",
+        help="where chaos.md, runs.jsonl and shrunk/*.toml go (default chaos-out)",
     )
     return {"chaos": chaos_command}
 
@@ -108,8 +116,8 @@ def chaos_command(args: argparse.Namespace) -> int:
         "minibroker " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "minibroker chaos"
     )
     write_markdown(report, out / "chaos.md", command)
-    write_runs(report, out / "runs.parquet")
-    stdout.print(f"report: {out / 'chaos.md'}, {out / 'runs.parquet'}")
+    write_runs(report, out / "runs.jsonl")
+    stdout.print(f"report: {out / 'chaos.md'}, {out / 'runs.jsonl'}")
     return 1 if report.violations else 0
 
 
@@ -119,6 +127,7 @@ def _runner(job: Job, args: argparse.Namespace) -> tuple[str, Iterator, type[Exc
     from minibroker.chaos.distribute import run_local, run_spark
 
     if args.master:
+        require("spark", "--master")
         from minibroker.pipeline.session import SparkUnavailable
 
         return f"Spark {args.master}", run_spark(job, args.runs, args.master), SparkUnavailable

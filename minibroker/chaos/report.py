@@ -1,7 +1,8 @@
-"""The chaos report: the same figures on the terminal, in ``DIR/chaos.md`` and per run in ``runs.parquet``."""
+"""The chaos report: the same figures on the terminal, in ``DIR/chaos.md`` and per run in ``runs.jsonl``."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -184,10 +185,10 @@ def write_markdown(report: ChaosReport, path: Path, command: str) -> None:
 
 
 def write_runs(report: ChaosReport, path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """One JSON object per run, in run order, with the columns of the first row: a table that pandas,
+    DuckDB, Spark and jq read, written with the standard library only."""
     rows = [s.row for s in sorted(report.summaries, key=lambda s: s.index)]
     columns = list(rows[0]) if rows else ["index"]
-    data = {name: [row.get(name) for row in rows] for name in columns}
-    pq.write_table(pa.table(data), path, compression="zstd")
+    with path.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps({name: row.get(name) for name in columns}, separators=(",", ":")) + "\n")

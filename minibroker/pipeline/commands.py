@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from minibroker.cliutil import UsageError, out_dir, positive_number, whole_number
+from minibroker.extras import require
 
 if TYPE_CHECKING:
     from minibroker.pipeline.inputs import TraceInputs
@@ -77,7 +78,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "Parquet tables, report.md and PNG charts to DIR. Exit 1 if the exactly-once audit finds "
         "a problem, 2 on bad input or when Spark cannot run.",
     )
-    analyze.add_argument("traces", metavar="TRACE", nargs="+")
+    analyze.add_argument(
+        "traces", metavar="TRACE", nargs="+", help="trace files (JSONL or Parquet), directories or globs"
+    )
     analyze.add_argument("--out", required=True, metavar="DIR", help="where the tables and report go")
     analyze.add_argument(
         "--bucket-ms", type=_bucket, default=1000, help="time bucket of the timelines (default 1000)"
@@ -89,7 +92,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         description="Run every variant of a sweep file (a base scenario and a grid of settings) as a "
         "Spark task; write variants.parquet, sweep.md and heatmaps to DIR.",
     )
-    sweep.add_argument("file", metavar="SWEEP.toml")
+    sweep.add_argument(
+        "file", metavar="SWEEP.toml", help="a sweep file: a base scenario and a grid of settings"
+    )
     sweep.add_argument("--out", required=True, metavar="DIR", help="where the table and report go")
     sweep.add_argument("--trace", action="store_true", help="write every variant's trace (Parquet)")
     sweep.add_argument(
@@ -190,6 +195,7 @@ def _write_results(analysis: Any, out: Path) -> Path:
 
 
 def analyze_command(args: argparse.Namespace) -> int:
+    require("spark")
     from minibroker.pipeline.inputs import NoTraces, resolve
 
     try:
@@ -246,6 +252,7 @@ def analyze_command(args: argparse.Namespace) -> int:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
+    require("spark")
     from minibroker.pipeline.sweepfile import load_sweep
     from minibroker.scenario import ScenarioError
 

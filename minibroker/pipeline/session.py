@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from minibroker.extras import MissingExtra, require
 from minibroker.pipeline.inputs import display_name
 from minibroker.pipeline.settings import off_heap_bytes
 
@@ -301,9 +302,9 @@ def spark_session(
     """A SparkSession for ``master``, stopped on exit unless it was already running."""
     check_master(master)
     try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        raise SparkUnavailable("the Spark pipeline needs pyspark: pip install 'minibroker[spark]'") from None
+        require("spark", "the Spark pipeline")
+    except MissingExtra as error:
+        raise SparkUnavailable(str(error)) from None
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 

@@ -15,6 +15,8 @@ import tempfile
 import time
 from typing import Any
 
+from minibroker.extras import MissingExtra, optional_import
+
 #: how long a starting server may take to answer PING on a loaded machine (real time)
 START_TIMEOUT_S = 10
 NO_PERSISTENCE = ("--save", "", "--appendonly", "no")
@@ -28,10 +30,9 @@ class RedisUnavailable(RuntimeError):
 
 def redis_module() -> Any:
     try:
-        import redis
-    except ModuleNotFoundError:
-        raise RedisUnavailable("redis-py is not installed (pip install 'minibroker[retry]')") from None
-    return redis
+        return optional_import("redis", "retry", "a redis backend")
+    except MissingExtra as error:
+        raise RedisUnavailable(str(error)) from None
 
 
 def connect(url: str) -> Any:

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from minibroker.extras import MissingExtra, optional_import
 from minibroker.retry import headers as h
 from minibroker.retry.holding import Held, RedisHolding, WheelHolding
 from minibroker.retry.outage import Outage, now_ms, reason_of
@@ -154,10 +155,9 @@ class RetryService:
         if b.kind == "wheel":
             return WheelHolding(now_ms())
         try:
-            import redis
-        except ModuleNotFoundError:
-            message = "[backend] kind = \"redis\" needs redis-py: pip install 'minibroker[retry]'"
-            raise ServiceError(message) from None
+            redis = optional_import("redis", "retry", '[backend] kind = "redis"')
+        except MissingExtra as error:
+            raise ServiceError(str(error)) from None
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from minibroker.extras import optional_import
 from minibroker.trace.events import Event
 
 COLUMNS = (
@@ -84,13 +85,9 @@ class ParquetSink:
     BATCH = 65_536
 
     def __init__(self, path: str | Path) -> None:
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise RuntimeError(
-                "writing Parquet needs pyarrow: pip install 'minibroker[parquet]' (or use a .jsonl trace)"
-            ) from None
+        pa = optional_import("pyarrow", "parquet", "a .parquet trace")
+        import pyarrow.parquet as pq
+
         self._pa = pa
         self.path = Path(path)
         fields = []

@@ -17,8 +17,8 @@ virtual time, exact milliseconds included). Three tasks share one trio run:
 
 When the run ends, the last frame stays until ``q`` (or ends the view at once
 when there is no keyboard), then the usual summary is printed and the exit status
-is the run's (0 or 1). ``q`` before the end prints how far the run got and exits
-0, or 1 if an expectation checked so far failed. The terminal
+is the run's (0 or 1). ``q`` before the end prints how far the run got, counting the
+expectations as the latest frame did, and exits 0, or 1 if one had failed. The terminal
 (alternate screen, cursor, key mode) is restored on exit, Ctrl-C and errors.
 With stdout not a terminal, ``run_plain`` prints plain frames instead.
 """
@@ -44,7 +44,7 @@ from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.trace import Event as TraceEvent
 from minibroker.tui.keys import cbreak, read_keys
 from minibroker.tui.render import render_frame
-from minibroker.tui.state import EventLog, Frame, Status, capture, default_speed
+from minibroker.tui.state import EventLog, Frame, Status, Tally, capture, default_speed
 
 #: real seconds between two frames while the run goes on
 FRAME_S = 0.25
@@ -99,7 +99,7 @@ class TuiApp:
         self.result: RunResult | None = None
         self.quit = False
         self.frames = 0
-        self.shown_ms = 0  # the virtual time of the latest frame
+        self.shown: Frame | None = None  # the latest frame
         self._redraw = trio.Event()
         self._nursery: trio.Nursery | None = None
 
@@ -116,7 +116,7 @@ class TuiApp:
 
     def frame(self) -> Frame:
         frame = capture(self.result or self.runner, self.log, self.broker, self.status())
-        self.shown_ms = frame.time_ms
+        self.shown = frame
         return frame
 
     def redraw(self) -> None:
@@ -290,21 +290,21 @@ def run_tui(scenario: Scenario, args: argparse.Namespace) -> int:
 
 
 def _quit_early(app: TuiApp) -> int:
-    """``q`` before the end: say how far the run got; exit 0, or 1 if an expectation checked so far failed.
+    """``q`` before the end: say how far the run got, as the last frame showed it; exit 0, or 1 if an
+    expectation had failed by then.
 
-    A user quit is not a failure, but a run that has already shown a failed expectation keeps
-    the exit status 1 it would have ended with.
+    The line counts the latest frame's expectations with the frame's own ``Tally``, so it says what
+    the panel title said. A user quit is not a failure, but a run that has already shown a failed
+    expectation keeps the exit status 1 it would have ended with.
     """
-    checked = list(app.runner.results.values())
-    failed = sum(1 for result in checked if not result.passed)
-    total = len(app.scenario.expectations)
-    verdict = f"{failed} failed" if failed else "all held"
+    frame = app.shown if app.shown is not None else app.frame()
+    tally = Tally.of(frame.expectations)
     print(
-        f"minibroker: quit at {app.shown_ms:,} ms (virtual), before the scenario ended; "
-        f"{len(checked)} of {total} expectations checked, {verdict}",
+        f"minibroker: quit at {frame.time_ms:,} ms (virtual), before the scenario ended; "
+        f"expectations: {', '.join(tally.parts())}",
         file=sys.stderr,
     )
-    return 1 if failed else 0
+    return 1 if tally.failed else 0
 
 
 class _NoDisplay:

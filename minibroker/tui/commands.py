@@ -36,11 +36,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "`run --tui` shows then: the chosen broker's timing wheel and delay queue, the purgatories, "
         "the partitions, the latest events and the expectations. Prints it, or writes --svg/--png.",
     )
-    parser.add_argument("file", metavar="FILE.toml")
+    parser.add_argument(
+        "file", metavar="FILE.toml", help="a scenario file, or the name of a bundled one (minibroker list)"
+    )
     parser.add_argument("--at", type=whole_ms, required=True, metavar="MS", help="virtual time in ms")
     parser.add_argument("--svg", metavar="PATH", help="write the frame as an SVG picture")
     parser.add_argument(
-        "--png", metavar="PATH", help="write the frame as a PNG (needs rsvg-convert or cairosvg)"
+        "--png", metavar="PATH", help="write the frame as a PNG (needs rsvg-convert or the png extra)"
     )
     parser.add_argument("--broker", type=whole_ms, default=0, help="whose timing wheel to show (default 0)")
     parser.add_argument(

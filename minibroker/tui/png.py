@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from minibroker.cliutil import UsageError
+from minibroker.extras import optional_import
 from minibroker.tui.picture import for_rasterizer
 
 MISSING = (
     "--png needs an SVG converter: install rsvg-convert (Debian: apt-get install librsvg2-bin) "
-    "or cairosvg (pip install 'minibroker[png]')"
+    "or the png extra (cairosvg): pip install 'minibroker[png]'"
 )
 
 
@@ -32,7 +33,7 @@ def _rsvg(svg: str, path: Path) -> None:
 
 def _cairosvg() -> Callable[[str, Path], None] | None:
     try:
-        import cairosvg
+        cairosvg = optional_import("cairosvg", "png")
     except (ImportError, OSError):  # OSError: the package is there but the cairo library is not
         return None
 

@@ -22,7 +22,7 @@ from minibroker.cluster.snapshot import ReplicaView
 from minibroker.tui.delay import delay_panel
 from minibroker.tui.describe import describe_event
 from minibroker.tui.retry import retry_panel
-from minibroker.tui.state import CAUSES, Frame
+from minibroker.tui.state import CAUSES, Frame, Tally
 from minibroker.tui.wheel import WheelView
 
 KEYS = "space pause · n step · +/- speed · b broker · q quit"
@@ -289,10 +289,7 @@ def expectation_lines(frame: Frame, wrap: bool = True) -> Text:
 
 
 def expectation_title(frame: Frame) -> str:
-    lines = frame.expectations
-    passed = sum(1 for line in lines if line.passed)
-    failed = sum(1 for line in lines if line.passed is False)
-    return f"expectations · {passed} passed · {failed} failed · {len(lines) - passed - failed} to come"
+    return " · ".join(("expectations", *Tally.of(frame.expectations).parts()))
 
 
 def _middle(frame: Frame, width: int, only_chosen: bool = False) -> Table:

@@ -60,6 +60,24 @@ class ExpectationLine:
 
 
 @attrs.frozen
+class Tally:
+    """How a frame's expectations stand: the one count its panel title and the quit line both show."""
+
+    passed: int
+    failed: int
+    to_come: int
+
+    @classmethod
+    def of(cls, lines: tuple[ExpectationLine, ...]) -> Tally:
+        passed = sum(1 for line in lines if line.passed)
+        failed = sum(1 for line in lines if line.passed is False)
+        return cls(passed, failed, len(lines) - passed - failed)
+
+    def parts(self) -> tuple[str, str, str]:
+        return f"{self.passed} passed", f"{self.failed} failed", f"{self.to_come} to come"
+
+
+@attrs.frozen
 class Status:
     """How the run is going: ``mode`` is running, paused, finished or snapshot; ``speed`` in × real time.
 

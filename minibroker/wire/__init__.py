@@ -3,7 +3,7 @@
 Real Kafka clients (kafka-python, confluent-kafka / librdkafka, aiokafka) connect to one
 listener per emulated broker; their requests become the cluster's own produce and fetch
 requests, so they wait in the same purgatories. Encoding and decoding go through
-kafka-python's ``kafka.protocol`` and ``kafka.record`` (the ``wire`` extra); nothing
+kafka-python's ``kafka.protocol`` and ``kafka.record`` (core dependencies); nothing
 outside this package imports kafka-python.
 
 Modules: ``frames`` (pure frame splitting with the size limit), ``codec`` (headers,

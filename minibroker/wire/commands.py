@@ -1,7 +1,7 @@
 """The ``serve`` command: Kafka clients against the emulated cluster, in real time.
 
-Nothing here imports kafka-python until ``serve`` runs, so the CLI works (and says what is
-missing) in an install without the ``wire`` extra.
+Nothing here imports kafka-python until ``serve`` runs, so ``minibroker --help`` and the
+other commands start without loading it.
 """
 
 from __future__ import annotations
@@ -33,9 +33,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "checked. Stop with Ctrl-C (exit 130) or --duration.",
     )
     parser.add_argument("file", nargs="?", metavar="SCENARIO.toml", help="cluster, topics and steps to play")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on and advertise")
     parser.add_argument(
-        "--port", type=_port, default=9092, help="broker 0's port; broker i gets PORT+i (0: any free ports)"
+        "--host", default="127.0.0.1", help="address to listen on and advertise (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=9092,
+        help="broker 0's port; broker i gets PORT+i; 0: any free ports (default 9092)",
     )
     parser.add_argument("--brokers", type=_positive, help="brokers without a scenario (default 3)")
     parser.add_argument("--duration", type=_seconds, help="stop after this many seconds (default: never)")
@@ -145,10 +150,6 @@ def serve(args: argparse.Namespace) -> int:
     if args.control is not None and args.tui:
         raise UsageError("serve: --control and --tui cannot be combined (the TUI owns the terminal's run)")
     args.control_server = _bind_control(args) if args.control is not None else None
-    try:
-        import kafka  # noqa: F401
-    except ImportError:
-        raise UsageError("serve: kafka-python is not installed: pip install 'minibroker[wire]'") from None
     try:
         if args.tui:
             from minibroker.wire.live import run_live

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -9,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from minibroker.cli import main
@@ -36,7 +36,8 @@ def test_bounded_default_run_has_zero_violations(tmp_path, capsys):
     )
     shown = capsys.readouterr().out
     assert status == 0, shown
-    table = pq.read_table(out / "runs.parquet").to_pylist()
+    lines = (out / "runs.jsonl").read_text().splitlines()
+    table = [json.loads(line) for line in lines]
     assert [row["index"] for row in table] == list(range(200))
     assert sum(row["violations"] for row in table) == 0
     assert sum(row["faults"] for row in table) > 300

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 
+import attrs
 import trio
 import trio.testing
 
@@ -16,7 +17,7 @@ from minibroker.runtime import PaceMeter, deterministic_scheduling
 from minibroker.scenario import load_scenario, run_scenario
 from minibroker.trace import ListSink
 from minibroker.tui.app import SPEED_RANGE, TuiApp
-from minibroker.tui.render import render_frame
+from minibroker.tui.render import expectation_title, render_frame
 from tests.tui.helpers import CASCADE, SCENARIOS, recording_console, text_of
 
 
@@ -199,19 +200,32 @@ def test_the_meter_reports_a_run_behind_only_against_the_speed_asked_for():
     assert meter.rate() is None
 
 
-def test_quitting_before_the_end_exits_0_unless_an_expectation_checked_so_far_failed(capsys):
-    from minibroker.scenario.expect import ExpectationResult
+def test_the_quit_line_counts_the_expectations_the_last_frame_counted(capsys):
     from minibroker.tui.app import _quit_early
 
-    app, _ = _app()
-    app.shown_ms = 120
-    app.runner.results[0] = ExpectationResult("expect[0]", "hw 5", True, "hw 5")
+    app, display = _app()
+    _drive(app, "nn")  # the 350 ms task fires: the cascade's checks decided so far pass
+    shown = display.frames[-1]
+    assert app.result is None and shown.time_ms == 350
+    assert expectation_title(shown) == "expectations · 5 passed · 0 failed · 5 to come"
     assert _quit_early(app) == 0
-    app.runner.results[1] = ExpectationResult("expect[1]", "hw 5", False, "hw 3")
+    assert capsys.readouterr().err == (
+        "minibroker: quit at 350 ms (virtual), before the scenario ended; "
+        "expectations: 5 passed, 0 failed, 5 to come\n"
+    )
+
+
+def test_quitting_after_a_frame_showed_a_failure_exits_1(capsys):
+    from minibroker.tui.app import _quit_early
+    from minibroker.tui.state import ExpectationLine
+
+    app, display = _app()
+    _drive(app, "n")
+    failed = ExpectationLine("expect[9]", "hw 5", False, "hw 3")
+    app.shown = attrs.evolve(display.frames[-1], expectations=(*display.frames[-1].expectations[:9], failed))
+    assert expectation_title(app.shown) == "expectations · 3 passed · 1 failed · 6 to come"
     assert _quit_early(app) == 1
-    assert capsys.readouterr().err.splitlines() == [
-        "minibroker: quit at 120 ms (virtual), before the scenario ended; 1 of 10 expectations checked, "
-        "all held",
-        "minibroker: quit at 120 ms (virtual), before the scenario ended; 2 of 10 expectations checked, "
-        "1 failed",
-    ]
+    assert capsys.readouterr().err == (
+        "minibroker: quit at 340 ms (virtual), before the scenario ended; "
+        "expectations: 3 passed, 1 failed, 6 to come\n"
+    )
