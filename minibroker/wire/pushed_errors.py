@@ -17,6 +17,11 @@ appended or read; every other API is handled here:
   carries the error (offsets -1); for those that write (OffsetCommit,
   DeleteRecords) the partition is taken out of the request first, so nothing
   is written for it, and its error entry is added to the answer.
+
+The same whole-request error responses (``error_response``) answer a request
+whose handling raised an exception, with UNKNOWN_SERVER_ERROR (``server.py``):
+``ERROR_RESPONSES`` therefore has Produce and Fetch too, whose pushed errors
+never come here.
 """
 
 from __future__ import annotations
@@ -58,6 +63,61 @@ def _has(request: Request, field: str) -> bool:
 
 def _top_level(request: Request, error: int) -> Any:
     return _response(request, error_code=error)
+
+
+def _produce(request: Request, error: int) -> Any:
+    """Kafka's ``ProduceRequest.getErrorResponse``: every partition named, offsets -1."""
+    topic = request.spec.response.TopicProduceResponse
+    part = topic.PartitionProduceResponse
+    topics = [
+        topic(
+            name=t.name,
+            partition_responses=[
+                part(
+                    index=p.index,
+                    error_code=error,
+                    base_offset=-1,
+                    log_append_time_ms=-1,
+                    log_start_offset=-1,
+                    record_errors=[],
+                    error_message=None,
+                )
+                for p in t.partition_data
+            ],
+        )
+        for t in request.body.topic_data or ()
+    ]
+    return _response(request, responses=topics, throttle_time_ms=0)
+
+
+def _fetch(request: Request, error: int) -> Any:
+    """Kafka's ``FetchRequest.getErrorResponse``: every partition named with the error and offsets -1,
+    the top-level error and the request's session id (v7+)."""
+    topic = request.spec.response.FetchableTopicResponse
+    part = topic.PartitionData
+    topics = [
+        topic(
+            topic=t.topic,
+            partitions=[
+                part(
+                    partition_index=p.partition,
+                    error_code=error,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=b"",
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in request.body.topics or ()
+    ]
+    fields: dict[str, Any] = {"responses": topics, "throttle_time_ms": 0}
+    if request.api_version >= 7:
+        fields.update(error_code=error, session_id=request.body.session_id)
+    return _response(request, **fields)
 
 
 def _metadata(request: Request, error: int) -> Any:
@@ -163,6 +223,8 @@ def _offset_commit(request: Request, error: int) -> Any:
 
 #: api key -> Kafka's error response for a whole request; keys not here answer with a top-level error code
 ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
+    0: _produce,
+    1: _fetch,
     2: _list_offsets,
     3: _metadata,
     8: _offset_commit,
@@ -174,6 +236,12 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     42: _delete_groups,
     **ADMIN_ERROR_RESPONSES,
 }
+
+
+def error_response(request: Request, error: int) -> bytes:
+    """The framed whole-request error response to ``request`` (Kafka's ``getErrorResponse``)."""
+    body = ERROR_RESPONSES.get(request.api_key, _top_level)(request, error)
+    return body if isinstance(body, bytes) else encode_response(request, body)
 
 
 def pushable(api_key: int) -> bool:

@@ -5,11 +5,22 @@ Real clients on loopback against ``ServedThread`` servers (real time, every wait
 
 from __future__ import annotations
 
+import re
+
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.structs import OffsetAndMetadata
 
-from tests.wire.conftest import scenario
+from minibroker.wire.handlers import HANDLERS
+from tests.wire.conftest import RawClient, scenario
 
 
 def commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
@@ -37,3 +48,93 @@ def test_deleting_two_empty_groups_with_offsets_on_one_broker_answers_both(serve
         admin.close()
     assert server.call(lambda: sorted(server.cluster.brokers[0].coordinator.groups)) == []
     assert server.logs == []
+
+
+def metadata_ok(client: RawClient) -> bool:
+    """A Metadata request on ``client`` is answered and lists topic ``t``."""
+    response = client.request(MetadataRequest(topics=None), MetadataResponse, 12)
+    return "t" in [t.name for t in response.topics]
+
+
+def commit_of(client: RawClient, group: str) -> int:
+    """``group``'s committed offset of t-0, read with OffsetFetch v8."""
+    request = OffsetFetchRequest(
+        groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)], require_stable=False
+    )
+    (answer,) = client.request(request, OffsetFetchResponse, 8).groups
+    ((partition,),) = [t.partitions for t in answer.topics]
+    return partition.committed_offset
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("a bug")
+
+
+def _only_log(server) -> str:
+    (line,) = server.logs
+    return line
+
+
+def test_a_failing_handler_is_answered_unknown_server_error_and_the_connection_stays(serve, monkeypatch):
+    server = serve(scenario(brokers=1, topics='name = "t"'))
+    monkeypatch.setitem(HANDLERS, ListGroupsRequest.API_KEY, _boom)
+    client = RawClient(server.port(0))
+    try:
+        for version in (0, 5):
+            answer = client.request(
+                ListGroupsRequest(states_filter=[], types_filter=[]), ListGroupsResponse, version
+            )
+            assert (answer.error_code, answer.groups) == (-1, [])
+        line = server.logs[0]
+        assert re.match(
+            r"broker 0: 127\.0\.0\.1:\d+: ListGroups v0 correlation id 1: internal error, answered "
+            r"UNKNOWN_SERVER_ERROR\nTraceback \(most recent call last\):\n",
+            line,
+        )
+        assert line.endswith("RuntimeError: a bug") and "_boom" in line
+        assert len(server.logs) == 2
+        assert metadata_ok(client)  # the same connection goes on
+    finally:
+        client.close()
+
+
+def test_an_exception_in_the_broker_fails_only_its_request(serve, monkeypatch):
+    from minibroker.cluster.coordinator import GroupCoordinator
+
+    server = serve(scenario(brokers=1, topics='name = "t"'))
+    commit(server.bootstrap, "g", {0: 3})
+    monkeypatch.setattr(GroupCoordinator, "describe", _boom)
+    client = RawClient(server.port(0))
+    try:
+        answer = client.request(DescribeGroupsRequest(groups=["g", "h"]), DescribeGroupsResponse, 5)
+        assert [(g.group_id, g.error_code) for g in answer.groups] == [("g", -1), ("h", -1)]
+        line = _only_log(server)
+        assert (
+            line.startswith("broker 0: 127.0.0.1:")
+            and "DescribeGroups v5 correlation id 1: internal error" in line
+        )
+        # one traceback: where the coordinator raised, on the scheduler, and where the handler re-raised it
+        assert line.count("Traceback") == 1 and line.endswith("RuntimeError: a bug")
+        assert "coordinator.py" in line and "group_admin.py" in line
+        monkeypatch.undo()
+        assert commit_of(client, "g") == 3
+    finally:
+        client.close()
+
+
+def test_an_exception_in_a_timer_task_is_logged_and_the_cluster_goes_on(serve):
+    from minibroker.timer import TimerTask
+
+    server = serve(scenario(brokers=1, topics='name = "t"'))
+    server.call(lambda: server.cluster.scheduler.call_later(0, _boom))
+    server.call(lambda: server.cluster.brokers[0].replica_manager.timer.add(TimerTask(0, _boom)))
+    server.wait_for(lambda: len(server.logs) == 2, "two contained errors")
+    for line in server.logs:
+        assert line.startswith("cluster: internal error (contained)\nTraceback") and line.endswith(
+            "RuntimeError: a bug"
+        )
+    client = RawClient(server.port(0))
+    try:
+        assert metadata_ok(client)
+    finally:
+        client.close()
