@@ -6,21 +6,36 @@ Real clients on loopback against ``ServedThread`` servers (real time, every wait
 from __future__ import annotations
 
 import re
+import time
+import uuid
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
-from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.consumer import (
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kafka.protocol.metadata import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from kafka.structs import OffsetAndMetadata
 
 from minibroker.wire.handlers import HANDLERS
-from tests.wire.conftest import RawClient, scenario
+from tests.wire.conftest import WAIT_S, RawClient, scenario
+from tests.wire.test_purgatories import produce_request
 
 
 def commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
@@ -138,3 +153,65 @@ def test_an_exception_in_a_timer_task_is_logged_and_the_cluster_goes_on(serve):
         assert metadata_ok(client)
     finally:
         client.close()
+
+
+# --- what the request fuzz (test_request_fuzz.py) found ----------------------------------------------
+def test_acks_0_produce_with_a_transactional_id_closes_instead_of_answering(serve):
+    server = serve(scenario(brokers=1, topics='name = "t"'))
+    client = RawClient(server.port(0))
+    try:
+        request = produce_request(0, 1000, b"v")
+        request.transactional_id = "tx"
+        client.send(request, 9)
+        assert client.closed_by_server()  # acks=0 has no answer: Kafka closes the connection
+    finally:
+        client.close()
+    assert server.logs[-1].endswith(
+        "Produce v9: acks=0 Produce with a transactional id failed with INVALID_REQUEST; closing"
+    )
+
+
+def test_delete_topics_by_a_zero_or_unknown_topic_id(serve):
+    server = serve(scenario(brokers=1, topics='name = "t"'))
+    state = DeleteTopicsRequest.DeleteTopicState
+    client = RawClient(server.port(0))
+    try:
+        unknown = uuid.UUID(int=5)
+        request = DeleteTopicsRequest(
+            topics=[state(name=None, topic_id=uuid.UUID(int=0)), state(name=None, topic_id=unknown)],
+            timeout_ms=1000,
+        )
+        answer = client.request(request, DeleteTopicsResponse, 6)
+        assert [(r.name, r.error_code, r.topic_id) for r in answer.responses] == [
+            (None, 42, None),  # INVALID_REQUEST: neither a name nor an id (the zero id reads as null)
+            (None, 100, unknown),  # UNKNOWN_TOPIC_ID
+        ]
+    finally:
+        client.close()
+    assert not any("internal error" in line for line in server.logs)
+
+
+def test_a_member_naming_one_protocol_twice_joins_with_it(serve):
+    server = serve(scenario(brokers=1, config='"group.initial.rebalance.delay.ms" = 0', topics='name = "t"'))
+    client = RawClient(server.port(0))
+    try:
+        find = FindCoordinatorRequest(key="j", key_type=0)
+        deadline = time.monotonic() + WAIT_S
+        while client.request(find, FindCoordinatorResponse, 3).error_code != 0:  # creating __consumer_offsets
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        protocol = JoinGroupRequest.JoinGroupRequestProtocol
+        join = JoinGroupRequest(
+            group_id="j",
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            member_id="",
+            protocol_type="consumer",
+            protocols=[protocol(name="range", metadata=b"first"), protocol(name="range", metadata=b"again")],
+        )
+        answer = client.request(join, JoinGroupResponse, 3)
+        assert (answer.error_code, answer.protocol_name, answer.leader) == (0, "range", answer.member_id)
+        assert [m.metadata for m in answer.members] == [b"first"]
+    finally:
+        client.close()
+    assert not any("internal error" in line for line in server.logs)
