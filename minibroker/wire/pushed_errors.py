@@ -65,55 +65,60 @@ def _top_level(request: Request, error: int) -> Any:
     return _response(request, error_code=error)
 
 
+def _every_partition(
+    topics: Any, topic_cls: Any, name: str, parts: tuple[str, str], index: tuple[str, str], **fields: Any
+) -> list:
+    """One ``topic_cls`` entry per requested topic (its ``name``) whose partitions (request field
+    ``parts[0]``, response field ``parts[1]``; index fields ``index`` likewise) all carry ``fields``."""
+    part_cls = topic_cls._struct.fields[parts[1]].data_class
+    return [
+        topic_cls(
+            **{
+                name: getattr(t, name),
+                parts[1]: [
+                    part_cls(**{index[1]: getattr(p, index[0])}, **fields) for p in getattr(t, parts[0])
+                ],
+            }
+        )
+        for t in topics or ()
+    ]
+
+
 def _produce(request: Request, error: int) -> Any:
     """Kafka's ``ProduceRequest.getErrorResponse``: every partition named, offsets -1."""
-    topic = request.spec.response.TopicProduceResponse
-    part = topic.PartitionProduceResponse
-    topics = [
-        topic(
-            name=t.name,
-            partition_responses=[
-                part(
-                    index=p.index,
-                    error_code=error,
-                    base_offset=-1,
-                    log_append_time_ms=-1,
-                    log_start_offset=-1,
-                    record_errors=[],
-                    error_message=None,
-                )
-                for p in t.partition_data
-            ],
-        )
-        for t in request.body.topic_data or ()
-    ]
+    topics = _every_partition(
+        request.body.topic_data,
+        request.spec.response.TopicProduceResponse,
+        "name",
+        ("partition_data", "partition_responses"),
+        ("index", "index"),
+        error_code=error,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        record_errors=[],
+        error_message=None,
+    )
     return _response(request, responses=topics, throttle_time_ms=0)
 
 
 def _fetch(request: Request, error: int) -> Any:
     """Kafka's ``FetchRequest.getErrorResponse``: every partition named with the error and offsets -1,
     the top-level error and the request's session id (v7+)."""
-    topic = request.spec.response.FetchableTopicResponse
-    part = topic.PartitionData
-    topics = [
-        topic(
-            topic=t.topic,
-            partitions=[
-                part(
-                    partition_index=p.partition,
-                    error_code=error,
-                    high_watermark=-1,
-                    last_stable_offset=-1,
-                    log_start_offset=-1,
-                    aborted_transactions=None,
-                    preferred_read_replica=-1,
-                    records=b"",
-                )
-                for p in t.partitions
-            ],
-        )
-        for t in request.body.topics or ()
-    ]
+    topics = _every_partition(
+        request.body.topics,
+        request.spec.response.FetchableTopicResponse,
+        "topic",
+        ("partitions", "partitions"),
+        ("partition", "partition_index"),
+        error_code=error,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+    )
     fields: dict[str, Any] = {"responses": topics, "throttle_time_ms": 0}
     if request.api_version >= 7:
         fields.update(error_code=error, session_id=request.body.session_id)
