@@ -41,6 +41,15 @@ _INT_RANGES = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
 #: integer fields that make the broker wait (ms), or size what it creates: kept small, edges included
 _WAITS = (-1, 0, 1, 50, 150)
 _COUNTS = (-2, -1, 0, 1, 2, 3, 4, 7)
+#: partition index fields: mostly the partitions topic ``t`` has
+_PARTITION_FIELDS = (
+    "partition",
+    "partition_index",
+    "index",
+    "partitions",
+    "partition_indexes",
+    "partition_id",
+)
 
 
 def _batch(corrupt: bool) -> bytes:
@@ -50,15 +59,41 @@ def _batch(corrupt: bool) -> bytes:
     return bytes(raw)
 
 
+#: answer fields whose values later requests reuse (so a SyncGroup may name a member the server made)
+HARVESTED = ("member_id", "leader", "generation_id", "producer_id", "producer_epoch", "session_id")
+
+
 class Fields:
-    """Random field values for kafka-python request classes, from one ``random.Random``."""
+    """Random field values for kafka-python request classes, from one ``random.Random``.
+
+    Values the server handed out (``HARVESTED``, by field name) are reused half of the time.
+    """
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self.seen: dict[str, list[Any]] = {}
+
+    def harvest(self, answer: Any) -> None:
+        for name in HARVESTED:
+            value = getattr(answer, name, None)
+            if value not in (None, "", -1, 0):
+                self.seen.setdefault("member_id" if name == "leader" else name, []).append(value)
 
     def string(self) -> str:
         rng = self.rng
-        pool = ["t", "t", "g", "__consumer_offsets", "", "missing", "x" * 300, "ünï", "a.b_c-d"]
+        pool = [
+            "t",
+            "t",
+            "g",
+            "g",
+            "consumer",
+            "range",
+            "__consumer_offsets",
+            "",
+            "missing",
+            "x" * 300,
+            "ünï",
+        ]
         pool.append("".join(rng.choice("abcxyz-_.09") for _ in range(rng.randint(1, 12))))
         return rng.choice(pool)
 
@@ -68,14 +103,19 @@ class Fields:
             return rng.choice(_WAITS)
         if name in ("num_partitions", "count", "replication_factor"):
             return rng.choice(_COUNTS)
+        if name in _PARTITION_FIELDS:
+            return rng.choice((0, 0, 1, 1, 2, -1, 2**31 - 1))
         bits = _INT_RANGES[kind]
         low, high = -(2**bits), 2**bits - 1
         return rng.choice((-1, 0, 0, 1, 2, 3, low, high, rng.randint(low, high)))
 
     def simple(self, name: str, kind: str, nullable: bool) -> Any:
         rng = self.rng
-        if nullable and rng.random() < 0.15:
+        if nullable and rng.random() < 0.3:
             return None
+        known = self.seen.get("generation_id" if name == "generation_id_or_member_epoch" else name)
+        if known and rng.random() < 0.5:
+            return rng.choice(known)
         if kind == "string":
             return self.string()
         if kind in _INT_RANGES:
@@ -195,7 +235,7 @@ def _fuzz(server: ServedThread, seed: int) -> Counter[str]:
                 continue
             assert got[0] == correlation, f"{what}: answered correlation id {got[0]}"
             response_class = ApiVersionsResponse if silent else spec.response
-            response_class.decode(got[1], version=0 if silent else version, header=True)
+            fields.harvest(response_class.decode(got[1], version=0 if silent else version, header=True))
             outcomes[f"{spec.name}: answered"] += 1
             assert time.monotonic() - start < BUDGET_S, f"over {BUDGET_S} s at {what}"
         probe = RawClient(server.port(brokers - 1))
