@@ -122,12 +122,14 @@ class Cluster:
         serve``) calls this instead. Invariant afterwards: an ``Exception`` raised by a message's
         delivery, a response callback, or a task on the cluster's scheduler or any broker's reaper
         (a purgatory expiration, a coordinator completion; restarted brokers included) never reaches
-        the cluster's nursery. It ends only that callback (its remaining effects are not applied), a
-        request it was handling is answered ``NetworkError`` UNKNOWN_SERVER_ERROR with the exception as
-        ``cause`` (``requester`` names the requesting node; None when no request could be failed), and
-        ``report`` gets it with its traceback. The brokers' long-running tasks (replica fetchers, the
-        ISR expiration loop) and services started beside the cluster are not covered: an exception
-        there still ends the cluster.
+        the cluster's nursery. It ends only that callback (its remaining effects are not applied); the
+        request being delivered, if it is not answered yet, is answered ``NetworkError``
+        UNKNOWN_SERVER_ERROR with the exception as ``cause`` (``requester`` names its node; None when no
+        request could be failed); and ``report`` gets it with its traceback. A request whose answer was
+        to come from a callback that raised elsewhere (a DelayedProduce completed by a follower's fetch,
+        a coordinator timer) is not failed by it: it waits for its own timeout. The brokers'
+        long-running tasks (replica fetchers, the ISR expiration loop) and services started beside the
+        cluster are not covered: an exception there still ends the cluster.
         """
         self.network.on_error = report
         self.scheduler.reaper.executor.on_error = lambda error: report(error, None)

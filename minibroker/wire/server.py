@@ -28,8 +28,9 @@ does: UNKNOWN_SERVER_ERROR in the API's own error response
 gets no answer (Produce with acks=0); the connection stays open otherwise. The
 exception is logged once, as one block: the broker, the peer, the API, its
 version and correlation id, then the traceback. An exception in the cluster
-outside a client's request (a purgatory expiration, a replica's fetch)
-is logged the same way, prefixed ``cluster:``. The "down or
+outside a client's request (a purgatory expiration, a replica's fetch) is
+logged the same way, prefixed ``cluster:``; a client request that was waiting
+on the callback that raised there gets no answer and closes at its own timeout. The "down or
 dropped" line is written at most once a second per broker and reason (clients
 reconnect at once), with a count of the lines held back.
 
