@@ -9,6 +9,8 @@ import re
 import time
 import uuid
 
+import pytest
+import trio
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import (
@@ -33,6 +35,7 @@ from kafka.protocol.metadata import (
 )
 from kafka.structs import OffsetAndMetadata
 
+from minibroker.cluster import open_cluster
 from minibroker.wire.handlers import HANDLERS
 from tests.wire.conftest import WAIT_S, RawClient, scenario
 from tests.wire.test_purgatories import produce_request
@@ -215,3 +218,36 @@ def test_a_member_naming_one_protocol_twice_joins_with_it(serve):
     finally:
         client.close()
     assert not any("internal error" in line for line in server.logs)
+
+
+# --- the cluster's side: Cluster.contain_errors ------------------------------------------------------
+class _Echo:
+    """A network endpoint that answers every request with its message, or raises on ``"bug"``."""
+
+    def deliver(self, src, message, respond):
+        if message == "bug":
+            raise RuntimeError("a bug")
+        respond(message)
+
+
+async def test_a_bug_in_a_delivery_ends_an_emulation_unless_errors_are_contained(autojump_clock):
+    with pytest.raises(BaseException) as ended:  # an emulation must not hide its bugs
+        async with open_cluster(brokers=1) as cluster:
+            cluster.network.register("echo", _Echo())
+            await cluster.network.call("client", "echo", "bug", 1000)
+    assert ended.group_contains(RuntimeError, match="a bug")
+
+    reports: list[tuple[str, object]] = []
+    async with open_cluster(brokers=1) as cluster:
+        cluster.contain_errors(lambda error, requester: reports.append((str(error), requester)))
+        network = cluster.network
+        network.register("echo", _Echo())
+        network.register("client", _Echo())  # a node answers reach only when registered
+        failed = await network.call("client", "echo", "bug", 1000)
+        assert (failed.error.name, str(failed.cause)) == ("UNKNOWN_SERVER_ERROR", "a bug")
+        assert reports == [("a bug", "client")]
+        network.request("client", "echo", "fine", 1000, _boom)  # the requester's own callback fails
+        network.scheduler.call_later(5, _boom)
+        await trio.sleep(0.01)
+        assert reports[1:] == [("a bug", None), ("a bug", None)]
+        assert await network.call("client", "echo", "fine", 1000) == "fine"
