@@ -65,60 +65,63 @@ def _top_level(request: Request, error: int) -> Any:
     return _response(request, error_code=error)
 
 
-def _every_partition(
-    topics: Any, topic_cls: Any, name: str, parts: tuple[str, str], index: tuple[str, str], **fields: Any
-) -> list:
-    """One ``topic_cls`` entry per requested topic (its ``name``) whose partitions (request field
-    ``parts[0]``, response field ``parts[1]``; index fields ``index`` likewise) all carry ``fields``."""
+#: Produce's and Fetch's error responses name every partition requested: api key -> (the request's topics
+#: field, the response's topic class, the topic name field, the (request, response) partitions fields, the
+#: (request, response) partition index fields, the rest of each partition's entry besides its error code)
+_EVERY_PARTITION: dict[int, tuple[str, str, str, tuple[str, str], tuple[str, str], dict[str, Any]]] = {
+    0: (
+        "topic_data",
+        "TopicProduceResponse",
+        "name",
+        ("partition_data", "partition_responses"),
+        ("index", "index"),
+        {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1, "error_message": None},
+    ),
+    1: (
+        "topics",
+        "FetchableTopicResponse",
+        "topic",
+        ("partitions", "partitions"),
+        ("partition", "partition_index"),
+        {
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "preferred_read_replica": -1,
+        },
+    ),
+}
+
+
+def _every_partition(request: Request, error: int, **extra: Any) -> list:
+    """The response topics of a Produce or Fetch error response (``_EVERY_PARTITION``)."""
+    topics, topic_cls_name, name, parts, index, fields = _EVERY_PARTITION[request.api_key]
+    topic_cls = getattr(request.spec.response, topic_cls_name)
     part_cls = topic_cls._struct.fields[parts[1]].data_class
     return [
         topic_cls(
             **{
                 name: getattr(t, name),
                 parts[1]: [
-                    part_cls(**{index[1]: getattr(p, index[0])}, **fields) for p in getattr(t, parts[0])
+                    part_cls(**{index[1]: getattr(p, index[0])}, error_code=error, **fields, **extra)
+                    for p in getattr(t, parts[0])
                 ],
             }
         )
-        for t in topics or ()
+        for t in getattr(request.body, topics) or ()
     ]
 
 
 def _produce(request: Request, error: int) -> Any:
     """Kafka's ``ProduceRequest.getErrorResponse``: every partition named, offsets -1."""
-    topics = _every_partition(
-        request.body.topic_data,
-        request.spec.response.TopicProduceResponse,
-        "name",
-        ("partition_data", "partition_responses"),
-        ("index", "index"),
-        error_code=error,
-        base_offset=-1,
-        log_append_time_ms=-1,
-        log_start_offset=-1,
-        record_errors=[],
-        error_message=None,
-    )
+    topics = _every_partition(request, error, record_errors=[])
     return _response(request, responses=topics, throttle_time_ms=0)
 
 
 def _fetch(request: Request, error: int) -> Any:
     """Kafka's ``FetchRequest.getErrorResponse``: every partition named with the error and offsets -1,
     the top-level error and the request's session id (v7+)."""
-    topics = _every_partition(
-        request.body.topics,
-        request.spec.response.FetchableTopicResponse,
-        "topic",
-        ("partitions", "partitions"),
-        ("partition", "partition_index"),
-        error_code=error,
-        high_watermark=-1,
-        last_stable_offset=-1,
-        log_start_offset=-1,
-        aborted_transactions=None,
-        preferred_read_replica=-1,
-        records=b"",
-    )
+    topics = _every_partition(request, error, aborted_transactions=None, records=b"")
     fields: dict[str, Any] = {"responses": topics, "throttle_time_ms": 0}
     if request.api_version >= 7:
         fields.update(error_code=error, session_id=request.body.session_id)

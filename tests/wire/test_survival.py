@@ -33,6 +33,7 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.producer import ProduceResponse
 from kafka.structs import OffsetAndMetadata
 
 from minibroker.cluster import open_cluster
@@ -114,6 +115,24 @@ def test_a_failing_handler_is_answered_unknown_server_error_and_the_connection_s
         assert metadata_ok(client)  # the same connection goes on
     finally:
         client.close()
+
+
+def test_a_failing_produce_handler_fails_every_partition_and_acks_0_closes(serve, monkeypatch):
+    server = serve(scenario(brokers=1, topics='name = "t"'))
+    monkeypatch.setitem(HANDLERS, 0, _boom)
+    client = RawClient(server.port(0))
+    try:
+        answer = client.request(produce_request(-1, 1000, b"v"), ProduceResponse, 9)
+        ((topic, part),) = [(t.name, p) for t in answer.responses for p in t.partition_responses]
+        assert (topic, part.index, part.error_code, part.base_offset) == ("t", 0, -1, -1)
+        client.send(produce_request(0, 1000, b"v"), 9)
+        assert client.closed_by_server()  # acks=0: no answer to carry the error, as in Kafka
+    finally:
+        client.close()
+    assert [line.split("\n", 1)[0].split(": ", 2)[2] for line in server.logs] == [
+        "Produce v9 correlation id 1: internal error, answered UNKNOWN_SERVER_ERROR",
+        "Produce v9 correlation id 2: internal error, no answer with acks=0; closing",
+    ]
 
 
 def test_an_exception_in_the_broker_fails_only_its_request(serve, monkeypatch):
