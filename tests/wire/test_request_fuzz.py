@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minibroker.wire.codec import SUPPORTED
 from minibroker.wire.handlers import HANDLERS
 from tests.wire.conftest import RawClient, ServedThread, scenario
-from tests.wire.test_purgatories import records
 
 SEEDS = {1: 101, 3: 303}
 #: requests per API per server
@@ -50,13 +50,6 @@ _PARTITION_FIELDS = (
     "partition_indexes",
     "partition_id",
 )
-
-
-def _batch(corrupt: bool) -> bytes:
-    raw = bytearray(records(b"fuzz", b"value"))
-    if corrupt:
-        raw[-1] ^= 0xFF
-    return bytes(raw)
 
 
 #: answer fields whose values later requests reuse (so a SyncGroup may name a member the server made)
@@ -127,8 +120,36 @@ class Fields:
         if kind == "bytes":
             return rng.choice((b"", rng.randbytes(rng.randint(1, 64)), b"\x00\x01" + rng.randbytes(8)))
         if kind == "records":
-            return rng.choice((b"", _batch(False), _batch(False), _batch(True), rng.randbytes(70)))
+            return rng.choice(
+                (b"", self.batch(), self.batch(), self.batch() + self.batch(), rng.randbytes(70))
+            )
         raise AssertionError(f"no values for field type {kind}")
+
+    def batch(self) -> bytes:
+        """A v2 record batch: any codec, a producer id and sequence (some the server handed out), 1 to 3
+        records with keys and headers or not, now and then a flipped byte."""
+        rng = self.rng
+        producer = rng.choice([*self.seen.get("producer_id", []), -1, 7])
+        builder = MemoryRecordsBuilder(
+            magic=2,
+            compression_type=rng.choice((0, 0, 1, 2, 3, 4)),
+            batch_size=1 << 20,
+            transactional=producer != -1 and rng.random() < 0.1,
+            producer_id=producer,
+            producer_epoch=-1 if producer == -1 else rng.choice((0, 0, 1)),
+            base_sequence=-1 if producer == -1 else rng.choice((0, 0, 1, 5)),
+        )
+        for _ in range(rng.randint(1, 3)):
+            key = rng.choice((None, b"k", rng.randbytes(20)))
+            headers = rng.choice(([], [("h", b"v")], [("", None)]))
+            builder.append(
+                timestamp=rng.choice((None, 0, 2**40)), key=key, value=rng.randbytes(40), headers=headers
+            )
+        builder.close()
+        raw = bytearray(builder.buffer())
+        if rng.random() < 0.15:
+            raw[rng.randrange(len(raw))] ^= 0xFF
+        return bytes(raw)
 
     def length(self, struct_items: bool) -> int:
         return self.rng.choice((0, 1, 1, 2, 3, 12 if struct_items else 200))
