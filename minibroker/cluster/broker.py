@@ -89,6 +89,7 @@ class Broker:
             self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
         )
         manager.request_numbers = self._request_numbers
+        self.contain_errors(manager)
         manager.topic_overrides = self.topic_overrides
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         manager.leadership_listeners.append(self.coordinator.on_leadership)
@@ -108,6 +109,13 @@ class Broker:
 
         await nursery.start(main)
         self._notify()
+
+    def contain_errors(self, manager: ReplicaManager | None = None) -> None:
+        """Hand exceptions from the reaper's tasks to ``network.on_error`` (when set), as the network does."""
+        manager = manager or self.replica_manager
+        report = self.network.on_error
+        if manager is not None and report is not None:
+            manager.reaper.executor.on_error = lambda error: report(error, None)
 
     def crash(self) -> None:
         """Stop at once: waiting requests are lost, connections reset, the logs stay."""

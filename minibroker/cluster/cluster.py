@@ -17,7 +17,7 @@ at any time: ``pause_fetcher``/``resume_fetcher``, ``set_latency``,
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -113,6 +113,28 @@ class Cluster:
 
     def now(self) -> int:
         return self.clock.now_ms()
+
+    def contain_errors(self, report: Callable[[Exception, Any], object]) -> None:
+        """Keep running past a bug: hand an exception from a callback to ``report(error, requester)``.
+
+        By default an exception anywhere in the cluster ends it (and the test or run that drove it): in
+        an emulation a bug must not go unnoticed. A server that real clients share (``minibroker
+        serve``) calls this instead. Invariant afterwards: an ``Exception`` raised by a message's
+        delivery, a response callback, or a task on the cluster's scheduler or any broker's reaper
+        (a purgatory expiration, a coordinator completion; restarted brokers included) never reaches
+        the cluster's nursery. It ends only that callback (its remaining effects are not applied); the
+        request being delivered, if it is not answered yet, is answered ``NetworkError``
+        UNKNOWN_SERVER_ERROR with the exception as ``cause`` (``requester`` names its node; None when no
+        request could be failed); and ``report`` gets it with its traceback. A request whose answer was
+        to come from a callback that raised elsewhere (a DelayedProduce completed by a follower's fetch,
+        a coordinator timer) is not failed by it: it waits for its own timeout. The brokers'
+        long-running tasks (replica fetchers, the ISR expiration loop) and services started beside the
+        cluster are not covered: an exception there still ends the cluster.
+        """
+        self.network.on_error = report
+        self.scheduler.reaper.executor.on_error = lambda error: report(error, None)
+        for broker in self.brokers:
+            broker.contain_errors()
 
     @property
     def nursery(self) -> trio.Nursery:

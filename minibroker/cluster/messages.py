@@ -193,7 +193,9 @@ class AlterPartitionResponse:
 
 @attrs.frozen(slots=True)
 class NetworkError:
-    """What a requester gets instead of a response: connection reset or its own timeout."""
+    """What a requester gets instead of a response: connection reset, its own timeout, or
+    UNKNOWN_SERVER_ERROR with ``cause``, an exception its handling raised (``Network.on_error``)."""
 
     error: Errors
     reason: str
+    cause: Exception | None = attrs.field(default=None, eq=False)

@@ -15,6 +15,14 @@ once: the response, or a ``NetworkError``:
   answering (the connection resets; an answer already on the wire still lands);
 - REQUEST_TIMED_OUT when nothing arrives within its timeout (e.g. a dropped link).
 
+Bugs: by default an exception raised by an endpoint's ``deliver`` or a
+requester's ``on_response`` propagates (ending the emulation: it is a bug). With
+``on_error`` set (``minibroker serve``), it is contained to the message: a
+request whose handling raised before it was answered gets a ``NetworkError``
+UNKNOWN_SERVER_ERROR carrying the exception as ``cause``, and ``on_error(error,
+requester)`` is told (``requester`` is the node whose request failed, or None);
+every other message and link goes on.
+
 Faults: ``set_latency`` (slow a link), ``drop``/``heal`` a link in both
 directions (messages on it are lost, including those in flight), and
 ``set_up(node, False)`` for a crashed node (messages to it are lost; messages it
@@ -76,6 +84,8 @@ class Network:
         self.sent = 0
         self.delivered = 0
         self.lost = 0
+        #: receives (exception, requester) raised by a delivery or a response callback (None: they propagate)
+        self.on_error: Callable[[Exception, Node | None], object] | None = None
 
     # --- topology and faults -----------------------------------------------------------------
     def register(self, node: Node, endpoint: Endpoint) -> None:
@@ -128,8 +138,21 @@ class Network:
         """Send one message to ``dst``'s endpoint; False if it was lost at once."""
         return self._transmit(src, dst, message, functools.partial(self._deliver, src, dst, message, respond))
 
-    def _deliver(self, src: Node, dst: Node, message: Any, respond: Respond | None) -> None:
-        self._endpoints[dst].deliver(src, message, respond)
+    def _deliver(
+        self, src: Node, dst: Node, message: Any, respond: Respond | None, correlation: int | None = None
+    ) -> None:
+        try:
+            self._endpoints[dst].deliver(src, message, respond)
+        except Exception as error:
+            if self.on_error is None:
+                raise
+            pending = self._pending.get(correlation) if correlation is not None else None
+            if pending is None or pending.answered:
+                self.on_error(error, None)
+                return
+            reason = f"{dst} failed on {type(message).__name__}: {type(error).__name__}: {error}"
+            self._resolve(correlation, NetworkError(Errors.UNKNOWN_SERVER_ERROR, reason, error))
+            self.on_error(error, src)
 
     def _transmit(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> bool:
         self.sent += 1
@@ -196,7 +219,9 @@ class Network:
                 dst, src, response, functools.partial(self._resolve, correlation, response)
             )
 
-        self.send(src, dst, message, respond)
+        self._transmit(
+            src, dst, message, functools.partial(self._deliver, src, dst, message, respond, correlation)
+        )
         return correlation
 
     async def call(self, src: Node, dst: Node, message: Any, timeout_ms: int) -> Any:
@@ -218,7 +243,13 @@ class Network:
             return
         if pending.timeout is not None:
             pending.timeout.cancel()
-        pending.on_response(response)
+        if self.on_error is None:
+            pending.on_response(response)
+            return
+        try:
+            pending.on_response(response)
+        except Exception as error:
+            self.on_error(error, None)
 
     def _fail(self, correlation: int, error: Errors, reason: str) -> None:
         self._resolve(correlation, NetworkError(error, reason))

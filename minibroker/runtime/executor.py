@@ -4,14 +4,20 @@ Due timer tasks are submitted synchronously (``submit`` never blocks) into an
 unbounded FIFO channel; one consumer task runs them one at a time, in
 submission order, draining whatever is queued before it yields to trio. A
 task whose ``run()`` returns an awaitable is awaited before the next starts.
-An exception from a task propagates: in an emulator it is a bug, not
-something to log and forget.
+
+An exception from a task propagates (ending the nursery that runs the
+executor): in an emulation it is a bug, not something to log and forget.
+A front end that must outlive a bug (``minibroker serve``) sets ``on_error``:
+then an ``Exception`` from a task is handed to it, with its traceback, and the
+executor goes on with the next task; the failed task's own effects stop where
+it raised. Cancellation (any ``BaseException``) always propagates.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 
 import trio
 
@@ -25,6 +31,8 @@ class TaskExecutor:
         self._send, self._receive = trio.open_memory_channel[TimerTask](math.inf)
         self.submitted = 0
         self.completed = 0
+        #: receives an exception a task raised, instead of the nursery (None: it propagates)
+        self.on_error: Callable[[Exception], object] | None = None
 
     def submit(self, task: TimerTask) -> None:
         """Queue ``task`` to run; safe to call from synchronous code."""
@@ -44,9 +52,14 @@ class TaskExecutor:
             # drain everything already queued in this pass: a backlog of expired operations must not
             # wait one scheduler pass each (FIFO order is unchanged)
             while True:
-                result = task.run()
-                if result is not None and inspect.isawaitable(result):
-                    await result
+                try:
+                    result = task.run()
+                    if result is not None and inspect.isawaitable(result):
+                        await result
+                except Exception as error:
+                    if self.on_error is None:
+                        raise
+                    self.on_error(error)
                 self.completed += 1
                 try:
                     task = receive_nowait()

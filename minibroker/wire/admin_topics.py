@@ -104,7 +104,7 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
     cluster = conn.cluster
     if version >= 6:
         by_id = {str(topic_id(name)): name for name in cluster.topics}
-        asked = [(t.name, str(t.topic_id)) for t in body.topics]
+        asked = [(t.name, t.topic_id) for t in body.topics]  # the zero topic id decodes as None
     else:
         asked = [(name, None) for name in body.topic_names]
     twice = _duplicates([name for name, _ in asked if name is not None])
@@ -113,7 +113,9 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
         error, message = Errors.NONE, None
         try:
             if name is None:
-                name = by_id.get(asked_id or "")
+                if asked_id is None:
+                    raise AdminError(Errors.INVALID_REQUEST, "neither a topic name nor a topic id was given")
+                name = by_id.get(str(asked_id))
                 if name is None:
                     raise AdminError(Errors.UNKNOWN_TOPIC_ID, f"topic id {asked_id} is not known")
             elif name in twice:
@@ -126,7 +128,7 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
         if version >= 5:
             result.error_message = message
         if version >= 6:
-            result.topic_id = topic_id(name) if name is not None else asked_id
+            result.topic_id = topic_id(name) if name is not None else (asked_id or _ZERO_ID)
         results.append(result)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 

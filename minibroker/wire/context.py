@@ -154,6 +154,9 @@ class Connection:
         await done.wait()
         response = box[0]
         if isinstance(response, NetworkError):
+            if response.cause is not None:
+                # the broker raised while handling it: the request fails as if its handler had raised
+                raise response.cause
             raise CloseConnection(f"{response.error.name}: {response.reason}")
         return response
 

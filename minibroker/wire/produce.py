@@ -57,6 +57,8 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
     order = [TopicPartition(t.name, p.index) for t in body.topic_data for p in t.partition_data]
     if body.transactional_id is not None:
         conn.log(f"Produce with transactional id {body.transactional_id!r}: transactions are not supported")
+        if body.acks == 0:  # Kafka has no answer to send with acks=0: it closes the connection
+            raise CloseConnection("acks=0 Produce with a transactional id failed with INVALID_REQUEST")
         return _response([(tp, None) for tp in order], error=INVALID_REQUEST)
     local: dict[TopicPartition, PartitionProduceResponse] = {}
     data: dict[TopicPartition, ProduceData] = {}

@@ -17,6 +17,11 @@ appended or read; every other API is handled here:
   carries the error (offsets -1); for those that write (OffsetCommit,
   DeleteRecords) the partition is taken out of the request first, so nothing
   is written for it, and its error entry is added to the answer.
+
+The same whole-request error responses (``error_response``) answer a request
+whose handling raised an exception, with UNKNOWN_SERVER_ERROR (``server.py``):
+``ERROR_RESPONSES`` therefore has Produce and Fetch too, whose pushed errors
+never come here.
 """
 
 from __future__ import annotations
@@ -58,6 +63,69 @@ def _has(request: Request, field: str) -> bool:
 
 def _top_level(request: Request, error: int) -> Any:
     return _response(request, error_code=error)
+
+
+#: Produce's and Fetch's error responses name every partition requested: api key -> (the request's topics
+#: field, the response's topic class, the topic name field, the (request, response) partitions fields, the
+#: (request, response) partition index fields, the rest of each partition's entry besides its error code)
+_EVERY_PARTITION: dict[int, tuple[str, str, str, tuple[str, str], tuple[str, str], dict[str, Any]]] = {
+    0: (
+        "topic_data",
+        "TopicProduceResponse",
+        "name",
+        ("partition_data", "partition_responses"),
+        ("index", "index"),
+        {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1, "error_message": None},
+    ),
+    1: (
+        "topics",
+        "FetchableTopicResponse",
+        "topic",
+        ("partitions", "partitions"),
+        ("partition", "partition_index"),
+        {
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "preferred_read_replica": -1,
+        },
+    ),
+}
+
+
+def _every_partition(request: Request, error: int, **extra: Any) -> list:
+    """The response topics of a Produce or Fetch error response (``_EVERY_PARTITION``)."""
+    topics, topic_cls_name, name, parts, index, fields = _EVERY_PARTITION[request.api_key]
+    topic_cls = getattr(request.spec.response, topic_cls_name)
+    part_cls = topic_cls._struct.fields[parts[1]].data_class
+    return [
+        topic_cls(
+            **{
+                name: getattr(t, name),
+                parts[1]: [
+                    part_cls(**{index[1]: getattr(p, index[0])}, error_code=error, **fields, **extra)
+                    for p in getattr(t, parts[0])
+                ],
+            }
+        )
+        for t in getattr(request.body, topics) or ()
+    ]
+
+
+def _produce(request: Request, error: int) -> Any:
+    """Kafka's ``ProduceRequest.getErrorResponse``: every partition named, offsets -1."""
+    topics = _every_partition(request, error, record_errors=[])
+    return _response(request, responses=topics, throttle_time_ms=0)
+
+
+def _fetch(request: Request, error: int) -> Any:
+    """Kafka's ``FetchRequest.getErrorResponse``: every partition named with the error and offsets -1,
+    the top-level error and the request's session id (v7+)."""
+    topics = _every_partition(request, error, aborted_transactions=None, records=b"")
+    fields: dict[str, Any] = {"responses": topics, "throttle_time_ms": 0}
+    if request.api_version >= 7:
+        fields.update(error_code=error, session_id=request.body.session_id)
+    return _response(request, **fields)
 
 
 def _metadata(request: Request, error: int) -> Any:
@@ -163,6 +231,8 @@ def _offset_commit(request: Request, error: int) -> Any:
 
 #: api key -> Kafka's error response for a whole request; keys not here answer with a top-level error code
 ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
+    0: _produce,
+    1: _fetch,
     2: _list_offsets,
     3: _metadata,
     8: _offset_commit,
@@ -174,6 +244,12 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     42: _delete_groups,
     **ADMIN_ERROR_RESPONSES,
 }
+
+
+def error_response(request: Request, error: int) -> bytes:
+    """The framed whole-request error response to ``request`` (Kafka's ``getErrorResponse``)."""
+    body = ERROR_RESPONSES.get(request.api_key, _top_level)(request, error)
+    return body if isinstance(body, bytes) else encode_response(request, body)
 
 
 def pushable(api_key: int) -> bool:

@@ -15,10 +15,22 @@ A connection closes, with one line on the log naming the broker, the peer and
 the problem, when: a frame's size is negative or too large (requests already
 read are answered first), a request cannot be decoded, its api key is unknown
 or its version unsupported (except ApiVersions, answered with
-UNSUPPORTED_VERSION and our version table, as Kafka does), the broker is down
-or the link to it dropped, or a handler fails; the client ending its side in
-the middle of a frame is logged too. Nothing else is affected: other
-connections go on, and what the broker accepted stays in its log. The "down or
+UNSUPPORTED_VERSION and our version table, as Kafka does), or the broker is down
+or the link to it dropped; the client ending its side in the middle of a frame
+is logged too. Nothing else is affected: other connections go on, and what the
+broker accepted stays in its log.
+
+No request ends the server. A request whose handling raises an exception (in
+its handler, or in the emulated broker while it handles it: the cluster runs
+with ``Cluster.contain_errors``) is answered as Kafka's ``KafkaApis.handleError``
+does: UNKNOWN_SERVER_ERROR in the API's own error response
+(``pushed_errors.error_response``), or a closed connection for a request that
+gets no answer (Produce with acks=0); the connection stays open otherwise. The
+exception is logged once, as one block: the broker, the peer, the API, its
+version and correlation id, then the traceback. An exception in the cluster
+outside a client's request (a purgatory expiration, a replica's fetch) is
+logged the same way, prefixed ``cluster:``; a client request that was waiting
+on the callback that raised there gets no answer and closes at its own timeout. The "down or
 dropped" line is written at most once a second per broker and reason (clients
 reconnect at once), with a count of the lines held back.
 
@@ -48,9 +60,9 @@ from minibroker.wire.codec import (
     encode_response,
     unsupported_api_versions_response,
 )
-from minibroker.wire.context import CloseConnection, Connection, ServerState
+from minibroker.wire.context import UNKNOWN_SERVER_ERROR, CloseConnection, Connection, ServerState
 from minibroker.wire.frames import FrameError, FrameReader
-from minibroker.wire.pushed_errors import handle
+from minibroker.wire.pushed_errors import error_response, handle
 
 #: bytes asked of the socket at a time
 RECEIVE_BYTES = 65_536
@@ -82,6 +94,13 @@ class WireServer:
         self.queue_size = queue_size
         origin = round(time.time() * 1000) - cluster.now()
         self.state = ServerState(cluster, {}, origin, log)
+        cluster.contain_errors(self._cluster_error)
+
+    def _cluster_error(self, error: Exception, requester: object) -> None:
+        """An exception the cluster contained: logged by the failed request's connection, or here."""
+        if requester in self.state.nodes:
+            return  # raised again in the connection's handler (Connection.call), which logs it
+        self.state.log(f"cluster: internal error (contained){_traceback(error)}")
 
     @property
     def listeners(self) -> dict[int, tuple[str, int]]:
@@ -243,12 +262,16 @@ class WireServer:
                 conn.log(f"{request.name} v{request.api_version}: {error}; closing")
             return False
         except Exception as error:
-            where = traceback.extract_tb(error.__traceback__)[-1]
-            conn.log(
-                f"{request.name} v{request.api_version}: internal error {type(error).__name__}: {error} "
-                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno}); closing"
-            )
-            return False
+            what = f"{request.name} v{request.api_version} correlation id {request.correlation_id}"
+            if request.api_key == 0 and request.body.acks == 0:
+                conn.log(f"{what}: internal error, no answer with acks=0; closing{_traceback(error)}")
+                return False
+            try:
+                data = error_response(request, UNKNOWN_SERVER_ERROR)
+            except Exception as failed:
+                conn.log(f"{what}: internal error; closing{_traceback(error)}{_traceback(failed)}")
+                return False
+            conn.log(f"{what}: internal error, answered UNKNOWN_SERVER_ERROR{_traceback(error)}")
         return data is None or await _send(stream, data)
 
 
@@ -258,6 +281,11 @@ async def _send(stream: trio.SocketStream, data: bytes) -> bool:
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return False
     return True
+
+
+def _traceback(error: BaseException) -> str:
+    """A newline, then ``error``'s traceback: the rest of the one log entry that reports it."""
+    return "\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
 def _peer(stream: trio.SocketStream) -> str:

@@ -39,7 +39,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from minibroker.testing import MiniCluster
 from minibroker.wire.codec import SUPPORTED, Request, encode_response
 from minibroker.wire.nulls import non_nullable_null
-from minibroker.wire.pushed_errors import ERROR_RESPONSES, IN_REPLICA_MANAGER, _top_level, kind, pushable
+from minibroker.wire.pushed_errors import ERROR_RESPONSES, _top_level, pushable
 from tests.wire.conftest import RawClient
 
 
@@ -76,8 +76,6 @@ def metadata(client: RawClient):
 def test_every_supported_api_has_an_error_answer_that_encodes_at_every_version():
     for key, spec in SUPPORTED.items():
         assert pushable(key), spec.name
-        if kind(key) in IN_REPLICA_MANAGER:
-            continue
         for version in range(spec.min_version, spec.max_version + 1):
             request = Request(key, version, 7, "c", spec.request(version=version))
             body = ERROR_RESPONSES.get(key, _top_level)(request, 6)

@@ -68,7 +68,9 @@ class Member:
     session_deadline_ms: int = -1
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """Each protocol once, in preference order: a name the member repeats counts once, and its
+        first entry is the one used (as ``metadata`` and ``vote`` read them)."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def metadata(self, protocol: str) -> bytes:
         for name, data in self.protocols:

@@ -52,6 +52,7 @@ class OffsetsManager(ClassicBase):
 
     def known(self, tp: TopicPartition) -> bool: ...
     def create_group(self, group_id: str) -> ClassicGroup: ...
+    def partition_of(self, group_id: str) -> int: ...
     def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None: ...
 
     # --- OffsetCommit ------------------------------------------------------------------------
@@ -164,33 +165,43 @@ class OffsetsManager(ClassicBase):
 
     # --- DeleteGroups ------------------------------------------------------------------------
     def delete_groups(self, request: DeleteGroupsRequest, answer: Answer, refusal: Any) -> None:
-        """Delete each Empty group; answer once every deletion is written."""
+        """Delete each Empty group; answer once, in request order, when every deletion is written.
+
+        As Kafka's ``GroupCoordinatorShard.deleteGroups``: a group's error (INVALID_GROUP_ID,
+        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) is its own;
+        the deletable groups of one ``__consumer_offsets`` partition are one write of their tombstones,
+        and that write's error is each of theirs. A group named twice is deleted once and both entries
+        carry its result. Every write is counted before the first is issued: a write may complete
+        inside ``write`` (an ISR of one), and the answer must wait for the others.
+        """
         results: dict[str, Errors] = {}
-        waiting = {"n": 0}
-
-        def finish() -> None:
-            if waiting["n"] == 0:
-                answer(DeleteGroupsResponse(tuple((gid, results[gid]) for gid in request.group_ids)))
-
-        pending: list[tuple[str, list[bytes]]] = []
-        for gid in request.group_ids:
+        writes: dict[int, tuple[list[str], list[bytes]]] = {}
+        for gid in dict.fromkeys(request.group_ids):
             error = self._delete_error(gid, refusal)
             if error is not None:
                 results[gid] = error
                 continue
-            values = self._tombstones(gid)
+            gids, values = writes.setdefault(self.partition_of(gid), ([], []))
+            gids.append(gid)
+            values += self._tombstones(gid)
             self.remove_group(gid)
-            pending.append((gid, values))
-        for gid, values in pending:
-            waiting["n"] += 1
+        waiting = len(writes)
 
-            def done(error: Errors, gid: str = gid) -> None:
-                results[gid] = write_error(error)
-                waiting["n"] -= 1
-                finish()
+        def finish() -> None:
+            answer(DeleteGroupsResponse(tuple((gid, results[gid]) for gid in request.group_ids)))
 
-            self.write(gid, values, done)
-        if not pending:
+        for gids, values in writes.values():
+
+            def done(error: Errors, gids: list[str] = gids) -> None:
+                nonlocal waiting
+                for gid in gids:
+                    results[gid] = write_error(error)
+                waiting -= 1
+                if waiting == 0:
+                    finish()
+
+            self.write(gids[0], values, done)
+        if not writes:
             finish()
 
     def _delete_error(self, gid: str, refusal: Any) -> Errors | None:

@@ -123,12 +123,14 @@ async def test_describe_and_delete_groups(autojump_clock):
         ]
         assert (simple.state, simple.members) == ("Empty", ())
         assert (nobody.error.name, nobody.state) == ("NONE", "Dead")
-        deleted = await a.call(0, DeleteGroupsRequest(("g", "simple", "nobody", "")))
+        # a group named twice is deleted once; both entries carry its result
+        deleted = await a.call(0, DeleteGroupsRequest(("g", "simple", "nobody", "", "simple")))
         assert [(gid, e.name) for gid, e in deleted.results] == [
             ("g", "NON_EMPTY_GROUP"),
             ("simple", "NONE"),
             ("nobody", "GROUP_ID_NOT_FOUND"),
             ("", "INVALID_GROUP_ID"),
+            ("simple", "NONE"),
         ]
         fetched = await a.call(0, OffsetFetchRequest((OffsetFetchGroup("simple"),)))
         assert fetched.groups[0].offsets == ()
