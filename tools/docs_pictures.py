@@ -14,8 +14,10 @@ Each picture is what one command draws today (the commands are listed in ``JOBS`
 
 The commands run in this process through ``minibroker.cli.main`` (so a caller's SparkSession is
 reused). Everything is drawn in virtual time, so the files are byte-identical from run to run: rich's
-SVG export has fixed ids, matplotlib writes no software or date metadata, cairosvg (or rsvg-convert)
-rasterises the SVG with the machine's ``monospace`` font.
+SVG export has fixed ids, matplotlib writes no software or date metadata and uses its own fonts.
+The snapshot PNGs are rasterised by cairosvg even where ``rsvg-convert`` is on PATH (which
+``snapshot`` would prefer), with the machine's ``monospace`` font: the committed ones were drawn with
+DejaVu Sans Mono (``fc-match monospace``).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,6 +116,18 @@ def minibroker(*args: str) -> str:
     return out.getvalue()
 
 
+@contextlib.contextmanager
+def _cairosvg_only() -> Iterator[None]:
+    """PATH without rsvg-convert while drawing, so that every PNG is cairosvg's."""
+    path = os.environ.get("PATH", "")
+    kept = [d for d in path.split(os.pathsep) if d and not (Path(d) / "rsvg-convert").exists()]
+    os.environ["PATH"] = os.pathsep.join(kept)
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = path
+
+
 def draw(names: Iterable[str], work: Path) -> dict[str, Path]:
     """Draw the pictures ``names`` under ``work``, each job once: picture name -> the file drawn."""
     names = list(names)
@@ -123,7 +138,8 @@ def draw(names: Iterable[str], work: Path) -> dict[str, Path]:
             continue
         directory = work / job.name.replace(" ", "-")
         directory.mkdir(parents=True, exist_ok=True)
-        minibroker(*job.argv(directory))
+        with _cairosvg_only():
+            minibroker(*job.argv(directory))
         for name in wanted:
             path = directory / job.pictures[name]
             if not path.is_file():
