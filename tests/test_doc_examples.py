@@ -198,7 +198,8 @@ def test_a_console_block_runs_and_a_difference_fails_naming_its_line(tmp_path):
             run_block(block, tmp_path)
 
 
-def test_the_console_environment_is_fixed(tmp_path):
+def test_the_console_environment_is_fixed(tmp_path, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
     (block,) = blocks(
         _document(
             tmp_path,
@@ -208,10 +209,13 @@ def test_the_console_environment_is_fixed(tmp_path):
             true 120
             $ python -c "import minibroker, os; print(os.path.dirname(os.path.dirname(minibroker.__file__)))"
             ROOT
+            $ MB_X=1 CI=false python -c "import os; print(os.environ['MB_X'], os.environ['CI'])"
+            1 false
+            $ python -c "import os; print(os.getcwd(), 'FORCE_COLOR' in os.environ)"
+            ROOT False
             ```
             """,
-        ).parent
-        / "doc.md"
+        )
     )
     block.text = block.text.replace("ROOT", str(ROOT))
     run_block(block, tmp_path)
