@@ -118,15 +118,17 @@ def blocks(path: Path) -> list[Block]:
 def commands(block: Block) -> list[Command]:
     """The commands of a console block, each with its expected output and exit status."""
     result: list[Command] = []
-    pending = ""  # a command continued by a trailing backslash
+    pending, start = "", 0  # a command continued by a trailing backslash, and its first line
     for offset, text in enumerate(block.text.splitlines()):
         if pending or text.startswith("$ "):
+            if not pending:
+                start = block.line + 1 + offset
             words = (pending + " " if pending else "") + (text if pending else text[2:])
             if words.endswith("\\"):
                 pending = words[:-1].rstrip()
                 continue
             pending = ""
-            result.append(_command(block, block.line + 1 + offset, words))
+            result.append(_command(block, start, words))
         elif result:
             result[-1].expected.append(text)
         elif text.strip():
@@ -143,7 +145,7 @@ def commands(block: Block) -> list[Command]:
 
 
 def _command(block: Block, line: int, words: str) -> Command:
-    where = f"{block.path.name}:{line}"
+    where = f"{block.id.rsplit(':', 1)[0]}:{line}"
     try:
         argv = shlex.split(words)
     except ValueError as error:

@@ -151,7 +151,7 @@ def test_commands_expected_output_exit_status_and_continuations(tmp_path):
         0,
     )
     assert (second.argv, second.expected, second.exit_code) == (["false"], [], 1)
-    assert (third.line, third.argv, third.expected) == (9, ["echo", "a b", "c"], ["a b c"])
+    assert (third.line, third.argv, third.expected) == (8, ["echo", "a b", "c"], ["a b c"])
 
 
 @pytest.mark.parametrize(
