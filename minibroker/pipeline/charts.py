@@ -279,17 +279,24 @@ def isr_chart(analysis: Analysis, path: Path) -> Path | None:
             by_partition[row["partition"]][0].append(row["bucket_ms"] / 1000)
             by_partition[row["partition"]][1].append(row["isr_size"])
         end = max(row["bucket_ms"] for row in mine) / 1000 + analysis.bucket_ms / 1000
-        for index, (partition, (xs, ys)) in enumerate(sorted(by_partition.items())):
+        lines = []
+        for index, (_, (xs, ys)) in enumerate(sorted(by_partition.items())):
             offset = (index - (len(by_partition) - 1) / 2) * 0.06  # so that no line hides another
-            axes.step(
-                [*xs, end], [y + offset for y in (*ys, ys[-1])], where="post", marker="o", label=partition
-            )
+            lines += axes.step([*xs, end], [y + offset for y in (*ys, ys[-1])], where="post", marker="o")
         sizes = [row["isr_size"] for row in mine] + [row["min_isr_size"] for row in mine]
         axes.set_yticks(integer_ticks(sizes))
         axes.set_ylim(min(sizes) - 0.5, max(sizes) + 0.5)
         axes.set_title(Path(trace).name, fontsize="medium")
         axes.set_xlabel("virtual time (s)")
-        axes.legend(fontsize="x-small", title="partition", title_fontsize="x-small", loc="best")
+        # handles and labels given, because a label= starting with "_" (__delay_5s-0) is left out
+        axes.legend(
+            lines,
+            sorted(by_partition),
+            fontsize="x-small",
+            title="partition",
+            title_fontsize="x-small",
+            loc="best",
+        )
     axes_list[0].set_ylabel("ISR size (replicas)")
     fig.suptitle("ISR size per partition, in the traces whose ISR changed (smallest first)")
     return save(fig, path)

@@ -115,6 +115,17 @@ def test_isr_picks_the_traces_whose_isr_changed_shrinks_first():
     assert charts.integer_ticks([3, 1, 3]) == [1, 2, 3]
 
 
+def test_the_isr_legend_names_every_partition_even_internal_ones(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(charts, "save", lambda figure, path: drawn.append(figure) or path)
+    rows = [{**_isr("a", 0, 3), "partition": partition} for partition in ("orders-0", "__delay_5s-0")] + [
+        {**_isr("a", 1000, 2), "partition": "__delay_5s-0"}
+    ]
+    charts.isr_chart(_analysis(isr=rows), tmp_path / "isr.png")
+    (axes,) = drawn[0].axes
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["__delay_5s-0", "orders-0"]
+
+
 def test_timer_says_every_fire_was_on_time_instead_of_a_chart(tmp_path):
     on_time = [{"delta_ms": 0, "fires": 36}]
     assert (
