@@ -29,8 +29,9 @@ _ANCHOR = re.compile(r"""<a\b[^>]*\b(?:name|id)\s*=\s*["']([^"']+)["']""", re.IG
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
-def prose(text: str) -> str:
-    """The document without its fenced blocks and code spans (each replaced by blank text, lines kept)."""
+def prose(text: str, spans: bool = False) -> str:
+    """The document without its fenced blocks and (unless ``spans``) its code spans, each replaced by blank
+    text, lines kept. Headings keep their code spans: GitHub's anchors include their text."""
     kept, fence = [], None
     for line in text.splitlines():
         opening = _FENCE.match(line)
@@ -43,7 +44,8 @@ def prose(text: str) -> str:
             kept.append("")
         else:
             kept.append(line)
-    return _CODE_SPAN.sub(lambda span: re.sub(r"[^\n]", " ", span[0]), "\n".join(kept))
+    text = "\n".join(kept)
+    return text if spans else _CODE_SPAN.sub(lambda span: re.sub(r"[^\n]", " ", span[0]), text)
 
 
 def links(path: Path) -> list[tuple[int, str]]:
@@ -67,7 +69,7 @@ def slug(heading: str) -> str:
 
 def anchors(path: Path) -> set[str]:
     """Every anchor of a markdown file: its headings' slugs (repeats numbered -1, -2...) and named anchors."""
-    text = prose(path.read_text(encoding="utf-8"))
+    text = prose(path.read_text(encoding="utf-8"), spans=True)
     found: set[str] = set(_ANCHOR.findall(text))
     seen: dict[str, int] = {}
     for line in text.splitlines():
@@ -134,7 +136,7 @@ def test_links_are_checked_and_code_is_not(tmp_path, monkeypatch):
         "[ok](docs/other.md) [ok](docs/other.md#setup) [ok](docs/other.md#setup-1) ![ok](pic.png)\n"
         "[ok](#top) [ok](https://kafka.apache.org/documentation/) [ok](docs/other.md 'title')\n"
         "[missing](docs/nope.md) [no heading](docs/other.md#install) [here](#nowhere)\n"
-        "[absolute](/work/main/README.md) [file](file:///tmp/x.md) [out](../elsewhere.md)\n"
+        "[absolute](/home/user/README.md) [file](file:///tmp/x.md) [out](../elsewhere.md)\n"
         "`[code](not/checked.md)`\n"
         "```\n[fenced](not/checked.md)\n```\n"
         "[ref]: docs/missing.md\n",
@@ -145,7 +147,7 @@ def test_links_are_checked_and_code_is_not(tmp_path, monkeypatch):
         "README.md:4: docs/nope.md: no such file",
         "README.md:4: docs/other.md#install: no heading #install in other.md",
         "README.md:4: #nowhere: no heading #nowhere in README.md",
-        "README.md:5: /work/main/README.md is an absolute local path; link relative to the document",
+        "README.md:5: /home/user/README.md is an absolute local path; link relative to the document",
         "README.md:5: file:///tmp/x.md is an absolute local path; link relative to the document",
         "README.md:5: ../elsewhere.md leads out of the repository",
         "README.md:10: docs/missing.md: no such file",
