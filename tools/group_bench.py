@@ -57,7 +57,7 @@ def virtual_run(members: int) -> dict:
     import trio
     import trio.testing
 
-    from minibroker.cluster import TopicSpec, open_cluster
+    from minibroker.sim import TopicSpec, open_cluster
     from minibroker.trace import RecordingTracer
 
     settings = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}

@@ -1,10 +1,32 @@
-"""Layer 4: replicated partitions end to end: brokers, logs, HW/LEO, ISR, DelayedProduce and DelayedFetch."""
+"""Deprecated name of the emulated cluster harness, kept for one release: import ``minibroker.sim``.
 
-from minibroker.cluster.client import ClientRequest, Consumer, Producer
-from minibroker.cluster.cluster import Cluster, TopicSpec, open_cluster
-from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import ProduceData, TopicPartition
+Importing it warns once (DeprecationWarning) and gives the names it always exported.
+"""
+
+import warnings
+
+warnings.warn(
+    "minibroker.cluster is deprecated and will be removed in the next release: "
+    "import the cluster harness from minibroker.sim",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+from minibroker.sim import (  # noqa: E402
+    BrokerConfig,
+    ClientRequest,
+    Cluster,
+    ConfigError,
+    Consumer,
+    ConsumerConfig,
+    Errors,
+    ProduceData,
+    Producer,
+    ProducerConfig,
+    TopicPartition,
+    TopicSpec,
+    open_cluster,
+)
 
 __all__ = [
     "BrokerConfig",

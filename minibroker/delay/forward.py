@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from minibroker.cluster.messages import ProduceData, TopicPartition
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delay.headers import DelayedMessage, encode_forward
 
 if TYPE_CHECKING:
-    from minibroker.cluster import Cluster, Producer
+    from minibroker.clients import Producer
+    from minibroker.sim.cluster import Cluster
 
 UNKNOWN_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 
 import attrs
 
-from minibroker.recordbatch import build_batch, records
+from minibroker.common.record_batch import build_batch, records
 
 # kafka-python is imported on first use: a scenario without delayed messages does not load it
 

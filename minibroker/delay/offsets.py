@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from minibroker.cluster import Consumer
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import RecordBatch
-from minibroker.cluster.messages import ProduceData, TopicPartition
+from minibroker.broker.log import RecordBatch
+from minibroker.clients import Consumer
+from minibroker.common.errors import Errors
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delay.headers import build_batch, records
 
 OFFSETS_TOPIC = "__delay_offsets"

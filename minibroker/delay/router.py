@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from minibroker.cluster.messages import ProduceData, TopicPartition
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delay.config import DelayConfig
 from minibroker.delay.headers import DelayedMessage, encode_delayed, murmur2
 from minibroker.delay.levels import DelayError
 
 if TYPE_CHECKING:
-    from minibroker.cluster import ClientRequest, Cluster, Producer
+    from minibroker.clients import ClientRequest, Producer
+    from minibroker.sim.cluster import Cluster
 
 
 def check_real(cluster: Cluster, real: TopicPartition) -> None:

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from minibroker.cluster import TopicSpec
 from minibroker.delay.config import DelayConfig
 from minibroker.delay.offsets import OFFSETS_TOPIC
 from minibroker.delay.router import DelayRouter
 from minibroker.delay.service import DelayService
 from minibroker.delay.stats import DelayStats
+from minibroker.sim.cluster import TopicSpec
 
 if TYPE_CHECKING:
-    from minibroker.cluster import Cluster
+    from minibroker.sim.cluster import Cluster
 
 
 class DelayServices:

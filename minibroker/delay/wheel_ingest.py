@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from minibroker.cluster import Consumer, Producer
-from minibroker.cluster.config import ConsumerConfig, ProducerConfig
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import RecordBatch
-from minibroker.cluster.messages import TopicPartition
+from minibroker.broker.config import ConsumerConfig, ProducerConfig
+from minibroker.broker.log import RecordBatch
+from minibroker.clients import Consumer, Producer
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 from minibroker.delay.headers import DelayedMessage, decode_delayed
 from minibroker.delay.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from minibroker.cluster.cluster import TopicSpec
-from minibroker.cluster.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import TopicPartition
+from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 from minibroker.delay.file_wheel import FileWheel, WheelView
 from minibroker.delay.forward import forward
 from minibroker.delay.headers import DelayedMessage
@@ -43,9 +42,11 @@ from minibroker.delay.router import check_real, new_messages, shared_numbers
 from minibroker.delay.stats import DelayStats
 from minibroker.delay.wheel_format import Damage
 from minibroker.delay.wheel_ingest import INGEST_TOPIC, WheelIngest
+from minibroker.sim.cluster import TopicSpec
 
 if TYPE_CHECKING:
-    from minibroker.cluster import ClientRequest, Cluster, Producer
+    from minibroker.clients import ClientRequest, Producer
+    from minibroker.sim.cluster import Cluster
 
 #: the pseudo-partition a wheel write is recorded against in the requests table
 WHEEL_PARTITION = TopicPartition("__delay_wheel", 0)
@@ -224,7 +225,7 @@ class WheelGroup:
 
     # --- the forwarder ---------------------------------------------------------------------------
     def _producer(self, broker_id: int) -> Producer:
-        from minibroker.cluster import Producer
+        from minibroker.clients import Producer
 
         producer = self._producers.get(broker_id)
         if producer is None:

@@ -46,7 +46,7 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
+from minibroker.broker.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
 from minibroker.scenario import Scenario, load_scenario
 from minibroker.scenario.load import _describe, _fix_acks, _Table, parse_document, read_document
 from minibroker.scenario.model import LinkSpec, Node

@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from minibroker.cluster import BrokerConfig
+from minibroker.broker.config import BrokerConfig
 from minibroker.scenario import load_scenario
 from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
 from minibroker.testing.control import Control

@@ -19,9 +19,9 @@ from typing import Any
 
 import trio
 
-from minibroker.cluster.controller import CONTROLLER
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import TopicPartition
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
+from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.wire.codec import SUPPORTED
 from minibroker.wire.fetch_sessions import session_figures
 from minibroker.wire.pushed_errors import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable

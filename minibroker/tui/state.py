@@ -15,12 +15,12 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.snapshot import ClusterView
 from minibroker.delay.view import DelaysView
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.scenario import expect as checks
 from minibroker.scenario.model import Event, Fetch, Produce, RequestOutcome
 from minibroker.scenario.retry_run import RetryView
+from minibroker.sim.snapshot import ClusterView
 from minibroker.tui.describe import describe_expectation
 
 #: the wall-clock length a scenario is slowed (or sped) to by default, in seconds

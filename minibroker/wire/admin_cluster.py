@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DeleteRecordsResponse, DescribeClusterResponse, ElectLeadersResponse
 
-from minibroker.cluster import topic_admin
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import DeleteRecordsRequest, TopicPartition
-from minibroker.cluster.topic_admin import PREFERRED, AdminError
+from minibroker.common.errors import Errors
+from minibroker.common.messages import DeleteRecordsRequest, TopicPartition
+from minibroker.controller import topic_admin
+from minibroker.controller.topic_admin import PREFERRED, AdminError
 from minibroker.wire.codec import Request
 from minibroker.wire.context import RESPONSE_GRACE_MS, Connection
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
 
-from minibroker.cluster.dynamic_configs import alter_configs, describe_configs
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.topic_admin import AdminError
+from minibroker.broker.dynamic_configs import alter_configs, describe_configs
+from minibroker.common.errors import Errors
+from minibroker.controller.topic_admin import AdminError
 from minibroker.wire.codec import Request
 from minibroker.wire.context import Connection
 

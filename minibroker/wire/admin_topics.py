@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics and CreatePartitions over the wire (``cluster.topic_admin`` does the work).
+"""CreateTopics, DeleteTopics and CreatePartitions over the wire (``controller.topic_admin`` does the work).
 
 Any broker answers them (KRaft brokers forward them to the controller; here the
 controller's decision is immediate). Each topic is answered on its own with
@@ -17,10 +17,10 @@ from typing import TypeVar
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
-from minibroker.cluster import topic_admin
-from minibroker.cluster.dynamic_configs import topic_entries
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.topic_admin import AdminError
+from minibroker.broker.dynamic_configs import topic_entries
+from minibroker.common.errors import Errors
+from minibroker.controller import topic_admin
+from minibroker.controller.topic_admin import AdminError
 from minibroker.wire.codec import Request
 from minibroker.wire.context import Connection
 from minibroker.wire.metadata import topic_id

@@ -17,8 +17,8 @@ from typing import Any
 import attrs
 import trio
 
+from minibroker.broker.config import BrokerConfig, ConfigError
 from minibroker.cliutil import UsageError, add_data_dir_options, positive_number, whole_number, with_data_dir
-from minibroker.cluster import BrokerConfig, ConfigError
 from minibroker.scenario import ScenarioError, load_scenario
 from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
 from minibroker.wire.topics import topic_error

@@ -20,11 +20,11 @@ from typing import Any
 import attrs
 import trio
 
-from minibroker.cluster import Cluster
-from minibroker.cluster.messages import NetworkError
-from minibroker.cluster.replica_manager import ReplicaManager
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.common.messages import NetworkError
+from minibroker.sim.cluster import Cluster
 
-# Kafka error codes used only on the wire (the cluster's own are in minibroker.cluster.errors)
+# Kafka error codes used only on the wire (the cluster's own are in minibroker.common.errors)
 UNKNOWN_SERVER_ERROR = -1
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REPLICATION_FACTOR = 38

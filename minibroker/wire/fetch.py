@@ -22,18 +22,18 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import (
+from minibroker.broker.partition import Partition, PartitionError
+from minibroker.common.errors import Errors
+from minibroker.common.messages import (
     CONSUMER_REPLICA_ID,
     HIGH_WATERMARK,
     TXN_COMMITTED,
     FetchRequest,
     TopicPartition,
 )
-from minibroker.cluster.messages import (
+from minibroker.common.messages import (
     FetchResponse as ClusterFetchResponse,
 )
-from minibroker.cluster.partition import Partition, PartitionError
 from minibroker.wire.codec import Request
 from minibroker.wire.context import INVALID_REQUEST, RESPONSE_GRACE_MS, Connection
 from minibroker.wire.fetch_sessions import ERROR, answer, new_context

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.fetch_session import (
+from minibroker.broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
@@ -38,7 +38,7 @@ from minibroker.cluster.fetch_session import (
     FetchSessionCache,
     next_epoch,
 )
-from minibroker.cluster.messages import FetchPartition, PartitionFetchResponse, TopicPartition
+from minibroker.common.messages import FetchPartition, PartitionFetchResponse, TopicPartition
 from minibroker.wire.context import Connection
 
 FETCH_SESSION_ID_NOT_FOUND = 70

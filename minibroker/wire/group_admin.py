@@ -17,7 +17,7 @@ from typing import Any
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
-from minibroker.cluster.coordinator import messages as m
+from minibroker.coordinator.group import messages as m
 from minibroker.wire.codec import Request
 from minibroker.wire.context import RESPONSE_GRACE_MS, Connection
 

@@ -25,9 +25,9 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from minibroker.cluster.coordinator import OFFSETS_TOPIC
-from minibroker.cluster.coordinator import messages as m
-from minibroker.cluster.errors import Errors
+from minibroker.common.errors import Errors
+from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.group import messages as m
 from minibroker.wire.codec import Request
 from minibroker.wire.context import RESPONSE_GRACE_MS, Connection
 

@@ -32,11 +32,11 @@ import uuid
 
 from kafka.protocol.metadata import MetadataResponse
 
-from minibroker.cluster import TopicSpec
-from minibroker.cluster.config import ConfigError
-from minibroker.cluster.coordinator import OFFSETS_TOPIC
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import TopicPartition
+from minibroker.broker.config import ConfigError
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
+from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.sim.cluster import TopicSpec
 from minibroker.wire.codec import Request, api_versions_body
 from minibroker.wire.context import INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, Connection
 from minibroker.wire.topics import topic_error

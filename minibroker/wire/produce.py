@@ -17,7 +17,7 @@ closes the connection instead, so the producer refreshes its metadata.
 InitProducerId hands out producer ids from 1000 up with epoch 0; a request
 naming the current id and epoch (v3+) gets a new id too, as Kafka's coordinator
 answers any non-transactional producer. Idempotence is
-enforced by the partition leader as Kafka does (``cluster.producer_state``): a
+enforced by the partition leader as Kafka does (``broker.producer_state``): a
 retried batch is answered with its first offset and not appended again, a gap
 in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
 INVALID_PRODUCER_EPOCH. Transactional ids are refused with INVALID_REQUEST
@@ -28,14 +28,14 @@ from __future__ import annotations
 
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import (
+from minibroker.common.errors import Errors
+from minibroker.common.messages import (
     PartitionProduceResponse,
     ProduceData,
     ProduceRequest,
     TopicPartition,
 )
-from minibroker.cluster.messages import (
+from minibroker.common.messages import (
     ProduceResponse as ClusterProduceResponse,
 )
 from minibroker.wire.codec import Request

@@ -28,8 +28,8 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import TopicPartition
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 from minibroker.wire.codec import SUPPORTED, Request, encode_response
 from minibroker.wire.context import Connection
 from minibroker.wire.handlers import HANDLERS

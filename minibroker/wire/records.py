@@ -38,7 +38,7 @@ of ``count`` records, timestamped at their append time on the wall clock.
 
 Idempotence: the producer id, epoch and sequence range of each batch an
 idempotent producer wrote go with the records (``ProducedRecords.producers``)
-to the leader, which deduplicates and checks them (``cluster.producer_state``).
+to the leader, which deduplicates and checks them (``broker.producer_state``).
 
 Not done (say so to users): compressed batches are kept as sent (checked,
 not recompressed).
@@ -53,9 +53,9 @@ import attrs
 from kafka.errors import CorruptRecordError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import RecordBatch
-from minibroker.cluster.producer_state import NO_PRODUCER_ID, ProducerBatch, last_sequence
+from minibroker.broker.log import RecordBatch
+from minibroker.broker.producer_state import NO_PRODUCER_ID, ProducerBatch, last_sequence
+from minibroker.common.errors import Errors
 from minibroker.wire.compression import (
     CODEC_NAMES,
     ZSTD,

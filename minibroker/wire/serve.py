@@ -18,9 +18,9 @@ from typing import Any
 import attrs
 import trio
 
-from minibroker.cluster import Cluster
 from minibroker.scenario import Scenario, ScenarioRunner
 from minibroker.scenario.model import TopicSpecModel
+from minibroker.sim.cluster import Cluster
 from minibroker.trace import Event as TraceEvent
 from minibroker.wire.server import WireServer, stderr_log
 

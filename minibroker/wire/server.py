@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 import trio
 
-from minibroker.cluster import Cluster
+from minibroker.sim.cluster import Cluster
 from minibroker.wire.codec import (
     API_VERSIONS_KEY,
     RequestError,

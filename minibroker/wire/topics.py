@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from minibroker.cluster.topic_names import topic_error
+from minibroker.common.topic_names import topic_error
 
 __all__ = ["topic_error"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.cluster.config import BrokerConfig
-from minibroker.cluster.messages import (
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.common.messages import (
     CONSUMER_REPLICA_ID,
     HIGH_WATERMARK,
     LOG_END,
@@ -16,7 +17,6 @@ from minibroker.cluster.messages import (
     ProduceRequest,
     TopicPartition,
 )
-from minibroker.cluster.replica_manager import ReplicaManager
 from minibroker.trace import ListSink, RecordingTracer
 
 TP = TopicPartition("t", 0)

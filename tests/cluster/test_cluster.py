@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import trio
 
-from minibroker.cluster import TopicPartition, TopicSpec, open_cluster
+from minibroker.common.messages import TopicPartition
+from minibroker.sim import TopicSpec, open_cluster
 from minibroker.trace import ListSink, RecordingTracer
 
 TP = TopicPartition("t", 0)

@@ -25,7 +25,8 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minibroker.cluster import TopicPartition, TopicSpec, open_cluster
+from minibroker.common.messages import TopicPartition
+from minibroker.sim import TopicSpec, open_cluster
 
 SLACK_MS = 2
 

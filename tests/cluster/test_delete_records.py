@@ -6,9 +6,15 @@ the autojump clock for followers that learn the log start offset from fetch answ
 
 from __future__ import annotations
 
-from minibroker.cluster import TopicPartition, TopicSpec, open_cluster
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import LOG_END, DeleteRecordsRequest, FetchPartition, FetchRequest
+from minibroker.common.errors import Errors
+from minibroker.common.messages import (
+    LOG_END,
+    DeleteRecordsRequest,
+    FetchPartition,
+    FetchRequest,
+    TopicPartition,
+)
+from minibroker.sim import TopicSpec, open_cluster
 from tests.cluster.conftest import TP, Harness
 
 OTHER = TopicPartition("t", 1)
@@ -113,7 +119,7 @@ def test_a_fenced_follower_does_not_hold_the_low_watermark():
     box = delete(h, {TP: 6})
     follower_fetch(h, 1, 10, 6)
     assert box == []
-    from minibroker.cluster.registrations import FENCED, BrokerRegistrations
+    from minibroker.controller.broker_registrations import FENCED, BrokerRegistrations
 
     h.rm.apply_registrations(BrokerRegistrations().with_state(2, FENCED))
     h.rm.delete_records_purgatory.check_and_complete(TP)

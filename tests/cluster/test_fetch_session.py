@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minibroker.cluster.fetch_session import (
+from minibroker.broker.fetch_session import (
     EVICTION_MS,
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -10,7 +10,7 @@ from minibroker.cluster.fetch_session import (
     FetchSessionCache,
     next_epoch,
 )
-from minibroker.cluster.messages import TopicPartition
+from minibroker.common.messages import TopicPartition
 
 
 def parts(n: int) -> dict[TopicPartition, CachedPartition]:

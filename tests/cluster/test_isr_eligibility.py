@@ -6,17 +6,17 @@ Issue 19: a crashed (fenced) or shutting-down follower out of the ISR held the H
 
 from __future__ import annotations
 
-from minibroker.cluster import TopicPartition, TopicSpec, open_cluster
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import Log
-from minibroker.cluster.messages import AlterPartitionRequest, LeaderAndIsr
-from minibroker.cluster.partition import Partition
-from minibroker.cluster.registrations import (
+from minibroker.broker.log import Log
+from minibroker.broker.partition import Partition
+from minibroker.common.errors import Errors
+from minibroker.common.messages import AlterPartitionRequest, LeaderAndIsr, TopicPartition
+from minibroker.controller.broker_registrations import (
     CONTROLLED_SHUTDOWN,
     FENCED,
     UNFENCED,
     BrokerRegistrations,
 )
+from minibroker.sim import TopicSpec, open_cluster
 from minibroker.trace import ListSink, RecordingTracer
 
 from .conftest import TP

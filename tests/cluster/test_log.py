@@ -2,7 +2,7 @@
 
 import pytest
 
-from minibroker.cluster.log import Log, LogOffsetMetadata
+from minibroker.broker.log import Log, LogOffsetMetadata
 
 
 def filled(segment_bytes=250, batches=6, count=2, size=100, epoch=0) -> Log:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import trio
 
-from minibroker.cluster.network import Network
 from minibroker.runtime import MsClock
 from minibroker.runtime.scheduler import Scheduler
+from minibroker.sim.network import Network
 
 
 class Recorder:

@@ -2,10 +2,10 @@
 
 import pytest
 
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import Log
-from minibroker.cluster.messages import TopicPartition
-from minibroker.cluster.partition import Partition, PartitionError
+from minibroker.broker.log import Log
+from minibroker.broker.partition import Partition, PartitionError
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 
 TP = TopicPartition("t", 0)
 

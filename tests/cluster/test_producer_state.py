@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import Log
-from minibroker.cluster.producer_state import (
+from minibroker.broker.log import Log
+from minibroker.broker.producer_state import (
     BATCHES_TO_RETAIN,
     BatchMetadata,
     ProducerBatch,
@@ -14,6 +13,7 @@ from minibroker.cluster.producer_state import (
     ProducerStateManager,
     last_sequence,
 )
+from minibroker.common.errors import Errors
 
 
 def batch(seq: int, records: int = 1, pid: int = 1000, epoch: int = 0) -> ProducerBatch:

@@ -2,10 +2,10 @@
 
 import attrs
 
-from minibroker.cluster.delayed_fetch import DelayedFetch
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import LogOffsetMetadata
-from minibroker.cluster.messages import FetchPartition, FetchRequest, LeaderAndIsr, TopicPartition
+from minibroker.broker.delayed_fetch import DelayedFetch
+from minibroker.broker.log import LogOffsetMetadata
+from minibroker.common.errors import Errors
+from minibroker.common.messages import FetchPartition, FetchRequest, LeaderAndIsr, TopicPartition
 from tests.cluster.conftest import TP, Harness
 
 
@@ -231,7 +231,7 @@ def test_isr_expansion_is_proposed_to_the_controller_and_commit_rechecks():
     ((dst, request, on_response),) = h.network.requests
     assert dst == "controller" and request.new_isr == (0, 1)
     assert h.rm.partitions[TP].maximal_isr == (0, 1)
-    from minibroker.cluster.messages import AlterPartitionResponse
+    from minibroker.common.messages import AlterPartitionResponse
 
     state = LeaderAndIsr(TP, 0, 0, (0, 1), 1, (0, 1, 2))
     on_response(AlterPartitionResponse(Errors.NONE, state))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.cluster import TopicPartition, TopicSpec, open_cluster
-from minibroker.cluster.dynamic_configs import (
+from minibroker.broker.dynamic_configs import (
     APPEND,
     BROKER,
     DEFAULT_CONFIG,
@@ -20,8 +19,9 @@ from minibroker.cluster.dynamic_configs import (
     alter_configs,
     describe_configs,
 )
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.topic_admin import (
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
+from minibroker.controller.topic_admin import (
     UNCLEAN,
     AdminError,
     create_partitions,
@@ -29,6 +29,7 @@ from minibroker.cluster.topic_admin import (
     delete_topic,
     elect_leader,
 )
+from minibroker.sim import TopicSpec, open_cluster
 
 TP = TopicPartition("t", 0)
 

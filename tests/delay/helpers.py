@@ -6,9 +6,10 @@ import contextlib
 
 import trio
 
-from minibroker.cluster import TopicPartition, open_cluster
+from minibroker.common.messages import TopicPartition
 from minibroker.delay import DelayConfig, DelayServices
 from minibroker.delay.headers import records
+from minibroker.sim import open_cluster
 from minibroker.trace import ListSink, RecordingTracer
 
 

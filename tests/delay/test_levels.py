@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.cluster.config import ConfigError
+from minibroker.broker.config import ConfigError
 from minibroker.delay import DEFAULT_LEVELS, DelayConfig, DelayError, DelayLevels
 from minibroker.delay.headers import (
     DUE_MS,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.cluster import ProduceData, TopicPartition, TopicSpec
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delay import DelayError
 from minibroker.delay.headers import REAL_TOPIC, build_batch, murmur2, records
+from minibroker.sim import TopicSpec
 from tests.delay.helpers import delayed_cluster, delivered_ids, events
 
 ORDERS = [TopicSpec("orders", 2, 3)]
@@ -48,7 +49,7 @@ async def test_bad_delays_fail_at_send_with_one_line(autojump_clock):
 
 
 async def test_a_delayed_send_without_delay_levels_is_refused(autojump_clock):
-    from minibroker.cluster import open_cluster
+    from minibroker.sim import open_cluster
 
     async with open_cluster(1, [TopicSpec("t")]) as cluster:
         with pytest.raises(ValueError, match="delay_ms needs delayed messages on the cluster"):

@@ -14,8 +14,8 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minibroker.cluster import TopicSpec
 from minibroker.runtime import deterministic_scheduling
+from minibroker.sim import TopicSpec
 from tests.delay.helpers import play, wheel_cluster
 
 TICK = 100

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from minibroker.cluster import TopicSpec
-from minibroker.cluster.config import ConfigError
+from minibroker.broker.config import ConfigError
 from minibroker.delay.wheel_service import WheelConfig
+from minibroker.sim import TopicSpec
 from tests.delay.helpers import delivered_ids, wheel_cluster
 
 ORDERS = [TopicSpec("orders", 1, 2, assignment=((2, 1),))]  # the real topic is off broker 0
@@ -89,8 +89,8 @@ async def test_settings_and_their_errors():
 
 async def test_on_a_running_clock_the_ticks_are_on_the_epoch_scale(autojump_clock, tmp_path):
     """Served, due times are epoch ms (real clients write them): ticks and pointer follow that scale."""
-    from minibroker.cluster import open_cluster
     from minibroker.delay.wheel_service import WheelGroup
+    from minibroker.sim import open_cluster
 
     origin = 1_700_000_000_000
     async with open_cluster(3, ORDERS) as cluster:

@@ -228,7 +228,7 @@ def test_the_timer_refuses_a_wheel_of_one_bucket():
 def test_the_model_keeps_settings_within_limits_however_it_is_made():
     import attrs
 
-    from minibroker.cluster.config import ConfigError
+    from minibroker.broker.config import ConfigError
     from minibroker.scenario.model import ClusterSpec
 
     with pytest.raises(

@@ -12,7 +12,7 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from minibroker.cluster import ConfigError
+from minibroker.broker.config import ConfigError
 from minibroker.testing import MiniCluster, mini_cluster
 from tests.testing.test_examples import wait_until
 from tests.wire.conftest import RawClient

@@ -14,7 +14,7 @@ from kafka.codec import gzip_encode, lz4_encode, snappy_encode, zstd_encode
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.util import calc_crc32c
 
-from minibroker.cluster.errors import Errors
+from minibroker.common.errors import Errors
 from minibroker.wire.records import HEADER_SIZE, InvalidRecords, WholeRequest, validate_records
 from tests.wire.conftest import WAIT_S, RawClient, scenario
 from tests.wire.test_records import batch, read_back

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from minibroker.cluster.coordinator import OFFSETS_TOPIC
+from minibroker.coordinator.group import OFFSETS_TOPIC
 from tests.wire.conftest import WAIT_S, scenario
 
 TOPIC = 'name = "t"\npartitions = 2\nreplication_factor = 3'
@@ -304,7 +304,7 @@ def test_find_coordinator_batched_and_single_and_the_internal_topic_in_metadata(
         MetadataResponse,
     )
 
-    from minibroker.cluster.coordinator import partition_for
+    from minibroker.coordinator.group import partition_for
     from tests.wire.conftest import RawClient
 
     server = serve(scenario(config='"offsets.topic.num.partitions" = 50', topics=TOPIC))

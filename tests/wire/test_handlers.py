@@ -17,7 +17,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
 
-from minibroker.cluster.messages import TopicPartition
+from minibroker.common.messages import TopicPartition
 from minibroker.wire.metadata import topic_id
 from tests.wire.conftest import RawClient, scenario
 from tests.wire.test_purgatories import fetch_request, produce_request

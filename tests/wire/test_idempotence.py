@@ -8,7 +8,7 @@ import pytest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from minibroker.cluster.messages import TopicPartition
+from minibroker.common.messages import TopicPartition
 from tests.wire.conftest import WAIT_S, RawClient, scenario
 
 

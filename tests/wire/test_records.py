@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.log import RecordBatch
+from minibroker.broker.log import RecordBatch
+from minibroker.common.errors import Errors
 from minibroker.wire.records import (
     InvalidRecords,
     encode_batches,

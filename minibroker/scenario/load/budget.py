@@ -12,7 +12,7 @@ takes at most a few minutes.
 
 from __future__ import annotations
 
-from minibroker.cluster.config import ConsumerConfig, ProducerConfig
+from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.load.limits import MAX_EVENTS
 from minibroker.scenario.load.retry import retry_events
 from minibroker.scenario.load.scope import Scope

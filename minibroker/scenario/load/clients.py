@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.cluster.config import ConsumerConfig, ProducerConfig
+from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.groups import read_subscribe
 from minibroker.scenario.load.scope import Scope, check_partition, kafka, unique

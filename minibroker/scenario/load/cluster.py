@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.cluster.config import BrokerConfig
+from minibroker.broker.config import BrokerConfig
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.load.scope import Scope, between, is_broker, kafka, unique

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.cluster.config import ConfigError
+from minibroker.broker.config import ConfigError
 from minibroker.delay.config import DelayConfig
 from minibroker.delay.levels import DelayError
 from minibroker.delay.wheel_service import WheelConfig

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.cluster.coordinator.group import (
+from minibroker.coordinator.group.group import (
     COMPLETING_REBALANCE,
     DEAD,
     EMPTY,

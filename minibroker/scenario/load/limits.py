@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.cluster.config import BrokerConfig, ConsumerConfig, ProducerConfig
+from minibroker.broker.config import BrokerConfig, ConsumerConfig, ProducerConfig
 
 #: every time in a scenario (``at``, ``end_ms``, ``duration_ms``, latencies, ``*.ms`` settings): one day
 MAX_MS = 86_400_000

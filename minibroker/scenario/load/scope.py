@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.config import ConfigError
-from minibroker.cluster.controller import CONTROLLER
+from minibroker.broker.config import ConfigError
+from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.scenario.load.document import Context, ScenarioError, Table, describe, listing
 from minibroker.scenario.load.limits import setting_problem
 from minibroker.scenario.model import (

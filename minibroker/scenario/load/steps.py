@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from minibroker.cluster.config import BrokerConfig
+from minibroker.broker.config import BrokerConfig
 from minibroker.scenario.load.admin import delete_records_step
 from minibroker.scenario.load.delay import delay_of
 from minibroker.scenario.load.document import Table, describe

@@ -6,12 +6,12 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster import open_cluster
-from minibroker.cluster.coordinator.messages import (
+from minibroker.coordinator.group.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     SyncGroupRequest,
 )
+from minibroker.sim import open_cluster
 from minibroker.trace import ListSink, RecordingTracer
 
 PROTOCOLS = (("range", b"r-meta"), ("roundrobin", b"rr-meta"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import warnings
 
-from minibroker.cluster import TopicSpec
-from minibroker.cluster.coordinator import consumer_protocol as cp
+from minibroker.coordinator.group import consumer_protocol as cp
+from minibroker.sim import TopicSpec
 from tests.cluster.coordinator.helpers import open_group_cluster
 
 SETTINGS = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}

@@ -3,9 +3,9 @@ COORDINATOR_LOAD_IN_PROGRESS meanwhile (``minibroker.coordinator.load.ms.per.rec
 
 from __future__ import annotations
 
-from minibroker.cluster import TopicSpec
-from minibroker.cluster.coordinator import OFFSETS_TOPIC
-from minibroker.cluster.coordinator.messages import (
+from minibroker.common.messages import TopicPartition
+from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.group.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     LeaveGroupRequest,
@@ -14,7 +14,7 @@ from minibroker.cluster.coordinator.messages import (
     OffsetFetchGroup,
     OffsetFetchRequest,
 )
-from minibroker.cluster.messages import TopicPartition
+from minibroker.sim import TopicSpec
 from tests.cluster.coordinator.helpers import Raw, heartbeat, join, open_group_cluster, sync
 from tests.cluster.coordinator.test_membership import stable_group
 from tests.cluster.coordinator.test_offsets import commit

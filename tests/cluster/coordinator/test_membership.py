@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minibroker.cluster.coordinator.messages import (
+from minibroker.coordinator.group.messages import (
     LeaveGroupRequest,
     LeavingMember,
 )

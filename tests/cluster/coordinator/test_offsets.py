@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import trio
 
-from minibroker.cluster import TopicSpec
-from minibroker.cluster.coordinator import OFFSETS_TOPIC, java_string_hash, partition_for
-from minibroker.cluster.coordinator.hashing import kafka_abs
-from minibroker.cluster.coordinator.messages import (
+from minibroker.common.messages import TopicPartition
+from minibroker.coordinator.group import OFFSETS_TOPIC, java_string_hash, partition_for
+from minibroker.coordinator.group.hashing import kafka_abs
+from minibroker.coordinator.group.messages import (
     CommitOffset,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -16,7 +16,7 @@ from minibroker.cluster.coordinator.messages import (
     OffsetFetchGroup,
     OffsetFetchRequest,
 )
-from minibroker.cluster.messages import TopicPartition
+from minibroker.sim import TopicSpec
 from tests.cluster.coordinator.helpers import Raw, heartbeat, join, open_group_cluster
 from tests.cluster.coordinator.test_membership import stable_group
 
