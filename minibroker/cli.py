@@ -25,7 +25,7 @@ COMMAND_MODULES = (
     "minibroker.commands",
     "minibroker.tui.commands",
     "minibroker.pipeline.commands",
-    "minibroker.wire.commands",
+    "minibroker.server.commands",
     "minibroker.chaos.commands",
     "minibroker.retry.commands",
 )
@@ -38,7 +38,7 @@ COMMAND_HOMES = {
     "snapshot": "minibroker.tui.commands",
     "analyze": "minibroker.pipeline.commands",
     "sweep": "minibroker.pipeline.commands",
-    "serve": "minibroker.wire.commands",
+    "serve": "minibroker.server.commands",
     "chaos": "minibroker.chaos.commands",
     "retry-service": "minibroker.retry.commands",
 }

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from minibroker.testing.http import ACTIONS, READ_OUTS, ControlServer
+from minibroker.server.control_http import ACTIONS, READ_OUTS, ControlServer
 
 SPEC = json.loads((Path(__file__).resolve().parents[2] / "docs" / "control-openapi.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator

@@ -36,10 +36,10 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
+from minibroker.server.codec import SUPPORTED, Request, encode_response
+from minibroker.server.nulls import non_nullable_null
+from minibroker.server.pushed_errors import ERROR_RESPONSES, IN_REPLICA_MANAGER, _top_level, kind, pushable
 from minibroker.testing import MiniCluster
-from minibroker.wire.codec import SUPPORTED, Request, encode_response
-from minibroker.wire.nulls import non_nullable_null
-from minibroker.wire.pushed_errors import ERROR_RESPONSES, IN_REPLICA_MANAGER, _top_level, kind, pushable
 from tests.wire.conftest import RawClient
 
 

@@ -22,11 +22,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import kafka.protocol.admin  # noqa: F401
 
-    import minibroker.wire.codec  # noqa: F401
+    import minibroker.server.codec  # noqa: F401
 
 from minibroker.scenario import parse_scenario
 from minibroker.scenario.model import Scenario
-from minibroker.wire.serve import Served, for_serving, open_served
+from minibroker.server.serve import Served, for_serving, open_served
 
 #: a generous bound for any single wait in these tests (they all finish far sooner)
 WAIT_S = 10.0

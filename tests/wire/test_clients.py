@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from minibroker.wire.fetch_sessions import session_figures
+from minibroker.server.fetch_sessions import session_figures
 from tests.wire.conftest import WAIT_S, scenario
 
 TOPIC = 't"\npartitions = 2\nreplication_factor = 3'

@@ -12,7 +12,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from minibroker.wire.codec import (
+from minibroker.server.codec import (
     SUPPORTED,
     MalformedRequest,
     Request,

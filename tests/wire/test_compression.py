@@ -15,7 +15,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.util import calc_crc32c
 
 from minibroker.common.errors import Errors
-from minibroker.wire.records import HEADER_SIZE, InvalidRecords, WholeRequest, validate_records
+from minibroker.server.records import HEADER_SIZE, InvalidRecords, WholeRequest, validate_records
 from tests.wire.conftest import WAIT_S, RawClient, scenario
 from tests.wire.test_records import batch, read_back
 from tests.wire.test_robustness import PEER, log_after

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from minibroker.scenario import parse_scenario
-from minibroker.wire.serve import for_serving
+from minibroker.server.serve import for_serving
 from tests.wire.conftest import WAIT_S
 
 SCENARIO = """

@@ -12,7 +12,7 @@ import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import ProduceResponse
 
-from minibroker.wire.fetch_sessions import session_figures
+from minibroker.server.fetch_sessions import session_figures
 from tests.wire.conftest import WAIT_S, RawClient, scenario
 from tests.wire.test_purgatories import produce_request
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minibroker.wire.frames import FrameError, FrameReader, frame
+from minibroker.server.frames import FrameError, FrameReader, frame
 
 payloads = st.lists(st.binary(max_size=300), max_size=20)
 

@@ -18,7 +18,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from minibroker.common.messages import TopicPartition
-from minibroker.wire.metadata import topic_id
+from minibroker.server.metadata import topic_id
 from tests.wire.conftest import RawClient, scenario
 from tests.wire.test_purgatories import fetch_request, produce_request
 

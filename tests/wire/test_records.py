@@ -12,7 +12,7 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from minibroker.broker.log import RecordBatch
 from minibroker.common.errors import Errors
-from minibroker.wire.records import (
+from minibroker.server.records import (
     InvalidRecords,
     encode_batches,
     offset_for_timestamp,

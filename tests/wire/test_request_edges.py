@@ -13,8 +13,8 @@ import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
-from minibroker.wire.codec import MalformedRequest, decode_request
-from minibroker.wire.context import ServerState
+from minibroker.server.codec import MalformedRequest, decode_request
+from minibroker.server.context import ServerState
 from tests.wire.conftest import RawClient, scenario
 from tests.wire.test_purgatories import produce_request
 from tests.wire.test_robustness import PEER, closed_after

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
-from minibroker.wire.codec import SUPPORTED
+from minibroker.server.codec import SUPPORTED
 from tests.wire.conftest import WAIT_S, RawClient, ServedThread, scenario
 from tests.wire.test_purgatories import fetch_request, produce_request, records
 

@@ -19,9 +19,9 @@ import trio
 
 from minibroker.broker.config import BrokerConfig, ConfigError
 from minibroker.cliutil import UsageError, add_data_dir_options, positive_number, whole_number, with_data_dir
+from minibroker.common.topic_names import topic_error
 from minibroker.scenario import ScenarioError, load_scenario
 from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
-from minibroker.wire.topics import topic_error
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -151,7 +151,7 @@ def serve(args: argparse.Namespace) -> int:
         raise UsageError("serve: kafka-python is not installed: pip install 'minibroker[wire]'") from None
     try:
         if args.tui:
-            from minibroker.wire.live import run_live
+            from minibroker.server.live import run_live
 
             return run_live(scenario, args)
         if trio.run(_serve, scenario, args):
@@ -167,7 +167,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def _bind_control(args: argparse.Namespace) -> Any:
     """The control API's listener, bound before the brokers start (a taken port is a usage error)."""
-    from minibroker.testing.http import ControlServer
+    from minibroker.server.control_http import ControlServer
 
     try:
         return ControlServer(args.host, args.control)
@@ -188,7 +188,7 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
     Ctrl-C is taken as a signal and cancels the server cleanly, rather than as a
     KeyboardInterrupt thrown into whichever socket call happens to be running.
     """
-    from minibroker.wire.serve import for_serving, open_served
+    from minibroker.server.serve import for_serving, open_served
 
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with open_served(for_serving(scenario), args.host, args.port) as served:
@@ -221,11 +221,11 @@ async def _until_stopped(args: argparse.Namespace, signals: Any) -> bool:
 
 @contextlib.contextmanager
 def _control_api(served: Any, args: argparse.Namespace) -> Iterator[None]:
-    """With ``--control PORT``: the HTTP/JSON fault-injection API (``minibroker.testing.http``) meanwhile."""
+    """With ``--control PORT``: the HTTP/JSON fault-injection API (``control_http``) meanwhile."""
     if args.control is None:
         yield
         return
-    from minibroker.testing.control import Control
+    from minibroker.server.control import Control
 
     api = args.control_server
     host, port = api.address

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from minibroker.cliutil import UsageError
 from minibroker.scenario import Scenario
-from minibroker.wire.serve import Served, for_serving, open_served
+from minibroker.server.serve import Served, for_serving, open_served
 
 #: real seconds between two frames
 FRAME_S = 0.25

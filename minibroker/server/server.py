@@ -39,8 +39,7 @@ from collections.abc import Callable
 
 import trio
 
-from minibroker.sim.cluster import Cluster
-from minibroker.wire.codec import (
+from minibroker.server.codec import (
     API_VERSIONS_KEY,
     RequestError,
     UnsupportedVersion,
@@ -48,9 +47,10 @@ from minibroker.wire.codec import (
     encode_response,
     unsupported_api_versions_response,
 )
-from minibroker.wire.context import CloseConnection, Connection, ServerState
-from minibroker.wire.frames import FrameError, FrameReader
-from minibroker.wire.pushed_errors import handle
+from minibroker.server.context import CloseConnection, Connection, ServerState
+from minibroker.server.frames import FrameError, FrameReader
+from minibroker.server.pushed_errors import handle
+from minibroker.sim.cluster import Cluster
 
 #: bytes asked of the socket at a time
 RECEIVE_BYTES = 65_536

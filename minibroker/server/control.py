@@ -22,10 +22,10 @@ import trio
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
-from minibroker.wire.codec import SUPPORTED
-from minibroker.wire.fetch_sessions import session_figures
-from minibroker.wire.pushed_errors import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
-from minibroker.wire.serve import Served
+from minibroker.server.codec import SUPPORTED
+from minibroker.server.fetch_sessions import session_figures
+from minibroker.server.pushed_errors import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
+from minibroker.server.serve import Served
 
 
 def _api_kind(api: str | int) -> str:

@@ -56,7 +56,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from minibroker.broker.log import RecordBatch
 from minibroker.broker.producer_state import NO_PRODUCER_ID, ProducerBatch, last_sequence
 from minibroker.common.errors import Errors
-from minibroker.wire.compression import (
+from minibroker.server.compression import (
     CODEC_NAMES,
     ZSTD,
     DecompressedTooLarge,

@@ -38,15 +38,15 @@ from minibroker.common.messages import (
 from minibroker.common.messages import (
     ProduceResponse as ClusterProduceResponse,
 )
-from minibroker.wire.codec import Request
-from minibroker.wire.context import (
+from minibroker.server.codec import Request
+from minibroker.server.context import (
     INVALID_REQUEST,
     RESPONSE_GRACE_MS,
     UNKNOWN_SERVER_ERROR,
     CloseConnection,
     Connection,
 )
-from minibroker.wire.records import InvalidRecords, WholeRequest, validate_records
+from minibroker.server.records import InvalidRecords, WholeRequest, validate_records
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse

@@ -14,8 +14,8 @@ from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfig
 from minibroker.broker.dynamic_configs import alter_configs, describe_configs
 from minibroker.common.errors import Errors
 from minibroker.controller.topic_admin import AdminError
-from minibroker.wire.codec import Request
-from minibroker.wire.context import Connection
+from minibroker.server.codec import Request
+from minibroker.server.context import Connection
 
 Described = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Described.DescribeConfigsResourceResult

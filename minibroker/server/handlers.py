@@ -10,20 +10,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from minibroker.wire import admin_cluster, admin_configs, admin_topics
-from minibroker.wire.codec import SUPPORTED, Request
-from minibroker.wire.context import Connection
-from minibroker.wire.fetch import fetch, list_offsets, offset_for_leader_epoch
-from minibroker.wire.group_admin import (
+from minibroker.server import admin_cluster, admin_configs, admin_topics
+from minibroker.server.codec import SUPPORTED, Request
+from minibroker.server.context import Connection
+from minibroker.server.fetch import fetch, list_offsets, offset_for_leader_epoch
+from minibroker.server.group_admin import (
     delete_groups,
     describe_groups,
     list_groups,
     offset_commit,
     offset_fetch,
 )
-from minibroker.wire.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
-from minibroker.wire.metadata import api_versions, metadata
-from minibroker.wire.produce import init_producer_id, produce
+from minibroker.server.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
+from minibroker.server.metadata import api_versions, metadata
+from minibroker.server.produce import init_producer_id, produce
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]
 

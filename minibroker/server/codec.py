@@ -88,7 +88,7 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from minibroker.wire.nulls import non_nullable_null
+from minibroker.server.nulls import non_nullable_null
 
 #: Kafka's UNSUPPORTED_VERSION error code
 UNSUPPORTED_VERSION = 35
@@ -124,7 +124,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
-        # the group coordinator (wire/groups.py, wire/group_admin.py); OffsetCommit and OffsetFetch stop
+        # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
         # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
         _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
         _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
@@ -136,7 +136,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-        # admin (wire/admin_topics.py, admin_configs.py, admin_cluster.py): Kafka 4's version ranges
+        # admin (server/admin_topics.py, admin_configs.py, admin_cluster.py): Kafka 4's version ranges
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
         _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),

@@ -20,9 +20,9 @@ import trio
 
 from minibroker.scenario import Scenario, ScenarioRunner
 from minibroker.scenario.model import TopicSpecModel
+from minibroker.server.server import WireServer, stderr_log
 from minibroker.sim.cluster import Cluster
 from minibroker.trace import Event as TraceEvent
-from minibroker.wire.server import WireServer, stderr_log
 
 #: "forever", in ms: the runner's timeline ends at its end_ms, and serving has none
 FOREVER_MS = 10**15

@@ -39,7 +39,7 @@ from minibroker.broker.fetch_session import (
     next_epoch,
 )
 from minibroker.common.messages import FetchPartition, PartitionFetchResponse, TopicPartition
-from minibroker.wire.context import Connection
+from minibroker.server.context import Connection
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71

@@ -21,9 +21,9 @@ from minibroker.broker.dynamic_configs import topic_entries
 from minibroker.common.errors import Errors
 from minibroker.controller import topic_admin
 from minibroker.controller.topic_admin import AdminError
-from minibroker.wire.codec import Request
-from minibroker.wire.context import Connection
-from minibroker.wire.metadata import topic_id
+from minibroker.server.codec import Request
+from minibroker.server.context import Connection
+from minibroker.server.metadata import topic_id
 
 Created = CreateTopicsResponse.CreatableTopicResult
 CreatedConfig = Created.CreatableTopicConfigs

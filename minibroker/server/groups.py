@@ -28,8 +28,8 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from minibroker.common.errors import Errors
 from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.group import messages as m
-from minibroker.wire.codec import Request
-from minibroker.wire.context import RESPONSE_GRACE_MS, Connection
+from minibroker.server.codec import Request
+from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
 Coordinator = FindCoordinatorResponse.Coordinator
 GROUP_KEY = 0

@@ -20,8 +20,8 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import DeleteRecordsRequest, TopicPartition
 from minibroker.controller import topic_admin
 from minibroker.controller.topic_admin import PREFERRED, AdminError
-from minibroker.wire.codec import Request
-from minibroker.wire.context import RESPONSE_GRACE_MS, Connection
+from minibroker.server.codec import Request
+from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
 ClusterBroker = DescribeClusterResponse.DescribeClusterBroker
 ElectionResult = ElectLeadersResponse.ReplicaElectionResult

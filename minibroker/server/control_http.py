@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from minibroker.testing.control import Control
+from minibroker.server.control import Control
 
 ACTIONS = (
     "pause_fetcher",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from minibroker.wire.codec import Request
+from minibroker.server.codec import Request
 
 
 def _build(request: Request, **fields: Any) -> Any:

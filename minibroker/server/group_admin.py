@@ -18,8 +18,8 @@ from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, L
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
 from minibroker.coordinator.group import messages as m
-from minibroker.wire.codec import Request
-from minibroker.wire.context import RESPONSE_GRACE_MS, Connection
+from minibroker.server.codec import Request
+from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
 CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 CommitPartition = CommitTopic.OffsetCommitResponsePartition

@@ -34,10 +34,10 @@ from minibroker.common.messages import (
 from minibroker.common.messages import (
     FetchResponse as ClusterFetchResponse,
 )
-from minibroker.wire.codec import Request
-from minibroker.wire.context import INVALID_REQUEST, RESPONSE_GRACE_MS, Connection
-from minibroker.wire.fetch_sessions import ERROR, answer, new_context
-from minibroker.wire.records import encode_batches, offset_for_timestamp
+from minibroker.server.codec import Request
+from minibroker.server.context import INVALID_REQUEST, RESPONSE_GRACE_MS, Connection
+from minibroker.server.fetch_sessions import ERROR, answer, new_context
+from minibroker.server.records import encode_batches, offset_for_timestamp
 
 FetchTopic = FetchResponse.FetchableTopicResponse
 FetchData = FetchResponse.FetchableTopicResponse.PartitionData

@@ -30,10 +30,10 @@ import attrs
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
-from minibroker.wire.codec import SUPPORTED, Request, encode_response
-from minibroker.wire.context import Connection
-from minibroker.wire.handlers import HANDLERS
-from minibroker.wire.pushed_admin_errors import ADMIN_ERROR_RESPONSES
+from minibroker.server.codec import SUPPORTED, Request, encode_response
+from minibroker.server.context import Connection
+from minibroker.server.handlers import HANDLERS
+from minibroker.server.pushed_admin_errors import ADMIN_ERROR_RESPONSES
 
 #: the replica manager takes these itself (before appending or reading)
 IN_REPLICA_MANAGER = ("produce", "fetch")

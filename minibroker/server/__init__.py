@@ -1,4 +1,4 @@
-"""Layer 6 front end: Kafka's wire protocol in front of the emulated cluster (``minibroker serve``).
+"""Front end (rank 8): Kafka's wire protocol in front of the emulated cluster (``minibroker serve``).
 
 Real Kafka clients (kafka-python, confluent-kafka / librdkafka, aiokafka) connect to one
 listener per emulated broker; their requests become the cluster's own produce and fetch
@@ -10,5 +10,7 @@ Modules: ``frames`` (pure frame splitting with the size limit), ``codec`` (heade
 bodies, the version table), ``records`` (record batch v2 checks and rewriting),
 ``metadata`` / ``produce`` / ``fetch`` (the handlers), ``handlers`` (the dispatch table),
 ``context`` (what a handler sees), ``server`` (trio listeners and connections),
-``serve`` (a scenario's cluster plus the server), ``commands`` (the CLI).
+``serve`` (a scenario's cluster plus the server), ``commands`` (the CLI), ``control`` (the
+fault-injection control API on a served cluster) and ``control_http`` (that API over HTTP/JSON,
+``serve --control PORT``).
 """

@@ -35,11 +35,11 @@ from kafka.protocol.metadata import MetadataResponse
 from minibroker.broker.config import ConfigError
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.common.topic_names import topic_error
 from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.server.codec import Request, api_versions_body
+from minibroker.server.context import INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, Connection
 from minibroker.sim.cluster import TopicSpec
-from minibroker.wire.codec import Request, api_versions_body
-from minibroker.wire.context import INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, Connection
-from minibroker.wire.topics import topic_error
 
 _TOPIC_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-746f70696373")  # namespace: "minibrokertopics"
 
