@@ -21,7 +21,7 @@ RANKS = {
     "cluster": 4,
     "scenario": 5,
 }
-FRONT_ENDS = {"tui", "pipeline", "server", "cli", "commands", "report", "demo", "cliutil", "__main__"}
+FRONT_ENDS = {"tui", "analytics", "server", "cli", "commands", "report", "demo", "cliutil", "__main__"}
 #: what any front end may reuse: the live view's renderer, the run summary, the CLI's small helpers
 SHARED = {"tui", "report", "cliutil"}
 PURE = {"timer", "purgatory"}

@@ -119,7 +119,7 @@ def _runner(job: Job, args: argparse.Namespace) -> tuple[str, Iterator, type[Exc
     from minibroker.chaos.distribute import run_local, run_spark
 
     if args.master:
-        from minibroker.pipeline.session import SparkUnavailable
+        from minibroker.analytics.session import SparkUnavailable
 
         return f"Spark {args.master}", run_spark(job, args.runs, args.master), SparkUnavailable
     workers = args.workers or os.cpu_count() or 1

@@ -43,7 +43,7 @@ def write_trace(scenario: str, path: Path) -> Path:
 
 def require_java() -> None:
     """Skip, saying what is missing, unless Spark's Java (17 or newer, a README prerequisite) is here."""
-    from minibroker.pipeline.session import SparkUnavailable, check_java
+    from minibroker.analytics.session import SparkUnavailable, check_java
 
     try:
         check_java()
@@ -55,7 +55,7 @@ def require_java() -> None:
 def spark(tmp_path_factory):
     pytest.importorskip("pyspark")
     require_java()
-    from minibroker.pipeline.session import spark_session
+    from minibroker.analytics.session import spark_session
 
     log = tmp_path_factory.mktemp("spark") / "spark.log"
     with spark_session("local[2]", app_name="minibroker tests", log_path=log, driver_memory="1g") as session:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from minibroker.pipeline.analyze import KEYS
+from minibroker.analytics.analyze import KEYS
 from tests.pipeline import reference
 from tests.pipeline.conftest import TRACED
 
@@ -116,10 +116,10 @@ def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_remove
     """The kept rows, and the rare kinds' copy, are each one shuffle: keeping runs nothing, no table
     reads the trace files, the operations' aggregation adds no shuffle of its own, and both shuffles
     are gone afterwards; the tables are those of a run that keeps nothing (each table reads the files)."""
-    from minibroker.pipeline import analyze as job
-    from minibroker.pipeline import kept as shared
-    from minibroker.pipeline import operations
-    from minibroker.pipeline.inputs import resolve
+    from minibroker.analytics import analyze as job
+    from minibroker.analytics import kept as shared
+    from minibroker.analytics import operations
+    from minibroker.analytics.inputs import resolve
 
     tracker = spark.sparkContext.statusTracker()
     kept, frames, jobs_while_keeping = [], {}, []
@@ -180,11 +180,11 @@ def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_remove
 def test_the_tally_of_the_kept_rows_takes_their_tid_instead_of_hashing_each_path_again(spark, trace_dir):
     from pyspark.sql import functions as F
 
-    from minibroker.pipeline import analyze as job
-    from minibroker.pipeline import operations
-    from minibroker.pipeline.inputs import resolve
-    from minibroker.pipeline.kept import keep, release
-    from minibroker.pipeline.reader import read_traces
+    from minibroker.analytics import analyze as job
+    from minibroker.analytics import operations
+    from minibroker.analytics.inputs import resolve
+    from minibroker.analytics.kept import keep, release
+    from minibroker.analytics.reader import read_traces
 
     read = read_traces(spark, resolve([str(trace_dir)]))
     kept = keep(job.relevant(read.narrow(job.RELEVANT, job.FIELDS)), operations.KEY)
@@ -204,7 +204,7 @@ def test_the_tally_of_the_kept_rows_takes_their_tid_instead_of_hashing_each_path
 def test_keeping_leaves_the_sessions_adaptive_setting_as_it_was(spark, adaptive):
     """``keep`` plans its shuffle with adaptive execution off and puts back the session's own value
     (or none), so a later query is planned as the user asked."""
-    from minibroker.pipeline import kept as shared
+    from minibroker.analytics import kept as shared
 
     key = "spark.sql.adaptive.enabled"
     conf = spark._jsparkSession.sessionState().conf()
@@ -229,8 +229,8 @@ def test_keeping_leaves_the_sessions_adaptive_setting_as_it_was(spark, adaptive)
 
 def test_each_kept_column_holds_fields_of_different_kinds():
     """A kept row holds its data fields in four shared columns: no kind may carry two fields of one."""
-    from minibroker.pipeline.analyze import FIELDS, SLOTS
-    from minibroker.pipeline.problems import merged_fields
+    from minibroker.analytics.analyze import FIELDS, SLOTS
+    from minibroker.analytics.problems import merged_fields
 
     assert sorted(name for names in SLOTS.values() for name in names) == sorted(FIELDS)
     # the checks read no field on more kinds than the tables: each field column is null elsewhere
@@ -251,8 +251,8 @@ def test_a_small_input_runs_interpreted_and_gives_the_tables_code_generation_giv
     import io
     import json
 
+    from minibroker.analytics import analyze as job
     from minibroker.cli import main
-    from minibroker.pipeline import analyze as job
 
     assert analyzed[2]["spark"]["codegen"] is False
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"

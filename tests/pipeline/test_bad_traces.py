@@ -142,7 +142,7 @@ def test_a_bad_row_in_a_parquet_trace_its_footer_vouches_for_is_still_found(spar
 
 
 def test_footer_facts_only_when_the_statistics_prove_them(clean, tmp_path):
-    from minibroker.pipeline.inputs import Footer, footer_facts
+    from minibroker.analytics.inputs import Footer, footer_facts
 
     rows = _events(clean)
     path = tmp_path / "clean.parquet"
@@ -300,7 +300,7 @@ FIELD_TEXTS = {
 def test_a_whole_number_field_read_by_regular_expression_is_what_the_json_parser_reads(spark):
     from pyspark.sql import functions as F
 
-    from minibroker.pipeline.problems import field_text, first_whole_pattern, sql_text, whole_field_text
+    from minibroker.analytics.problems import field_text, first_whole_pattern, sql_text, whole_field_text
 
     frame = spark.createDataFrame([(text,) for text in [*FIELD_TEXTS, None]], "data string")
     rows = frame.select(

@@ -14,7 +14,7 @@ pytest.importorskip("pyspark")
 
 
 def test_archive_made_once_then_used_and_off_when_asked(monkeypatch, tmp_path):
-    from minibroker.pipeline import cds
+    from minibroker.analytics import cds
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv(cds.ENV, "1")
@@ -38,7 +38,7 @@ def test_dumps_cut_short_over_an_hour_ago_are_removed(monkeypatch, tmp_path):
     import os
     import time
 
-    from minibroker.pipeline import cds
+    from minibroker.analytics import cds
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv(cds.ENV, "1")

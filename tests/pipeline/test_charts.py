@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.pipeline import charts
-from minibroker.pipeline.analyze import KEYS, Analysis, Table
-from minibroker.pipeline.report import analysis_report
+from minibroker.analytics import charts
+from minibroker.analytics.analyze import KEYS, Analysis, Table
+from minibroker.analytics.report import analysis_report
 
 pytest.importorskip("matplotlib")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.pipeline import drawing
+from minibroker.analytics import drawing
 
 
 def _writer(text: str):

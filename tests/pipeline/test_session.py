@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.pipeline import session, sizing
-from minibroker.pipeline.inputs import NoTraces, resolve, trace_format
-from minibroker.pipeline.session import SparkUnavailable
+from minibroker.analytics import session, sizing
+from minibroker.analytics.inputs import NoTraces, resolve, trace_format
+from minibroker.analytics.session import SparkUnavailable
 from tests.pipeline.conftest import require_java
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -233,7 +233,7 @@ def test_help_does_not_import_pyspark():
 
 # --- Spark settings as spark-submit takes them -------------------------------------------------
 def test_conf_pairs_later_wins_and_values_keep_equals_signs():
-    from minibroker.pipeline.settings import parse_conf
+    from minibroker.analytics.settings import parse_conf
 
     assert parse_conf(["spark.a=1", "spark.b = x=y ", "spark.a=2", "spark.c="]) == {
         "spark.a": "2",
@@ -251,7 +251,7 @@ def test_conf_pairs_later_wins_and_values_keep_equals_signs():
     ],
 )
 def test_bad_conf_forms(item, message):
-    from minibroker.pipeline.settings import SettingsError, parse_conf
+    from minibroker.analytics.settings import SettingsError, parse_conf
 
     with pytest.raises(SettingsError) as error:
         parse_conf([item])
@@ -259,7 +259,7 @@ def test_bad_conf_forms(item, message):
 
 
 def test_spark_defaults_file_forms_and_conf_over_it(tmp_path):
-    from minibroker.pipeline.settings import spark_settings
+    from minibroker.analytics.settings import spark_settings
 
     path = tmp_path / "spark-defaults.conf"
     path.write_text(
@@ -282,7 +282,7 @@ def test_spark_defaults_file_forms_and_conf_over_it(tmp_path):
     ],
 )
 def test_bad_spark_defaults_lines(tmp_path, text, message):
-    from minibroker.pipeline.settings import SettingsError, read_defaults
+    from minibroker.analytics.settings import SettingsError, read_defaults
 
     path = tmp_path / "d.conf"
     path.write_text(text)
@@ -383,7 +383,7 @@ def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace
 
 
 def test_a_spark_failure_is_told_by_its_root_cause_and_file():
-    from minibroker.pipeline.session import spark_failure
+    from minibroker.analytics.session import spark_failure
 
     text = (
         "An error occurred while calling o138.collectToPython.\n"
@@ -416,6 +416,6 @@ def test_a_spark_failure_is_told_by_its_root_cause_and_file():
     ],
 )
 def test_off_heap_is_a_quarter_of_the_driver_memory_as_spark_spells_it(memory, off_heap):
-    from minibroker.pipeline.settings import off_heap_bytes
+    from minibroker.analytics.settings import off_heap_bytes
 
     assert off_heap_bytes(memory) == off_heap

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from minibroker.pipeline import sizing
-from minibroker.pipeline.inputs import TraceInputs, count_rows
+from minibroker.analytics import sizing
+from minibroker.analytics.inputs import TraceInputs, count_rows
 
 
 def parquet(path, rows):

@@ -18,8 +18,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from minibroker.pipeline.analyze import KEYS
-from minibroker.pipeline.session import SparkUnavailable, check_java
+from minibroker.analytics.analyze import KEYS
+from minibroker.analytics.session import SparkUnavailable, check_java
 from tests.pipeline.standalone import ROOT, start_cluster
 from tests.pipeline.test_session import minibroker as run_cli
 
@@ -102,8 +102,8 @@ values = [1, 400]
 
 
 def test_sweep_on_the_cluster_equals_local_mode(cluster, spark, tmp_path):
-    from minibroker.pipeline.sweep_job import run_sweep
-    from minibroker.pipeline.sweepfile import load_sweep
+    from minibroker.analytics.sweep_job import run_sweep
+    from minibroker.analytics.sweepfile import load_sweep
 
     path = tmp_path / "small.toml"
     path.write_text(SWEEP.format(base=ROOT / "scenarios" / "lagging_link.toml"))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from minibroker.analytics.sweepfile import load_sweep, parse_sweep
 from minibroker.cli import main
-from minibroker.pipeline.sweepfile import load_sweep, parse_sweep
 from minibroker.scenario import ScenarioError, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,7 +253,7 @@ def test_32000_variants_are_counted_without_building_them(base):
 
 
 def test_progress_reports_tasks_done_up_to_all(spark, base):
-    from minibroker.pipeline.sweep_job import run_sweep
+    from minibroker.analytics.sweep_job import run_sweep
 
     (base / "tiny.toml").write_text(SWEEP)
     calls: list[tuple[int, int]] = []
@@ -269,7 +269,7 @@ def test_progress_reports_tasks_done_up_to_all(spark, base):
 def test_the_progress_bar_counts_variants_on_a_terminal():
     from rich.console import Console
 
-    from minibroker.pipeline.commands import _progress_bar
+    from minibroker.analytics.commands import _progress_bar
 
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=80)

@@ -242,7 +242,7 @@ def test_the_model_keeps_settings_within_limits_however_it_is_made():
 
 
 def test_a_sweep_cannot_override_a_setting_past_its_limit(tmp_path):
-    from minibroker.pipeline.sweepfile import load_sweep
+    from minibroker.analytics.sweepfile import load_sweep
 
     path = tmp_path / "sweep.toml"
     scenario = Path(__file__).resolve().parents[2] / "scenarios" / "acks_all.toml"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.retries import nearest_rank
+from minibroker.analytics.retries import nearest_rank
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from minibroker.pipeline.analyze import Analysis
-    from minibroker.pipeline.sweepfile import Sweep
+    from minibroker.analytics.analyze import Analysis
+    from minibroker.analytics.sweepfile import Sweep
 
 AUDIT_SHOWN = 20
 

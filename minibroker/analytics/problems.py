@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.timelines import ISR_KINDS
+from minibroker.analytics.timelines import ISR_KINDS
 from minibroker.trace import COLUMNS
 from minibroker.trace.sinks import INT_COLUMNS
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from minibroker.cliutil import UsageError, out_dir, positive_number, whole_number
 
 if TYPE_CHECKING:
-    from minibroker.pipeline.inputs import TraceInputs
+    from minibroker.analytics.inputs import TraceInputs
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "2g"
@@ -116,8 +116,8 @@ def _spark(
     the latter is restored at the end, for a session that outlives the command (one already
     running in-process).
     """
-    from minibroker.pipeline.session import START_TIMEOUT, SparkUnavailable, spark_session
-    from minibroker.pipeline.sizing import restore, size_codegen, size_shuffle
+    from minibroker.analytics.session import START_TIMEOUT, SparkUnavailable, spark_session
+    from minibroker.analytics.sizing import restore, size_codegen, size_shuffle
 
     settings = _settings(command, args)
     log = out / "spark.log"
@@ -150,7 +150,7 @@ def _spark(
 
 def _settings(command: str, args: argparse.Namespace) -> dict[str, str]:
     """The user's Spark settings (--spark-defaults, then --conf), or a one-line UsageError."""
-    from minibroker.pipeline.settings import SettingsError, spark_settings
+    from minibroker.analytics.settings import SettingsError, spark_settings
 
     try:
         return spark_settings(args.conf, args.spark_defaults)
@@ -162,7 +162,7 @@ def _raise_if_spark_error(command: str, error: Exception, log: Path) -> None:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    from minibroker.pipeline.session import spark_failure
+    from minibroker.analytics.session import spark_failure
 
     if isinstance(error, (PySparkException, Py4JError)):
         raise UsageError(
@@ -182,15 +182,15 @@ def _import_writers() -> None:
 
 def _write_results(analysis: Any, out: Path) -> Path:
     """The Parquet tables, report.md and charts; returns the report's path."""
-    from minibroker.pipeline.analyze import write_tables
-    from minibroker.pipeline.report import analysis_report
+    from minibroker.analytics.analyze import write_tables
+    from minibroker.analytics.report import analysis_report
 
     write_tables(analysis, out)
     return analysis_report(analysis, out, _command_line())
 
 
 def analyze_command(args: argparse.Namespace) -> int:
-    from minibroker.pipeline.inputs import NoTraces, resolve
+    from minibroker.analytics.inputs import NoTraces, resolve
 
     try:
         inputs = resolve(args.traces)
@@ -200,8 +200,8 @@ def analyze_command(args: argparse.Namespace) -> int:
     background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minibroker-analyze")
     background.submit(_import_writers)  # while the JVM starts: Python waits for it, idle
     with _spark("analyze", args, out, inputs) as spark:
-        from minibroker.pipeline.analyze import analyze
-        from minibroker.pipeline.reader import BadTrace
+        from minibroker.analytics.analyze import analyze
+        from minibroker.analytics.reader import BadTrace
 
         try:
             analysis = analyze(spark, inputs, bucket_ms=args.bucket_ms)
@@ -237,7 +237,7 @@ def analyze_command(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        from minibroker.pipeline.summary import print_analysis
+        from minibroker.analytics.summary import print_analysis
 
         console = Console() if Console().is_terminal else Console(width=130)
         print_analysis(analysis, console, master)
@@ -246,7 +246,7 @@ def analyze_command(args: argparse.Namespace) -> int:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from minibroker.pipeline.sweepfile import load_sweep
+    from minibroker.analytics.sweepfile import load_sweep
     from minibroker.scenario import ScenarioError
 
     try:
@@ -267,7 +267,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     with _spark("sweep", args, out) as spark:
-        from minibroker.pipeline.sweep_job import run_sweep
+        from minibroker.analytics.sweep_job import run_sweep
 
         # once Spark is up (a failed start stays one line), before the first variant runs
         print(f"sweep {sweep.name}: {sweep.count:,} variants ({sweep.shape()})", file=sys.stderr, flush=True)
@@ -276,8 +276,8 @@ def sweep_command(args: argparse.Namespace) -> int:
             rows = run_sweep(spark, sweep, out, progress)
         master = spark.sparkContext.master
     seconds = time.perf_counter() - started
-    from minibroker.pipeline.report import sweep_report
-    from minibroker.pipeline.sweep_job import columns, write_table
+    from minibroker.analytics.report import sweep_report
+    from minibroker.analytics.sweep_job import columns, write_table
 
     table = write_table(sweep, rows, out)
     report = sweep_report(sweep, rows, columns(sweep), out, _command_line())
@@ -285,7 +285,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         summary = {"sweep": sweep.name, "variants": rows, "table": str(table), "report": str(report)}
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
-        from minibroker.pipeline.summary import print_sweep
+        from minibroker.analytics.summary import print_sweep
 
         console = Console() if Console().is_terminal else Console(width=130)
         print_sweep(sweep, rows, console, seconds, master)

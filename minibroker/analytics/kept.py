@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
-from minibroker.pipeline.sizing import replace, restore
+from minibroker.analytics.sizing import replace, restore
 
 if TYPE_CHECKING:
     from py4j.java_gateway import JavaObject

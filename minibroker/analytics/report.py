@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from minibroker.pipeline.charts import (
+from minibroker.analytics.charts import (
     figure,
     hw_chart,
     isr_chart,
@@ -24,11 +24,11 @@ from minibroker.pipeline.charts import (
     timer_chart,
     timer_note,
 )
-from minibroker.pipeline.drawing import draw
+from minibroker.analytics.drawing import draw
 
 if TYPE_CHECKING:
-    from minibroker.pipeline.analyze import Analysis
-    from minibroker.pipeline.sweepfile import Heatmap, Sweep
+    from minibroker.analytics.analyze import Analysis
+    from minibroker.analytics.sweepfile import Heatmap, Sweep
 
 MAX_ROWS = 50
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.problems import sql_text
+from minibroker.analytics.problems import sql_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

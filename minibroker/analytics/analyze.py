@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pyspark.sql import functions as F
 
-from minibroker.pipeline import delays, groups, operations, retries, timelines
-from minibroker.pipeline.inputs import TraceInputs
-from minibroker.pipeline.kept import keep, release
-from minibroker.pipeline.keys import KEYS
-from minibroker.pipeline.problems import field_column, of_kinds
-from minibroker.pipeline.reader import read_traces
+from minibroker.analytics import delays, groups, operations, retries, timelines
+from minibroker.analytics.inputs import TraceInputs
+from minibroker.analytics.kept import keep, release
+from minibroker.analytics.keys import KEYS
+from minibroker.analytics.problems import field_column, of_kinds
+from minibroker.analytics.reader import read_traces
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

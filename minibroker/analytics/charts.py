@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from minibroker.pipeline.analyze import Analysis
+    from minibroker.analytics.analyze import Analysis
 
 PERCENTILES = ("p50", "p90", "p99", "p999", "max")
 CAUSE_ORDER = ("condition", "expiry", "leadership", "other")

@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from minibroker.pipeline.inputs import display_name
-from minibroker.pipeline.settings import off_heap_bytes
+from minibroker.analytics.inputs import display_name
+from minibroker.analytics.settings import off_heap_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -322,7 +322,7 @@ def spark_session(
     pairs = spark_conf_pairs(master, app_name, shuffle_partitions, driver_memory, conf)
     archive = None
     if SparkContext._gateway is None and pairs.get(_JAVA_OPTIONS) == LOCAL_JAVA_OPTIONS:
-        from minibroker.pipeline import cds
+        from minibroker.analytics import cds
 
         archive = cds.archive_for(java, LOCAL_JAVA_OPTIONS)
         if archive is not None:
@@ -370,7 +370,7 @@ def _start(conf: Any, log: Path, master: str, timeout: float) -> Any:
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    from minibroker.pipeline.startup import start_context
+    from minibroker.analytics.startup import start_context
 
     if SparkContext._gateway is not None:  # an earlier session's JVM: pyspark reuses it
         return start_context(conf, None, log, master, timeout)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from minibroker.pipeline.inputs import count_rows
-from minibroker.pipeline.session import LOCAL, local_cores
+from minibroker.analytics.inputs import count_rows
+from minibroker.analytics.session import LOCAL, local_cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from minibroker.pipeline.inputs import TraceInputs
+    from minibroker.analytics.inputs import TraceInputs
 
 
 def shuffle_partitions(cores: int, input_bytes: int) -> int:

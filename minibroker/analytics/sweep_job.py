@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from minibroker.pipeline.sweepfile import METRICS, Sweep, Variant
+from minibroker.analytics.sweepfile import METRICS, Sweep, Variant
 from minibroker.scenario import RunResult, run_scenario
 
 if TYPE_CHECKING:

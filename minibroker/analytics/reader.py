@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pyspark.sql import functions as F
 
-from minibroker.pipeline.inputs import (
+from minibroker.analytics.inputs import (
     SCHEMA_DDL,
     BadTrace,
     TraceInputs,
@@ -42,7 +42,7 @@ from minibroker.pipeline.inputs import (
     footer_facts,
     row_group,
 )
-from minibroker.pipeline.problems import CORRUPT, NEEDED_FIELDS, NEEDS, merged_fields, with_problem
+from minibroker.analytics.problems import CORRUPT, NEEDED_FIELDS, NEEDS, merged_fields, with_problem
 from minibroker.trace import COLUMNS
 
 __all__ = ["BadTrace", "Skipped", "TraceCheck", "TraceRead", "read_traces"]

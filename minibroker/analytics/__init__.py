@@ -1,4 +1,4 @@
-"""Layer 6 front end: the data pipeline on Spark (``minibroker analyze`` and ``minibroker sweep``).
+"""Front end (rank 8): trace analytics on Spark (``minibroker analyze`` and ``minibroker sweep``).
 
 Nothing here imports pyspark at module import time except the Spark job modules
 (``analyze``, ``sweep_job``), which the command handlers import lazily, so
