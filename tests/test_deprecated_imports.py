@@ -26,6 +26,25 @@ MOVED = {
             "open_cluster",
         ],
     ),
+    "minibroker.delay": (
+        "minibroker.delayed_messages",
+        [
+            "DEFAULT_LEVELS",
+            "DUE_MS",
+            "MESSAGE_ID",
+            "OFFSETS_TOPIC",
+            "REAL_PARTITION",
+            "REAL_TOPIC",
+            "DelayConfig",
+            "DelayError",
+            "DelayLevels",
+            "DelayService",
+            "DelayServices",
+            "DelayStats",
+            "DelayedMessage",
+            "Delivery",
+        ],
+    ),
 }
 
 

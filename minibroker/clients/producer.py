@@ -70,13 +70,15 @@ class Producer(Client):
         """Produce ``count`` records of ``size`` bytes in all to one partition; return the request.
 
         With ``delay_ms`` the records are delayed by the cluster's delayed-message design
-        (``minibroker.delay``; ``delay_via`` names one when several are installed).
+        (``minibroker.delayed_messages``; ``delay_via`` names one when several are installed).
         """
         tp = TopicPartition(topic, partition)
         if delay_ms is not None:
             routers = self.cluster.delay_routers
             if not routers:
-                raise ValueError("delay_ms needs delayed messages on the cluster (minibroker.delay)")
+                raise ValueError(
+                    "delay_ms needs delayed messages on the cluster (minibroker.delayed_messages)"
+                )
             if delay_via is None and len(routers) == 1:
                 (router,) = routers.values()
             elif delay_via in routers:

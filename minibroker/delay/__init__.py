@@ -1,16 +1,35 @@
-"""Delayed messages on the emulated cluster (seed 002): delay levels with a DelayService per broker.
+"""Deprecated name of the delayed messages package, kept for one release.
 
-Services beside the brokers: they use the cluster's client API (``Producer``,
-``Consumer``) and the cluster's clock, never a broker's internals.
+Import ``minibroker.delayed_messages``.
+
+Importing this one warns once (DeprecationWarning) and gives the names it always exported.
 """
 
-from minibroker.delay.config import DelayConfig
-from minibroker.delay.headers import DUE_MS, MESSAGE_ID, REAL_PARTITION, REAL_TOPIC, DelayedMessage
-from minibroker.delay.levels import DEFAULT_LEVELS, DelayError, DelayLevels
-from minibroker.delay.offsets import OFFSETS_TOPIC
-from minibroker.delay.service import DelayService
-from minibroker.delay.services import DelayServices
-from minibroker.delay.stats import DelayStats, Delivery
+import warnings
+
+warnings.warn(
+    "minibroker.delay is deprecated and will be removed in the next release: "
+    "import delayed messages from minibroker.delayed_messages",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+from minibroker.delayed_messages import (  # noqa: E402
+    DEFAULT_LEVELS,
+    DUE_MS,
+    MESSAGE_ID,
+    OFFSETS_TOPIC,
+    REAL_PARTITION,
+    REAL_TOPIC,
+    DelayConfig,
+    DelayedMessage,
+    DelayError,
+    DelayLevels,
+    DelayService,
+    DelayServices,
+    DelayStats,
+    Delivery,
+)
 
 __all__ = [
     "DEFAULT_LEVELS",

@@ -104,7 +104,7 @@ class Produce(Step):
     records: int = 1
     bytes: int = 100
     id: str | None = None
-    #: a delayed send (``minibroker.delay``), through ``delay_via`` ("levels" or "wheel")
+    #: a delayed send (``minibroker.delayed_messages``), through ``delay_via`` ("levels" or "wheel")
     delay_ms: int | None = None
     delay_via: str | None = None
 

@@ -61,7 +61,7 @@ async def metadata(request: Request, conn: Connection) -> MetadataResponse:
     version = request.api_version
     cluster = conn.cluster
     if body.topics is None or (version == 0 and not body.topics):
-        # hidden topics (minibroker.delay's levels) are left out of a listing, answered when named
+        # hidden topics (minibroker.delayed_messages's levels) are left out of a listing, answered when named
         names: list[str | None] = sorted(n for n, spec in cluster.topics.items() if not spec.internal)
     else:
         by_id = {topic_id(name): name for name in cluster.topics}

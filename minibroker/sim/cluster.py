@@ -98,10 +98,11 @@ class Cluster:
         self.requests: list[ClientRequest] = []
         self.clients: dict[str, Producer | Consumer | AdminClient] = {}
         self._nursery: trio.Nursery | None = None
-        #: services beside the brokers (``minibroker.delay``) follow each broker's life through these:
-        #: ``broker_stopped(id)`` on crash/shutdown, ``await broker_started(id)`` on restart
+        #: services beside the brokers (``minibroker.delayed_messages``) follow each broker's life through
+        #: these: ``broker_stopped(id)`` on crash/shutdown, ``await broker_started(id)`` on restart
         self.broker_hooks: list[Any] = []
-        #: route ``Producer.send(..., delay_ms=...)`` by design ("levels", "wheel"); from ``minibroker.delay``
+        #: route ``Producer.send(..., delay_ms=...)`` by design ("levels", "wheel"); from
+        #: ``minibroker.delayed_messages``
         self.delay_routers: dict[str, Any] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -116,7 +117,7 @@ class Cluster:
 
     @property
     def nursery(self) -> trio.Nursery:
-        """The cluster's nursery: services started in it (``minibroker.delay``) stop with the cluster."""
+        """The cluster's nursery: services started in it (``minibroker.delayed_messages``) stop with it."""
         assert self._nursery is not None, "the cluster is not running"
         return self._nursery
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from minibroker.delay.view import DelaysView
+from minibroker.delayed_messages.view import DelaysView
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.scenario import expect as checks
 from minibroker.scenario.model import Event, Fetch, Produce, RequestOutcome
@@ -89,7 +89,7 @@ class Frame:
     completed: dict[tuple[int, str, str], int]
     expectations: tuple[ExpectationLine, ...]
     status: Status
-    #: delayed messages (minibroker.delay), when the scenario has them
+    #: delayed messages (minibroker.delayed_messages), when the scenario has them
     delays: DelaysView | None = None
     #: the retrying consumer (minibroker.retry), when the scenario has a [retry] section
     retries: RetryView | None = None

@@ -7,8 +7,8 @@ import contextlib
 import trio
 
 from minibroker.common.messages import TopicPartition
-from minibroker.delay import DelayConfig, DelayServices
-from minibroker.delay.headers import records
+from minibroker.delayed_messages import DelayConfig, DelayServices
+from minibroker.delayed_messages.headers import records
 from minibroker.sim import open_cluster
 from minibroker.trace import ListSink, RecordingTracer
 
@@ -45,7 +45,7 @@ def events(services, kind):
 @contextlib.asynccontextmanager
 async def wheel_cluster(brokers, topics, data_dir, settings=None, levels=None, **options):
     """A cluster with the file wheel (and, with ``levels`` settings, delay levels too)."""
-    from minibroker.delay.wheel_service import WheelConfig, WheelGroup
+    from minibroker.delayed_messages.wheel_service import WheelConfig, WheelGroup
 
     sink = ListSink()
     tracer = RecordingTracer(lambda: 0, [sink])

@@ -7,9 +7,9 @@ import tracemalloc
 
 import pytest
 
-from minibroker.delay.file_wheel import FileWheel
-from minibroker.delay.headers import DelayedMessage
-from minibroker.delay.wheel_format import HEADER_SIZE, WheelFormatError, file_header, read_messages
+from minibroker.delayed_messages.file_wheel import FileWheel
+from minibroker.delayed_messages.headers import DelayedMessage
+from minibroker.delayed_messages.wheel_format import HEADER_SIZE, WheelFormatError, file_header, read_messages
 
 
 def msg(i, due, **kw):

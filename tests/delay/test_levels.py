@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from minibroker.broker.config import ConfigError
-from minibroker.delay import DEFAULT_LEVELS, DelayConfig, DelayError, DelayLevels
-from minibroker.delay.headers import (
+from minibroker.delayed_messages import DEFAULT_LEVELS, DelayConfig, DelayError, DelayLevels
+from minibroker.delayed_messages.headers import (
     DUE_MS,
     MESSAGE_ID,
     REAL_PARTITION,
@@ -19,7 +19,7 @@ from minibroker.delay.headers import (
     murmur2,
     records,
 )
-from minibroker.delay.levels import format_duration, parse_duration
+from minibroker.delayed_messages.levels import format_duration, parse_duration
 
 LEVELS = DelayLevels.parse(DEFAULT_LEVELS)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from minibroker.common.messages import ProduceData, TopicPartition
-from minibroker.delay import DelayError
-from minibroker.delay.headers import REAL_TOPIC, build_batch, murmur2, records
+from minibroker.delayed_messages import DelayError
+from minibroker.delayed_messages.headers import REAL_TOPIC, build_batch, murmur2, records
 from minibroker.sim import TopicSpec
 from tests.delay.helpers import delayed_cluster, delivered_ids, events
 

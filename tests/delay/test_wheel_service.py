@@ -7,7 +7,7 @@ import os
 import pytest
 
 from minibroker.broker.config import ConfigError
-from minibroker.delay.wheel_service import WheelConfig
+from minibroker.delayed_messages.wheel_service import WheelConfig
 from minibroker.sim import TopicSpec
 from tests.delay.helpers import delivered_ids, wheel_cluster
 
@@ -89,7 +89,7 @@ async def test_settings_and_their_errors():
 
 async def test_on_a_running_clock_the_ticks_are_on_the_epoch_scale(autojump_clock, tmp_path):
     """Served, due times are epoch ms (real clients write them): ticks and pointer follow that scale."""
-    from minibroker.delay.wheel_service import WheelGroup
+    from minibroker.delayed_messages.wheel_service import WheelGroup
     from minibroker.sim import open_cluster
 
     origin = 1_700_000_000_000

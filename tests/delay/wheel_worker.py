@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from minibroker.delay.file_wheel import FileWheel
-from minibroker.delay.headers import DelayedMessage
+from minibroker.delayed_messages.file_wheel import FileWheel
+from minibroker.delayed_messages.headers import DelayedMessage
 
 
 def main(argv: list[str]) -> None:

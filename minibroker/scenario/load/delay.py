@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.broker.config import ConfigError
-from minibroker.delay.config import DelayConfig
-from minibroker.delay.levels import DelayError
-from minibroker.delay.wheel_service import WheelConfig
+from minibroker.delayed_messages.config import DelayConfig
+from minibroker.delayed_messages.levels import DelayError
+from minibroker.delayed_messages.wheel_service import WheelConfig
 from minibroker.scenario.load.document import Table, describe
 from minibroker.scenario.load.scope import Scope, broker, check_partition, kafka
 from minibroker.scenario.model import DelayHeld, Delivered, Expectation, Produce, WheelFigures

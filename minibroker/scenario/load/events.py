@@ -60,7 +60,7 @@ KINDS: dict[str, frozenset[str]] = {
         "replica.stopped": ("broker", "partition", "deleted"),
         "fault": ("fault", "broker", "src", "dst", "latency_ms", "settings", "partition", "topic"),
         "net.lost": ("src", "dst", "message"),
-        # delayed messages (minibroker.delay, docs/delay.md)
+        # delayed messages (minibroker.delayed_messages, docs/delay.md)
         "delay.assign": ("broker", "partition", "offset"),
         "delay.release": ("broker", "partition", "dropped"),
         "delay.held": ("broker", "partition", "offset", "id", "due_ms"),

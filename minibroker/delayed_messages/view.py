@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from minibroker.delay.file_wheel import WheelView
+from minibroker.delayed_messages.file_wheel import WheelView
 
 
 @attrs.frozen

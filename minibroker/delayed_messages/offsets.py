@@ -18,7 +18,7 @@ from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, TopicPartition
-from minibroker.delay.headers import build_batch, records
+from minibroker.delayed_messages.headers import build_batch, records
 
 OFFSETS_TOPIC = "__delay_offsets"
 OFFSETS_PARTITION = TopicPartition(OFFSETS_TOPIC, 0)

@@ -33,15 +33,15 @@ import trio
 from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
-from minibroker.delay.file_wheel import FileWheel, WheelView
-from minibroker.delay.forward import forward
-from minibroker.delay.headers import DelayedMessage
-from minibroker.delay.levels import DelayError
-from minibroker.delay.offsets import OFFSETS_TOPIC
-from minibroker.delay.router import check_real, new_messages, shared_numbers
-from minibroker.delay.stats import DelayStats
-from minibroker.delay.wheel_format import Damage
-from minibroker.delay.wheel_ingest import INGEST_TOPIC, WheelIngest
+from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
+from minibroker.delayed_messages.forward import forward
+from minibroker.delayed_messages.headers import DelayedMessage
+from minibroker.delayed_messages.levels import DelayError
+from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
+from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
+from minibroker.delayed_messages.stats import DelayStats
+from minibroker.delayed_messages.wheel_format import Damage
+from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC, WheelIngest
 from minibroker.sim.cluster import TopicSpec
 
 if TYPE_CHECKING:

@@ -45,9 +45,9 @@ from typing import BinaryIO
 
 import attrs
 
-from minibroker.delay.headers import DelayedMessage
-from minibroker.delay.slot_firing import SlotFiring
-from minibroker.delay.wheel_format import (
+from minibroker.delayed_messages.headers import DelayedMessage
+from minibroker.delayed_messages.slot_firing import SlotFiring
+from minibroker.delayed_messages.wheel_format import (
     HEADER_SIZE,
     KIND_MESSAGES,
     Damage,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from minibroker.common.messages import ProduceData, TopicPartition
-from minibroker.delay.headers import DelayedMessage, encode_forward
+from minibroker.delayed_messages.headers import DelayedMessage, encode_forward
 
 if TYPE_CHECKING:
     from minibroker.clients import Producer

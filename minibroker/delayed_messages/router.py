@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from minibroker.common.messages import ProduceData, TopicPartition
-from minibroker.delay.config import DelayConfig
-from minibroker.delay.headers import DelayedMessage, encode_delayed, murmur2
-from minibroker.delay.levels import DelayError
+from minibroker.delayed_messages.config import DelayConfig
+from minibroker.delayed_messages.headers import DelayedMessage, encode_delayed, murmur2
+from minibroker.delayed_messages.levels import DelayError
 
 if TYPE_CHECKING:
     from minibroker.clients import ClientRequest, Producer

@@ -11,8 +11,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
-from minibroker.delay.headers import DelayedMessage
-from minibroker.delay.wheel_format import (
+from minibroker.delayed_messages.headers import DelayedMessage
+from minibroker.delayed_messages.wheel_format import (
     HEADER_SIZE,
     KIND_DONE,
     KIND_MESSAGES,
@@ -28,7 +28,7 @@ from minibroker.delay.wheel_format import (
 )
 
 if TYPE_CHECKING:
-    from minibroker.delay.file_wheel import FileWheel
+    from minibroker.delayed_messages.file_wheel import FileWheel
 
 
 def _ceil_div(a: int, b: int) -> int:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from minibroker.delay.config import DelayConfig
-from minibroker.delay.offsets import OFFSETS_TOPIC
-from minibroker.delay.router import DelayRouter
-from minibroker.delay.service import DelayService
-from minibroker.delay.stats import DelayStats
+from minibroker.delayed_messages.config import DelayConfig
+from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
+from minibroker.delayed_messages.router import DelayRouter
+from minibroker.delayed_messages.service import DelayService
+from minibroker.delayed_messages.stats import DelayStats
 from minibroker.sim.cluster import TopicSpec
 
 if TYPE_CHECKING:

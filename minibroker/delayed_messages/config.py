@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from minibroker.broker.config import ConfigError, _int_field, _KafkaNamed
-from minibroker.delay.levels import DEFAULT_LEVELS, DelayError, DelayLevels, format_duration
+from minibroker.delayed_messages.levels import DEFAULT_LEVELS, DelayError, DelayLevels, format_duration
 
 LEVELS_KEY = "delay.levels"
 

@@ -48,13 +48,13 @@ from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
-from minibroker.delay.config import DelayConfig
-from minibroker.delay.forward import forward
-from minibroker.delay.headers import DelayedMessage, decode_delayed
-from minibroker.delay.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
+from minibroker.delayed_messages.config import DelayConfig
+from minibroker.delayed_messages.forward import forward
+from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
+from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
-    from minibroker.delay.stats import DelayStats
+    from minibroker.delayed_messages.stats import DelayStats
     from minibroker.sim.cluster import Cluster
 
 

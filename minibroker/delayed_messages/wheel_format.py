@@ -46,7 +46,7 @@ from typing import BinaryIO
 
 import attrs
 
-from minibroker.delay.headers import DelayedMessage
+from minibroker.delayed_messages.headers import DelayedMessage
 
 VERSION = 2
 #: versions whose message files this version reads (their record format is the same)

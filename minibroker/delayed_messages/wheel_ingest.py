@@ -21,11 +21,11 @@ from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
-from minibroker.delay.headers import DelayedMessage, decode_delayed
-from minibroker.delay.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
+from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
+from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
-    from minibroker.delay.wheel_service import WheelGroup
+    from minibroker.delayed_messages.wheel_service import WheelGroup
 
 INGEST_TOPIC = "__delay_wheel"
 INGEST_PARTITION = TopicPartition(INGEST_TOPIC, 0)
