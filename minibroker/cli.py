@@ -45,7 +45,7 @@ COMMAND_HOMES = {
 
 
 #: the timer demo's bounds: an hour (the reaper polls every 200 ms: a minute of wall time at most), and
-#: the wheel sizes the scenario loader accepts (scenario/load/limits.py; not imported here: it is slow)
+#: the wheel sizes the scenario loader accepts (scenario/loader/limits.py; not imported here: it is slow)
 MAX_DEMO_MS = 3_600_000
 WHEEL_SIZES = (2, 1024)
 

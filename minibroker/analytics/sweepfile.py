@@ -48,7 +48,7 @@ import attrs
 
 from minibroker.broker.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
 from minibroker.scenario import Scenario, load_scenario
-from minibroker.scenario.load import _describe, _fix_acks, _Table, parse_document, read_document
+from minibroker.scenario.loader import _describe, _fix_acks, _Table, parse_document, read_document
 from minibroker.scenario.model import LinkSpec, Node
 
 #: what each variant reports (sweep_job.variant_metrics), in table order

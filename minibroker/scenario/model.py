@@ -17,10 +17,10 @@ Node = int | str  # a broker id, or a client id
 
 # --- setup -------------------------------------------------------------------------------------
 def _within_limits(instance: Any, attribute: attrs.Attribute, settings: dict[str, Any]) -> None:
-    """Kafka-named settings stay within load/limits.py's bounds, however the model is made or
+    """Kafka-named settings stay within loader/limits.py's bounds, however the model is made or
     evolved (a sweep overrides settings with attrs.evolve); ConfigError, like the config classes."""
     from minibroker.broker.config import ConfigError
-    from minibroker.scenario.load.limits import setting_problem
+    from minibroker.scenario.loader.limits import setting_problem
 
     for name, value in settings.items():
         problem = setting_problem(name, value)

@@ -18,7 +18,7 @@ from minibroker.retry.consumer import RetryingConsumer
 from minibroker.retry.handler import FailRule, ScriptedHandler, error_class
 from minibroker.retry.redis_server import RedisServer, RedisUnavailable, connect
 from minibroker.scenario.expect import ExpectationResult, _compare
-from minibroker.scenario.load.document import ScenarioError
+from minibroker.scenario.loader.document import ScenarioError
 
 if TYPE_CHECKING:
     from minibroker.scenario.model import RetryCounts, RetrySpec, Scenario

@@ -14,7 +14,7 @@ import pytest
 
 from minibroker.cli import main
 from minibroker.scenario import ScenarioError, parse_scenario
-from minibroker.scenario.load.limits import MAX_PROBLEMS
+from minibroker.scenario.loader.limits import MAX_PROBLEMS
 from tests.scenario.test_load_errors import BASE  # the producer says acks = "all" on line 12
 
 CONFIG = 'brokers = 3\nconfig = { "%s" = %s }'

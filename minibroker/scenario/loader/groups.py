@@ -22,8 +22,8 @@ from minibroker.coordinator.group.group import (
     PREPARING_REBALANCE,
     STABLE,
 )
-from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.scope import Scope, check_partition, topic_of
+from minibroker.scenario.loader.document import Table, describe
+from minibroker.scenario.loader.scope import Scope, check_partition, topic_of
 from minibroker.scenario.model import ClientSpec, Expectation, GroupState, MemberAction, MemberErrors, Step
 
 STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.scenario.load.admin import delete_records_step
-from minibroker.scenario.load.delay import delay_of
-from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.groups import member_step
-from minibroker.scenario.load.limits import MAX_BATCH
-from minibroker.scenario.load.scope import (
+from minibroker.scenario.loader.admin import delete_records_step
+from minibroker.scenario.loader.delay import delay_of
+from minibroker.scenario.loader.document import Table, describe
+from minibroker.scenario.loader.groups import member_step
+from minibroker.scenario.loader.limits import MAX_BATCH
+from minibroker.scenario.loader.scope import (
     Scope,
     assigned_consumer,
     between,

@@ -13,9 +13,9 @@ takes at most a few minutes.
 from __future__ import annotations
 
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
-from minibroker.scenario.load.limits import MAX_EVENTS
-from minibroker.scenario.load.retry import retry_events
-from minibroker.scenario.load.scope import Scope
+from minibroker.scenario.loader.limits import MAX_EVENTS
+from minibroker.scenario.loader.retry import retry_events
+from minibroker.scenario.loader.scope import Scope
 from minibroker.scenario.model import DeleteRecords, Fetch, Load, Poll, Produce, Scenario, SetConfig
 
 #: a Scenario, or the Scope it is loaded from (the same fields)

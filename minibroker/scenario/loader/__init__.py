@@ -12,7 +12,8 @@ run projected to take more than a few minutes.
 
 The loader is split by concept: ``document`` (TOML, line numbers, checked tables),
 ``scope`` (what is loaded so far and reference checks), ``cluster`` (cluster, topics,
-links), ``clients``, ``steps`` and ``expectations``.
+links), ``clients``, ``steps`` and ``expectations``. It is the scenario package's loader (rank 7 of
+the layers), named apart from the ``load`` step that generates a produce load.
 
 Extension points, each a one-line registration:
 
@@ -30,22 +31,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from minibroker.scenario.load.budget import check_budget
-from minibroker.scenario.load.clients import fix_acks, read_clients
-from minibroker.scenario.load.cluster import read_cluster, read_links, read_topics
-from minibroker.scenario.load.delay import read_delay_service, read_delay_wheel
-from minibroker.scenario.load.document import (
+from minibroker.scenario.loader.budget import check_budget
+from minibroker.scenario.loader.clients import fix_acks, read_clients
+from minibroker.scenario.loader.cluster import read_cluster, read_links, read_topics
+from minibroker.scenario.loader.delay import read_delay_service, read_delay_wheel
+from minibroker.scenario.loader.document import (
     ScenarioError,
     Table,
     describe,
     parse_document,
     read_document,
 )
-from minibroker.scenario.load.expectations import CAUSES, COUNTS, ERRORS, read_expectations
-from minibroker.scenario.load.limits import MAX_PROBLEMS
-from minibroker.scenario.load.retry import read_retry
-from minibroker.scenario.load.scope import Scope
-from minibroker.scenario.load.steps import STEP_ACTIONS, read_steps
+from minibroker.scenario.loader.expectations import CAUSES, COUNTS, ERRORS, read_expectations
+from minibroker.scenario.loader.limits import MAX_PROBLEMS
+from minibroker.scenario.loader.retry import read_retry
+from minibroker.scenario.loader.scope import Scope
+from minibroker.scenario.loader.steps import STEP_ACTIONS, read_steps
 from minibroker.scenario.model import Scenario
 
 # the names the sweep file loader shares (it validates its overrides like a scenario)

@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from minibroker.scenario.load.limits import MAX_MS
+from minibroker.scenario.loader.limits import MAX_MS
 
 MISSING = object()
 MAX_DOCUMENT_BYTES = 2 * 1024 * 1024  # a scenario is kilobytes; TOML parsing takes seconds per MB

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
-from minibroker.scenario.load.scope import Scope, between, is_broker, kafka, unique
+from minibroker.scenario.loader.document import Table, describe
+from minibroker.scenario.loader.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
+from minibroker.scenario.loader.scope import Scope, between, is_broker, kafka, unique
 from minibroker.scenario.model import ClusterSpec, LinkSpec, TopicSpecModel
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from minibroker.scenario.load.delay import read_delay_held, read_delivered, read_wheel
-from minibroker.scenario.load.document import Table, describe, listing
-from minibroker.scenario.load.events import COMMON, KINDS
-from minibroker.scenario.load.groups import group_expectation, member_expectation
-from minibroker.scenario.load.retry import read_retry_counts
-from minibroker.scenario.load.scope import Scope, broker, check_partition, is_broker
+from minibroker.scenario.loader.delay import read_delay_held, read_delivered, read_wheel
+from minibroker.scenario.loader.document import Table, describe, listing
+from minibroker.scenario.loader.events import COMMON, KINDS
+from minibroker.scenario.loader.groups import group_expectation, member_expectation
+from minibroker.scenario.loader.retry import read_retry_counts
+from minibroker.scenario.loader.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
     Count,
     Event,

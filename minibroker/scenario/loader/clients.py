@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
-from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.groups import read_subscribe
-from minibroker.scenario.load.scope import Scope, check_partition, kafka, unique
+from minibroker.scenario.loader.document import Table, describe
+from minibroker.scenario.loader.groups import read_subscribe
+from minibroker.scenario.loader.scope import Scope, check_partition, kafka, unique
 from minibroker.scenario.model import ClientSpec, TopicSpecModel
 
 

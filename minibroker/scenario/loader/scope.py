@@ -14,8 +14,8 @@ import attrs
 
 from minibroker.broker.config import ConfigError
 from minibroker.controller.quorum_controller import CONTROLLER
-from minibroker.scenario.load.document import Context, ScenarioError, Table, describe, listing
-from minibroker.scenario.load.limits import setting_problem
+from minibroker.scenario.loader.document import Context, ScenarioError, Table, describe, listing
+from minibroker.scenario.loader.limits import setting_problem
 from minibroker.scenario.model import (
     ClientSpec,
     ClusterSpec,

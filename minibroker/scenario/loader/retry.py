@@ -12,8 +12,8 @@ from typing import Any
 
 from minibroker.retry.handler import ERROR_NAME
 from minibroker.retry.policy import dlt_topic, retry_topic
-from minibroker.scenario.load.document import Table, describe, listing
-from minibroker.scenario.load.scope import Scope, topic_of
+from minibroker.scenario.loader.document import Table, describe, listing
+from minibroker.scenario.loader.scope import Scope, topic_of
 from minibroker.scenario.model import Expectation, RetryCounts, RetrySpec, TopicSpecModel
 
 #: attempts at most: each one is a retry topic with a poll loop per partition

@@ -10,8 +10,8 @@ from minibroker.broker.config import ConfigError
 from minibroker.delayed_messages.config import DelayConfig
 from minibroker.delayed_messages.levels import DelayError
 from minibroker.delayed_messages.wheel_service import WheelConfig
-from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.scope import Scope, broker, check_partition, kafka
+from minibroker.scenario.loader.document import Table, describe
+from minibroker.scenario.loader.scope import Scope, broker, check_partition, kafka
 from minibroker.scenario.model import DelayHeld, Delivered, Expectation, Produce, WheelFigures
 
 DESIGNS = ("levels", "wheel")

@@ -7,9 +7,9 @@ first use; its id must not be a producer's or consumer's.
 
 from __future__ import annotations
 
-from minibroker.scenario.load.document import Table, describe
-from minibroker.scenario.load.limits import MAX_MS
-from minibroker.scenario.load.scope import Scope, check_partition
+from minibroker.scenario.loader.document import Table, describe
+from minibroker.scenario.loader.limits import MAX_MS
+from minibroker.scenario.loader.scope import Scope, check_partition
 from minibroker.scenario.model import DeleteRecords, Step
 
 #: the admin client's id when a step names none
