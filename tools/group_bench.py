@@ -105,7 +105,7 @@ def virtual_run(members: int) -> dict:
 
 
 def wire_run() -> dict:
-    from tests.wire.conftest import ServedThread, scenario
+    from tests.server.conftest import ServedThread, scenario
 
     config = '"group.initial.rebalance.delay.ms" = 0, "offsets.topic.num.partitions" = 1'
     server = ServedThread(

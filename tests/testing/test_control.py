@@ -14,9 +14,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from minibroker.broker.config import ConfigError
 from minibroker.testing import MiniCluster, mini_cluster
+from tests.server.conftest import RawClient
+from tests.server.test_idempotence import idempotent_batch
 from tests.testing.test_examples import wait_until
-from tests.wire.conftest import RawClient
-from tests.wire.test_idempotence import idempotent_batch
 
 
 def produce(

@@ -117,7 +117,7 @@ def test_pairs_must_be_in_range(tmp_path):
 @needs_git
 def test_the_bench_times_a_baseline_commit_against_this_tree(tmp_path):
     pytest.importorskip("duckdb")
-    from tests.pipeline.conftest import require_java
+    from tests.analytics.conftest import require_java
 
     pytest.importorskip("pyspark")
     require_java()
