@@ -6,7 +6,7 @@ also updates the leader's view of it (LEO, caught-up time, log start offset); wh
 that raised the HW, or the low watermark while DeleteRecords wait, every
 purgatory of the partition is checked (Kafka's ``tryCompleteDelayedRequests``).
 A follower asking below the leader's log start gets OFFSET_OUT_OF_RANGE with the
-leader's log start offset, where it starts again (``fetcher``).
+leader's log start offset, where it starts again (``replica_fetcher``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ A DelayedDeleteRecords whose leader moved away is not checked (as in Kafka): it
 answers REQUEST_TIMED_OUT at its timeout. Append triggers run after the request's
 own delayed operation is registered (Kafka's action queue, KAFKA-8334). ISR
 proposals and commits live in ``isr_changes``; the follower side (fetching and
-appending) in ``fetcher``.
+appending) in ``replica_fetcher``.
 """
 
 from __future__ import annotations

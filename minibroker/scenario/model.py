@@ -1,7 +1,7 @@
 """The scenario model: what a TOML scenario says, as frozen attrs classes.
 
 A scenario is a cluster, topics, clients, a timeline of steps at virtual
-milliseconds, and expectations. ``load`` builds these from TOML and rejects
+milliseconds, and expectations. ``loader`` builds these from TOML and rejects
 anything it cannot make sense of; ``run.py`` plays them; ``expect.py`` checks
 the expectations. See docs/scenarios.md for the format.
 """
