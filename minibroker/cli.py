@@ -25,8 +25,8 @@ INTERRUPTED = "minibroker: interrupted\n"
 COMMAND_MODULES = (
     "minibroker.commands",
     "minibroker.tui.commands",
-    "minibroker.pipeline.commands",
-    "minibroker.wire.commands",
+    "minibroker.analytics.commands",
+    "minibroker.server.commands",
     "minibroker.chaos.commands",
     "minibroker.retry.commands",
 )
@@ -37,16 +37,16 @@ COMMAND_HOMES = {
     "check": "minibroker.commands",
     "list": "minibroker.commands",
     "snapshot": "minibroker.tui.commands",
-    "analyze": "minibroker.pipeline.commands",
-    "sweep": "minibroker.pipeline.commands",
-    "serve": "minibroker.wire.commands",
+    "analyze": "minibroker.analytics.commands",
+    "sweep": "minibroker.analytics.commands",
+    "serve": "minibroker.server.commands",
     "chaos": "minibroker.chaos.commands",
     "retry-service": "minibroker.retry.commands",
 }
 
 
 #: the timer demo's bounds: an hour (the reaper polls every 200 ms: a minute of wall time at most), and
-#: the wheel sizes the scenario loader accepts (scenario/load/limits.py; not imported here: it is slow)
+#: the wheel sizes the scenario loader accepts (scenario/loader/limits.py; not imported here: it is slow)
 MAX_DEMO_MS = 3_600_000
 WHEEL_SIZES = (2, 1024)
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from minibroker.cluster import ClientRequest
+from minibroker.clients import ClientRequest
 from minibroker.scenario import RunResult
 
 #: requests shown one by one; the rest (load generators) are summarised per group

@@ -70,7 +70,7 @@ def test_a_wheel_of_one_bucket_is_refused(capsys, size):
 
 
 def test_the_demo_bounds_are_the_loaders():
-    from minibroker.scenario.load.limits import SETTING_LIMITS
+    from minibroker.scenario.loader.limits import SETTING_LIMITS
 
     assert SETTING_LIMITS["minibroker.timer.wheel.size"] == WHEEL_SIZES
 

@@ -265,7 +265,7 @@ def test_a_load_average_is_caught_but_on_the_benchmarks_pages_machine_facts(tmp_
 
 
 def test_code_may_speak_of_sessions_and_load_while_docs_may_not():
-    assert rules_for("minibroker/cluster/fetch_session.py") == POINTERS
+    assert rules_for("minibroker/broker/fetch_session.py") == POINTERS
     assert rules_for("tools/pipeline_bench.py") == POINTERS
     assert rules_for("docs/kafka-model.md") == POINTERS + HISTORY + (LOAD_AVERAGE,)
 

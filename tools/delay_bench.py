@@ -113,8 +113,8 @@ def one_slot(delays: array) -> array:
 
 
 def run_wheel(delays: array, lateness: array) -> int:
-    from minibroker.delay.file_wheel import FileWheel
-    from minibroker.delay.headers import DelayedMessage
+    from minibroker.delayed_messages.file_wheel import FileWheel
+    from minibroker.delayed_messages.headers import DelayedMessage
 
     forwarded = 0
     with tempfile.TemporaryDirectory(prefix="delay-bench-") as directory:
@@ -139,8 +139,8 @@ def run_levels(delays: array, lateness: array) -> int:
     import trio
     import trio.testing
 
-    from minibroker.cluster import TopicSpec, open_cluster
-    from minibroker.delay import DelayConfig, DelayServices, DelayStats
+    from minibroker.delayed_messages import DelayConfig, DelayServices, DelayStats
+    from minibroker.sim import TopicSpec, open_cluster
 
     class Recorder(DelayStats):
         def delivered(self, message_id: str, partition: str, level_ms: int, due_ms: int, at_ms: int) -> None:
@@ -179,9 +179,9 @@ def _import_everything() -> None:
     import kafka.record.memory_records  # noqa: F401
     import trio.testing  # noqa: F401
 
-    import minibroker.cluster
-    import minibroker.delay
-    import minibroker.delay.file_wheel
+    import minibroker.delayed_messages
+    import minibroker.delayed_messages.file_wheel
+    import minibroker.sim
     import minibroker.timer  # noqa: F401
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from minibroker.pipeline.keys import KEYS as _ANALYZE_KEYS
+from minibroker.analytics.keys import KEYS as _ANALYZE_KEYS
 
 #: analyze's tables that DuckDB computes too (not ``skipped``, not ``rebalances``)
 KEYS = {name: keys for name, keys in _ANALYZE_KEYS.items() if name not in ("skipped", "rebalances")}

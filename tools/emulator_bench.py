@@ -122,8 +122,10 @@ import trio
 import trio.testing
 
 import minibroker
-from minibroker.cluster import Cluster, Consumer, Producer, TopicPartition, TopicSpec, open_cluster
+from minibroker.clients import Consumer, Producer
+from minibroker.common.messages import TopicPartition
 from minibroker.runtime import MsClock, deterministic_scheduling, quiet_gc
+from minibroker.sim import Cluster, TopicSpec, open_cluster
 from minibroker.trace import RecordingTracer
 
 TARGET_PER_CPU_S = 20_000  # simulated produce requests per CPU second at RF 3: the performance goal
@@ -456,10 +458,14 @@ def tracemalloc_run(w: Workload) -> dict[str, Any]:
 LAYERS = [
     ("minibroker.timer", "timer"),
     ("minibroker.purgatory", "purgatory"),
-    ("minibroker.cluster.client", "client"),
-    ("minibroker.cluster.network", "network"),
+    ("minibroker.clients", "client"),
+    ("minibroker.sim.network", "network"),
     ("minibroker.runtime", "runtime (scheduler, reaper, executor, clock)"),
-    ("minibroker.cluster", "cluster (replica manager, partition, log, delayed ops, fetcher)"),
+    ("minibroker.broker", "cluster (replica manager, partition, log, delayed ops, fetcher)"),
+    ("minibroker.controller", "cluster (replica manager, partition, log, delayed ops, fetcher)"),
+    ("minibroker.coordinator", "cluster (replica manager, partition, log, delayed ops, fetcher)"),
+    ("minibroker.common", "cluster (replica manager, partition, log, delayed ops, fetcher)"),
+    ("minibroker.sim", "cluster (replica manager, partition, log, delayed ops, fetcher)"),
     ("minibroker.trace", "trace"),
     ("minibroker", "minibroker (other)"),
     ("trio", "trio"),

@@ -57,7 +57,7 @@ def virtual_run(members: int) -> dict:
     import trio
     import trio.testing
 
-    from minibroker.cluster import TopicSpec, open_cluster
+    from minibroker.sim import TopicSpec, open_cluster
     from minibroker.trace import RecordingTracer
 
     settings = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}
@@ -105,7 +105,7 @@ def virtual_run(members: int) -> dict:
 
 
 def wire_run() -> dict:
-    from tests.wire.conftest import ServedThread, scenario
+    from tests.server.conftest import ServedThread, scenario
 
     config = '"group.initial.rebalance.delay.ms" = 0, "offsets.topic.num.partitions" = 1'
     server = ServedThread(

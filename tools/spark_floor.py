@@ -31,9 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from minibroker.pipeline.inputs import REQUIRED, resolve  # noqa: E402
-from minibroker.pipeline.session import SparkUnavailable, spark_session  # noqa: E402
-from minibroker.pipeline.sizing import size_shuffle  # noqa: E402
+from minibroker.analytics.inputs import REQUIRED, resolve  # noqa: E402
+from minibroker.analytics.session import SparkUnavailable, spark_session  # noqa: E402
+from minibroker.analytics.sizing import size_shuffle  # noqa: E402
 
 
 def _noop(frame: Any) -> float:

@@ -77,7 +77,7 @@ async def _server_main(conn: Any) -> None:
     import trio
 
     from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
-    from minibroker.wire.serve import for_serving, open_served
+    from minibroker.server.serve import for_serving, open_served
 
     topics = (TopicSpecModel("bench", 1, 3), TopicSpecModel("latency", 1, 3))
     cluster = ClusterSpec(3, config={"min.insync.replicas": 2})

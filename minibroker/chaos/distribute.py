@@ -92,7 +92,7 @@ def run_local(job: Job, runs: int, workers: int) -> Iterator[RunSummary]:
 
 def run_spark(job: Job, runs: int, master: str) -> Iterator[RunSummary]:
     """One Spark task per slice of run indices; summaries come back as partitions finish."""
-    from minibroker.pipeline.session import local_cores, spark_session
+    from minibroker.analytics.session import local_cores, spark_session
 
     with spark_session(master, app_name="minibroker-chaos") as spark:
         cores = local_cores(master) or spark.sparkContext.defaultParallelism

@@ -24,7 +24,7 @@ from minibroker.chaos.schedule import (
     ProduceSpec,
     Schedule,
 )
-from minibroker.cluster.controller import CONTROLLER
+from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.scenario.model import ClientSpec, Node, TopicSpecModel
 
 #: the shortest and longest generated fault, in ms

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from minibroker.chaos.records import pin
 from minibroker.chaos.violations import Violation
-from minibroker.cluster.coordinator import OFFSETS_TOPIC, consumer_protocol
+from minibroker.coordinator.group import OFFSETS_TOPIC, consumer_protocol
 
 if TYPE_CHECKING:
     from minibroker.chaos.observe import Observer
     from minibroker.chaos.schedule import Schedule
-    from minibroker.cluster.cluster import Cluster
+    from minibroker.sim.cluster import Cluster
 
 GROUP_EVENTS = frozenset({"hw", "append", "member.assigned", "group.commit"})
 

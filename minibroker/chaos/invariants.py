@@ -33,8 +33,8 @@ from minibroker.chaos.observe import Observer
 from minibroker.chaos.records import Append
 from minibroker.chaos.schedule import PROBE, READER, Schedule
 from minibroker.chaos.violations import Violation
-from minibroker.cluster.cluster import Cluster
 from minibroker.scenario.run import RunResult
+from minibroker.sim.cluster import Cluster
 
 
 @attrs.define

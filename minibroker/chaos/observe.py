@@ -33,10 +33,10 @@ from minibroker.chaos.replication import PARTITION_EVENTS, ReplicationChecks
 from minibroker.chaos.violations import Violation
 
 if TYPE_CHECKING:
-    from minibroker.cluster.cluster import Cluster
-    from minibroker.cluster.log import RecordBatch
-    from minibroker.cluster.messages import TopicPartition
+    from minibroker.broker.log import RecordBatch
+    from minibroker.common.messages import TopicPartition
     from minibroker.scenario.run import ScenarioRunner
+    from minibroker.sim.cluster import Cluster
 
 __all__ = ["Append", "Observer", "RunBudgetExceeded"]
 

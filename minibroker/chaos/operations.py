@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from minibroker.chaos.records import OpState, parse_tp, pin
 from minibroker.chaos.violations import Violation
-from minibroker.cluster.messages import HIGH_WATERMARK
+from minibroker.common.messages import HIGH_WATERMARK
 
 if TYPE_CHECKING:
+    from minibroker.broker.partition import Partition
     from minibroker.chaos.observe import Observer
-    from minibroker.cluster.messages import FetchRequest
-    from minibroker.cluster.partition import Partition
+    from minibroker.common.messages import FetchRequest
 
 
 class OperationChecks:

@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.delayed_fetch import DelayedFetch
-from minibroker.cluster.partition import Partition
+from minibroker.broker.delayed_fetch import DelayedFetch
+from minibroker.broker.partition import Partition
 
 
 def _hw_ahead(self: Partition, now_ms: int) -> bool:

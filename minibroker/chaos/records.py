@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from minibroker.cluster.messages import TopicPartition
+from minibroker.common.messages import TopicPartition
 
 if TYPE_CHECKING:
-    from minibroker.cluster.log import RecordBatch
+    from minibroker.broker.log import RecordBatch
 
 
 @attrs.define(slots=True)

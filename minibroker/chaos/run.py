@@ -22,8 +22,8 @@ from minibroker.chaos.observe import Observer, RunBudgetExceeded
 from minibroker.chaos.profiles import profile as get_profile
 from minibroker.chaos.schedule import FAULT_KINDS, Schedule, compile_schedule
 from minibroker.chaos.violations import Violation
-from minibroker.cluster.client import Consumer
-from minibroker.cluster.controller import CONTROLLER
+from minibroker.clients import Consumer
+from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.runtime import deterministic_scheduling, quiet_gc
 from minibroker.scenario.model import Scenario
 from minibroker.scenario.run import RunResult, ScenarioRunner

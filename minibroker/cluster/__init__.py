@@ -1,23 +1,5 @@
-"""Layer 4: replicated partitions end to end: brokers, logs, HW/LEO, ISR, DelayedProduce and DelayedFetch."""
+"""Deprecated name of the emulated cluster harness, kept for one release: import ``minibroker.sim``."""
 
-from minibroker.cluster.client import ClientRequest, Consumer, Producer
-from minibroker.cluster.cluster import Cluster, TopicSpec, open_cluster
-from minibroker.cluster.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
-from minibroker.cluster.errors import Errors
-from minibroker.cluster.messages import ProduceData, TopicPartition
+from minibroker._moved import moved_package
 
-__all__ = [
-    "BrokerConfig",
-    "ClientRequest",
-    "Cluster",
-    "ConfigError",
-    "Consumer",
-    "ConsumerConfig",
-    "Errors",
-    "ProduceData",
-    "Producer",
-    "ProducerConfig",
-    "TopicPartition",
-    "TopicSpec",
-    "open_cluster",
-]
+__all__, __getattr__ = moved_package(__name__, "minibroker.sim", "the cluster harness")

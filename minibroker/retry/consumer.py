@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 import trio
 
-from minibroker.cluster.messages import ProduceData, TopicPartition
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.retry import headers as h
 from minibroker.retry.policy import RetryPolicy, dlt_topic, retry_topic
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from minibroker.recordbatch import build_batch, records
+from minibroker.common.record_batch import build_batch, records
 
 #: header names (bytes values, integers in decimal)
 ORIGINAL_TOPIC = "retry.original.topic"

@@ -16,17 +16,17 @@ import attrs
 import trio
 import trio.testing
 
-from minibroker.cluster import TopicPartition
-from minibroker.delay import MESSAGE_ID, DelayConfig, DelayServices, Delivery
-from minibroker.delay.headers import records
-from minibroker.delay.view import DelaysView, LevelPartitionView, WheelCopyView
-from minibroker.delay.wheel_service import WheelConfig, WheelGroup
+from minibroker.common.messages import TopicPartition
+from minibroker.delayed_messages import MESSAGE_ID, DelayConfig, DelayServices, Delivery
+from minibroker.delayed_messages.headers import records
+from minibroker.delayed_messages.view import DelaysView, LevelPartitionView, WheelCopyView
+from minibroker.delayed_messages.wheel_service import WheelConfig, WheelGroup
 from minibroker.scenario.expect import ExpectationResult, _compare
 from minibroker.scenario.model import DelayHeld, Delivered, WheelFigures
 
 if TYPE_CHECKING:
-    from minibroker.cluster import Cluster
     from minibroker.scenario.model import Scenario
+    from minibroker.sim.cluster import Cluster
 
 
 @attrs.define

@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.client import ClientRequest
-from minibroker.cluster.snapshot import ClusterView
+from minibroker.clients import ClientRequest
 from minibroker.scenario.model import Count, Event, PartitionState, PurgatoryFigures, RequestOutcome
+from minibroker.sim.snapshot import ClusterView
 
 
 @attrs.frozen

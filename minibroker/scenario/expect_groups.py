@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from minibroker.cluster import Cluster
-from minibroker.cluster.coordinator import OFFSETS_TOPIC, consumer_protocol
+from minibroker.coordinator.group import OFFSETS_TOPIC, consumer_protocol
 from minibroker.scenario.expect import ExpectationResult, _compare
 from minibroker.scenario.model import GroupState, MemberErrors
+from minibroker.sim.cluster import Cluster
 
 
 def check_group(expectation: GroupState, cluster: Cluster) -> ExpectationResult:

@@ -1,7 +1,7 @@
 """The scenario model: what a TOML scenario says, as frozen attrs classes.
 
 A scenario is a cluster, topics, clients, a timeline of steps at virtual
-milliseconds, and expectations. ``load`` builds these from TOML and rejects
+milliseconds, and expectations. ``loader`` builds these from TOML and rejects
 anything it cannot make sense of; ``run.py`` plays them; ``expect.py`` checks
 the expectations. See docs/scenarios.md for the format.
 """
@@ -17,10 +17,10 @@ Node = int | str  # a broker id, or a client id
 
 # --- setup -------------------------------------------------------------------------------------
 def _within_limits(instance: Any, attribute: attrs.Attribute, settings: dict[str, Any]) -> None:
-    """Kafka-named settings stay within load/limits.py's bounds, however the model is made or
+    """Kafka-named settings stay within loader/limits.py's bounds, however the model is made or
     evolved (a sweep overrides settings with attrs.evolve); ConfigError, like the config classes."""
-    from minibroker.cluster.config import ConfigError
-    from minibroker.scenario.load.limits import setting_problem
+    from minibroker.broker.config import ConfigError
+    from minibroker.scenario.loader.limits import setting_problem
 
     for name, value in settings.items():
         problem = setting_problem(name, value)
@@ -104,7 +104,7 @@ class Produce(Step):
     records: int = 1
     bytes: int = 100
     id: str | None = None
-    #: a delayed send (``minibroker.delay``), through ``delay_via`` ("levels" or "wheel")
+    #: a delayed send (``minibroker.delayed_messages``), through ``delay_via`` ("levels" or "wheel")
     delay_ms: int | None = None
     delay_via: str | None = None
 

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from minibroker.cluster import TopicPartition
+from minibroker.common.messages import TopicPartition
 from minibroker.retry import RetryPolicy, WheelScheduler, dlt_topic, retry_topic
 from minibroker.retry.consumer import RetryingConsumer
 from minibroker.retry.handler import FailRule, ScriptedHandler, error_class
 from minibroker.retry.redis_server import RedisServer, RedisUnavailable, connect
 from minibroker.scenario.expect import ExpectationResult, _compare
-from minibroker.scenario.load.document import ScenarioError
+from minibroker.scenario.loader.document import ScenarioError
 
 if TYPE_CHECKING:
-    from minibroker.cluster import Cluster
     from minibroker.scenario.model import RetryCounts, RetrySpec, Scenario
+    from minibroker.sim.cluster import Cluster
 
 #: the retrying consumer's client id (its partitions' clients are ``retry-<topic>-<p>``)
 CLIENT = "retry"

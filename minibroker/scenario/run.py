@@ -25,9 +25,8 @@ import attrs
 import trio
 import trio.testing
 
-from minibroker.cluster import ClientRequest, Cluster, ProduceData, TopicPartition, TopicSpec, open_cluster
-from minibroker.cluster.client import Consumer, Producer
-from minibroker.cluster.snapshot import ClusterView
+from minibroker.clients import ClientRequest, Consumer, Producer
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
 from minibroker.scenario.delay_run import Delays, check_delivered, check_held, check_wheel
@@ -58,6 +57,8 @@ from minibroker.scenario.model import (
     WheelFigures,
 )
 from minibroker.scenario.retry_run import Retries, check_retry
+from minibroker.sim.cluster import Cluster, TopicSpec, open_cluster
+from minibroker.sim.snapshot import ClusterView
 from minibroker.trace import NULL_TRACER, RecordingTracer
 from minibroker.trace import Event as TraceEvent
 

@@ -21,12 +21,12 @@ from typing import Any
 
 import trio
 
-from minibroker.cluster import BrokerConfig
+from minibroker.broker.config import BrokerConfig
+from minibroker.common.topic_names import topic_error
 from minibroker.scenario import load_scenario
 from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
-from minibroker.testing.control import Control
-from minibroker.wire.serve import for_serving, open_served
-from minibroker.wire.topics import topic_error
+from minibroker.server.control import Control
+from minibroker.server.serve import for_serving, open_served
 
 #: how long ``start`` waits for the listeners, and ``stop`` for the thread
 START_TIMEOUT_S = 30.0

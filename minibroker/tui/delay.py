@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from minibroker.delay.view import DelaysView
+from minibroker.delayed_messages.view import DelaysView
 
 
 def _table(title: str, columns: tuple[str, ...]) -> Table:

@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from minibroker.cluster.snapshot import ReplicaView
+from minibroker.sim.snapshot import ReplicaView
 from minibroker.tui.delay import delay_panel
 from minibroker.tui.describe import describe_event
 from minibroker.tui.retry import retry_panel

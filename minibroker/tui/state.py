@@ -15,12 +15,12 @@ from typing import Any
 
 import attrs
 
-from minibroker.cluster.snapshot import ClusterView
-from minibroker.delay.view import DelaysView
+from minibroker.delayed_messages.view import DelaysView
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.scenario import expect as checks
 from minibroker.scenario.model import Event, Fetch, Produce, RequestOutcome
 from minibroker.scenario.retry_run import RetryView
+from minibroker.sim.snapshot import ClusterView
 from minibroker.tui.describe import describe_expectation
 
 #: the wall-clock length a scenario is slowed (or sped) to by default, in seconds
@@ -107,7 +107,7 @@ class Frame:
     completed: dict[tuple[int, str, str], int]
     expectations: tuple[ExpectationLine, ...]
     status: Status
-    #: delayed messages (minibroker.delay), when the scenario has them
+    #: delayed messages (minibroker.delayed_messages), when the scenario has them
     delays: DelaysView | None = None
     #: the retrying consumer (minibroker.retry), when the scenario has a [retry] section
     retries: RetryView | None = None

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the broker settings that let a killed member's partitions move on within seconds; the initial
 #: rebalance delay stays Kafka's 3000 ms: with 0, kafka-python 3.0.12's group leader can compute its
 #: assignment before its metadata names the subscribed topics and then keep an empty assignment
-#: (see tests/wire/test_groups.py), which is what an occasional "read nothing in 90 s" here was
+#: (see tests/server/test_groups.py), which is what an occasional "read nothing in 90 s" here was
 GROUP_CONFIG = {"group.min.session.timeout.ms": 1000, "group.initial.rebalance.delay.ms": 3000}
 #: generous: 2 cores shared by several test runs
 WAIT_S = 90.0

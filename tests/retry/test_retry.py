@@ -8,11 +8,11 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibroker.cluster import TopicSpec, open_cluster
-from minibroker.cluster.messages import ProduceData, TopicPartition
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.retry import RetryPolicy, WheelScheduler, dlt_topic, retry_topic
 from minibroker.retry import headers as h
 from minibroker.retry.consumer import RetryingConsumer
+from minibroker.sim import TopicSpec, open_cluster
 
 
 def test_policy_backoff_and_naming():

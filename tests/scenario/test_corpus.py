@@ -20,8 +20,8 @@ import pytest
 
 from minibroker.cli import main
 from minibroker.scenario import load_scenario
-from minibroker.scenario.load.budget import projected_events
-from minibroker.scenario.load.limits import MAX_PROBLEMS
+from minibroker.scenario.loader.budget import projected_events
+from minibroker.scenario.loader.limits import MAX_PROBLEMS
 from tests.scenario.corpus import corpus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minibroker.scenario import parse_scenario
-from minibroker.scenario.load import ScenarioError
+from minibroker.scenario.loader import ScenarioError
 
 HEAD = """
 [scenario]

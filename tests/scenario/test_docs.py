@@ -21,8 +21,8 @@ def test_documented_example_runs():
 
 
 def test_the_documented_limits_are_the_loaders():
-    from minibroker.scenario.load.document import MAX_DOCUMENT_BYTES, MAX_NESTING
-    from minibroker.scenario.load.limits import (
+    from minibroker.scenario.loader.document import MAX_DOCUMENT_BYTES, MAX_NESTING
+    from minibroker.scenario.loader.limits import (
         MAX_BATCH,
         MAX_BROKERS,
         MAX_EVENTS,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from minibroker.cli import main
 from minibroker.scenario import ScenarioError, parse_scenario
-from minibroker.scenario.load.limits import MAX_PROBLEMS
+from minibroker.scenario.loader.limits import MAX_PROBLEMS
 from tests.scenario.corpus import DOCUMENTS, dump, paths
 
 ODD_VALUES = st.one_of(

@@ -6,7 +6,7 @@ import pytest
 
 from minibroker.commands import bundled_scenarios
 from minibroker.scenario import load_scenario, run_scenario
-from minibroker.scenario.load.events import COMMON, KINDS
+from minibroker.scenario.loader.events import COMMON, KINDS
 
 SCENARIOS = bundled_scenarios(Path(__file__).resolve().parents[2] / "scenarios")
 REQUIRED = {
@@ -54,4 +54,4 @@ def test_scenario_expectations_hold(path):
     failed = [f"{r.where}: expected {r.expected}; seen {r.seen}" for r in result.results if not r.passed]
     assert not failed, failed
     assert len(result.results) == len(scenario.expectations) > 0
-    assert not unknown, f"add these to minibroker/scenario/load/events.py: {sorted(unknown)}"
+    assert not unknown, f"add these to minibroker/scenario/loader/events.py: {sorted(unknown)}"

@@ -14,7 +14,7 @@ import pytest
 
 from minibroker.cli import main
 from minibroker.scenario import ScenarioError, parse_scenario
-from minibroker.scenario.load.limits import MAX_PROBLEMS
+from minibroker.scenario.loader.limits import MAX_PROBLEMS
 from tests.scenario.test_load_errors import BASE  # the producer says acks = "all" on line 12
 
 CONFIG = 'brokers = 3\nconfig = { "%s" = %s }'
@@ -228,7 +228,7 @@ def test_the_timer_refuses_a_wheel_of_one_bucket():
 def test_the_model_keeps_settings_within_limits_however_it_is_made():
     import attrs
 
-    from minibroker.cluster.config import ConfigError
+    from minibroker.broker.config import ConfigError
     from minibroker.scenario.model import ClusterSpec
 
     with pytest.raises(
@@ -242,7 +242,7 @@ def test_the_model_keeps_settings_within_limits_however_it_is_made():
 
 
 def test_a_sweep_cannot_override_a_setting_past_its_limit(tmp_path):
-    from minibroker.pipeline.sweepfile import load_sweep
+    from minibroker.analytics.sweepfile import load_sweep
 
     path = tmp_path / "sweep.toml"
     scenario = Path(__file__).resolve().parents[2] / "scenarios" / "acks_all.toml"

@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from minibroker.scenario import load_scenario, parse_scenario, run_scenario
-from minibroker.scenario.load import ScenarioError
+from minibroker.scenario.loader import ScenarioError
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 HEAD = """[scenario]

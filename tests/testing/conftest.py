@@ -1,3 +1,3 @@
-"""kafka-python's schemas load quietly here too (see tests/wire/conftest.py)."""
+"""kafka-python's schemas load quietly here too (see tests/server/conftest.py)."""
 
-import tests.wire.conftest  # noqa: F401
+import tests.server.conftest  # noqa: F401

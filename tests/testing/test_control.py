@@ -12,11 +12,11 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from minibroker.cluster import ConfigError
+from minibroker.broker.config import ConfigError
 from minibroker.testing import MiniCluster, mini_cluster
+from tests.server.conftest import RawClient
+from tests.server.test_idempotence import idempotent_batch
 from tests.testing.test_examples import wait_until
-from tests.wire.conftest import RawClient
-from tests.wire.test_idempotence import idempotent_batch
 
 
 def produce(

@@ -1,6 +1,6 @@
 """tools/docs_pictures.py: every picture in docs/ is one it draws, and the snapshot pictures are what
 ``minibroker snapshot`` draws today, byte for byte (the Spark-drawn ones:
-tests/pipeline/test_docs_pictures.py).
+tests/analytics/test_docs_pictures.py).
 
 The snapshots are drawn in virtual time: rich's SVG export has fixed ids and no timestamp, and the PNGs
 are that SVG rasterised by cairosvg, which writes no date either; two runs give the same bytes. The

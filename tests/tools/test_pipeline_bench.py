@@ -86,9 +86,9 @@ def test_a_commit_is_resolved_and_its_files_written(tmp_path):
     assert commit == head.stdout.strip() and len(commit) == 40
     tree = bench_baseline.checkout(commit, ROOT, tmp_path / "tree")
     committed = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{commit}:minibroker/pipeline/analyze.py"], capture_output=True
+        ["git", "-C", str(ROOT), "show", f"{commit}:minibroker/analytics/analyze.py"], capture_output=True
     ).stdout
-    assert (tree / "minibroker" / "pipeline" / "analyze.py").read_bytes() == committed
+    assert (tree / "minibroker" / "analytics" / "analyze.py").read_bytes() == committed
     with pytest.raises(bench_baseline.BaselineError) as error:
         bench_baseline.resolve("no-such-rev", ROOT)
     assert str(error.value) == f"--baseline no-such-rev: not a commit of the git checkout at {ROOT}"
@@ -117,7 +117,7 @@ def test_pairs_must_be_in_range(tmp_path):
 @needs_git
 def test_the_bench_times_a_baseline_commit_against_this_tree(tmp_path):
     pytest.importorskip("duckdb")
-    from tests.pipeline.conftest import require_java
+    from tests.analytics.conftest import require_java
 
     pytest.importorskip("pyspark")
     require_java()

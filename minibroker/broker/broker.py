@@ -1,0 +1,217 @@
+"""Broker: a node on the network that hosts a ReplicaManager, and can crash and restart.
+
+The broker's logs outlive a crash (they are on disk); everything else does
+not: on ``crash`` its tasks are cancelled, its purgatories and their waiting
+requests vanish (requesters see their connection reset), and it drops off the
+network. ``start`` builds a fresh ReplicaManager over the same logs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.log import Log
+from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.common.messages import (
+    DeleteRecordsRequest,
+    FetchRequest,
+    LeaderAndIsr,
+    MetadataCatchUp,
+    ProduceRequest,
+    TopicPartition,
+)
+from minibroker.controller.broker_registrations import BrokerRegistrations
+from minibroker.coordinator.group import GroupCoordinator
+from minibroker.coordinator.group.messages import GroupRequest
+from minibroker.runtime import MsClock
+from minibroker.sim.network import Network
+from minibroker.sim.snapshot import BrokerView, PurgatoryView
+from minibroker.trace import NULL_TRACER, Tracer
+
+
+class Broker:
+    """Broker ``broker_id``: routes requests to its ReplicaManager while it is up."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: BrokerConfig,
+        clock: MsClock,
+        network: Network,
+        known: Callable[[TopicPartition], bool],
+        tracer: Tracer = NULL_TRACER,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.clock = clock
+        self.network = network
+        self.known = known
+        self.tracer = tracer
+        self.logs: dict[TopicPartition, Log] = {}
+        self.replica_manager: ReplicaManager | None = None
+        self._scope: trio.CancelScope | None = None
+        self.starts = 0
+        #: purgatory totals of earlier lives (a crash forgets the purgatories, not what they did)
+        self.retired: dict[str, dict[str, int]] = {}
+        self._request_numbers = itertools.count(1)
+        #: the group coordinator of the current life (None while down)
+        self.coordinator: GroupCoordinator | None = None
+        #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
+        self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
+        #: a topic's config overrides (the cluster points this at its topics)
+        self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
+        #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
+        self._watchers: list[Callable[[], None]] = []
+        network.register(broker_id, self)
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change()`` whenever the broker starts or stops (read ``alive`` for which)."""
+        self._watchers.append(on_change)
+
+    def _notify(self) -> None:
+        for on_change in list(self._watchers):
+            on_change()
+
+    @property
+    def alive(self) -> bool:
+        return self.replica_manager is not None
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Start (or restart) the broker's tasks in ``nursery``."""
+        if self.alive:
+            raise RuntimeError(f"broker {self.broker_id} is already running")
+        manager = ReplicaManager(
+            self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
+        )
+        manager.request_numbers = self._request_numbers
+        self.contain_errors(manager)
+        manager.topic_overrides = self.topic_overrides
+        self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
+        manager.leadership_listeners.append(self.coordinator.on_leadership)
+        if self.tracer.enabled:
+            manager.timer.tracer = self.tracer
+            manager.timer.trace_context = {"broker": self.broker_id}
+        self.replica_manager = manager
+        self.starts += 1
+        manager.broker_epoch = self.starts
+        self.network.set_up(self.broker_id, True)
+        scope = trio.CancelScope()
+        self._scope = scope
+
+        async def main(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await manager.run(task_status=task_status)
+
+        await nursery.start(main)
+        self._notify()
+
+    def contain_errors(self, manager: ReplicaManager | None = None) -> None:
+        """Hand exceptions from the reaper's tasks to ``network.on_error`` (when set), as the network does."""
+        manager = manager or self.replica_manager
+        report = self.network.on_error
+        if manager is not None and report is not None:
+            manager.reaper.executor.on_error = lambda error: report(error, None)
+
+    def crash(self) -> None:
+        """Stop at once: waiting requests are lost, connections reset, the logs stay."""
+        if not self.alive:
+            return
+        for name, totals in self.purgatory_totals().items():
+            self.retired[name] = totals
+        self.network.set_up(self.broker_id, False)
+        if self._scope is not None:
+            self._scope.cancel()
+        self.replica_manager = None
+        self.coordinator = None
+        self._scope = None
+        self._notify()
+
+    def deliver(self, src: Any, message: Any, respond: Callable[[Any], None] | None) -> None:
+        manager = self.replica_manager
+        if manager is None:
+            return
+        if isinstance(message, ProduceRequest):
+            manager.append_records(message, respond)
+        elif isinstance(message, FetchRequest):
+            assert respond is not None
+            manager.fetch_messages(message, respond)
+        elif isinstance(message, DeleteRecordsRequest):
+            assert respond is not None
+            manager.delete_records(message, respond)
+        elif isinstance(message, LeaderAndIsr):
+            manager.apply_leader_and_isr(message)
+        elif isinstance(message, GroupRequest) and self.coordinator is not None:
+            assert respond is not None
+            self.coordinator.handle(message, respond)
+        elif isinstance(message, BrokerRegistrations):
+            manager.apply_registrations(message)
+        elif isinstance(message, MetadataCatchUp):
+            for state in message.states:
+                known = manager.partitions.get(state.tp)
+                have = (known.leader_id, known.leader_epoch, known.partition_epoch) if known else None
+                if have != (state.leader, state.leader_epoch, state.partition_epoch):
+                    manager.apply_leader_and_isr(state)
+        else:
+            raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
+
+    def purgatory_totals(self) -> dict[str, dict[str, int]]:
+        """Completions, expirations, purges and purged per purgatory, over every life of the broker."""
+        totals = {name: dict(values) for name, values in self.retired.items()}
+        manager = self.replica_manager
+        if manager is not None:
+            for purgatory in manager.purgatories:
+                into = totals.setdefault(
+                    purgatory.name, {"completions": 0, "expirations": 0, "purges": 0, "purged": 0}
+                )
+                into["completions"] = into.get("completions", 0) + purgatory.completions
+                into["expirations"] = into.get("expirations", 0) + purgatory.expirations
+                into["purges"] = into.get("purges", 0) + purgatory.purges
+                into["purged"] = into.get("purged", 0) + purgatory.purged
+        return totals
+
+    def snapshot(self) -> BrokerView:
+        """The broker's timer, purgatory figures and fetcher state (empty while it is down)."""
+        manager = self.replica_manager
+        if manager is None:
+            return BrokerView(self.broker_id, False, None, (), False)
+        purgatories = tuple(
+            PurgatoryView(
+                p.name,
+                p.watched(),
+                p.num_delayed(),
+                len(p.watched_keys()),
+                p.completions,
+                p.expirations,
+                p.estimated_total,
+                p.purges,
+                p.purged,
+                p.last_purge,
+            )
+            for p in manager.purgatories
+        )
+        coordinator = self.coordinator.snapshot() if self.coordinator is not None else None
+        if coordinator is not None and not (coordinator.partitions or coordinator.loading):
+            coordinator = None  # no __consumer_offsets partition led here: nothing to show
+        return BrokerView(
+            self.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused, coordinator
+        )
+
+    def set_config(self, config: BrokerConfig) -> None:
+        """Apply new settings; partitions pick up min ISR and lag at once, the rest on restart."""
+        self.config = config
+        manager = self.replica_manager
+        if manager is None:
+            return
+        manager.config = config
+        manager.produce_purgatory.purge_interval = config.producer_purge_interval
+        manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
+        manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
+        for tp, partition in manager.partitions.items():
+            partition.min_insync_replicas = manager.min_isr_for(tp.topic)
+            partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms
+            partition.freeze_hw_under_min_isr = config.freeze_hw_under_min_isr

@@ -1,0 +1,187 @@
+"""Broker and client configuration by Kafka's names, with Kafka's defaults.
+
+``BrokerConfig.from_kafka({"min.insync.replicas": 2, ...})`` maps Kafka names to
+fields; an unknown name or a value of the wrong type raises ``ConfigError``
+naming the key and the expected form. Settings that Kafka does not have are
+prefixed ``minibroker.``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that minibroker cannot accept."""
+
+
+def _kafka_name(field: attrs.Attribute) -> str:
+    return field.metadata["kafka"]
+
+
+def _int_field(kafka: str, default: int, minimum: int = 0) -> Any:
+    return attrs.field(default=default, metadata={"kafka": kafka, "type": int, "min": minimum})
+
+
+def _bool_field(kafka: str, default: bool) -> Any:
+    return attrs.field(default=default, metadata={"kafka": kafka, "type": bool})
+
+
+def _str_field(kafka: str, default: str, choices: tuple[str, ...]) -> Any:
+    return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": choices})
+
+
+def _text_field(kafka: str, default: str) -> Any:
+    """A free-form string setting (a group id, an instance id)."""
+    return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": None})
+
+
+class _KafkaNamed:
+    """Mixin: build from and show as Kafka-named settings."""
+
+    @classmethod
+    def kafka_names(cls) -> dict[str, str]:
+        """Kafka name -> field name."""
+        return {_kafka_name(f): f.name for f in attrs.fields(cls)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_kafka(cls, settings: Mapping[str, Any], where: str = "config") -> Any:
+        names = cls.kafka_names()
+        values: dict[str, Any] = {}
+        fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
+        for key, value in settings.items():
+            if key not in names:
+                raise ConfigError(
+                    f"{where}: unknown setting {key!r}; expected one of: {', '.join(sorted(names))}"
+                )
+            field = fields[names[key]]
+            values[field.name] = check_value(field, value, f"{where}.{key}")
+        return cls(**values)
+
+    def with_kafka(self, settings: Mapping[str, Any], where: str = "config") -> Any:
+        """A copy with some Kafka-named settings changed."""
+        base = self.to_kafka()
+        base.update(settings)
+        return type(self).from_kafka(base, where)
+
+    def to_kafka(self) -> dict[str, Any]:
+        return {_kafka_name(f): getattr(self, f.name) for f in attrs.fields(type(self))}
+
+
+def check_value(field: attrs.Attribute, value: Any, where: str) -> Any:
+    """Validate one value against a field's metadata; return it or raise ConfigError."""
+    kind = field.metadata["type"]
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+        if value < field.metadata["min"]:
+            raise ConfigError(f"{where}: expected a number >= {field.metadata['min']}, got {value}")
+        return value
+    choices = field.metadata["choices"]
+    if choices is None:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    if value not in choices:
+        raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+@attrs.define(frozen=True)
+class BrokerConfig(_KafkaNamed):
+    """Per-broker settings (Kafka's names in ``metadata['kafka']``)."""
+
+    replica_lag_time_max_ms: int = _int_field("replica.lag.time.max.ms", 30_000, 1)
+    min_insync_replicas: int = _int_field("min.insync.replicas", 1, 1)
+    replica_fetch_wait_max_ms: int = _int_field("replica.fetch.wait.max.ms", 500)
+    replica_fetch_min_bytes: int = _int_field("replica.fetch.min.bytes", 1)
+    replica_fetch_max_bytes: int = _int_field("replica.fetch.max.bytes", 1_048_576, 1)
+    replica_fetch_backoff_ms: int = _int_field("replica.fetch.backoff.ms", 1000)
+    replica_socket_timeout_ms: int = _int_field("replica.socket.timeout.ms", 30_000, 1)
+    unclean_leader_election_enable: bool = _bool_field("unclean.leader.election.enable", False)
+    producer_purge_interval: int = _int_field("producer.purgatory.purge.interval.requests", 1000)
+    fetch_purge_interval: int = _int_field("fetch.purgatory.purge.interval.requests", 1000)
+    delete_records_purge_interval: int = _int_field("delete.records.purgatory.purge.interval.requests", 1)
+    log_segment_bytes: int = _int_field("log.segment.bytes", 1_073_741_824, 1)
+    timer_tick_ms: int = _int_field("minibroker.timer.tick.ms", 1, 1)
+    timer_wheel_size: int = _int_field("minibroker.timer.wheel.size", 20, 1)
+    timer_kind: str = _str_field("minibroker.timer.kind", "kafka", ("kafka", "heap", "hashed"))
+    reaper_poll_ms: int = _int_field("minibroker.reaper.poll.ms", 200, 1)
+    #: Kafka >= 3.7 (KAFKA-15583) holds the HW while the ISR is below min ISR; false replays older Kafka
+    freeze_hw_under_min_isr: bool = _bool_field("minibroker.hw.freeze.under.min.isr", True)
+    #: topics a client names in Metadata (or produces to) are created on first use, like Kafka's default
+    auto_create_topics_enable: bool = _bool_field("auto.create.topics.enable", True)
+    #: partitions and replication factor of an auto-created topic
+    num_partitions: int = _int_field("num.partitions", 1, 1)
+    default_replication_factor: int = _int_field("default.replication.factor", 1, 1)
+    #: the most topics Metadata requests may auto-create in the cluster's life (Kafka has no bound)
+    auto_create_topics_max: int = _int_field("minibroker.auto.create.topics.max", 1000)
+    #: the largest request frame a wire connection accepts (a bigger one closes the connection)
+    socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
+    #: fetch sessions (KIP-227) a broker keeps for wire clients; 0 disables incremental fetches
+    max_incremental_fetch_session_cache_slots: int = _int_field(
+        "max.incremental.fetch.session.cache.slots", 1000
+    )
+    #: the group coordinator (minibroker.coordinator.group): its internal topic, timers and limits
+    offsets_topic_num_partitions: int = _int_field("offsets.topic.num.partitions", 50, 1)
+    #: used as min(this, brokers) (Kafka refuses to create the topic with fewer live brokers)
+    offsets_topic_replication_factor: int = _int_field("offsets.topic.replication.factor", 3, 1)
+    offsets_commit_timeout_ms: int = _int_field("offsets.commit.timeout.ms", 5000, 1)
+    offsets_retention_minutes: int = _int_field("offsets.retention.minutes", 10080, 1)
+    offsets_retention_check_interval_ms: int = _int_field("offsets.retention.check.interval.ms", 600_000, 1)
+    offset_metadata_max_bytes: int = _int_field("offset.metadata.max.bytes", 4096)
+    group_initial_rebalance_delay_ms: int = _int_field("group.initial.rebalance.delay.ms", 3000)
+    group_min_session_timeout_ms: int = _int_field("group.min.session.timeout.ms", 6000)
+    group_max_session_timeout_ms: int = _int_field("group.max.session.timeout.ms", 1_800_000)
+    group_max_size: int = _int_field("group.max.size", 2_147_483_647, 1)
+    #: virtual time to read one record of a __consumer_offsets partition when a broker becomes its
+    #: coordinator (COORDINATOR_LOAD_IN_PROGRESS meanwhile); 0 loads at once
+    coordinator_load_ms_per_record: int = _int_field("minibroker.coordinator.load.ms.per.record", 1)
+
+    @property
+    def isr_expiration_period_ms(self) -> int:
+        """ReplicaManager schedules the ISR shrink check every lag / 2 (at least 1 ms)."""
+        return max(1, self.replica_lag_time_max_ms // 2)
+
+
+@attrs.define(frozen=True)
+class ProducerConfig(_KafkaNamed):
+    """A producer's settings. ``acks`` is a number here: -1 (all), 0 or 1."""
+
+    acks: int = attrs.field(default=-1, metadata={"kafka": "acks", "type": int, "min": -(2**31)})
+    request_timeout_ms: int = _int_field("request.timeout.ms", 30_000)
+    response_grace_ms: int = _int_field("minibroker.response.grace.ms", 1000)
+
+
+@attrs.define(frozen=True)
+class ConsumerConfig(_KafkaNamed):
+    """A consumer's settings."""
+
+    fetch_min_bytes: int = _int_field("fetch.min.bytes", 1)
+    fetch_max_wait_ms: int = _int_field("fetch.max.wait.ms", 500)
+    fetch_max_bytes: int = _int_field("fetch.max.bytes", 52_428_800, 1)
+    max_partition_fetch_bytes: int = _int_field("max.partition.fetch.bytes", 1_048_576, 1)
+    request_timeout_ms: int = _int_field("request.timeout.ms", 30_000)
+    isolation_level: str = _str_field(
+        "isolation.level", "read_uncommitted", ("read_uncommitted", "read_committed")
+    )
+    response_grace_ms: int = _int_field("minibroker.response.grace.ms", 1000)
+    #: group membership (minibroker.clients.consumer_coordinator): used once the consumer subscribes
+    group_id: str = _text_field("group.id", "")
+    group_instance_id: str = _text_field("group.instance.id", "")
+    session_timeout_ms: int = _int_field("session.timeout.ms", 45_000, 1)
+    heartbeat_interval_ms: int = _int_field("heartbeat.interval.ms", 3000, 1)
+    max_poll_interval_ms: int = _int_field("max.poll.interval.ms", 300_000, 1)
+    partition_assignment_strategy: str = _str_field(
+        "partition.assignment.strategy", "range", ("range", "roundrobin")
+    )
+    enable_auto_commit: bool = _bool_field("enable.auto.commit", True)
+    auto_commit_interval_ms: int = _int_field("auto.commit.interval.ms", 5000, 1)
+    auto_offset_reset: str = _str_field("auto.offset.reset", "latest", ("earliest", "latest", "none"))

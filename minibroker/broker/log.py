@@ -1,0 +1,319 @@
+"""Log: one replica's copy of a partition, as record batches in segments.
+
+Offsets are dense: a batch of ``count`` records starting at ``base_offset``
+occupies ``[base_offset, base_offset + count)``. Segments roll when the active
+one would exceed ``segment_bytes``; a position is (segment base offset, byte
+position in segment), Kafka's ``LogOffsetMetadata``, which is what DelayedFetch
+compares to tell "same segment" from "older segment".
+
+- log start offset: the first offset still held (0 until DeleteRecords, or the leader's
+  log start offset replicated to a follower, moves it up; never above the HW on a leader);
+- log end offset (LEO): the next offset to be written;
+- high watermark (HW): the first offset not yet known to be replicated to the
+  ISR; consumers read below it. ``0 <= HW <= LEO`` always.
+
+Each log keeps its producers' last batches (``producer_state``), updated on every
+append and rebuilt on truncation, so every replica can deduplicate once it leads.
+
+The leader epoch cache records the first offset of each leader epoch (Kafka's
+``LeaderEpochFileCache``), so a follower can find where its log diverges.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+import attrs
+
+from minibroker.broker.producer_state import ProducerBatch, ProducerStateManager
+
+
+@attrs.frozen(slots=True)
+class RecordBatch:
+    """``count`` records written by the leader of ``leader_epoch``; ``size`` bytes on disk.
+
+    ``raw`` holds the producer's record batch bytes (Kafka's v2 format) when the records came
+    over the wire; replication copies this object, so every replica holds the same bytes.
+    ``producers``: the idempotent producer fields of its v2 batches (none for plain batches).
+    """
+
+    base_offset: int
+    count: int
+    size: int
+    leader_epoch: int
+    append_time_ms: int = 0
+    values: tuple[bytes, ...] | None = None
+    raw: bytes | None = attrs.field(default=None, repr=False)
+    producers: tuple[ProducerBatch, ...] = attrs.field(default=(), repr=False)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.count - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.count
+
+
+@attrs.frozen(slots=True, order=True)
+class LogOffsetMetadata:
+    """An offset and, when known, where it lies: segment base offset and byte position.
+
+    ``segment_base_offset`` is -1 when only the message offset is known (Kafka's
+    UNKNOWN_OFFSET_METADATA); such a position is on no segment.
+    """
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position: int = 0
+
+    @property
+    def message_offset_only(self) -> bool:
+        return self.segment_base_offset < 0
+
+    def on_older_segment(self, other: LogOffsetMetadata) -> bool:
+        """True when this position lies on an earlier segment than ``other``."""
+        if self.message_offset_only or other.message_offset_only:
+            return False
+        return self.segment_base_offset < other.segment_base_offset
+
+    def on_same_segment(self, other: LogOffsetMetadata) -> bool:
+        if self.message_offset_only or other.message_offset_only:
+            return False
+        return self.segment_base_offset == other.segment_base_offset
+
+    def position_diff(self, other: LogOffsetMetadata) -> int:
+        """Bytes from ``other`` to this position, both on the same segment."""
+        return self.relative_position - other.relative_position
+
+
+@attrs.define(slots=True)
+class Segment:
+    """Batches from ``base_offset`` on; ``size`` bytes so far."""
+
+    base_offset: int
+    batches: list[RecordBatch] = attrs.Factory(list)
+    bases: list[int] = attrs.Factory(list)  # base offset of each batch, for bisect
+    positions: list[int] = attrs.Factory(list)  # byte position of each batch
+    size: int = 0
+
+    def push(self, batch: RecordBatch) -> None:
+        self.bases.append(batch.base_offset)
+        self.positions.append(self.size)
+        self.batches.append(batch)
+        self.size += batch.size
+
+    def pop(self) -> RecordBatch:
+        batch = self.batches.pop()
+        self.bases.pop()
+        self.positions.pop()
+        self.size -= batch.size
+        return batch
+
+
+@attrs.frozen(slots=True)
+class FetchDataInfo:
+    """What a read returned: where it started and the batches (possibly none)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    batches: tuple[RecordBatch, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(batch.size for batch in self.batches)
+
+    @property
+    def records(self) -> int:
+        return sum(batch.count for batch in self.batches)
+
+
+class Log:
+    """A replica's log: segments of batches, LEO, HW, log start offset, leader epoch cache."""
+
+    def __init__(self, segment_bytes: int = 1_073_741_824) -> None:
+        if segment_bytes < 1:
+            raise ValueError("segment_bytes must be >= 1")
+        self.segment_bytes = segment_bytes
+        self.segments: list[Segment] = [Segment(0)]
+        self.segment_bases: list[int] = [0]
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.epochs: list[tuple[int, int]] = []  # (leader epoch, start offset), both increasing
+        self.producer_state = ProducerStateManager()
+
+    # --- writing ---------------------------------------------------------------------------
+    def append(self, batch: RecordBatch) -> None:
+        """Append a batch whose base offset is the LEO (leader and follower alike)."""
+        if batch.base_offset != self.log_end_offset:
+            raise ValueError(f"append at offset {batch.base_offset} but LEO is {self.log_end_offset}")
+        if batch.count < 1 or batch.size < 0:
+            raise ValueError("a batch holds at least one record and a non-negative size")
+        segment = self.segments[-1]
+        if segment.batches and segment.size + batch.size > self.segment_bytes:
+            segment = Segment(batch.base_offset)
+            self.segments.append(segment)
+            self.segment_bases.append(batch.base_offset)
+        segment.push(batch)
+        self.log_end_offset = batch.next_offset
+        if batch.producers:
+            self.producer_state.record(batch.base_offset, batch.producers)
+        if not self.epochs or batch.leader_epoch > self.epochs[-1][0]:
+            self.epochs.append((batch.leader_epoch, batch.base_offset))
+
+    def append_as_leader(
+        self,
+        count: int,
+        size: int,
+        leader_epoch: int,
+        now_ms: int,
+        values=None,
+        raw: bytes | None = None,
+        producers: tuple[ProducerBatch, ...] = (),
+    ) -> RecordBatch:
+        """Assign offsets from the LEO and append; return the batch written."""
+        batch = RecordBatch(self.log_end_offset, count, size, leader_epoch, now_ms, values, raw, producers)
+        self.append(batch)
+        return batch
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every record at ``offset`` or above; return how many records were removed.
+
+        Batches are atomic: truncating inside a batch drops the whole batch. The leader epoch
+        cache loses every epoch starting at or past the new end, even when no record goes:
+        a broker that led an epoch without writing to it holds an entry at its LEO that a
+        new leader's log does not have (Kafka's ``truncateTo`` does the same), and keeping
+        it would make every fetch find the log diverging again.
+        """
+        if offset >= self.log_end_offset:
+            self.epochs = [(epoch, start) for epoch, start in self.epochs if start < self.log_end_offset]
+            return 0
+        offset = max(offset, self.log_start_offset)
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop()
+            self.segment_bases.pop()
+        segment = self.segments[-1]
+        while segment.batches and segment.batches[-1].next_offset > offset:
+            offset = min(offset, segment.pop().base_offset)
+        removed = self.log_end_offset - offset
+        self.log_end_offset = offset
+        self.high_watermark = min(self.high_watermark, offset)
+        self.epochs = [(epoch, start) for epoch, start in self.epochs if start < offset]
+        if removed and len(self.producer_state):
+            self.producer_state.rebuild((b.base_offset, b.producers) for b in self.batches() if b.producers)
+        return removed
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to ``offset`` (never down); True if it moved.
+
+        Records below it are no longer readable; segments that lie wholly below it are
+        dropped (Kafka deletes them in the background; here at once). The caller checks
+        ``offset`` against the HW (a leader) or takes it from its leader (a follower).
+        """
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self.segments.pop(0)
+            self.segment_bases.pop(0)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and start empty at ``offset`` (a follower behind its leader's log start)."""
+        self.segments = [Segment(offset)]
+        self.segment_bases = [offset]
+        self.log_start_offset = offset
+        self.log_end_offset = offset
+        self.high_watermark = offset
+        self.epochs = []
+        self.producer_state.rebuild(())
+
+    # --- high watermark --------------------------------------------------------------------
+    def maybe_increment_high_watermark(self, candidate: int) -> bool:
+        """Raise the HW to ``candidate`` if higher; True if it rose. Above the LEO is an error."""
+        if candidate > self.log_end_offset:
+            raise ValueError(f"HW candidate {candidate} is above the LEO {self.log_end_offset}")
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+    def set_high_watermark(self, offset: int) -> None:
+        """Follower rule: the HW from the leader, capped at our own LEO."""
+        self.high_watermark = max(0, min(offset, self.log_end_offset))
+
+    # --- reading ---------------------------------------------------------------------------
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` lies: its segment and byte position (the end of the log included)."""
+        if offset >= self.log_end_offset:
+            segment = self.segments[-1]
+            return LogOffsetMetadata(offset, segment.base_offset, segment.size)
+        segment = self.segments[self._segment_index(offset)]
+        i = bisect.bisect_right(segment.bases, offset) - 1
+        return LogOffsetMetadata(offset, segment.base_offset, segment.positions[i] if i >= 0 else 0)
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self.segment_bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FetchDataInfo:
+        """Batches from ``offset`` up to ``max_offset`` (exclusive; default LEO), within ``max_bytes``.
+
+        The first batch is returned even if it alone exceeds ``max_bytes`` (KIP-74), so a
+        reader always progresses. A read starting inside a batch returns that whole batch.
+        """
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        start = self.offset_metadata(offset)
+        if offset >= limit:
+            return FetchDataInfo(start, ())
+        out: list[RecordBatch] = []
+        size = 0
+        first = self._segment_index(offset)
+        for segment in self.segments[first:]:
+            skip = (
+                max(0, bisect.bisect_right(segment.bases, offset) - 1)
+                if segment is self.segments[first]
+                else 0
+            )
+            for batch in segment.batches[skip:]:
+                if batch.next_offset <= offset:
+                    continue
+                if batch.next_offset > limit:
+                    return FetchDataInfo(start, tuple(out))
+                if out and size + batch.size > max_bytes:
+                    return FetchDataInfo(start, tuple(out))
+                out.append(batch)
+                size += batch.size
+        return FetchDataInfo(start, tuple(out))
+
+    def batches(self) -> list[RecordBatch]:
+        return [batch for segment in self.segments for batch in segment.batches]
+
+    # --- leader epochs ---------------------------------------------------------------------
+    def latest_epoch(self) -> int:
+        return self.epochs[-1][0] if self.epochs else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset); (-1, -1) if none."""
+        starts = [e for e, _ in self.epochs]
+        i = bisect.bisect_right(starts, epoch) - 1
+        if i < 0:
+            return -1, -1
+        found = self.epochs[i][0]
+        end = self.epochs[i + 1][1] if i + 1 < len(self.epochs) else self.log_end_offset
+        return found, end
+
+    def record_epoch_start(self, epoch: int) -> None:
+        """A new leader records its epoch starting at its LEO (even before writing to it)."""
+        if not self.epochs or epoch > self.epochs[-1][0]:
+            self.epochs.append((epoch, self.log_end_offset))
+
+    def __repr__(self) -> str:
+        return (
+            f"Log(start={self.log_start_offset}, hw={self.high_watermark}, leo={self.log_end_offset}, "
+            f"segments={len(self.segments)})"
+        )
+
+
+def total_size(batches: Sequence[RecordBatch]) -> int:
+    return sum(batch.size for batch in batches)

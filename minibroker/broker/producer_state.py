@@ -1,0 +1,191 @@
+"""Idempotent producers: one partition replica's producer state (Kafka's ProducerStateManager).
+
+Every batch an idempotent producer writes carries its producer id, epoch and the
+sequence number of its first record. Per producer id a replica keeps the epoch
+and the sequence ranges and offsets of the last ``BATCHES_TO_RETAIN`` (5) batches,
+which is what lets the leader answer a retried batch with its original offsets
+instead of appending it twice.
+
+The leader checks each batch of a Produce before appending (``check``), in
+Kafka's order:
+
+- a batch whose epoch and first/last sequence equal a retained batch of the
+  same producer is a duplicate: nothing is appended and the answer is that
+  batch's first offset (Kafka's ``findDuplicateBatch``);
+- an epoch below the producer's current one: INVALID_PRODUCER_EPOCH (Kafka has
+  sent this, not PRODUCER_FENCED, on every Produce version since 2.7, KIP-588);
+- a new epoch must start at sequence 0, unless the producer is unknown here
+  (Kafka 2.5+ accepts an unknown producer at any sequence, KIP-360);
+- the same epoch must continue at last sequence + 1 (wrapping after 2^31 - 1);
+  anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+Every replica, leader or follower, records the batches it appends (``record``),
+so a follower that becomes leader already knows the producers' last batches and
+deduplication survives a failover. A truncated log rebuilds its state from the
+batches it still holds (Kafka reloads from a snapshot and the log; we keep no
+snapshots, the log is in memory). Producer ids never expire here
+(``producer.id.expiration.ms`` is not modelled) and transactions are not.
+
+Invariant: ``entries[pid].batches`` holds at most ``BATCHES_TO_RETAIN`` batches of
+the entry's epoch, in append order.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable
+
+import attrs
+
+from minibroker.common.errors import Errors
+
+#: Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+BATCHES_TO_RETAIN = 5
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+_MAX_SEQUENCE = 2**31 - 1
+
+
+def last_sequence(first: int, last_offset_delta: int) -> int:
+    """The sequence of a batch's last record; sequences wrap from 2^31 - 1 to 0 (Kafka's rule)."""
+    if first > _MAX_SEQUENCE - last_offset_delta:
+        return last_offset_delta - (_MAX_SEQUENCE - first) - 1
+    return first + last_offset_delta
+
+
+@attrs.frozen(slots=True)
+class ProducerBatch:
+    """The producer fields of one v2 batch inside a ``RecordBatch``.
+
+    ``first_delta``/``last_delta``: its first and last record's offsets relative to the
+    ``RecordBatch``'s base offset (a Produce may carry several batches for one partition).
+    """
+
+    producer_id: int
+    epoch: int
+    first_seq: int
+    last_seq: int
+    first_delta: int = 0
+    last_delta: int = 0
+
+
+@attrs.frozen(slots=True)
+class BatchMetadata:
+    """A retained batch: its sequence range and where it was written."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@attrs.define(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: collections.deque[BatchMetadata] = attrs.Factory(
+        lambda: collections.deque(maxlen=BATCHES_TO_RETAIN)
+    )
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def find_duplicate(self, batch: ProducerBatch) -> BatchMetadata | None:
+        if batch.epoch != self.epoch:
+            return None
+        for kept in self.batches:
+            if kept.first_seq == batch.first_seq and kept.last_seq == batch.last_seq:
+                return kept
+        return None
+
+
+class ProducerStateError(Exception):
+    """A batch the leader must refuse; ``error`` is what the producer is told."""
+
+    def __init__(self, error: Errors, reason: str) -> None:
+        super().__init__(reason)
+        self.error = error
+
+
+class ProducerStateManager:
+    """Producer id -> its epoch and last five batches, for one replica of one partition."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def check(self, batches: Iterable[ProducerBatch]) -> BatchMetadata | None:
+        """Validate a Produce's batches before the leader appends them.
+
+        Returns the retained batch when one of them is a duplicate (the caller answers with
+        its offsets and appends nothing); raises ``ProducerStateError`` for a stale epoch or a
+        sequence gap; returns None when every batch may be appended.
+        """
+        expected: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) after earlier batches here
+        for batch in batches:
+            entry = self.entries.get(batch.producer_id)
+            if entry is not None and batch.producer_id not in expected:
+                duplicate = entry.find_duplicate(batch)
+                if duplicate is not None:
+                    return duplicate
+            epoch, last = expected.get(
+                batch.producer_id,
+                (entry.epoch, entry.last_seq) if entry is not None else (NO_PRODUCER_EPOCH, -1),
+            )
+            self._check_one(batch, epoch, last)
+            expected[batch.producer_id] = (batch.epoch, batch.last_seq)
+        return None
+
+    @staticmethod
+    def _check_one(batch: ProducerBatch, epoch: int, last: int) -> None:
+        pid = batch.producer_id
+        if batch.epoch < epoch:
+            raise ProducerStateError(
+                Errors.INVALID_PRODUCER_EPOCH,
+                f"producer {pid} writes with epoch {batch.epoch}, older than its epoch {epoch}",
+            )
+        if batch.epoch != epoch:
+            if batch.first_seq != 0 and epoch != NO_PRODUCER_EPOCH:
+                raise ProducerStateError(
+                    Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {pid}'s new epoch {batch.epoch} starts at sequence {batch.first_seq}, not 0",
+                )
+            return
+        in_sequence = batch.first_seq == last + 1 or (batch.first_seq == 0 and last == _MAX_SEQUENCE)
+        if not in_sequence:
+            raise ProducerStateError(
+                Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {pid} epoch {epoch} sends sequence {batch.first_seq} after {last}",
+            )
+
+    def record(self, base_offset: int, batches: Iterable[ProducerBatch]) -> None:
+        """Remember batches appended at ``base_offset`` (leader or follower; no checks)."""
+        for batch in batches:
+            entry = self.entries.get(batch.producer_id)
+            if entry is None:
+                entry = self.entries[batch.producer_id] = ProducerEntry(batch.epoch)
+            elif batch.epoch != entry.epoch:
+                if batch.epoch < entry.epoch:
+                    continue  # a replicated stale batch (Kafka only warns): keep the newer epoch
+                entry.epoch = batch.epoch
+                entry.batches.clear()
+            entry.batches.append(
+                BatchMetadata(
+                    batch.first_seq,
+                    batch.last_seq,
+                    base_offset + batch.first_delta,
+                    base_offset + batch.last_delta,
+                )
+            )
+
+    def rebuild(self, appended: Iterable[tuple[int, Iterable[ProducerBatch]]]) -> None:
+        """Forget everything and replay (base offset, batches) pairs, e.g. after a truncation."""
+        self.entries.clear()
+        for base_offset, batches in appended:
+            self.record(base_offset, batches)
+
+    def last_batch(self, producer_id: int) -> BatchMetadata | None:
+        entry = self.entries.get(producer_id)
+        return entry.batches[-1] if entry is not None and entry.batches else None

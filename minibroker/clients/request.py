@@ -1,0 +1,176 @@
+"""``ClientRequest`` (one request and its outcome) and the base every emulated client shares:
+requests opened per leader, sent over the emulated network, finished with a cause."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from minibroker.common.errors import Errors
+from minibroker.common.messages import (
+    TopicPartition,
+)
+
+if TYPE_CHECKING:
+    from minibroker.sim.cluster import Cluster
+
+
+@attrs.define(eq=False)
+class ClientRequest:
+    """One request and its outcome. ``errors`` maps partition label -> Kafka error name."""
+
+    id: str
+    client: str
+    kind: str  # "produce", "fetch" or "delete_records"
+    broker: int
+    created_ms: int
+    partitions: tuple[TopicPartition, ...]
+    completed_ms: int | None = None
+    cause: str | None = None
+    errors: dict[str, str] = attrs.Factory(dict)
+    base_offsets: dict[str, int] = attrs.Factory(dict)
+    records: dict[str, int] = attrs.Factory(dict)
+    bytes: dict[str, int] = attrs.Factory(dict)
+    high_watermarks: dict[str, int] = attrs.Factory(dict)
+    #: DeleteRecords: the low watermark each partition answered with (-1 on error)
+    low_watermarks: dict[str, int] = attrs.Factory(dict)
+    #: the scenario step's name for the request (or its load generator's), if any
+    label: str | None = None
+    _done: trio.Event | None = attrs.field(default=None, repr=False, alias="_done")
+
+    @property
+    def completed(self) -> bool:
+        return self.completed_ms is not None
+
+    @property
+    def latency_ms(self) -> int | None:
+        return None if self.completed_ms is None else self.completed_ms - self.created_ms
+
+    def error(self, tp: TopicPartition | None = None) -> str:
+        """The error of ``tp`` (or of the only partition)."""
+        if tp is not None:
+            return self.errors[str(tp)]
+        values = set(self.errors.values())
+        if len(values) != 1:
+            raise ValueError(f"{self.id} has partitions with different errors; name one")
+        return values.pop()
+
+    async def wait(self) -> ClientRequest:
+        """Until the request completes (an event is made only for requests someone waits on)."""
+        if self.completed_ms is None:
+            if self._done is None:
+                self._done = trio.Event()
+            await self._done.wait()
+        return self
+
+
+class Client:
+    """What Producer and Consumer share: an id on the network and the requests it opens."""
+
+    def __init__(self, cluster: Cluster, client_id: str) -> None:
+        self.cluster = cluster
+        self.client_id = client_id
+        self._sequence = 0
+        cluster.network.register(client_id, self)
+
+    def deliver(self, src: Any, message: Any, respond: Any) -> None:
+        raise TypeError(f"client {self.client_id} does not serve requests")
+
+    def _new_request(
+        self, kind: str, broker: int, partitions: Iterable[TopicPartition], name: str | None, several: bool
+    ) -> ClientRequest:
+        """A new request record; ``name`` (unique, chosen by the caller) replaces ``<client>#<n>``."""
+        self._sequence += 1
+        if name is None:
+            request_id = f"{self.client_id}#{self._sequence}"
+        else:
+            request_id = f"{name}@b{broker}" if several else name
+        request = ClientRequest(
+            request_id,
+            self.client_id,
+            kind,
+            broker,
+            self.cluster.now(),
+            tuple(partitions),
+        )
+        self.cluster.requests.append(request)
+        return request
+
+    def _finish(self, request: ClientRequest, cause: str) -> None:
+        request.completed_ms = self.cluster.now()
+        request.cause = cause
+        self._trace(
+            f"client.{request.kind}.done",
+            request,
+            lambda: {
+                "keys": list(request.errors),
+                "error": ",".join(sorted(set(request.errors.values()))),
+                "cause": cause,
+                "latency_ms": request.latency_ms,
+            },
+        )
+        if request._done is not None:
+            request._done.set()
+
+    def _trace(self, kind: str, request: ClientRequest, fields: Callable[[], dict[str, Any]]) -> None:
+        """Trace ``kind`` for ``request`` (client, op, broker and ``fields()``, built only when traced)."""
+        tracer = self.cluster.tracer
+        if tracer.enabled:
+            tracer.emit(kind, client=self.client_id, op=request.id, broker=request.broker, **fields())
+
+    def _open_per_leader(
+        self,
+        kind: str,
+        partitions: Iterable[TopicPartition],
+        name: str | None,
+        trace_fields: Callable[[list[TopicPartition]], dict[str, Any]],
+    ) -> Iterator[tuple[list[TopicPartition], ClientRequest]]:
+        """Open one request per leader of ``partitions``, in leader order, each as the caller
+        reaches it (so each is sent before the next is opened); yield it with its partitions."""
+        groups = self._group_by_leader(partitions)
+        for leader, tps in sorted(groups.items()):
+            request = self._open(kind, leader, tps, name, len(groups) > 1, lambda tps=tps: trace_fields(tps))
+            yield tps, request
+
+    def _fail_all(self, request: ClientRequest, error: Errors, cause: str) -> None:
+        for tp in request.partitions:
+            request.errors[str(tp)] = error.name
+        self._finish(request, cause)
+
+    def _open(
+        self,
+        kind: str,
+        leader: int,
+        tps: list[TopicPartition],
+        name: str | None,
+        several: bool,
+        trace_fields: Callable[[], dict[str, Any]],
+    ) -> ClientRequest:
+        """Record a new request to ``leader`` and trace it; with no leader it fails at once."""
+        request = self._new_request(kind, leader, tps, name, several)
+        self._trace(f"client.{kind}", request, lambda: {"keys": [str(tp) for tp in tps], **trace_fields()})
+        if leader < 0:
+            self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+        return request
+
+    def _send(self, request: ClientRequest, message: Any, timeout_ms: int, grace_ms: int) -> None:
+        """Send ``message`` to the request's broker; its answer (or a network error) completes it.
+
+        Each client class reads its own answers in ``_on_response``.
+        """
+        self.cluster.network.request(
+            self.client_id,
+            request.broker,
+            message,
+            timeout_ms + grace_ms,
+            lambda response: self._on_response(request, response),
+        )
+
+    def _group_by_leader(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            groups.setdefault(self.cluster.leader_of(tp), []).append(tp)
+        return groups

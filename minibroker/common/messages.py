@@ -1,0 +1,201 @@
+"""Requests and responses between clients, brokers and the controller (plain frozen data)."""
+
+from __future__ import annotations
+
+import attrs
+
+from minibroker.broker.log import RecordBatch
+from minibroker.broker.producer_state import ProducerBatch
+from minibroker.common.errors import Errors
+
+
+@attrs.frozen(slots=True, order=True, cache_hash=True)
+class TopicPartition:
+    """A partition of a topic; also the purgatory watch key (Kafka's TopicPartitionOperationKey)."""
+
+    topic: str
+    partition: int
+
+    def key_label(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+# --- produce ---------------------------------------------------------------------------------
+@attrs.frozen(slots=True)
+class ProduceData:
+    """Records for one partition: ``count`` records of ``size`` bytes in all.
+
+    ``raw``: the record batch bytes as a Kafka client sent them (the wire front end), kept as-is.
+    """
+
+    count: int
+    size: int
+    values: tuple[bytes, ...] | None = None
+    raw: bytes | None = attrs.field(default=None, repr=False)
+    #: the idempotent producer fields of ``raw``'s batches (checked and recorded by the leader)
+    producers: tuple[ProducerBatch, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ProduceRequest:
+    acks: int
+    timeout_ms: int
+    data: dict[TopicPartition, ProduceData]
+    request_id: str = ""
+
+
+@attrs.frozen(slots=True)
+class PartitionProduceResponse:
+    error: Errors
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+@attrs.frozen(slots=True)
+class ProduceResponse:
+    partitions: dict[TopicPartition, PartitionProduceResponse]
+    #: how the broker answered: "immediate", "condition", "expiry" or "leadership"
+    cause: str = "immediate"
+
+
+# --- fetch -----------------------------------------------------------------------------------
+CONSUMER_REPLICA_ID = -1
+
+#: Kafka's FetchIsolation: what a read may return up to
+LOG_END = "LOG_END"
+HIGH_WATERMARK = "HIGH_WATERMARK"
+TXN_COMMITTED = "TXN_COMMITTED"
+
+
+@attrs.frozen(slots=True)
+class FetchPartition:
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    #: a follower's own log start offset (the leader's low watermark counts it); -1 from consumers
+    log_start_offset: int = -1
+
+
+@attrs.frozen(slots=True)
+class FetchRequest:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: dict[TopicPartition, FetchPartition]
+    isolation: str = HIGH_WATERMARK
+    request_id: str = ""
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@attrs.frozen(slots=True)
+class EpochEndOffset:
+    epoch: int
+    end_offset: int
+
+
+@attrs.frozen(slots=True)
+class PartitionFetchResponse:
+    error: Errors
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    batches: tuple[RecordBatch, ...] = ()
+    diverging_epoch: EpochEndOffset | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(batch.size for batch in self.batches)
+
+
+@attrs.frozen(slots=True)
+class FetchResponse:
+    partitions: dict[TopicPartition, PartitionFetchResponse]
+    cause: str = "immediate"
+
+
+# --- delete records --------------------------------------------------------------------------
+#: DeleteRecords' offset meaning "up to the high watermark"
+DELETE_TO_HIGH_WATERMARK = -1
+
+
+@attrs.frozen(slots=True)
+class DeleteRecordsRequest:
+    """Move each partition's log start offset up to an offset (-1: the HW); wait up to ``timeout_ms``."""
+
+    offsets: dict[TopicPartition, int]
+    timeout_ms: int
+    request_id: str = ""
+
+
+@attrs.frozen(slots=True)
+class PartitionDeleteRecordsResponse:
+    error: Errors
+    low_watermark: int = -1
+
+
+@attrs.frozen(slots=True)
+class DeleteRecordsResponse:
+    partitions: dict[TopicPartition, PartitionDeleteRecordsResponse]
+    cause: str = "immediate"
+
+
+# --- controller ------------------------------------------------------------------------------
+@attrs.frozen(slots=True)
+class AlterPartitionRequest:
+    """A leader proposes a new ISR for a partition it leads."""
+
+    broker_id: int
+    tp: TopicPartition
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    #: the sender's life (1 at the first start, + 1 per restart): one from before a restart is stale
+    broker_epoch: int = -1
+
+
+@attrs.frozen(slots=True)
+class LeaderAndIsr:
+    """The controller's word on a partition: who leads, in which epoch, with which ISR."""
+
+    tp: TopicPartition
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+
+
+@attrs.frozen(slots=True)
+class MetadataCatchUp:
+    """What a broker missed while its link to the controller was down: every state it replicates.
+
+    KRaft brokers fetch the metadata log, so a healed link brings them up to date; the
+    broker applies only the states that differ from what it has.
+    """
+
+    states: tuple[LeaderAndIsr, ...]
+
+
+@attrs.frozen(slots=True)
+class AlterPartitionResponse:
+    error: Errors
+    state: LeaderAndIsr | None = None
+
+
+@attrs.frozen(slots=True)
+class NetworkError:
+    """What a requester gets instead of a response: connection reset, its own timeout, or
+    UNKNOWN_SERVER_ERROR with ``cause``, an exception its handling raised (``Network.on_error``)."""
+
+    error: Errors
+    reason: str
+    cause: Exception | None = attrs.field(default=None, eq=False)

@@ -1,0 +1,291 @@
+"""Controller: the minimal KRaft-like controller: partition state, ISR commits, leader elections.
+
+The module takes the name of Kafka's KRaft controller, ``QuorumController``
+(https://github.com/apache/kafka/blob/trunk/metadata/src/main/java/org/apache/kafka/controller/QuorumController.java):
+it plays that part (registrations and fencing, AlterPartition, elections), as one controller
+without a Raft quorum or a metadata log, its decisions sent to the brokers over the emulated network.
+
+- It keeps each broker's registration state (``BrokerRegistrations``): fenced
+  from the moment it notices a crash until the broker starts again, in
+  controlled shutdown from a ``shutdown`` until then.
+- ``AlterPartition`` from a leader is validated (it must be the leader, in the
+  current leader and partition epochs, and a new member must be ISR-eligible:
+  not fenced, not in controlled shutdown, else INELIGIBLE_REPLICA, KIP-841), then
+  committed after ``isr_commit_delay_ms`` (re-validated then), bumping the
+  partition epoch; the leader hears back over the network. A proposal from a stale
+  partition epoch gets INVALID_UPDATE_VERSION and the current state (what a KRaft
+  leader would replay from the metadata log).
+- When a broker crashes the controller learns of it after
+  ``crash_detection_ms``; it fences the broker, removes it from every ISR (never
+  the last member: an ISR is not emptied) and elects a new leader, from the ISR,
+  for the partitions it led (bumping the leader epoch). With no live ISR member
+  the partition goes offline (leader -1) unless ``unclean.leader.election.enable``
+  lets any live replica lead.
+- A controlled shutdown marks the broker as shutting down and moves leadership
+  and ISR membership off it first, so its waiting requests are answered
+  NOT_LEADER_OR_FOLLOWER before it stops.
+- When a broker's link to the controller heals, it catches up (``catch_up``): the
+  states it missed while LeaderAndIsr messages were lost. Brokers are not fenced for
+  a link down (KRaft fences a broker whose heartbeats stop for
+  broker.session.timeout.ms; the emulator's brokers send none).
+- When a broker starts again it is unfenced; offline partitions whose last ISR
+  holds it are led by it again; every partition it replicates tells it who leads.
+
+Decisions reach brokers over the network: first the broker registrations (so a
+leader knows a broker is fenced before it sees the ISR shrink that follows), then
+``LeaderAndIsr`` messages, except at topic creation and for the broker that shuts
+down, which apply them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from minibroker.common.errors import Errors
+from minibroker.common.messages import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    LeaderAndIsr,
+    MetadataCatchUp,
+    TopicPartition,
+)
+from minibroker.controller.broker_registrations import (
+    CONTROLLED_SHUTDOWN,
+    FENCED,
+    UNFENCED,
+    BrokerRegistrations,
+)
+from minibroker.runtime import Scheduler
+from minibroker.sim.network import Network
+from minibroker.trace import NULL_TRACER, Tracer
+
+CONTROLLER = "controller"
+
+
+class Controller:
+    """Owns the partition states; the brokers' only source of leadership and ISR."""
+
+    def __init__(
+        self,
+        network: Network,
+        scheduler: Scheduler,
+        alive: Callable[[int], bool],
+        apply_direct: Callable[[int, LeaderAndIsr], None],
+        *,
+        brokers: tuple[int, ...] = (),
+        isr_commit_delay_ms: int = 0,
+        crash_detection_ms: int = 0,
+        unclean_leader_election: Callable[[TopicPartition], bool] = lambda tp: False,
+        tracer: Tracer = NULL_TRACER,
+    ) -> None:
+        self.network = network
+        self.scheduler = scheduler
+        self.alive = alive
+        #: every broker id of the cluster (registration changes go to each live one)
+        self.brokers = brokers
+        self.apply_direct = apply_direct
+        self.isr_commit_delay_ms = isr_commit_delay_ms
+        self.crash_detection_ms = crash_detection_ms
+        self.unclean_leader_election = unclean_leader_election
+        self.tracer = tracer
+        self.state: dict[TopicPartition, LeaderAndIsr] = {}
+        self.registrations = BrokerRegistrations()
+        #: each broker's life as the controller knows it (KRaft's broker epoch): 1, + 1 per restart
+        self.broker_epochs: dict[int, int] = {}
+        self.isr_commits = 0
+        self.elections = 0
+        network.register(CONTROLLER, self)
+
+    # --- topics ------------------------------------------------------------------------------
+    def create_partition(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
+        """Register a partition led by its first replica, all replicas in sync; apply at once."""
+        state = LeaderAndIsr(tp, replicas[0], 0, replicas, 0, replicas)
+        self.state[tp] = state
+        for broker in replicas:
+            if self.alive(broker):
+                self.apply_direct(broker, state)
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        state = self.state.get(tp)
+        return -1 if state is None else state.leader
+
+    # --- AlterPartition ----------------------------------------------------------------------
+    def deliver(self, src: Any, message: Any, respond: Callable[[Any], None] | None) -> None:
+        if not isinstance(message, AlterPartitionRequest) or respond is None:
+            raise TypeError(f"the controller cannot handle {type(message).__name__}")
+        error = self._validate(message)
+        if error is not Errors.NONE:
+            self._reject(message, error, respond)
+            return
+        if self.isr_commit_delay_ms:
+            self.scheduler.call_later(self.isr_commit_delay_ms, self._commit, message, respond)
+        else:
+            self._commit(message, respond)
+
+    def _validate(self, request: AlterPartitionRequest) -> Errors:
+        if request.broker_epoch >= 0 and request.broker_epoch != self.broker_epochs.get(request.broker_id, 1):
+            # sent before its broker restarted: committing it would change an ISR behind the back of the
+            # broker's new life, which never hears the answer (stale_broker_epoch_alter_partition.toml)
+            return Errors.STALE_BROKER_EPOCH
+        state = self.state.get(request.tp)
+        if state is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if state.leader != request.broker_id or state.leader_epoch != request.leader_epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        if state.partition_epoch != request.partition_epoch:
+            return Errors.INVALID_UPDATE_VERSION
+        if request.broker_id not in request.new_isr:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        added = set(request.new_isr) - set(state.isr)
+        if any(not self.registrations.is_isr_eligible(broker) for broker in added):
+            return Errors.INELIGIBLE_REPLICA
+        return Errors.NONE
+
+    def _reject(self, request: AlterPartitionRequest, error: Errors, respond: Callable[[Any], None]) -> None:
+        """Answer ``error``; for a stale partition epoch also send the leader the current state.
+
+        A KRaft leader whose AlterPartition is INVALID_UPDATE_VERSION does not retry: it
+        waits for the newer state it will replay from the metadata log. Here that state
+        reaches it as a LeaderAndIsr (its answer to an earlier proposal may have been lost
+        to a request timeout, and nothing else would tell it).
+        """
+        respond(AlterPartitionResponse(error))
+        if error is Errors.INVALID_UPDATE_VERSION:
+            self.network.send(CONTROLLER, request.broker_id, self.state[request.tp])
+
+    def _commit(self, request: AlterPartitionRequest, respond: Callable[[Any], None]) -> None:
+        error = self._validate(request)
+        if error is not Errors.NONE:
+            self._reject(request, error, respond)
+            return
+        state = self.state[request.tp]
+        new = LeaderAndIsr(
+            request.tp,
+            state.leader,
+            state.leader_epoch,
+            request.new_isr,
+            state.partition_epoch + 1,
+            state.replicas,
+        )
+        self.state[request.tp] = new
+        self.isr_commits += 1
+        if self.tracer.enabled:
+            self.tracer.emit(
+                "controller.isr",
+                partition=str(request.tp),
+                isr=list(new.isr),
+                leader=new.leader,
+                epoch=new.leader_epoch,
+            )
+        respond(AlterPartitionResponse(Errors.NONE, new))
+
+    # --- broker failures ---------------------------------------------------------------------
+    def broker_crashed(self, broker: int) -> None:
+        self.scheduler.call_later(self.crash_detection_ms, self._fence, broker)
+
+    def _fence(self, broker: int) -> None:
+        if self.alive(broker):
+            return  # it came back before we noticed
+        self._set_broker_state(broker, FENCED)
+        self._move_off(broker, direct=False)
+
+    def controlled_shutdown(self, broker: int) -> None:
+        """Mark ``broker`` as shutting down; move leadership and ISR membership off it before it stops."""
+        self._set_broker_state(broker, CONTROLLED_SHUTDOWN)
+        self._move_off(broker, direct=True)
+
+    def _set_broker_state(self, broker: int, state: str) -> None:
+        """Record ``broker``'s registration state and tell every live broker (before any ISR change)."""
+        self.registrations = self.registrations.with_state(broker, state)
+        if self.tracer.enabled:
+            self.tracer.emit("controller.broker", broker=broker, state=state)
+        for node in self.brokers:
+            if self.alive(node):
+                self.network.send(CONTROLLER, node, self.registrations)
+
+    def _move_off(self, broker: int, direct: bool) -> None:
+        for tp, state in list(self.state.items()):
+            if broker not in state.replicas:
+                continue
+            if state.leader == broker:
+                self._elect(tp, exclude=broker, direct_to=broker if direct else None)
+            elif broker in state.isr and len(state.isr) > 1:
+                # the last member stays: without ELR (KIP-966) KRaft never empties an ISR, so an
+                # offline partition still knows which replica may lead it cleanly when it returns
+                isr = tuple(b for b in state.isr if b != broker)
+                self._publish(
+                    LeaderAndIsr(
+                        tp, state.leader, state.leader_epoch, isr, state.partition_epoch + 1, state.replicas
+                    ),
+                    direct_to=broker if direct else None,
+                )
+
+    def broker_started(self, broker: int) -> None:
+        self.broker_epochs[broker] = self.broker_epochs.get(broker, 1) + 1
+        self._set_broker_state(broker, UNFENCED)
+        for tp, state in list(self.state.items()):
+            if broker not in state.replicas:
+                continue
+            if state.leader < 0 and (broker in state.isr or self.unclean_leader_election(tp)):
+                self._elect(tp, exclude=None, direct_to=None)
+            else:
+                self.network.send(CONTROLLER, broker, self.state[tp])
+
+    def catch_up(self, broker: int) -> None:
+        """``broker``'s link to the controller healed: send the registrations and its partitions' states."""
+        if not self.alive(broker):
+            return
+        self.network.send(CONTROLLER, broker, self.registrations)
+        states = tuple(state for state in self.state.values() if broker in state.replicas)
+        self.network.send(CONTROLLER, broker, MetadataCatchUp(states))
+
+    def move_leader(self, tp: TopicPartition, broker: int) -> str | None:
+        """Make ``broker`` the leader of ``tp`` now (a chosen-leader election); None, or why not."""
+        state = self.state.get(tp)
+        if state is None:
+            return f"no partition {tp}"
+        if broker not in state.isr:
+            return f"broker {broker} is not in {tp}'s ISR {list(state.isr)}"
+        if not self.alive(broker):
+            return f"broker {broker} is down"
+        if state.leader == broker:
+            return None
+        self._install(tp, broker, state.isr, direct_to=None)
+        return None
+
+    def elect_unclean(self, tp: TopicPartition, broker: int) -> None:
+        """An unclean election asked for by an admin: ``broker`` (alive) leads alone."""
+        self._install(tp, broker, (broker,), direct_to=None)
+
+    def _elect(self, tp: TopicPartition, exclude: int | None, direct_to: int | None) -> None:
+        state = self.state[tp]
+        live_isr = [b for b in state.replicas if b in state.isr and b != exclude and self.alive(b)]
+        if live_isr:
+            leader, isr = live_isr[0], tuple(live_isr)
+        elif self.unclean_leader_election(tp):
+            live = [b for b in state.replicas if b != exclude and self.alive(b)]
+            leader, isr = (live[0], (live[0],)) if live else (-1, state.isr)
+        else:
+            leader = -1
+            isr = tuple(b for b in state.isr if b != exclude) or state.isr
+        self._install(tp, leader, isr, direct_to)
+
+    def _install(self, tp: TopicPartition, leader: int, isr: tuple[int, ...], direct_to: int | None) -> None:
+        """Publish an elected ``leader`` with the next leader and partition epochs."""
+        state = self.state[tp]
+        new = LeaderAndIsr(tp, leader, state.leader_epoch + 1, isr, state.partition_epoch + 1, state.replicas)
+        self.elections += 1
+        if self.tracer.enabled:
+            self.tracer.emit(
+                "controller.elect", partition=str(tp), leader=leader, epoch=new.leader_epoch, isr=list(isr)
+            )
+        self._publish(new, direct_to)
+
+    def _publish(self, state: LeaderAndIsr, direct_to: int | None) -> None:
+        self.state[state.tp] = state
+        for broker in state.replicas:
+            if broker == direct_to:
+                self.apply_direct(broker, state)
+            elif self.alive(broker):
+                self.network.send(CONTROLLER, broker, state)

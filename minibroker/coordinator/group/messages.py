@@ -1,0 +1,240 @@
+"""Requests to and answers from a group coordinator, as they travel on the emulated network.
+
+Field names follow Kafka's request schemas (JoinGroup v9, SyncGroup v5, Heartbeat v4,
+LeaveGroup v5, OffsetCommit v9, OffsetFetch v8, DescribeGroups v5, ListGroups v5,
+DeleteGroups v2) in Python spelling; the wire front end and the emulator's own
+consumer both build them. Errors are ``Errors`` members.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from minibroker.common.errors import Errors
+
+#: a member's protocol: (name, metadata); a member's assignment: (member id, bytes)
+Protocol = tuple[str, bytes]
+
+
+class GroupRequest:
+    """Base of every request a broker hands to its group coordinator."""
+
+    __slots__ = ()
+
+
+@attrs.frozen
+class JoinGroupRequest(GroupRequest):
+    group_id: str
+    member_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[Protocol, ...]
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    #: JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED (KIP-394)
+    require_known_member_id: bool = True
+    reason: str | None = None
+
+
+@attrs.frozen
+class JoinGroupMember:
+    member_id: str
+    instance_id: str | None
+    metadata: bytes
+
+
+@attrs.frozen
+class JoinGroupResponse:
+    error: Errors
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    members: tuple[JoinGroupMember, ...] = ()
+    skip_assignment: bool = False
+
+
+@attrs.frozen
+class SyncGroupRequest(GroupRequest):
+    group_id: str
+    generation_id: int
+    member_id: str
+    assignments: tuple[tuple[str, bytes], ...] = ()
+    instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@attrs.frozen
+class SyncGroupResponse:
+    error: Errors
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@attrs.frozen
+class HeartbeatRequest(GroupRequest):
+    group_id: str
+    generation_id: int
+    member_id: str
+    instance_id: str | None = None
+
+
+@attrs.frozen
+class HeartbeatResponse:
+    error: Errors
+
+
+@attrs.frozen
+class LeavingMember:
+    member_id: str
+    instance_id: str | None = None
+    reason: str | None = None
+
+
+@attrs.frozen
+class LeaveGroupRequest(GroupRequest):
+    group_id: str
+    members: tuple[LeavingMember, ...]
+
+
+@attrs.frozen
+class LeaveGroupResponse:
+    error: Errors
+    #: (member id, instance id, error) per member, in request order
+    members: tuple[tuple[str, str | None, Errors], ...] = ()
+
+
+@attrs.frozen
+class CommitOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@attrs.frozen
+class OffsetCommitRequest(GroupRequest):
+    group_id: str
+    offsets: tuple[CommitOffset, ...]
+    generation_id: int = -1
+    member_id: str = ""
+    instance_id: str | None = None
+    #: v2-v4's retention_time_ms; -1 means the broker's offsets.retention.minutes
+    retention_ms: int = -1
+    api_version: int = 9
+
+
+@attrs.frozen
+class OffsetCommitResponse:
+    #: (topic, partition, error) per partition, in request order
+    partitions: tuple[tuple[str, int, Errors], ...]
+
+
+@attrs.frozen
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    error: Errors = Errors.NONE
+
+
+@attrs.frozen
+class OffsetFetchGroup:
+    group_id: str
+    #: (topic, partitions) pairs; None for every committed offset of the group
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+
+
+@attrs.frozen
+class OffsetFetchRequest(GroupRequest):
+    groups: tuple[OffsetFetchGroup, ...]
+    require_stable: bool = False
+
+
+@attrs.frozen
+class OffsetFetchResult:
+    group_id: str
+    error: Errors
+    offsets: tuple[FetchedOffset, ...] = ()
+
+
+@attrs.frozen
+class OffsetFetchResponse:
+    groups: tuple[OffsetFetchResult, ...]
+
+
+def refused_while_loading(answer: OffsetCommitResponse | OffsetFetchResponse) -> bool:
+    """An OffsetCommit (per partition) or OffsetFetch (per group) answer refused while loading."""
+    if isinstance(answer, OffsetFetchResponse):
+        errors = [group.error for group in answer.groups]
+    else:
+        errors = [error for _, _, error in answer.partitions]
+    return Errors.COORDINATOR_LOAD_IN_PROGRESS in errors
+
+
+@attrs.frozen
+class DescribedMember:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@attrs.frozen
+class DescribedGroup:
+    group_id: str
+    error: Errors
+    state: str
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+@attrs.frozen
+class DescribeGroupsRequest(GroupRequest):
+    group_ids: tuple[str, ...]
+
+
+@attrs.frozen
+class DescribeGroupsResponse:
+    groups: tuple[DescribedGroup, ...]
+
+
+@attrs.frozen
+class ListGroupsRequest(GroupRequest):
+    states: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@attrs.frozen
+class ListGroupsResponse:
+    error: Errors
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@attrs.frozen
+class DeleteGroupsRequest(GroupRequest):
+    group_ids: tuple[str, ...]
+
+
+@attrs.frozen
+class DeleteGroupsResponse:
+    #: (group id, error) per group, in request order
+    results: tuple[tuple[str, Errors], ...]

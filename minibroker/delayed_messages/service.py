@@ -1,0 +1,319 @@
+"""DelayService: one per broker, beside it, forwarding due messages of the levels it leads.
+
+Three parts (a fetcher, a delay queue, a sender), here two trio tasks sharing plain state:
+
+- the fetcher: every ``delay.service.poll.ms`` it looks up which level partitions
+  its broker leads (the controller's view, what a client's metadata says), reads
+  the committed offset of each partition it gains from ``__delay_offsets``, and
+  long-polls them (fetch max wait = the poll) with its own Consumer;
+- the delay queue: each partition's held messages in offset order (a level's
+  messages are due in the order written, ``levels.py``); across partitions a heap
+  of their heads, rebuilt each round (there are few partitions), says which is due
+  first. A heap, not the broker's timer: the service is a client of the cluster
+  and does not reach into a broker;
+- the sender: sleeps until the earliest head is due (or new messages arrive),
+  forwards at most ``delay.service.max.in.flight`` due messages to their real
+  partitions with acks=-1, then commits, per partition, the offset of the first
+  message not yet forwarded, and starts no new round until that commit is
+  acknowledged.
+
+Back-pressure: a partition whose held count reaches
+``delay.service.max.held.per.partition`` is paused (its fetches stop) and resumed
+once the sender brings it below. A fetch answer can overshoot the threshold by
+what it carries.
+
+Failure: a crash loses the held messages and nothing else; whoever leads the
+partition next (the restarted broker's service, or another broker's) starts
+from the committed offset. Messages forwarded after the last acknowledged
+commit are forwarded again: at most one round (``max.in.flight``) when no
+forward failed. A message whose forward failed is retried (after
+``retry.backoff.ms``) alone, ahead of the rest of its partition, so the
+messages of its round that went through behind it are the only other ones
+that can be forwarded twice.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from minibroker.broker.config import ConsumerConfig, ProducerConfig
+from minibroker.broker.log import RecordBatch
+from minibroker.clients import Consumer, Producer
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
+from minibroker.delayed_messages.config import DelayConfig
+from minibroker.delayed_messages.forward import forward
+from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
+from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
+
+if TYPE_CHECKING:
+    from minibroker.delayed_messages.stats import DelayStats
+    from minibroker.sim.cluster import Cluster
+
+
+@attrs.define(slots=True, eq=False)
+class _Entry:
+    offset: int
+    #: None for a record that breaks the header contract (skipped, never forwarded)
+    message: DelayedMessage | None
+    forwarded: bool = False
+    #: its last forward failed (while it is the first unforwarded, its partition sends only it)
+    failed: bool = False
+
+
+@attrs.define(eq=False)
+class HeldPartition:
+    """A level partition this service leads: its held messages and commit state."""
+
+    tp: TopicPartition
+    level_ms: int
+    order: int
+    committed: int
+    queue: deque[_Entry] = attrs.Factory(deque)
+    paused: bool = False
+
+    @property
+    def held(self) -> int:
+        return len(self.queue)
+
+
+class DelayService:
+    """The DelayService of broker ``broker_id`` for one life of that broker."""
+
+    def __init__(
+        self, cluster: Cluster, broker_id: int, config: DelayConfig, stats: DelayStats, epoch_origin_ms: int
+    ) -> None:
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self.config = config
+        self.stats = stats
+        self.epoch_origin_ms = epoch_origin_ms
+        self.tracer = cluster.tracer
+        prefix = f"delay-service-{broker_id}"
+        self.client_ids = (f"{prefix}-fetcher", f"{prefix}-sender", f"{prefix}-offsets")
+        self.consumer = Consumer(
+            cluster, self.client_ids[0], ConsumerConfig(fetch_max_wait_ms=config.poll_ms)
+        )
+        self.consumer.on_batches = self._on_batches
+        self.producer = Producer(cluster, self.client_ids[1], ProducerConfig(acks=-1))
+        self.offsets_consumer = Consumer(cluster, self.client_ids[2], ConsumerConfig(fetch_max_wait_ms=0))
+        self.partitions: dict[TopicPartition, HeldPartition] = {}
+        self._levels = {
+            TopicPartition(config.levels.topic(level), p): level
+            for level in config.levels.delays_ms
+            for p in range(config.topic_partitions)
+        }
+        self._wake_sender = trio.Event()
+        self._wake_fetcher = trio.Event()
+
+    def _emit(self, kind: str, **fields: object) -> None:
+        if self.tracer.enabled:
+            self.tracer.emit(kind, broker=self.broker_id, **fields)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._fetch_loop)
+            nursery.start_soon(self._send_loop)
+            task_status.started()
+
+    # --- fetcher -------------------------------------------------------------------------------
+    async def _refresh(self) -> None:
+        """Take up the level partitions the broker now leads, let go of the others."""
+        led = [tp for tp in self._levels if self.cluster.leader_of(tp) == self.broker_id]
+        lost = [tp for tp in self.partitions if tp not in led]
+        if lost:
+            self.consumer.unassign(lost)
+            for tp in lost:
+                dropped = self.partitions.pop(tp).held
+                self._emit("delay.release", partition=str(tp), dropped=dropped)
+        gained = [tp for tp in led if tp not in self.partitions]
+        if not gained:
+            return
+        reader = OffsetsReader(self.offsets_consumer)
+        while not await reader.read_once():
+            await trio.sleep(self.config.retry_backoff_ms / 1000)
+        self.offsets_consumer.unassign([OFFSETS_PARTITION])
+        for tp in gained:
+            if self.cluster.leader_of(tp) != self.broker_id:
+                continue
+            offset = reader.committed.get(str(tp), 0)
+            self.partitions[tp] = HeldPartition(tp, self._levels[tp], len(self.partitions), offset)
+            self.consumer.assign([tp], offset)
+            self._emit("delay.assign", partition=str(tp), offset=offset)
+
+    async def _fetch_loop(self) -> None:
+        poll_s = self.config.poll_ms / 1000
+        while True:
+            await self._refresh()
+            if not any(not held.paused for held in self.partitions.values()):
+                with trio.move_on_after(poll_s):
+                    await self._wake_fetcher.wait()
+                self._wake_fetcher = trio.Event()
+                continue
+            requests = self.consumer.fetch()
+            for request in requests:
+                await request.wait()
+            if any(error != Errors.NONE.name for r in requests for error in r.errors.values()):
+                await trio.sleep(self.config.retry_backoff_ms / 1000)
+
+    def _on_batches(self, tp: TopicPartition, batches: list[RecordBatch]) -> None:
+        held = self.partitions.get(tp)
+        if held is None:
+            return
+        for batch in batches:
+            for offset, found in self._decode(batch, held):
+                if isinstance(found, str):
+                    self.stats.invalid += 1
+                    self._emit("delay.invalid", partition=str(tp), reason=found)
+                    held.queue.append(_Entry(offset, None, True))
+                    continue
+                held.queue.append(_Entry(offset, found))
+                self.stats.held_total += 1
+                if self.tracer.enabled:
+                    self._emit(
+                        "delay.held",
+                        partition=str(tp),
+                        offset=offset,
+                        id=found.message_id,
+                        due_ms=found.due_ms - self.epoch_origin_ms,
+                    )
+        self._pop_forwarded(held)
+        if held.held >= self.config.max_held_per_partition and not held.paused:
+            held.paused = True
+            self.consumer.pause([tp])
+            self.stats.pauses += 1
+            self._emit("delay.pause", partition=str(tp), held=held.held)
+        self._wake_sender.set()
+
+    def _decode(self, batch: RecordBatch, held: HeldPartition) -> Iterator[tuple[int, DelayedMessage | str]]:
+        if batch.raw is None:
+            for i in range(batch.count):
+                offset = batch.base_offset + i
+                yield offset, f"offset {offset}: a record without headers"
+            return
+        yield from decode_delayed(batch.raw, batch.base_offset, str(held.tp), held.level_ms)
+
+    # --- sender --------------------------------------------------------------------------------
+    def _heads(self) -> list[tuple[int, int, int, HeldPartition]]:
+        """(due, order, index, partition) of each partition's first unforwarded message."""
+        heads = []
+        for held in self.partitions.values():
+            index = _next_unforwarded(held.queue, 0)
+            if index is not None:
+                heads.append((held.queue[index].message.due_ms, held.order, index, held))
+        return heads
+
+    def _take_due(self, now: int) -> list[tuple[HeldPartition, _Entry]]:
+        """Up to max.in.flight due messages, earliest first, each partition in offset order."""
+        heap = self._heads()
+        heapq.heapify(heap)
+        out: list[tuple[HeldPartition, _Entry]] = []
+        while heap and len(out) < self.config.max_in_flight:
+            due, order, index, held = heapq.heappop(heap)
+            if due > now:
+                break
+            entry = held.queue[index]
+            out.append((held, entry))
+            if entry.failed:
+                continue  # retrying: only this one until it goes through
+            following = _next_unforwarded(held.queue, index + 1)
+            if following is not None:
+                heapq.heappush(heap, (held.queue[following].message.due_ms, order, following, held))
+        return out
+
+    async def _send_loop(self) -> None:
+        clock = self.cluster.clock
+        while True:
+            now = self.cluster.now() + self.epoch_origin_ms
+            due = self._take_due(now)
+            if not due:
+                heads = self._heads()
+                wake = min(heads)[0] - self.epoch_origin_ms if heads else None
+                with trio.move_on_at(clock.to_seconds(wake) if wake is not None else math.inf):
+                    await self._wake_sender.wait()
+                self._wake_sender = trio.Event()
+                continue
+            failed = await self._forward(due)
+            for held in {id(h): h for h, _ in due}.values():
+                self._pop_forwarded(held)
+            await self._commit()
+            if failed:
+                await trio.sleep(self.config.retry_backoff_ms / 1000)
+
+    async def _forward(self, due: list[tuple[HeldPartition, _Entry]]) -> bool:
+        """Send ``due`` to their real partitions (acks=-1); True if any failed."""
+        messages = [entry.message for _, entry in due]
+        outcomes = await forward(self.producer, messages, self.epoch_origin_ms, self._emit)
+        done = self.cluster.now()
+        failed = False
+        for (held, entry), (partition, error) in zip(due, outcomes, strict=True):
+            if error != Errors.NONE.name:
+                self._failed(held, entry, error)
+                failed = True
+                continue
+            entry.forwarded = True
+            message = entry.message
+            due_ms = message.due_ms - self.epoch_origin_ms
+            self.stats.delivered(message.message_id, partition, held.level_ms, due_ms, done)
+            self._emit(
+                "delay.delivered",
+                design="levels",
+                id=message.message_id,
+                partition=partition,
+                level_ms=held.level_ms,
+                due_ms=due_ms,
+                lateness_ms=done - due_ms,
+            )
+        return failed
+
+    def _failed(self, held: HeldPartition, entry: _Entry, error: str) -> None:
+        entry.failed = True
+        self.stats.forward_failures += 1
+        self._emit("delay.forward.failed", id=entry.message.message_id, error=error)
+
+    def _pop_forwarded(self, held: HeldPartition) -> None:
+        queue = held.queue
+        while queue and queue[0].forwarded:
+            queue.popleft()
+        if held.paused and held.held < self.config.max_held_per_partition:
+            held.paused = False
+            self.consumer.resume([held.tp])
+            self.stats.resumes += 1
+            self._emit("delay.resume", partition=str(held.tp), held=held.held)
+            self._wake_fetcher.set()
+
+    def _commit_offsets(self) -> dict[TopicPartition, int]:
+        """Per partition whose commit moved: the offset of its first message not yet forwarded."""
+        out = {}
+        for tp, held in self.partitions.items():
+            offset = held.queue[0].offset if held.queue else self.consumer.positions.get(tp, held.committed)
+            if offset != held.committed:
+                out[tp] = offset
+        return out
+
+    async def _commit(self) -> None:
+        """Commit every moved offset with acks=-1; retry until acknowledged."""
+        while offsets := self._commit_offsets():
+            (request,) = self.producer.produce({OFFSETS_PARTITION: commit_data(offsets, self.cluster.now())})
+            await request.wait()
+            if request.error() == Errors.NONE.name:
+                for tp, offset in offsets.items():
+                    if tp in self.partitions:
+                        self.partitions[tp].committed = offset
+                    self._emit("delay.commit", partition=str(tp), offset=offset)
+                return
+            await trio.sleep(self.config.retry_backoff_ms / 1000)
+
+
+def _next_unforwarded(queue: deque[_Entry], start: int) -> int | None:
+    for i in range(start, len(queue)):
+        if not queue[i].forwarded:
+            return i
+    return None

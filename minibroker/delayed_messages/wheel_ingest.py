@@ -1,0 +1,88 @@
+"""Kafka clients' way into the file wheel: the internal topic ``__delay_wheel``.
+
+A client produces a record to ``__delay_wheel`` with the header contract (``headers.py``):
+``delay.real.topic`` and ``delay.due.ms`` (without it the record is due at its own timestamp,
+that is at the next tick). The ingest task reads the topic from its committed offset, writes each
+batch's messages to every live in-sync wheel copy, then commits the offset after them on
+``__delay_offsets`` (key ``__delay_wheel-0``). The producer's acknowledgement is Kafka's (the
+topic's replication); the wheel has the message once the ingest has read it, a fetch later. A
+crash between the write and the commit writes the batch again on restart, into the same slots
+(same ids, same due times), where firing de-duplicates it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from minibroker.broker.config import ConsumerConfig, ProducerConfig
+from minibroker.broker.log import RecordBatch
+from minibroker.clients import Consumer, Producer
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
+from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
+from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
+
+if TYPE_CHECKING:
+    from minibroker.delayed_messages.wheel_service import WheelGroup
+
+INGEST_TOPIC = "__delay_wheel"
+INGEST_PARTITION = TopicPartition(INGEST_TOPIC, 0)
+
+
+class WheelIngest:
+    """Moves ``__delay_wheel``'s records into the wheel copies of ``group``."""
+
+    def __init__(self, group: WheelGroup) -> None:
+        self.group = group
+        cluster = group.cluster
+        self.consumer = Consumer(cluster, "delay-wheel-ingest", ConsumerConfig())
+        self.producer = Producer(cluster, "delay-wheel-ingest-commit", ProducerConfig(acks=-1))
+        self.offsets = Consumer(cluster, "delay-wheel-ingest-offsets", ConsumerConfig(fetch_max_wait_ms=0))
+        self.pending: list[DelayedMessage] = []
+        self.consumer.on_batches = self._on_batches
+
+    def _on_batches(self, tp: TopicPartition, batches: list[RecordBatch]) -> None:
+        for batch in batches:
+            if batch.raw is None:
+                continue
+            for _, found in decode_delayed(batch.raw, batch.base_offset, str(tp), 0):
+                if isinstance(found, str):
+                    self.group.stats.invalid += 1
+                    self.group._emit("delay.invalid", partition=str(tp), reason=found)
+                else:
+                    self.pending.append(found)
+
+    async def _sleep(self) -> None:
+        await trio.sleep(self.group.config.retry_backoff_ms / 1000)
+
+    async def run(self) -> None:
+        reader = OffsetsReader(self.offsets)
+        while not await reader.read_once():
+            await self._sleep()
+        self.consumer.assign([INGEST_PARTITION], reader.committed.get(str(INGEST_PARTITION), 0))
+        while True:
+            (request,) = self.consumer.fetch()
+            await request.wait()
+            if self.pending:
+                written = self.group.write(self.pending)
+                self.pending.clear()
+                if written:
+                    await self._commit(reader)
+                else:  # no live in-sync copy: read the batch again later
+                    self.consumer.seek(INGEST_PARTITION, reader.committed.get(str(INGEST_PARTITION), 0))
+                    await self._sleep()
+            elif request.error() != Errors.NONE.name:
+                await self._sleep()
+
+    async def _commit(self, reader: OffsetsReader) -> None:
+        position = self.consumer.positions[INGEST_PARTITION]
+        while True:
+            data = commit_data({INGEST_PARTITION: position}, self.group.cluster.now())
+            (request,) = self.producer.produce({OFFSETS_PARTITION: data})
+            await request.wait()
+            if request.error() == Errors.NONE.name:
+                reader.committed[str(INGEST_PARTITION)] = position
+                return
+            await self._sleep()

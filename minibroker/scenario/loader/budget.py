@@ -1,0 +1,98 @@
+"""The projected size of a run, checked before it starts.
+
+A run costs wall time in two ways: background wake-ups, which go on for the whole span
+of virtual time whether anything happens or not (every broker's reaper each
+``minibroker.reaper.poll.ms``, every follower replica each ``replica.fetch.wait.max.ms``),
+and requests (each produce is appended and fetched by every replica). The projection
+takes the shortest poll and wait any setting or ``config`` step gives, and a span that
+ends at ``end_ms``, or else at the last step plus the longest time a client may wait
+for an answer. It is an order of magnitude, not a promise: within ``MAX_EVENTS`` a run
+takes at most a few minutes.
+"""
+
+from __future__ import annotations
+
+from minibroker.broker.config import ConsumerConfig, ProducerConfig
+from minibroker.scenario.loader.limits import MAX_EVENTS
+from minibroker.scenario.loader.retry import retry_events
+from minibroker.scenario.loader.scope import Scope
+from minibroker.scenario.model import DeleteRecords, Fetch, Load, Poll, Produce, Scenario, SetConfig
+
+#: a Scenario, or the Scope it is loaded from (the same fields)
+Planned = Scenario | Scope
+
+#: steps that make client requests
+REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords)
+
+
+def projected_span(scope: Planned) -> int:
+    """The last virtual ms the run may reach."""
+    ends = [0 if scope.end_ms is None else scope.end_ms]
+    ends += [step.at + (getattr(step, "duration_ms", 0) or 0) for step in scope.steps]
+    ends += [getattr(e, "at", 0) for e in scope.expectations]
+    last = max(ends)
+    if scope.end_ms is None and any(isinstance(step, REQUESTS) for step in scope.steps):
+        waits = [_client_wait(c.type, c.config) for c in scope.clients]
+        waits += [s.timeout_ms for s in scope.steps if isinstance(s, DeleteRecords)]
+        last += max(waits, default=0)
+    return last
+
+
+def _client_wait(kind: str, config: dict) -> int:
+    factory = ProducerConfig if kind == "producer" else ConsumerConfig
+    settings = factory.from_kafka(config)
+    return settings.request_timeout_ms + settings.response_grace_ms
+
+
+def _smallest(scope: Planned, key: str, default: int) -> int:
+    values = [scope.cluster.config.get(key, default)]
+    values += [o[key] for o in scope.cluster.broker_overrides.values() if key in o]
+    values += [s.settings[key] for s in scope.steps if isinstance(s, SetConfig) and key in s.settings]
+    return max(1, min(values))
+
+
+def projected_events(scope: Planned) -> tuple[int, int, int]:
+    """(background wake-ups, request events, span in ms) of the whole run."""
+    span = projected_span(scope)
+    followers = sum(t.partitions * (t.replication_factor - 1) for t in scope.topics)
+    poll = _smallest(scope, "minibroker.reaper.poll.ms", 200)
+    wait = _smallest(scope, "replica.fetch.wait.max.ms", 500)
+    background = span * scope.cluster.brokers // poll + span * followers // wait
+    factor = {t.name: t.replication_factor for t in scope.topics}
+    clients = {c.id: c for c in scope.clients}
+    requests = 0
+    records = 0  # records produced to the retrying consumer's topic
+    retried = scope.retry.topic if scope.retry is not None else None
+    for step in scope.steps:
+        if isinstance(step, Produce):
+            requests += factor[step.topic]
+            records += step.records if step.topic == retried else 0
+        elif isinstance(step, Load):
+            requests += step.rate * step.duration_ms // 1000 * factor[step.topic]
+            records += step.rate * step.duration_ms // 1000 * step.records if step.topic == retried else 0
+        elif isinstance(step, DeleteRecords):
+            requests += factor[step.topic]
+        elif isinstance(step, (Fetch, Poll)):
+            consumer = clients[step.client]
+            rounds = 1
+            if isinstance(step, Poll):
+                wait_ms = ConsumerConfig.from_kafka(consumer.config).fetch_max_wait_ms
+                rounds += step.duration_ms // max(1, wait_ms)
+            requests += rounds * len(consumer.assign)
+    return background + retry_events(scope, span, records), requests, span
+
+
+def check_budget(scope: Planned, path: str) -> str | None:
+    """The problem (naming ``path``) when the run is projected past ``MAX_EVENTS``, else None.
+
+    A sweep can check each variant (a Scenario) with it, as the loader checks the file.
+    """
+    background, requests, span = projected_events(scope)
+    if background + requests <= MAX_EVENTS:
+        return None
+    return (
+        f"{path}: the run is too big: a projected {background + requests:,} events, "
+        f"expected at most {MAX_EVENTS:,} ({background:,} background wake-ups over {span:,} ms "
+        f"of virtual time, {requests:,} for requests); shorten the run, lower load rates or raise "
+        "minibroker.reaper.poll.ms / replica.fetch.wait.max.ms"
+    )

@@ -1,0 +1,83 @@
+"""DescribeConfigs and IncrementalAlterConfigs over the wire (``cluster.dynamic_configs`` does the work).
+
+Each resource is answered on its own: an unknown topic is UNKNOWN_TOPIC_OR_PARTITION,
+a broker id that does not exist or an unknown resource type INVALID_REQUEST, a bad
+config name or value INVALID_CONFIG, each with a message. DescribeConfigs v1+
+gives each config's source; with ``include_synonyms`` the entry's own value is its
+one synonym; no documentation text is sent. Nothing is sensitive here.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
+
+from minibroker.broker.dynamic_configs import alter_configs, describe_configs
+from minibroker.common.errors import Errors
+from minibroker.controller.topic_admin import AdminError
+from minibroker.server.codec import Request
+from minibroker.server.context import Connection
+
+Described = DescribeConfigsResponse.DescribeConfigsResult
+Entry = Described.DescribeConfigsResourceResult
+Synonym = Entry.DescribeConfigsSynonym
+Altered = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+async def describe(request: Request, conn: Connection) -> DescribeConfigsResponse:
+    body = request.body
+    version = request.api_version
+    synonyms = version >= 1 and bool(body.include_synonyms)
+    results = []
+    for resource in body.resources:
+        error, message, configs = Errors.NONE, None, []
+        try:
+            entries = describe_configs(
+                conn.cluster, resource.resource_type, resource.resource_name, resource.configuration_keys
+            )
+        except AdminError as refused:
+            error, message, entries = refused.error, str(refused), []
+        for e in entries:
+            entry = Entry(name=e.name, value=e.value, read_only=e.read_only, is_sensitive=False)
+            if version == 0:
+                entry.is_default = e.is_default
+            else:
+                entry.config_source = e.source
+                entry.synonyms = [Synonym(name=e.name, value=e.value, source=e.source)] if synonyms else []
+            if version >= 3:
+                entry.config_type = e.config_type
+                entry.documentation = None
+            configs.append(entry)
+        results.append(
+            Described(
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=configs,
+            )
+        )
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+async def incremental_alter(request: Request, conn: Connection) -> IncrementalAlterConfigsResponse:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        error, message = Errors.NONE, None
+        ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        try:
+            alter_configs(
+                conn.cluster, resource.resource_type, resource.resource_name, ops, bool(body.validate_only)
+            )
+        except AdminError as refused:
+            error, message = refused.error, str(refused)
+            conn.log(f"IncrementalAlterConfigs {resource.resource_name!r}: {error.name} ({message})")
+        responses.append(
+            Altered(
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -1,0 +1,268 @@
+"""Request headers and bodies in, response frames out, through kafka-python's ``kafka.protocol``.
+
+The table ``SUPPORTED`` lists every API and version range minibroker answers;
+ApiVersions advertises exactly it. Decoding a frame:
+
+1. the first 8 bytes are the same in every header version: api key, api
+   version, correlation id (fewer than 8 bytes: ``MalformedRequest``);
+2. an api key outside the table: ``UnknownApiKey``; a version outside its range:
+   ``UnsupportedVersion`` (ApiVersions is the exception the server answers, with
+   a v0 body; for everything else Kafka closes the connection);
+3. the rest of the header (v1, or v2 with tagged fields for flexible versions)
+   and the body are decoded by the kafka-python class of that API; a body
+   that runs past the end of the frame, bytes that cannot be decoded, or a
+   non-nullable field sent as null (``nulls.py``: Kafka's parsers refuse it),
+   make ``MalformedRequest``.
+
+Encoding a response writes the response header (v0, or v1 for flexible
+versions; ApiVersions always v0) and the body, framed.
+
+Invariant: every exception this module raises for bad input is a ``RequestError``;
+nothing else escapes ``decode_request`` for any byte string.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+import attrs
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+from minibroker.server.nulls import non_nullable_null
+
+#: Kafka's UNSUPPORTED_VERSION error code
+UNSUPPORTED_VERSION = 35
+
+_FIXED_HEADER = struct.Struct(">hhi")
+
+
+@attrs.frozen
+class ApiSpec:
+    """One API: its key, name, kafka-python request and response classes, versions we answer."""
+
+    key: int
+    name: str
+    request: type[ApiMessage]
+    response: type[ApiMessage]
+    min_version: int
+    max_version: int
+
+
+def _spec(request: type[ApiMessage], response: type[ApiMessage], low: int, high: int) -> ApiSpec:
+    return ApiSpec(request.API_KEY, request.name.removesuffix("Request"), request, response, low, high)
+
+
+#: api key -> what we answer. Produce from v3 and Fetch from v4: record batch v2 only. Produce,
+#: Fetch and Metadata stop before the versions that name topics by id (Produce 13, Fetch 13).
+SUPPORTED: dict[int, ApiSpec] = {
+    spec.key: spec
+    for spec in (
+        _spec(ProduceRequest, ProduceResponse, 3, 9),
+        _spec(FetchRequest, FetchResponse, 4, 12),
+        _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 6),
+        _spec(MetadataRequest, MetadataResponse, 0, 12),
+        _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+        _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+        _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
+        # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
+        _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
+        _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
+        _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
+        _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
+        _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+        _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+        _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+        _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
+        _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        # admin (server/admin_topics.py, admin_configs.py, admin_cluster.py): Kafka 4's version ranges
+        _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+        _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+        _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+        _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+        _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+        _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+        _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+    )
+}
+
+API_VERSIONS_KEY = ApiVersionsRequest.API_KEY
+
+
+class RequestError(Exception):
+    """A frame that is not a request we can answer; ``correlation_id`` when it could be read."""
+
+    def __init__(self, message: str, api_key: int = -1, api_version: int = -1, correlation_id: int = -1):
+        super().__init__(message)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class MalformedRequest(RequestError):
+    """Bytes that do not decode as the request their header announces."""
+
+
+class UnknownApiKey(RequestError):
+    """An api key minibroker does not implement."""
+
+
+class UnsupportedVersion(RequestError):
+    """A known api key at a version outside ``SUPPORTED``."""
+
+
+@attrs.frozen
+class Request:
+    """A decoded request: header fields and the kafka-python body object."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+    @property
+    def spec(self) -> ApiSpec:
+        return SUPPORTED[self.api_key]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api key, api version, correlation id): the part every request header version shares."""
+    if len(frame) < _FIXED_HEADER.size:
+        raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a request header")
+    return _FIXED_HEADER.unpack_from(frame)
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode one frame's payload; raise a ``RequestError`` subclass if it cannot be answered."""
+    api_key, version, correlation_id = peek_header(frame)
+    spec = SUPPORTED.get(api_key)
+    if spec is None:
+        raise UnknownApiKey(f"unknown api key {api_key}", api_key, version, correlation_id)
+    if not spec.min_version <= version <= spec.max_version:
+        raise UnsupportedVersion(
+            f"{spec.name} v{version} is not supported (v{spec.min_version}-v{spec.max_version})",
+            api_key,
+            version,
+            correlation_id,
+        )
+    cls = spec.request
+    flexible = cls.flexible_version_q(version)
+    try:
+        stream = io.BytesIO(frame)
+        header = cls.header_class.decode(stream, flexible=flexible)
+        decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls)
+        body, end = decode(memoryview(frame), stream.tell())
+    except Exception as error:  # kafka-python raises struct.error, ValueError, IndexError, ...
+        raise MalformedRequest(
+            f"{spec.name} v{version} does not decode: {type(error).__name__}: {error}",
+            api_key,
+            version,
+            correlation_id,
+        ) from None
+    if end > len(frame):
+        raise MalformedRequest(
+            f"{spec.name} v{version} runs {end - len(frame)} bytes past the end of its frame",
+            api_key,
+            version,
+            correlation_id,
+        )
+    null = non_nullable_null(cls._struct, body, version)
+    if null is not None:
+        raise MalformedRequest(
+            f"{spec.name} v{version} does not decode: non-nullable field {null} was serialized as null",
+            api_key,
+            version,
+            correlation_id,
+        )
+    body._header = header
+    return Request(api_key, version, correlation_id, header.client_id, body)
+
+
+def encode_response(request: Request, body: ApiMessage) -> bytes:
+    """The framed response to ``request``: response header (its correlation id) and ``body``."""
+    body.API_VERSION = request.api_version
+    body.with_header(correlation_id=request.correlation_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def api_versions_body(version: int, error_code: int = 0) -> ApiVersionsResponse:
+    """The ApiVersions response: ``SUPPORTED``, with ``error_code``, at ``version``."""
+    keys = [
+        ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(SUPPORTED.values(), key=lambda s: s.key)
+    ]
+    return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions request of a version it does not know: v0, UNSUPPORTED_VERSION."""
+    body = api_versions_body(0, UNSUPPORTED_VERSION)
+    body.with_header(correlation_id=correlation_id)
+    return bytes(body.encode(header=True, framed=True))

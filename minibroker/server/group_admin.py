@@ -1,0 +1,163 @@
+"""OffsetCommit, OffsetFetch, DescribeGroups, ListGroups and DeleteGroups over the wire.
+
+Each becomes one coordinator message sent to the connection's broker over the
+emulated network. OffsetCommit v2-v9 (v10 names topics by id) keeps the request's
+topic and partition order; v2-v4's retention time is honoured. OffsetFetch v1-v9:
+v2+ may ask for every committed offset (topics null), v8+ for several groups at
+once (each group answered by this broker: NOT_COORDINATOR for the ones it does not
+coordinate); v2-v7 carry the group's error at the top level too. ListGroups lists
+this broker's groups (an admin client asks every broker); v4+ filter by state,
+v5+ by type (every group here is ``classic``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
+
+from minibroker.coordinator.group import messages as m
+from minibroker.server.codec import Request
+from minibroker.server.context import RESPONSE_GRACE_MS, Connection
+
+CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+CommitPartition = CommitTopic.OffsetCommitResponsePartition
+FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
+FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
+FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+Described = DescribeGroupsResponse.DescribedGroup
+DescribedMember = Described.DescribedGroupMember
+
+
+#: response fields filled from the coordinator's answers: ``field`` (same attribute) or ``field=attribute``
+_DESCRIBED = "error_code=error group_id group_state=state protocol_type protocol_data"
+_DESCRIBED_MEMBER = (
+    "member_id group_instance_id=instance_id client_id client_host member_metadata=metadata"
+    " member_assignment=assignment"
+)
+_LISTED = "group_id protocol_type group_state=state"
+
+
+def _wait(conn: Connection) -> int:
+    return conn.cluster.brokers[conn.broker_id].config.offsets_commit_timeout_ms + RESPONSE_GRACE_MS
+
+
+async def _ask(conn: Connection, message: object) -> Any:
+    """The coordinator's answer to ``message``, asked of the connection's broker."""
+    return await conn.call(message, _wait(conn))
+
+
+def _row(cls: Any, item: object, fields: str, **extra: Any) -> Any:
+    """``cls`` built from ``item`` as ``fields`` says (see ``_DESCRIBED``), plus ``extra``."""
+    pairs = (spec.partition("=") for spec in fields.split())
+    return cls(**{name: getattr(item, attribute or name) for name, _, attribute in pairs}, **extra)
+
+
+async def offset_commit(request: Request, conn: Connection) -> OffsetCommitResponse:
+    body = request.body
+    version = request.api_version
+    offsets = tuple(
+        m.CommitOffset(
+            t.name,
+            p.partition_index,
+            p.committed_offset,
+            p.committed_leader_epoch if version >= 6 else -1,
+            p.committed_metadata,
+        )
+        for t in body.topics
+        for p in t.partitions
+    )
+    message = m.OffsetCommitRequest(
+        body.group_id,
+        offsets,
+        body.generation_id_or_member_epoch,
+        body.member_id,
+        body.group_instance_id if version >= 7 else None,
+        body.retention_time_ms if version <= 4 else -1,
+        version,
+    )
+    answer: m.OffsetCommitResponse = await _ask(conn, message)
+    topics: dict[str, list] = {}
+    for topic, partition, error in answer.partitions:
+        topics.setdefault(topic, []).append(CommitPartition(partition_index=partition, error_code=error))
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[CommitTopic(name=name, partitions=parts) for name, parts in topics.items()],
+    )
+
+
+async def offset_fetch(request: Request, conn: Connection) -> OffsetFetchResponse:
+    body = request.body
+    version = request.api_version
+    if version >= 8:
+        groups = tuple(m.OffsetFetchGroup(g.group_id, _topics(g.topics)) for g in body.groups)
+    else:
+        groups = (m.OffsetFetchGroup(body.group_id, _topics(body.topics)),)
+    message = m.OffsetFetchRequest(groups, body.require_stable if version >= 7 else False)
+    answer: m.OffsetFetchResponse = await _ask(conn, message)
+    if version >= 8:
+        return OffsetFetchResponse(
+            throttle_time_ms=0,
+            groups=[
+                FetchGroup(group_id=g.group_id, error_code=g.error, topics=_fetched(g, FetchGroupTopic))
+                for g in answer.groups
+            ],
+        )
+    (group,) = answer.groups
+    return OffsetFetchResponse(throttle_time_ms=0, topics=_fetched(group, FetchTopic), error_code=group.error)
+
+
+def _topics(topics) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    if topics is None:
+        return None
+    return tuple((t.name, tuple(t.partition_indexes)) for t in topics)
+
+
+def _fetched(group: m.OffsetFetchResult, topic_class) -> list:
+    partition_class = next(
+        getattr(topic_class, n) for n in dir(topic_class) if n.startswith("OffsetFetchResponsePartition")
+    )
+    by_topic: dict[str, list] = {}
+    for o in group.offsets:
+        by_topic.setdefault(o.topic, []).append(
+            partition_class(
+                partition_index=o.partition,
+                committed_offset=o.offset,
+                committed_leader_epoch=o.leader_epoch,
+                metadata=o.metadata,
+                error_code=o.error,
+            )
+        )
+    return [topic_class(name=name, partitions=parts) for name, parts in by_topic.items()]
+
+
+async def describe_groups(request: Request, conn: Connection) -> DescribeGroupsResponse:
+    answer: m.DescribeGroupsResponse = await _ask(conn, m.DescribeGroupsRequest(tuple(request.body.groups)))
+    groups = [
+        _row(
+            Described, g, _DESCRIBED, members=[_row(DescribedMember, x, _DESCRIBED_MEMBER) for x in g.members]
+        )
+        for g in answer.groups
+    ]
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+
+
+async def list_groups(request: Request, conn: Connection) -> ListGroupsResponse:
+    body = request.body
+    version = request.api_version
+    message = m.ListGroupsRequest(
+        tuple(body.states_filter) if version >= 4 else (), tuple(body.types_filter) if version >= 5 else ()
+    )
+    answer: m.ListGroupsResponse = await _ask(conn, message)
+    listed = [_row(ListGroupsResponse.ListedGroup, g, _LISTED, group_type="classic") for g in answer.groups]
+    return ListGroupsResponse(throttle_time_ms=0, error_code=answer.error, groups=listed)
+
+
+async def delete_groups(request: Request, conn: Connection) -> DeleteGroupsResponse:
+    answer: m.DeleteGroupsResponse = await _ask(conn, m.DeleteGroupsRequest(tuple(request.body.groups_names)))
+    results = [
+        DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=error)
+        for gid, error in answer.results
+    ]
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,58 @@
+"""The handler of each supported API: ``HANDLERS[api_key](request, connection)``.
+
+A handler returns the response body (a kafka-python response object), None
+when the request gets no answer (Produce with acks=0), or raises
+``CloseConnection``. Every key in ``codec.SUPPORTED`` has a handler here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from minibroker.server import admin_cluster, admin_configs, admin_topics
+from minibroker.server.codec import SUPPORTED, Request
+from minibroker.server.context import Connection
+from minibroker.server.fetch import fetch, list_offsets, offset_for_leader_epoch
+from minibroker.server.group_admin import (
+    delete_groups,
+    describe_groups,
+    list_groups,
+    offset_commit,
+    offset_fetch,
+)
+from minibroker.server.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
+from minibroker.server.metadata import api_versions, metadata
+from minibroker.server.produce import init_producer_id, produce
+
+Handler = Callable[[Request, Connection], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    0: produce,
+    1: fetch,
+    2: list_offsets,
+    3: metadata,
+    18: api_versions,
+    22: init_producer_id,
+    23: offset_for_leader_epoch,
+    8: offset_commit,
+    9: offset_fetch,
+    10: find_coordinator,
+    11: join_group,
+    12: heartbeat,
+    13: leave_group,
+    14: sync_group,
+    15: describe_groups,
+    16: list_groups,
+    42: delete_groups,
+    19: admin_topics.create_topics,
+    20: admin_topics.delete_topics,
+    21: admin_cluster.delete_records,
+    32: admin_configs.describe,
+    37: admin_topics.create_partitions,
+    43: admin_cluster.elect_leaders,
+    44: admin_configs.incremental_alter,
+    60: admin_cluster.describe_cluster,
+}
+
+assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

@@ -1,0 +1,156 @@
+"""Produce and InitProducerId.
+
+Produce: each partition's record batches are validated (``records.py``); bad
+ones answer Kafka's code for the fault (CORRUPT_MESSAGE, INVALID_RECORD, ...)
+and are not sent on; before v7 an unknown compression codec fails the whole
+request, as in Kafka. The rest goes to the broker as
+one emulated ``ProduceRequest`` with the request's ``acks`` and ``timeout_ms``,
+which becomes the DelayedProduce's delay when ``acks=-1`` has to wait for the
+ISR (zero or negative: the records are appended and the answer is an immediate
+REQUEST_TIMED_OUT unless the ISR already has them, as in Kafka). The answer keeps
+the request's topic and partition order.
+
+``acks=0``: the broker appends and answers nothing. As in Kafka, a partition
+error that can be seen at once (corrupt records, unknown topic, not the leader)
+closes the connection instead, so the producer refreshes its metadata.
+
+InitProducerId hands out producer ids from 1000 up with epoch 0; a request
+naming the current id and epoch (v3+) gets a new id too, as Kafka's coordinator
+answers any non-transactional producer. Idempotence is
+enforced by the partition leader as Kafka does (``broker.producer_state``): a
+retried batch is answered with its first offset and not appended again, a gap
+in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
+INVALID_PRODUCER_EPOCH. Transactional ids are refused with INVALID_REQUEST
+(no transaction coordinator).
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
+
+from minibroker.common.errors import Errors
+from minibroker.common.messages import (
+    PartitionProduceResponse,
+    ProduceData,
+    ProduceRequest,
+    TopicPartition,
+)
+from minibroker.common.messages import (
+    ProduceResponse as ClusterProduceResponse,
+)
+from minibroker.server.codec import Request
+from minibroker.server.context import (
+    INVALID_REQUEST,
+    RESPONSE_GRACE_MS,
+    UNKNOWN_SERVER_ERROR,
+    CloseConnection,
+    Connection,
+)
+from minibroker.server.records import InvalidRecords, WholeRequest, validate_records
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+
+
+async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
+    body = request.body
+    order = [TopicPartition(t.name, p.index) for t in body.topic_data for p in t.partition_data]
+    if body.transactional_id is not None:
+        conn.log(f"Produce with transactional id {body.transactional_id!r}: transactions are not supported")
+        if body.acks == 0:  # Kafka has no answer to send with acks=0: it closes the connection
+            raise CloseConnection("acks=0 Produce with a transactional id failed with INVALID_REQUEST")
+        return _response([(tp, None) for tp in order], error=INVALID_REQUEST)
+    local: dict[TopicPartition, PartitionProduceResponse] = {}
+    data: dict[TopicPartition, ProduceData] = {}
+    limit = conn.cluster.brokers[conn.broker_id].config.socket_request_max_bytes
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            tp = TopicPartition(topic.name, part.index)
+            try:
+                records = validate_records(part.records, request.api_version, limit)
+            except WholeRequest as invalid:
+                conn.log(f"Produce to {tp}: {invalid.error.name} for the whole request ({invalid})")
+                if body.acks == 0:
+                    raise CloseConnection(
+                        f"acks=0 Produce to {tp} failed with {invalid.error.name}"
+                    ) from None
+                return _response([(tp, None) for tp in order], error=int(invalid.error))
+            except InvalidRecords as invalid:
+                conn.log(f"Produce to {tp}: {invalid.error.name} ({invalid})")
+                local[tp] = PartitionProduceResponse(invalid.error)
+                continue
+            if records.count == 0:
+                local[tp] = PartitionProduceResponse(Errors.NONE)
+            else:
+                data[tp] = ProduceData(
+                    records.count, len(records.raw), raw=records.raw, producers=records.producers
+                )
+    message = ProduceRequest(body.acks, body.timeout_ms, data, conn.request_id(request.correlation_id))
+    if body.acks == 0:
+        _check_acks_zero(conn, local, data)
+        if data:
+            conn.send(message)
+        return None
+    answered = dict(local)
+    if data:
+        # the DelayedProduce takes timeout_ms as it is (a negative one expires at once: REQUEST_TIMED_OUT,
+        # as Kafka's timer runs an already-expired task); the connection waits at least the grace
+        wait_ms = max(0, body.timeout_ms) + RESPONSE_GRACE_MS
+        response: ClusterProduceResponse = await conn.call(message, wait_ms)
+        answered.update(response.partitions)
+    return _response([(tp, answered.get(tp)) for tp in order])
+
+
+def _check_acks_zero(
+    conn: Connection,
+    local: dict[TopicPartition, PartitionProduceResponse],
+    data: dict[TopicPartition, ProduceData],
+) -> None:
+    """acks=0: an error known before the append closes the connection (Kafka's way to tell the producer)."""
+    for tp, part in local.items():
+        if part.error is not Errors.NONE:
+            raise CloseConnection(f"acks=0 Produce to {tp} failed with {part.error.name}")
+    for tp in data:
+        if not conn.cluster.known(tp):
+            raise CloseConnection(f"acks=0 Produce to {tp} failed with UNKNOWN_TOPIC_OR_PARTITION")
+        if conn.cluster.leader_of(tp) != conn.broker_id:
+            raise CloseConnection(f"acks=0 Produce to {tp} failed with NOT_LEADER_OR_FOLLOWER")
+
+
+def _response(
+    parts: list[tuple[TopicPartition, PartitionProduceResponse | None]], error: int | None = None
+) -> ProduceResponse:
+    topics: dict[str, list] = {}
+    for tp, part in parts:
+        code = error if error is not None else (part.error if part is not None else UNKNOWN_SERVER_ERROR)
+        topics.setdefault(tp.topic, []).append(
+            PartitionResponse(
+                index=tp.partition,
+                error_code=int(code),
+                base_offset=part.base_offset if part is not None and error is None else -1,
+                log_append_time_ms=-1,
+                log_start_offset=part.log_start_offset if part is not None and error is None else -1,
+                record_errors=[],
+                error_message=None,
+            )
+        )
+    return ProduceResponse(
+        responses=[TopicResponse(name=name, partition_responses=ps) for name, ps in topics.items()],
+        throttle_time_ms=0,
+    )
+
+
+async def init_producer_id(request: Request, conn: Connection) -> InitProducerIdResponse:
+    body = request.body
+    if body.transactional_id is not None:
+        conn.log(
+            f"InitProducerId for transactional id {body.transactional_id!r}: transactions are not supported"
+        )
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+        )
+    # no transactional id: Kafka's coordinator always hands out a fresh producer id at epoch 0, even when
+    # the request names the producer's current id and epoch (v3+, KIP-360)
+    return InitProducerIdResponse(
+        throttle_time_ms=0, error_code=0, producer_id=next(conn.state.producer_ids), producer_epoch=0
+    )

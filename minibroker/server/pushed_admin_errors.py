@@ -1,0 +1,104 @@
+"""Kafka's whole-request error responses of the admin APIs, for errors a test pushed (``pushed_errors``).
+
+Each names every topic, partition or config resource the request named with the
+error (Kafka's ``getErrorResponse`` of that request); DescribeCluster, which has a
+top-level error code, needs no entry here. Keys missing from ``codec.SUPPORTED``
+are never asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from minibroker.server.codec import Request
+
+
+def _build(request: Request, **fields: Any) -> Any:
+    return request.spec.response(version=request.api_version, **fields)
+
+
+def _nested(request: Request, path: str) -> Any:
+    """The kafka-python class ``path`` (dotted) under the response class."""
+    cls = request.spec.response
+    for name in path.split("."):
+        cls = getattr(cls, name)
+    return cls
+
+
+def create_topics(request: Request, error: int) -> Any:
+    result = _nested(request, "CreatableTopicResult")
+    return _build(request, topics=[result(name=t.name, error_code=error) for t in request.body.topics])
+
+
+def delete_topics(request: Request, error: int) -> Any:
+    result = _nested(request, "DeletableTopicResult")
+    if request.api_version >= 6:
+        names = [t.name for t in request.body.topics]
+    else:
+        names = list(request.body.topic_names)
+    return _build(request, responses=[result(name=n, error_code=error) for n in names])
+
+
+def delete_records(request: Request, error: int) -> Any:
+    topic = _nested(request, "DeleteRecordsTopicResult")
+    part = topic.DeleteRecordsPartitionResult
+    topics = [
+        topic(
+            name=t.name,
+            partitions=[
+                part(partition_index=p.partition_index, low_watermark=-1, error_code=error)
+                for p in t.partitions
+            ],
+        )
+        for t in request.body.topics
+    ]
+    return _build(request, topics=topics)
+
+
+def _resources(request: Request, error: int, field: str, cls_name: str, **extra: Any) -> Any:
+    result = _nested(request, cls_name)
+    entries = [
+        result(error_code=error, resource_type=r.resource_type, resource_name=r.resource_name, **extra)
+        for r in request.body.resources
+    ]
+    return _build(request, **{field: entries})
+
+
+def describe_configs(request: Request, error: int) -> Any:
+    return _resources(request, error, "results", "DescribeConfigsResult", configs=[])
+
+
+def incremental_alter_configs(request: Request, error: int) -> Any:
+    return _resources(request, error, "responses", "AlterConfigsResourceResponse")
+
+
+def create_partitions(request: Request, error: int) -> Any:
+    result = _nested(request, "CreatePartitionsTopicResult")
+    return _build(request, results=[result(name=t.name, error_code=error) for t in request.body.topics])
+
+
+def elect_leaders(request: Request, error: int) -> Any:
+    result = _nested(request, "ReplicaElectionResult")
+    part = result.PartitionResult
+    results = [
+        result(topic=t.topic, partition_result=[part(partition_id=p, error_code=error) for p in t.partitions])
+        for t in request.body.topic_partitions or ()
+    ]
+    fields: dict[str, Any] = {"replica_election_results": results}
+    if request.api_version >= 1:
+        fields["error_code"] = error
+    return _build(request, **fields)
+
+
+#: api key -> error response (CreateTopics 19, DeleteTopics 20, DeleteRecords 21, DescribeConfigs 32,
+#: CreatePartitions 37, ElectLeaders 43, IncrementalAlterConfigs 44)
+ADMIN_ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
+    19: create_topics,
+    20: delete_topics,
+    21: delete_records,
+    32: describe_configs,
+    37: create_partitions,
+    43: elect_leaders,
+    44: incremental_alter_configs,
+}

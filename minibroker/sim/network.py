@@ -1,0 +1,264 @@
+"""Network: in-process links between brokers, clients and the controller, with faults.
+
+A message sent at ``t`` over a link with latency ``L`` arrives at ``t + L``, and a
+link is FIFO: it never overtakes an earlier message, even after its latency is
+lowered. Each link keeps its messages in flight in sending order and delivers
+from the front: two messages due at the same ms arrive in the order they were
+sent, whatever order the timer fires their tasks in (it does not order tasks
+of one expiration). Delivery calls the receiver's ``deliver(src, message, respond)`` on the
+scheduler, never inside the sender's call.
+
+Requests pair with responses by correlation id. A requester hears back exactly
+once: the response, or a ``NetworkError``:
+
+- NETWORK_EXCEPTION when the destination is down at send time or crashes before
+  answering (the connection resets; an answer already on the wire still lands);
+- REQUEST_TIMED_OUT when nothing arrives within its timeout (e.g. a dropped link).
+
+Bugs: by default an exception raised by an endpoint's ``deliver`` or a
+requester's ``on_response`` propagates (ending the emulation: it is a bug). With
+``on_error`` set (``minibroker serve``), it is contained to the message: a
+request whose handling raised before it was answered gets a ``NetworkError``
+UNKNOWN_SERVER_ERROR carrying the exception as ``cause``, and ``on_error(error,
+requester)`` is told (``requester`` is the node whose request failed, or None);
+every other message and link goes on.
+
+Faults: ``set_latency`` (slow a link), ``drop``/``heal`` a link in both
+directions (messages on it are lost, including those in flight), and
+``set_up(node, False)`` for a crashed node (messages to it are lost; messages it
+already sent are still delivered, they are on the wire).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from minibroker.common.errors import Errors
+from minibroker.common.messages import NetworkError
+from minibroker.runtime import Scheduler
+from minibroker.timer import TimerTask
+from minibroker.trace import NULL_TRACER, Tracer
+
+Node = Hashable
+Respond = Callable[[Any], None]
+
+
+class Endpoint(Protocol):
+    def deliver(self, src: Node, message: Any, respond: Respond | None) -> None: ...
+
+
+@attrs.define(slots=True)
+class _Pending:
+    src: Node
+    dst: Node
+    on_response: Callable[[Any], None]
+    timeout: TimerTask | None
+    answered: bool = False  # the response is on the wire
+
+
+class Network:
+    """Links with latency and faults; one-way ``send`` and request/response ``request``."""
+
+    def __init__(
+        self, scheduler: Scheduler, default_latency_ms: int = 0, tracer: Tracer = NULL_TRACER
+    ) -> None:
+        self.scheduler = scheduler
+        self.default_latency_ms = default_latency_ms
+        self.tracer = tracer
+        self._endpoints: dict[Node, Endpoint] = {}
+        self._down: set[Node] = set()
+        self._latency: dict[tuple[Node, Node], int] = {}
+        self._dropped: set[frozenset[Node]] = set()
+        #: per link, the messages in flight in sending order: (arrival ms, message, arrive); arrival
+        #: times never decrease along a queue, so its last one bounds the next message's
+        self._in_flight: dict[tuple[Node, Node], deque[tuple[int, Any, Callable[[], None]]]] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._correlation = itertools.count()
+        self.sent = 0
+        self.delivered = 0
+        self.lost = 0
+        #: receives (exception, requester) raised by a delivery or a response callback (None: they propagate)
+        self.on_error: Callable[[Exception, Node | None], object] | None = None
+
+    # --- topology and faults -----------------------------------------------------------------
+    def register(self, node: Node, endpoint: Endpoint) -> None:
+        self._endpoints[node] = endpoint
+
+    def unregister(self, node: Node) -> None:
+        """Forget a node that is gone for good (a closed client connection) and its requests."""
+        self._endpoints.pop(node, None)
+        self._down.discard(node)
+        for correlation, pending in list(self._pending.items()):
+            if pending.src == node:
+                self._forget(correlation)
+        for key in [key for key in self._latency if node in key]:
+            del self._latency[key]
+
+    def is_up(self, node: Node) -> bool:
+        return node in self._endpoints and node not in self._down
+
+    def set_up(self, node: Node, up: bool) -> None:
+        """Bring a node up or down; going down resets every connection that waits on it."""
+        if up:
+            self._down.discard(node)
+            return
+        self._down.add(node)
+        for correlation, pending in list(self._pending.items()):
+            if pending.dst == node and not pending.answered:
+                self._fail(correlation, Errors.NETWORK_EXCEPTION, f"connection to {node} reset")
+            elif pending.src == node:
+                self._forget(correlation)
+
+    def latency(self, src: Node, dst: Node) -> int:
+        return self._latency.get((src, dst), self.default_latency_ms)
+
+    def set_latency(self, a: Node, b: Node, latency_ms: int, both_ways: bool = True) -> None:
+        self._latency[(a, b)] = latency_ms
+        if both_ways:
+            self._latency[(b, a)] = latency_ms
+
+    def drop(self, a: Node, b: Node) -> None:
+        self._dropped.add(frozenset((a, b)))
+
+    def heal(self, a: Node, b: Node) -> None:
+        self._dropped.discard(frozenset((a, b)))
+
+    def is_dropped(self, a: Node, b: Node) -> bool:
+        return bool(self._dropped) and frozenset((a, b)) in self._dropped
+
+    # --- messages ----------------------------------------------------------------------------
+    def send(self, src: Node, dst: Node, message: Any, respond: Respond | None = None) -> bool:
+        """Send one message to ``dst``'s endpoint; False if it was lost at once."""
+        return self._transmit(src, dst, message, functools.partial(self._deliver, src, dst, message, respond))
+
+    def _deliver(
+        self, src: Node, dst: Node, message: Any, respond: Respond | None, correlation: int | None = None
+    ) -> None:
+        try:
+            self._endpoints[dst].deliver(src, message, respond)
+        except Exception as error:
+            if self.on_error is None:
+                raise
+            pending = self._pending.get(correlation) if correlation is not None else None
+            if pending is None or pending.answered:
+                self.on_error(error, None)
+                return
+            reason = f"{dst} failed on {type(message).__name__}: {type(error).__name__}: {error}"
+            self._resolve(correlation, NetworkError(Errors.UNKNOWN_SERVER_ERROR, reason, error))
+            self.on_error(error, src)
+
+    def _transmit(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> bool:
+        self.sent += 1
+        if not self.is_up(dst) or self.is_dropped(src, dst):
+            self._lose(src, dst, message)
+            return False
+        now = self.scheduler.now()
+        queue = self._in_flight.setdefault((src, dst), deque())
+        arrival = max(now + self.latency(src, dst), queue[-1][0] if queue else now)
+        queue.append((arrival, message, arrive))
+        self.scheduler.call_later(arrival - now, self._drain, src, dst)
+        return True
+
+    def _drain(self, src: Node, dst: Node) -> None:
+        """Deliver the link's due messages from the front (those sent meanwhile have their own task)."""
+        queue = self._in_flight.get((src, dst))
+        if not queue:
+            return
+        now = self.scheduler.now()
+        due = 0
+        while due < len(queue) and queue[due][0] <= now:
+            due += 1
+        for _ in range(due):
+            _, message, arrive = queue.popleft()
+            self._arrive(src, dst, message, arrive)
+        if not queue:
+            del self._in_flight[(src, dst)]
+
+    def _arrive(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> None:
+        if not self.is_up(dst) or self.is_dropped(src, dst):
+            self._lose(src, dst, message)
+            return
+        self.delivered += 1
+        arrive()
+
+    def _lose(self, src: Node, dst: Node, message: Any) -> None:
+        self.lost += 1
+        if self.tracer.enabled:
+            self.tracer.emit("net.lost", src=str(src), dst=str(dst), message=type(message).__name__)
+
+    def request(
+        self,
+        src: Node,
+        dst: Node,
+        message: Any,
+        timeout_ms: int,
+        on_response: Callable[[Any], None],
+    ) -> int:
+        """Send a request; ``on_response`` gets the response or a ``NetworkError``, exactly once."""
+        correlation = next(self._correlation)
+        pending = _Pending(src, dst, on_response, None)
+        self._pending[correlation] = pending
+        if not self.is_up(dst):
+            reason = f"{dst} is not reachable"
+            self.scheduler.call_later(0, self._fail, correlation, Errors.NETWORK_EXCEPTION, reason)
+            return correlation
+        reason = f"no response from {dst} in {timeout_ms} ms"
+        pending.timeout = self.scheduler.call_later(
+            timeout_ms, self._fail, correlation, Errors.REQUEST_TIMED_OUT, reason
+        )
+
+        def respond(response: Any) -> None:
+            pending.answered = self._transmit(
+                dst, src, response, functools.partial(self._resolve, correlation, response)
+            )
+
+        self._transmit(
+            src, dst, message, functools.partial(self._deliver, src, dst, message, respond, correlation)
+        )
+        return correlation
+
+    async def call(self, src: Node, dst: Node, message: Any, timeout_ms: int) -> Any:
+        """``request`` for trio tasks: await the response or the ``NetworkError``."""
+        done = trio.Event()
+        box: list[Any] = []
+
+        def on_response(response: Any) -> None:
+            box.append(response)
+            done.set()
+
+        self.request(src, dst, message, timeout_ms, on_response)
+        await done.wait()
+        return box[0]
+
+    def _resolve(self, correlation: int, response: Any) -> None:
+        pending = self._pending.pop(correlation, None)
+        if pending is None:
+            return
+        if pending.timeout is not None:
+            pending.timeout.cancel()
+        if self.on_error is None:
+            pending.on_response(response)
+            return
+        try:
+            pending.on_response(response)
+        except Exception as error:
+            self.on_error(error, None)
+
+    def _fail(self, correlation: int, error: Errors, reason: str) -> None:
+        self._resolve(correlation, NetworkError(error, reason))
+
+    def _forget(self, correlation: int) -> None:
+        pending = self._pending.pop(correlation, None)
+        if pending is not None and pending.timeout is not None:
+            pending.timeout.cancel()
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._pending)

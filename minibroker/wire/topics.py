@@ -1,7 +1,0 @@
-"""Kafka's rules for topic names, shared with the cluster's admin operations."""
-
-from __future__ import annotations
-
-from minibroker.cluster.topic_names import topic_error
-
-__all__ = ["topic_error"]

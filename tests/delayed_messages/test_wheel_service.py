@@ -1,0 +1,104 @@
+"""The file wheel on the emulated cluster: precision, rolls, replicas, fail-over to a hot standby."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from minibroker.broker.config import ConfigError
+from minibroker.delayed_messages.wheel_service import WheelConfig
+from minibroker.sim import TopicSpec
+from tests.delayed_messages.helpers import delivered_ids, wheel_cluster
+
+ORDERS = [TopicSpec("orders", 1, 2, assignment=((2, 1),))]  # the real topic is off broker 0
+SMALL = {"delay.wheel.slots": 20, "delay.wheel.tick.ms": 100}
+
+
+def events(group, kind):
+    return [e for e in group.sink if e["kind"] == kind]
+
+
+async def test_a_message_is_delivered_at_the_end_of_its_tick(autojump_clock, tmp_path):
+    async with wheel_cluster(3, ORDERS, tmp_path, {"delay.wheel.tick.ms": 1_000}) as (cluster, group, _):
+        producer = cluster.producer("app", acks=-1)
+        await cluster.clock.sleep_until(250)
+        first = producer.send("orders", 0, delay_ms=1_750)  # due 2000: tick 2 exactly
+        second = producer.send("orders", 0, delay_ms=1_751)  # due 2001: tick 3
+        assert (first.errors, first.broker, second.completed_ms) == ({"__delay_wheel-0": "NONE"}, 0, 250)
+        await cluster.clock.sleep_until(3_001)
+        got = [(d.message_id, d.due_ms, d.delivered_ms) for d in group.stats.deliveries]
+        assert got == [("app-0", 2_000, 2_000), ("app-1", 2_001, 3_000)]
+        assert delivered_ids(cluster, "orders") == ["app-0", "app-1"]
+
+
+async def test_every_copy_holds_the_write_and_fired_slots_are_deleted(autojump_clock, tmp_path):
+    async with wheel_cluster(3, ORDERS, tmp_path, SMALL) as (cluster, group, _):
+        producer = cluster.producer("app", acks=-1)
+        producer.send("orders", 0, count=2, delay_ms=450)  # due 450: tick 5
+        for b in range(3):
+            assert sorted(os.listdir(tmp_path / f"broker-{b}" / "wheel")) == ["pointer", "slot-00005.log"]
+        assert {b: v.slots_with_messages for b, v in group.view().items()} == {0: 1, 1: 1, 2: 1}
+        await cluster.clock.sleep_until(501)
+        for b in range(3):
+            assert sorted(os.listdir(tmp_path / f"broker-{b}" / "wheel")) == ["pointer"]
+        assert [d.delivered_ms for d in group.stats.deliveries] == [500, 500]
+
+
+async def test_delays_longer_than_the_wheel_roll(autojump_clock, tmp_path):
+    async with wheel_cluster(3, ORDERS, tmp_path, SMALL) as (cluster, group, _):  # the wheel spans 2 s
+        cluster.producer("app", acks=-1).send("orders", 0, delay_ms=5_050)
+        await cluster.clock.sleep_until(6_000)
+        (delivery,) = group.stats.deliveries
+        assert (delivery.due_ms, delivery.delivered_ms) == (5_050, 5_100)
+        rolls = [(e["time_ms"], e["roll"]) for e in events(group, "delay.wheel.fire") if e["roll"]]
+        assert rolls == [(1_100, 1), (3_100, 1)]
+
+
+async def test_the_active_dies_with_a_batch_in_flight_and_a_standby_takes_over(autojump_clock, tmp_path):
+    settings = {**SMALL, "delay.wheel.forward.batch": 3}
+    async with wheel_cluster(3, ORDERS, tmp_path, settings) as (cluster, group, _):
+        producer = cluster.producer("app", acks=-1)
+        producer.send("orders", 0, count=10, delay_ms=1_000)  # tick 10, fired at 1000
+        cluster.set_latency("delay-wheel-0", 2, 30)  # a forward from broker 0 takes 60 ms there and back
+        await cluster.clock.sleep_until(1_130)  # two batches acknowledged (1060, 1120), the third in flight
+        assert len(group.stats.deliveries) == 6
+        cluster.crash(0)
+        await cluster.clock.sleep_until(2_000)
+        actives = [(e["time_ms"], e["broker"]) for e in events(group, "delay.wheel.active")]
+        assert actives == [(0, 0), (1_130, 1)]
+        ids = delivered_ids(cluster, "orders")
+        assert sorted(set(ids)) == sorted(f"app-{i}" for i in range(10))
+        assert len(ids) - len(set(ids)) == 3  # the batch in flight, and nothing else
+        await cluster.restart(0)
+        assert group.in_sync == {0, 1, 2}
+        assert [e["copied_from"] for e in events(group, "delay.wheel.in_sync")] == [1]
+        producer.send("orders", 0, delay_ms=500)
+        await cluster.clock.sleep_until(3_000)
+        assert group.stats.deliveries[-1].message_id == "app-10"
+        assert sorted(os.listdir(tmp_path / "broker-0" / "wheel")) == ["pointer"]
+
+
+async def test_settings_and_their_errors():
+    assert WheelConfig().slots * WheelConfig().tick_ms == 7_200_000
+    with pytest.raises(ConfigError, match=r"delay_wheel\.delay\.wheel\.tick\.ms: expected a number >= 1"):
+        WheelConfig.from_kafka({"delay.wheel.tick.ms": 0})
+    with pytest.raises(ConfigError, match=r"delay\.wheel\.replicas: 4 is more than the cluster's 3 brokers"):
+        WheelConfig.from_kafka({"delay.wheel.replicas": 4}).copies(3)
+
+
+async def test_on_a_running_clock_the_ticks_are_on_the_epoch_scale(autojump_clock, tmp_path):
+    """Served, due times are epoch ms (real clients write them): ticks and pointer follow that scale."""
+    from minibroker.delayed_messages.wheel_service import WheelGroup
+    from minibroker.sim import open_cluster
+
+    origin = 1_700_000_000_000
+    async with open_cluster(3, ORDERS) as cluster:
+        group = WheelGroup(cluster, tmp_path, WheelConfig.from_kafka(SMALL), epoch_origin_ms=origin)
+        await group.start(cluster.nursery)
+        await cluster.clock.sleep_until(250)
+        cluster.producer("p").send("orders", 0, delay_ms=1_000)
+        await cluster.clock.sleep_until(1_301)
+        (delivery,) = group.stats.deliveries
+        assert (delivery.due_ms, delivery.delivered_ms) == (1_250, 1_300)
+        assert group.view()[0].pointer == (origin + 1_300) // 100

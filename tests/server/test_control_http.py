@@ -1,0 +1,201 @@
+"""The control API over HTTP: every route in docs/control-openapi.json, requests and answers validated
+against it, and ``serve --control`` from the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from minibroker.server.control_http import ACTIONS, READ_OUTS, ControlServer
+
+SPEC = json.loads((Path(__file__).resolve().parents[2] / "docs" / "control-openapi.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator
+
+
+def _resolve(schema: dict) -> dict:
+    """The schema with the description's components available to ``$ref``."""
+    return (
+        {**schema, "components": SPEC["components"]}
+        if "$ref" not in schema
+        else {
+            "$ref": schema["$ref"],
+            "components": SPEC["components"],
+        }
+    )
+
+
+def request_schema(action: str) -> dict:
+    return SPEC["paths"][f"/v1/{action}"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+
+
+def response_schema(path: str, method: str, status: int) -> dict:
+    answer = SPEC["paths"][path][method]["responses"][str(status)]
+    return _resolve(answer["content"]["application/json"]["schema"])
+
+
+class Api:
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def call(
+        self, method: str, route: str, body: object = None, raw: bytes | None = None
+    ) -> tuple[int, object]:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        request = urllib.request.Request(self.base + route, data=data, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=15) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    def post(self, action: str, body: dict) -> tuple[int, object]:
+        VALIDATOR(request_schema(action)).validate(body)  # the test only sends what the description allows
+        status, answer = self.call("POST", f"/v1/{action}", body)
+        VALIDATOR(response_schema(f"/v1/{action}", "post", status)).validate(answer)
+        return status, answer
+
+    def get(self, read_out: str, query: str = "") -> object:
+        status, answer = self.call("GET", f"/v1/{read_out}" + (f"?{query}" if query else ""))
+        VALIDATOR(response_schema(f"/v1/{read_out}", "get", status)).validate(answer)
+        assert status == 200, answer
+        return answer
+
+
+@pytest.fixture
+def api(minibroker_factory):
+    cluster = minibroker_factory(3, topics=["t:1:3"], config={"replica.lag.time.max.ms": 400})
+    server = ControlServer().start(cluster)
+    host, port = server.address
+    yield Api(f"http://{host}:{port}")
+    server.stop()
+
+
+def test_the_description_lists_exactly_the_routes_the_server_answers():
+    VALIDATOR.check_schema(SPEC["components"]["schemas"]["Partition"])
+    posts = {path[4:] for path, item in SPEC["paths"].items() if "post" in item}
+    gets = {path[4:] for path, item in SPEC["paths"].items() if "get" in item}
+    assert (posts, gets) == (set(ACTIONS), {*READ_OUTS, "cluster"})
+    for action in ACTIONS:
+        VALIDATOR.check_schema(request_schema(action))
+
+
+def test_every_action_over_http_takes_effect_and_answers_as_described(api):
+    cluster = api.get("cluster")
+    assert cluster["brokers"] == 3 and cluster["bootstrap_servers"].count(",") == 2
+    assert api.get("partition", "topic=t&partition=0")["leader"] == 0
+    ok = (200, {"ok": True})
+    assert api.post("move_leader", {"topic": "t", "partition": 0, "broker": 1}) == ok
+    assert api.get("partition", "topic=t&partition=0")["leader"] == 1
+    assert api.post("push_errors", {"api": "fetch", "errors": ["NOT_LEADER_OR_FOLLOWER"], "broker": 1}) == ok
+    assert api.post("push_errors", {"api": 0, "errors": 6, "broker": 1, "topic": "t", "partition": 0}) == ok
+    assert api.post("push_errors", {"api": "ListOffsets", "errors": ["NOT_CONTROLLER"], "broker": 1}) == ok
+    assert api.post("push_errors", {"api": 3, "errors": [5], "broker": 1, "topic": "t", "partition": 0}) == ok
+    assert api.get("pending_errors", "broker=1") == {
+        "fetch *": 1,
+        "produce t-0": 1,
+        "list_offsets *": 1,
+        "metadata t-0": 1,
+    }
+    assert api.get("fetch_sessions", "broker=1") == {
+        "sessions": 0,
+        "partitions_cached": 0,
+        "evictions": 0,
+        "full_fetches": 0,
+        "incremental_fetches": 0,
+        "sessionless_fetches": 0,
+        "error_fetches": 0,
+    }
+    for action in ("pause_fetcher", "resume_fetcher", "crash", "restart", "shutdown", "restart"):
+        assert api.post(action, {"broker": 2}) == ok, action
+    assert api.get("partition", "topic=t&partition=0")["replicas"][2]["alive"] is True
+    assert api.post("set_client_latency", {"broker": 0, "latency_ms": 5}) == ok
+    assert api.post("set_link_latency", {"a": 0, "b": "controller", "latency_ms": 5}) == ok
+    assert api.post("drop_link", {"a": 0, "b": 1}) == ok
+    assert api.post("heal_link", {"a": 0, "b": 1}) == ok
+    assert api.post("set_config", {"settings": {"min.insync.replicas": 2}}) == ok
+    assert api.post("set_config", {"settings": {"replica.fetch.wait.max.ms": 100}, "broker": 0}) == ok
+    assert set(api.get("purgatories", "broker=0")) == {"Produce", "Fetch", "DeleteRecords"}
+    assert api.get("requests") == {} and api.get("requests", "broker=0") == {}
+
+
+def test_bad_requests_answer_one_line_and_the_description_rejects_them_too(api):
+    bad = [
+        ("crash", {"broker": 9}, "broker 9: expected a broker id 0..2"),
+        ("crash", {}, "crash: missing a required argument: 'broker'"),
+        ("crash", {"broker": 0, "force": True}, "crash: got an unexpected keyword argument 'force'"),
+        ("push_errors", {"api": "fetch", "errors": ["BOGUS"], "broker": 0}, "error 'BOGUS': expected one of"),
+        (
+            "move_leader",
+            {"topic": "t", "partition": 3, "broker": 0},
+            "partition 't' 3: no such topic partition",
+        ),
+    ]
+    for action, body, message in bad:
+        status, answer = api.call("POST", f"/v1/{action}", body)
+        assert status == 400 and answer["error"].startswith(message), (action, answer)
+        VALIDATOR(response_schema(f"/v1/{action}", "post", 400)).validate(answer)
+    # what the description's schemas refuse before any server sees it (unknown fields, wrong types)
+    for action, body in [("crash", {"broker": 0, "force": True}), ("crash", {"broker": "0"}), ("crash", {})]:
+        assert not VALIDATOR(request_schema(action)).is_valid(body)
+    assert api.call("POST", "/v1/crash", raw=b"{not json") == (
+        400,
+        {
+            "error": "crash: the body is not JSON (Expecting property name enclosed in double quotes: line 1 "
+            "column 2 (char 1))"
+        },
+    )
+    assert api.call("POST", "/v1/crash", [0]) == (
+        400,
+        {"error": "crash: expected a JSON object of arguments"},
+    )
+    assert api.call("GET", "/v1/nothing") == (404, {"error": "no route GET /v1/nothing"})
+    assert api.call("POST", "/v1/partition", {}) == (404, {"error": "no route POST /v1/partition"})
+    assert api.call("GET", "/v1/purgatories") == (
+        400,
+        {"error": "purgatories: missing a required argument: 'broker'"},
+    )
+    assert api.get("partition", "topic=t&partition=0")["replicas"][0]["alive"] is True  # nothing happened
+
+
+def test_serve_control_from_the_command_line(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "minibroker",
+        "serve",
+        "--port",
+        "0",
+        "--control",
+        "0",
+        "--duration",
+        "20",
+    ]
+    process = subprocess.Popen(
+        [*command, "--topic", "t:1:3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        lines = [process.stdout.readline() for _ in range(4)]
+        assert [line.split(" listening")[0] for line in lines[:3]] == ["broker 0", "broker 1", "broker 2"]
+        assert lines[3].startswith("control API on http://127.0.0.1:") and lines[3].endswith(
+            "/v1/ (docs/testing.md)\n"
+        )
+        api = Api(lines[3].split()[3].removesuffix("/v1/"))
+        assert api.post("crash", {"broker": 0}) == (200, {"ok": True})
+        assert api.get("partition", "topic=t&partition=0")["replicas"][0]["alive"] is False
+    finally:
+        process.terminate()
+        process.wait(15)
+    taken = subprocess.run(
+        [*command[:-2], "--tui", "--duration", "1"], capture_output=True, text=True, timeout=30
+    )
+    assert (taken.returncode, taken.stderr.strip()) == (
+        2,
+        "minibroker: serve: --control and --tui cannot be combined (the TUI owns the terminal's run)",
+    )

@@ -1,0 +1,102 @@
+"""``minibroker serve --data-dir DIR`` / ``--keep-data``: where the file wheel's files live, and that the
+default temporary directory is gone at exit. A real ``serve`` process and kafka-python on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from kafka import KafkaProducer
+
+from tests.server.conftest import WAIT_S
+from tests.server.test_delay_serve import WHEEL_SCENARIO
+from tests.server.test_serve_cli import start
+
+WHEEL = WHEEL_SCENARIO  # tick 100 ms, 600 slots, three copies
+
+
+def send_due_in_an_hour(ports: list[int]) -> None:
+    """One record into the wheel, due long after the server stops (so it stays in its slot file)."""
+    producer = KafkaProducer(bootstrap_servers=[f"127.0.0.1:{p}" for p in ports], acks="all")
+    due = int(time.time() * 1000) + 3_600_000
+    headers = [("delay.real.topic", b"orders"), ("delay.due.ms", str(due).encode())]
+    producer.send("__delay_wheel", value=b"kept", headers=headers).get(timeout=WAIT_S)
+    producer.close()
+
+
+def wheel_files(directory) -> dict[str, list[str]]:
+    return {b: sorted(os.listdir(os.path.join(directory, b, "wheel"))) for b in sorted(os.listdir(directory))}
+
+
+def stop(process: subprocess.Popen) -> str:
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 130, err
+    return err
+
+
+def wait_for_slot_logs(directory) -> dict[str, list[str]]:
+    """The wheel's files once every copy holds a slot log (the ingest reads the topic a fetch later)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        files = wheel_files(directory)
+        if all(any(n.endswith(".log") for n in names) for names in files.values()):
+            return files
+        time.sleep(0.05)
+    raise AssertionError(f"no slot log in every copy: {wheel_files(directory)}")
+
+
+def test_data_dir_holds_the_wheel_files_and_keeps_them(tmp_path):
+    path = tmp_path / "wheel.toml"
+    path.write_text(WHEEL)
+    data = tmp_path / "data"
+    process, ports, _ = start(str(path), "--port", "0", "--data-dir", str(data))
+    try:
+        send_due_in_an_hour(ports)
+        files = wait_for_slot_logs(data)
+    finally:
+        stop(process)
+    assert sorted(files) == ["broker-0", "broker-1", "broker-2"]
+    slot = [n for n in files["broker-0"] if n.endswith(".log")]
+    assert len(slot) == 1 and files["broker-1"] == files["broker-0"] == ["pointer", *slot]
+    assert b"kept" in (data / "broker-0" / "wheel" / slot[0]).read_bytes()  # still there after exit
+
+
+def test_the_default_directory_is_temporary_and_keep_data_keeps_it(tmp_path):
+    path = tmp_path / "wheel.toml"
+    path.write_text(WHEEL)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    os.environ["TMPDIR"] = str(tmp)  # start() passes the environment on; tempfile in the child uses it
+    try:
+        process, ports, _ = start(str(path), "--port", "0")
+        send_due_in_an_hour(ports)
+        (made,) = os.listdir(tmp)
+        assert made.startswith("minibroker-wheel-")
+        wait_for_slot_logs(tmp / made)
+        stop(process)
+        assert os.listdir(tmp) == []  # removed at exit, slot file and all
+        process, ports, _ = start(str(path), "--port", "0", "--keep-data")
+        send_due_in_an_hour(ports)
+        err = stop(process)
+    finally:
+        del os.environ["TMPDIR"]
+    (kept,) = os.listdir(tmp)
+    assert f"file wheel data kept in {tmp / kept}\n" in err
+    assert wheel_files(tmp / kept)["broker-0"][0] == "pointer"
+
+
+def test_data_dir_without_a_wheel_is_refused_in_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "minibroker", "serve", "--port", "0", "--data-dir", "x", "--duration", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "minibroker: serve: --data-dir: the scenario has no [delay_wheel] section (no files to keep)\n"
+    )
