@@ -220,3 +220,10 @@ def test_event_with_count_events_is_a_filtered_count():
     assert isinstance(expectation, Count)
     assert (expectation.count, expectation.at_least) == ("events", 1)
     assert expectation.filters == {"event": {"kind": "purge"}}
+
+
+def test_an_assignment_of_nested_lists_is_one_line():
+    text = BASE.replace("replication_factor = 3\n", "replication_factor = 1\nassignment = [[[0]], [[1]]]\n")
+    message = error_of(text)
+    assert message.startswith("x.toml:")
+    assert "topics[0].assignment: expected 2 lists of 1 distinct broker ids 0..2" in message

@@ -64,8 +64,8 @@ def _topic(table: Table, brokers: int) -> TopicSpecModel:
         if len(raw) != partitions or any(
             not isinstance(r, list)
             or len(r) != rf
-            or len(set(r)) != rf
             or any(not is_broker(b, brokers) for b in r)
+            or len(set(r)) != rf
             for r in raw
         ):
             raise table.error(
