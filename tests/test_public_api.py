@@ -120,6 +120,21 @@ def test_every_public_package_lists_names_it_has_and_no_module_by_accident():
             assert not inspect.ismodule(value), f"{package}.{name} is a module"
 
 
+def test_the_docs_import_only_public_names():
+    """Every ``from minibroker.X import ...`` in README.md and docs/ names a public package and its names."""
+    pattern = re.compile(r"^\s*from (minibroker[\w.]*) import ([\w, ]+)$", re.MULTILINE)
+    imports = [
+        (page.relative_to(ROOT), package, name.strip())
+        for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+        for package, names in pattern.findall(page.read_text(encoding="utf-8"))
+        for name in names.split(",")
+    ]
+    assert len(imports) >= 6
+    for page, package, name in imports:
+        assert package in PUBLIC_PACKAGES, f"{page}: {package} is not a public package"
+        assert name in importlib.import_module(package).__all__, f"{page}: {package}.{name} is not public"
+
+
 def test_a_change_is_accepted_only_when_the_unreleased_section_names_it():
     old = {"minibroker.timer": {"A": {"kind": "constant"}, "B": {"kind": "function", "signature": "()"}}}
     new = {"minibroker.timer": {"B": {"kind": "function", "signature": "(x)"}, "C": {"kind": "class"}}}
