@@ -84,7 +84,9 @@ def out_dir(path: str) -> Path:
 def add_data_dir_options(parser: argparse.ArgumentParser) -> None:
     """``--data-dir``/``--keep-data``, for the commands that run a scenario's file wheel."""
     parser.add_argument(
-        "--data-dir", metavar="DIR", help="where the file wheel ([delay_wheel]) keeps its files (kept)"
+        "--data-dir",
+        metavar="DIR",
+        help="where the delayed messages' file wheel ([delay_wheel]) keeps its files (kept)",
     )
     parser.add_argument(
         "--keep-data", action="store_true", help="keep the file wheel's temporary directory and print it"

@@ -135,7 +135,7 @@ def render(result: RunResult, console: Console) -> None:
         partitions.add_row(_plain(view.partition), str(view.leader), str(view.leader_epoch), isr, replicas)
     console.print(partitions)
     purgatories = Table(
-        title="purgatories (totals over the run; watched / delayed now)", title_justify="left"
+        title="purgatories (totals over the run; watched / delayed operations now)", title_justify="left"
     )
     for column in ("broker", "purgatory", "completed", "expired", "purges", "purged", "watched", "delayed"):
         purgatories.add_column(column, justify="left" if column in ("broker", "purgatory") else "right")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pyspark.sql import functions as F
 
-from minibroker.analytics import delays, groups, operations, retries, timelines
+from minibroker.analytics import delayed_messages, groups, operations, retries, timelines
 from minibroker.analytics.inputs import TraceInputs
 from minibroker.analytics.kept import keep, release
 from minibroker.analytics.keys import KEYS
@@ -53,7 +53,7 @@ RELEVANT = (
     "fault",
     *groups.KINDS,
     *retries.KINDS,
-    *delays.KINDS,
+    *delayed_messages.KINDS,
 )
 
 #: the kinds most events are of: the tables that read none of them scan a copy of the other kinds' rows
@@ -159,8 +159,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "pending": ("group.session.expire",),
     "client": retries.KINDS,
     "origin": retries.KINDS,
-    "design": delays.KINDS,
-    "lateness_ms": delays.KINDS,
+    "design": delayed_messages.KINDS,
+    "lateness_ms": delayed_messages.KINDS,
 }
 #: columns renamed
 _NAMES = {"ops": "cancelled", "state": "group_state"}
@@ -298,7 +298,7 @@ def analyze(
             "rebalances": groups.rebalances(rare),
             "retry_attempts": retries.retry_attempts(per_record),
             "retry_dlt": retries.retry_dlt(per_record),
-            "delay_lateness": delays.lateness(rare),
+            "delay_lateness": delayed_messages.lateness(rare),
         }
         collected = collect_all(frames)
         histogram = collected.pop("histogram")

@@ -88,17 +88,17 @@ class FetchPath:
         offsets: dict[TopicPartition, LogOffsetMetadata] = {}
         diverging_any = False
         remaining = request.max_bytes
-        injected_here = update_follower and not request.is_from_follower  # a client's first read
-        request_error = self.injected.take("fetch", None) if injected_here else None
+        pushed_here = update_follower and not request.is_from_follower  # a client's first read
+        request_error = self.pushed_errors.take("fetch", None) if pushed_here else None
         for tp, wanted in request.partitions.items():
             partition = self.partitions.get(tp)
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
-                if injected_here:
-                    injected = request_error or self.injected.take("fetch", tp)
-                    if injected is not None:
-                        raise PartitionError(injected, "pushed by a test")
+                if pushed_here:
+                    pushed = request_error or self.pushed_errors.take("fetch", tp)
+                    if pushed is not None:
+                        raise PartitionError(pushed, "pushed by a test")
                 partition.require_leader()
                 partition.check_leader_epoch(wanted.current_leader_epoch)
                 log = partition.log

@@ -1,7 +1,7 @@
 """The produce path of a ReplicaManager: leader appends and the Produce purgatory.
 
 ``ProducePath`` is a mixin of ``ReplicaManager`` (it uses the manager's partitions,
-purgatories, tracer and injected errors). Triggers after an append, as in Kafka's ``ReplicaManager``
+purgatories, tracer and pushed errors). Triggers after an append, as in Kafka's ``ReplicaManager``
 (docs/kafka-model.md, "4. Replication: high watermark and ISR"):
 an append that raised the HW checks the produce, fetch and delete-records
 purgatories; one that only moved the LEO checks the fetch purgatory. They run
@@ -49,7 +49,7 @@ class ProducePath:
             self._respond_produce(request, respond, ProduceResponse(responses))
             return
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
-        request_error = self.injected.take("produce", None)
+        request_error = self.pushed_errors.take("produce", None)
         hw_raised: list[TopicPartition] = []
         leo_moved: list[TopicPartition] = []
         duplicates: list[TopicPartition] = []  # retried idempotent batches: answered, not appended
@@ -58,9 +58,9 @@ class ProducePath:
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
-                injected = request_error or self.injected.take("produce", tp)
-                if injected is not None:
-                    raise PartitionError(injected, "pushed by a test")
+                pushed = request_error or self.pushed_errors.take("produce", tp)
+                if pushed is not None:
+                    raise PartitionError(pushed, "pushed by a test")
                 batch, raised, duplicate = partition.append_records_to_leader(
                     data.count, data.size, request.acks, now, data.values, data.raw, data.producers
                 )

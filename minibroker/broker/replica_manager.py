@@ -38,11 +38,11 @@ from minibroker.broker.delayed_fetch import DelayedFetch
 from minibroker.broker.delayed_produce import DelayedProduce
 from minibroker.broker.delete_records_path import DeleteRecordsPath
 from minibroker.broker.fetch_path import FetchPath
-from minibroker.broker.injected_errors import InjectedErrors
 from minibroker.broker.isr_changes import IsrChanges
 from minibroker.broker.log import Log
 from minibroker.broker.partition import Partition
 from minibroker.broker.produce_path import ProducePath
+from minibroker.broker.pushed_errors import PushedErrors
 from minibroker.broker.replica_fetcher import ReplicaFetcher
 from minibroker.common.errors import Errors
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
@@ -111,8 +111,8 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         #: the metadata cache's broker states (fenced, controlled shutdown), as the controller last said
         self.registrations = BrokerRegistrations()
         self.isr_changes = IsrChanges(self)
-        #: errors a test pushed for the next produce/fetch of a partition (``injected_errors``)
-        self.injected = InjectedErrors()
+        #: errors a test pushed for the next produce/fetch of a partition (``pushed_errors``)
+        self.pushed_errors = PushedErrors()
         self._nursery: trio.Nursery | None = None
         #: set once the broker's tasks have stopped (crash): late answers are ignored
         self.stopped = False

@@ -101,10 +101,10 @@ class Producer(Client):
         return request
 
     async def send_and_wait(
-        self, topic: str, partition: int = 0, count: int = 1, size: int = 100, **delayed: Any
+        self, topic: str, partition: int = 0, count: int = 1, size: int = 100, **delay: Any
     ) -> ClientRequest:
-        """``send`` (``delayed``: its ``delay_ms``, ``delay_via``) and wait for the answer."""
-        return await self.send(topic, partition, count, size, **delayed).wait()
+        """``send`` (``delay``: a delayed message's ``delay_ms``, ``delay_via``) and wait for the answer."""
+        return await self.send(topic, partition, count, size, **delay).wait()
 
     def _on_response(self, request: ClientRequest, response: ProduceResponse | NetworkError) -> None:
         if isinstance(response, NetworkError):

@@ -1,7 +1,7 @@
 """Kafka's v2 record batches, built and read with kafka-python's codec (imported on first use).
 
-Pure helpers shared by the delay and retry packages and by standalone services: importing this module
-loads neither the emulator nor kafka-python.
+Pure helpers shared by the delayed_messages and retry packages and by standalone services: importing
+this module loads neither the emulator nor kafka-python.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ from typing import BinaryIO
 import attrs
 
 from minibroker.delayed_messages.headers import DelayedMessage
-from minibroker.delayed_messages.slot_firing import SlotFiring
+from minibroker.delayed_messages.slot_firing import SlotFiring, ceil_div
 from minibroker.delayed_messages.wheel_format import (
     HEADER_SIZE,
     KIND_MESSAGES,
@@ -61,10 +61,6 @@ from minibroker.delayed_messages.wheel_format import (
     file_header,
     read_progress,
 )
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @attrs.frozen
@@ -203,7 +199,7 @@ class FileWheel:
         """The tick a message due at ``due_ms`` is written to (the next one if that has passed)."""
         assert self.pointer is not None, "start() the wheel first"
         after = self.pointer if self.firing is None else self.firing
-        return max(_ceil_div(due_ms, self.tick_ms), after + 1)
+        return max(ceil_div(due_ms, self.tick_ms), after + 1)
 
     def append(self, messages: Iterable[DelayedMessage]) -> None:
         """Write ``messages`` to their slots and flush: when this returns they survive a crash."""

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from minibroker.delayed_messages.file_wheel import FileWheel
 
 
-def _ceil_div(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` in integers: the tick a message due at ``a`` ms belongs to, with ``b`` ms ticks."""
     return -(-a // b)
 
 
@@ -127,7 +128,7 @@ class SlotFiring:
                 self.exhausted = True
                 break
             offset, end, due_ms, message_id, payload = item
-            if _ceil_div(due_ms, tick_ms) > self.tick:
+            if ceil_div(due_ms, tick_ms) > self.tick:
                 self.position = end
                 if offset >= self.rolled_to and (message := self._decode(offset, payload)) is not None:
                     roll.append(message)

@@ -9,7 +9,7 @@ It ends exactly once, by one of two paths:
   ``op.complete`` (cause ``expiry``) from the first and ``op.expire`` after the second.
 
 ``force_complete`` is the single gate: the first caller marks the operation
-completed, cancels its timer entry (so the purgatory's delayed count drops at
+completed, cancels its timer entry (so the purgatory's count of delayed operations drops at
 once) and runs ``on_complete``; every later caller gets False.
 
 Kafka serialises these paths with a per-operation lock. minibroker runs on one

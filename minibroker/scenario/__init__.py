@@ -1,10 +1,12 @@
 """Layer 5: TOML scenarios: the model, the loader, the runner and the expectations."""
 
+from minibroker.scenario.expect import ExpectationResult
 from minibroker.scenario.loader import ScenarioError, load_scenario, parse_scenario
 from minibroker.scenario.model import Scenario
 from minibroker.scenario.run import RunResult, ScenarioRunner, run_scenario
 
 __all__ = [
+    "ExpectationResult",
     "RunResult",
     "Scenario",
     "ScenarioError",

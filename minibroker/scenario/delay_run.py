@@ -30,18 +30,18 @@ if TYPE_CHECKING:
 
 
 @attrs.define
-class Delays:
-    """The scenario's delay designs on its cluster (either may be absent)."""
+class DelayedMessageDesigns:
+    """The scenario's delayed-message designs on its cluster: levels, file wheel (either may be absent)."""
 
     services: DelayServices | None = None
     wheel: WheelGroup | None = None
     temp_dir: str | None = None
 
     @classmethod
-    async def start(cls, scenario: Scenario, cluster: Cluster) -> Delays:
+    async def start(cls, scenario: Scenario, cluster: Cluster) -> DelayedMessageDesigns:
         """Start the scenario's designs. In virtual time record timestamps are cluster ms; on a
         running clock (``serve``, ``--realtime``) they are epoch ms, as real clients write them."""
-        delays = cls()
+        designs = cls()
         clock = trio.lowlevel.current_clock()
         virtual = isinstance(clock, trio.testing.MockClock) and clock.rate == 0
         origin = 0 if virtual else round(time.time() * 1000) - cluster.now()
@@ -49,20 +49,20 @@ class Delays:
         keep = any(isinstance(e, Delivered) for e in scenario.expectations)
         if scenario.delay_service is not None:
             config = DelayConfig.from_kafka(scenario.delay_service)
-            delays.services = DelayServices(cluster, config, epoch_origin_ms=origin)
-            delays.services.stats.keep_deliveries = keep
-            await delays.services.start(cluster.nursery)
+            designs.services = DelayServices(cluster, config, epoch_origin_ms=origin)
+            designs.services.stats.keep_deliveries = keep
+            await designs.services.start(cluster.nursery)
         if scenario.delay_wheel is not None:
             settings = dict(scenario.delay_wheel)
             data_dir = settings.pop("data_dir", None)
             if data_dir is None:
-                data_dir = delays.temp_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
-            delays.wheel = WheelGroup(
+                data_dir = designs.temp_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
+            designs.wheel = WheelGroup(
                 cluster, data_dir, WheelConfig.from_kafka(settings), epoch_origin_ms=origin
             )
-            delays.wheel.stats.keep_deliveries = keep
-            await delays.wheel.start(cluster.nursery)
-        return delays
+            designs.wheel.stats.keep_deliveries = keep
+            await designs.wheel.start(cluster.nursery)
+        return designs
 
     def view(self) -> DelaysView | None:
         """The designs' state now, for the TUI; None without delayed messages."""
@@ -144,14 +144,14 @@ class Delays:
         return [], {}
 
 
-def check_delivered(expectation: Delivered, delays: Delays) -> ExpectationResult:
+def check_delivered(expectation: Delivered, designs: DelayedMessageDesigns) -> ExpectationResult:
     """Missing and duplicates count the copies in the real partitions (in flight at a crash included);
     times and partitions are those of each message's first acknowledged forward."""
-    ids, by_id = delays.deliveries(expectation.request)
+    ids, by_id = designs.deliveries(expectation.request)
     firsts = [by_id[i][0] for i in ids if by_id.get(i)]
     times = sorted({d.delivered_ms for d in firsts})
     partitions = sorted({d.partition for d in firsts})
-    in_logs = delays.ids_in_logs()
+    in_logs = designs.ids_in_logs()
     missing = sum(1 for i in ids if not in_logs[i])
     duplicates = sum(in_logs[i] - 1 for i in ids if in_logs[i])
     within = expectation.within
@@ -171,10 +171,10 @@ def check_delivered(expectation: Delivered, delays: Delays) -> ExpectationResult
     return ExpectationResult(expectation.where, f"{expectation.request} delivered: {expected}", passed, seen)
 
 
-def check_held(expectation: DelayHeld, delays: Delays) -> ExpectationResult:
-    assert delays.services is not None
-    held = delays.services.held().get(expectation.partition)
-    paused = expectation.partition in delays.services.paused() if held is not None else None
+def check_held(expectation: DelayHeld, designs: DelayedMessageDesigns) -> ExpectationResult:
+    assert designs.services is not None
+    held = designs.services.held().get(expectation.partition)
+    paused = expectation.partition in designs.services.paused() if held is not None else None
     expected, passed, seen = _compare(
         [("held", expectation.held, held), ("paused", expectation.paused, paused)]
     )
@@ -183,15 +183,15 @@ def check_held(expectation: DelayHeld, delays: Delays) -> ExpectationResult:
     )
 
 
-def check_wheel(expectation: WheelFigures, delays: Delays) -> ExpectationResult:
-    assert delays.wheel is not None
-    view = delays.wheel.copies[expectation.broker].view()
+def check_wheel(expectation: WheelFigures, designs: DelayedMessageDesigns) -> ExpectationResult:
+    assert designs.wheel is not None
+    view = designs.wheel.copies[expectation.broker].view()
     expected, passed, seen = _compare(
         [
             ("slots_with_messages", expectation.slots_with_messages, view.slots_with_messages),
             ("open_files", expectation.open_files, view.open_files),
             ("pointer", expectation.pointer, view.pointer),
-            ("in_sync", expectation.in_sync, expectation.broker in delays.wheel.in_sync),
+            ("in_sync", expectation.in_sync, expectation.broker in designs.wheel.in_sync),
         ]
     )
     what = f"wheel of broker {expectation.broker} at {expectation.at} ms: {expected}"

@@ -254,7 +254,7 @@ class Event(Expectation):
 
 @attrs.frozen
 class Delivered(Expectation):
-    """Every message of a delayed produce step reached its real partition (at / within a time)."""
+    """The delayed messages of a produce step with ``delay_ms`` reached their real partition (at / within)."""
 
     request: str
     #: the TOML's ``at`` (not named ``at``: that is a timed expectation's time)

@@ -29,7 +29,7 @@ from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
-from minibroker.scenario.delay_run import Delays, check_delivered, check_held, check_wheel
+from minibroker.scenario.delay_run import DelayedMessageDesigns, check_delivered, check_held, check_wheel
 from minibroker.scenario.expect_groups import check_group, check_member
 from minibroker.scenario.model import (
     BrokerFault,
@@ -110,7 +110,7 @@ class ScenarioRunner:
             sink_list.append(self._count)
         self.tracer = RecordingTracer(lambda: 0, sink_list) if sink_list else NULL_TRACER
         self.cluster: Cluster | None = None
-        self.delays = Delays()
+        self.delayed_messages = DelayedMessageDesigns()
         self.ready = trio.Event()
 
     def _kinds_to_keep(self) -> set[str]:
@@ -137,7 +137,7 @@ class ScenarioRunner:
             return await self._run(seed)
         finally:
             self.retries.close()
-            self.delays.close()  # also when cancelled (serve's Ctrl-C): the wheel's temporary files go
+            self.delayed_messages.close()  # also when cancelled (serve's Ctrl-C): the wheel's temp files go
 
     async def _run(self, seed: int) -> RunResult:
         spec = self.scenario.cluster
@@ -168,7 +168,7 @@ class ScenarioRunner:
                     self.clients[client.id] = consumer
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
-            self.delays = await Delays.start(self.scenario, cluster)
+            self.delayed_messages = await DelayedMessageDesigns.start(self.scenario, cluster)
             await self.retries.start(cluster)
             self.ready.set()
             async with trio.open_nursery() as members:
@@ -217,9 +217,9 @@ class ScenarioRunner:
                 if isinstance(item, PartitionState):
                     self.results[item.index] = expect.check_partition(item, view)
                 elif isinstance(item, DelayHeld):
-                    self.results[item.index] = check_held(item, self.delays)
+                    self.results[item.index] = check_held(item, self.delayed_messages)
                 elif isinstance(item, WheelFigures):
-                    self.results[item.index] = check_wheel(item, self.delays)
+                    self.results[item.index] = check_wheel(item, self.delayed_messages)
                 else:
                     assert isinstance(item, PurgatoryFigures)
                     self.results[item.index] = expect.check_purgatory(item, view)
@@ -354,10 +354,10 @@ class ScenarioRunner:
             while sent < due:
                 tp = TopicPartition(step.topic, partitions[sent % len(partitions)])
                 if step.delay_ms is not None:
-                    delayed = producer.send(
+                    message = producer.send(
                         tp.topic, tp.partition, step.records, step.bytes, step.delay_ms, None, step.delay_via
                     )
-                    self._name([delayed], step.id, label)
+                    self._name([message], step.id, label)
                 else:
                     self._name(producer.produce({tp: ProduceData(step.records, step.bytes)}), step.id, label)
                 sent += 1
@@ -376,7 +376,7 @@ class ScenarioRunner:
         if isinstance(expectation, Event):
             return expect.check_event(expectation, self.kept)
         if isinstance(expectation, Delivered):
-            return check_delivered(expectation, self.delays)
+            return check_delivered(expectation, self.delayed_messages)
         if isinstance(expectation, MemberErrors):
             consumer = self.clients[expectation.member]
             membership = getattr(consumer, "membership", None)

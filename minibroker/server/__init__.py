@@ -10,7 +10,8 @@ Modules: ``frames`` (pure frame splitting with the size limit), ``codec`` (heade
 bodies, the version table), ``records`` (record batch v2 checks and rewriting),
 ``metadata`` / ``produce`` / ``fetch`` (the handlers), ``handlers`` (the dispatch table),
 ``context`` (what a handler sees), ``server`` (trio listeners and connections),
-``serve`` (a scenario's cluster plus the server), ``commands`` (the CLI), ``control`` (the
-fault-injection control API on a served cluster) and ``control_http`` (that API over HTTP/JSON,
-``serve --control PORT``).
+``error_responses`` / ``admin_error_responses`` (Kafka's error response of each API, for pushed
+errors and failed requests), ``serve`` (a scenario's cluster plus the server), ``commands``
+(the CLI), ``control`` (the fault-injection control API on a served cluster) and
+``control_http`` (that API over HTTP/JSON, ``serve --control PORT``).
 """

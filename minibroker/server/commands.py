@@ -14,14 +14,13 @@ import tomllib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import attrs
 import trio
 
-from minibroker.broker.config import BrokerConfig, ConfigError
+from minibroker.broker.config import ConfigError
 from minibroker.cliutil import UsageError, add_data_dir_options, positive_number, whole_number, with_data_dir
 from minibroker.common.topic_names import topic_error
 from minibroker.scenario import ScenarioError, load_scenario
-from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
+from minibroker.scenario.model import Scenario, TopicSpecModel
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -105,40 +104,39 @@ def parse_topic(text: str, brokers: int) -> TopicSpecModel:
     return TopicSpecModel(name, partitions, rf)
 
 
-def build_scenario(args: argparse.Namespace) -> Scenario:
+def _scenario(args: argparse.Namespace) -> Scenario:
+    """What serve runs: SCENARIO.toml or ``--brokers``; plus ``--config``, ``--topic``, ``--data-dir``."""
+    from minibroker.server.serve import build_scenario
+
+    loaded = None
     if args.file is not None:
         try:
-            scenario = load_scenario(args.file)
+            loaded = load_scenario(args.file)
         except ScenarioError as error:
             raise UsageError(str(error)) from None
-        if args.brokers is not None and args.brokers != scenario.cluster.brokers:
+        if args.brokers is not None and args.brokers != loaded.cluster.brokers:
             raise UsageError(
-                f"serve: --brokers {args.brokers} contradicts {args.file} "
-                f"({scenario.cluster.brokers} brokers)"
+                f"serve: --brokers {args.brokers} contradicts {args.file} ({loaded.cluster.brokers} brokers)"
             )
-    else:
-        brokers = args.brokers or 3
-        scenario = Scenario(
-            "serve", f"{brokers} brokers", "", 0, None, ClusterSpec(brokers), (), (), (), (), ()
-        )
     config = dict(parse_setting(text) for text in args.config)
     try:
-        BrokerConfig.from_kafka({**scenario.cluster.config, **config}, "--config")
+        scenario = build_scenario(
+            loaded,
+            args.brokers or 3,
+            config,
+            lambda brokers: [parse_topic(text, brokers) for text in args.topic],
+            name="serve",
+            where="--config",
+        )
     except ConfigError as error:
         raise UsageError(f"serve: {error}") from None
-    topics = [parse_topic(text, scenario.cluster.brokers) for text in args.topic]
-    names = [t.name for t in scenario.topics] + [t.name for t in topics]
+    names = [t.name for t in scenario.topics]
     if len(set(names)) != len(names):
         raise UsageError(f"serve: a topic is named twice: {', '.join(sorted(names))}")
     if args.port and args.port + scenario.cluster.brokers - 1 > 65535:
         raise UsageError(
             f"serve: --port {args.port}: broker {scenario.cluster.brokers - 1} would need a port > 65535"
         )
-    scenario = attrs.evolve(
-        scenario,
-        cluster=attrs.evolve(scenario.cluster, config={**scenario.cluster.config, **config}),
-        topics=scenario.topics + tuple(topics),
-    )
     try:
         return with_data_dir(scenario, args)
     except UsageError as error:
@@ -146,7 +144,7 @@ def build_scenario(args: argparse.Namespace) -> Scenario:
 
 
 def serve(args: argparse.Namespace) -> int:
-    scenario = build_scenario(args)
+    scenario = _scenario(args)
     if args.control is not None and args.tui:
         raise UsageError("serve: --control and --tui cannot be combined (the TUI owns the terminal's run)")
     args.control_server = _bind_control(args) if args.control is not None else None

@@ -23,8 +23,8 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.server.codec import SUPPORTED
+from minibroker.server.error_responses import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
 from minibroker.server.fetch_sessions import session_figures
-from minibroker.server.pushed_errors import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
 from minibroker.server.serve import Served
 
 
@@ -192,7 +192,7 @@ class Control:
             manager = self.served.cluster.brokers[broker].replica_manager
             if manager is None:
                 raise ValueError(f"broker {broker} is down")
-            manager.injected.push(api_kind, tp, parsed)
+            manager.pushed_errors.push(api_kind, tp, parsed)
 
         self._run(push)
 
@@ -257,6 +257,6 @@ class Control:
 
         def read() -> dict[str, int]:
             manager = self.served.cluster.brokers[broker].replica_manager
-            return manager.injected.pending() if manager is not None else {}
+            return manager.pushed_errors.pending() if manager is not None else {}
 
         return self._run(read)

@@ -18,8 +18,9 @@ from typing import Any
 import attrs
 import trio
 
+from minibroker.broker.config import BrokerConfig
 from minibroker.scenario import Scenario, ScenarioRunner
-from minibroker.scenario.model import TopicSpecModel
+from minibroker.scenario.model import ClusterSpec, TopicSpecModel
 from minibroker.server.server import WireServer, stderr_log
 from minibroker.sim.cluster import Cluster
 from minibroker.trace import Event as TraceEvent
@@ -44,6 +45,25 @@ def for_serving(
         expectations=(),
         end_ms=FOREVER_MS,
     )
+
+
+def build_scenario(
+    loaded: Scenario | None,
+    brokers: int,
+    config: Mapping[str, Any],
+    topics: Callable[[int], Iterable[TopicSpecModel]],
+    *,
+    name: str,
+    where: str,
+) -> Scenario:
+    """What a serve runs: the ``loaded`` scenario, else ``brokers`` brokers with no topics and no steps
+    (named ``name``); plus broker settings ``config`` (Kafka's names, checked: a ``ConfigError`` names
+    ``where``) and the topics ``topics(broker count)`` gives (see ``for_serving``)."""
+    base = loaded
+    if base is None:
+        base = Scenario(name, f"{brokers} brokers", "", 0, None, ClusterSpec(brokers), (), (), (), (), ())
+    BrokerConfig.from_kafka({**base.cluster.config, **config}, where)
+    return for_serving(base, config, topics(base.cluster.brokers))
 
 
 @attrs.define

@@ -24,7 +24,7 @@ No request ends the server. A request whose handling raises an exception (in
 its handler, or in the emulated broker while it handles it: the cluster runs
 with ``Cluster.contain_errors``) is answered as Kafka's ``KafkaApis.handleError``
 does: UNKNOWN_SERVER_ERROR in the API's own error response
-(``pushed_errors.error_response``), or a closed connection for a request that
+(``error_responses.error_response``), or a closed connection for a request that
 gets no answer (Produce with acks=0); the connection stays open otherwise. The
 exception is logged once, as one block: the broker, the peer, the API, its
 version and correlation id, then the traceback. An exception in the cluster
@@ -60,8 +60,8 @@ from minibroker.server.codec import (
     unsupported_api_versions_response,
 )
 from minibroker.server.context import UNKNOWN_SERVER_ERROR, CloseConnection, Connection, ServerState
+from minibroker.server.error_responses import error_response, handle
 from minibroker.server.frames import FrameError, FrameReader
-from minibroker.server.pushed_errors import error_response, handle
 from minibroker.sim.cluster import Cluster
 
 #: bytes asked of the socket at a time

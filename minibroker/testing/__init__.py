@@ -7,7 +7,7 @@ also exposes its actions to other languages (``serve --control PORT``). A front 
 (rank 8) that wraps the server's control handle.
 """
 
-from minibroker.server.control import Control, parse_error
+from minibroker.server.control import Control
 from minibroker.testing.cluster import MiniCluster, mini_cluster
 
-__all__ = ["Control", "MiniCluster", "mini_cluster", "parse_error"]
+__all__ = ["Control", "MiniCluster", "mini_cluster"]

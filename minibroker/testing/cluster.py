@@ -21,12 +21,11 @@ from typing import Any
 
 import trio
 
-from minibroker.broker.config import BrokerConfig
 from minibroker.common.topic_names import topic_error
 from minibroker.scenario import load_scenario
-from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
+from minibroker.scenario.model import Scenario, TopicSpecModel
 from minibroker.server.control import Control
-from minibroker.server.serve import for_serving, open_served
+from minibroker.server.serve import build_scenario, open_served
 
 #: how long ``start`` waits for the listeners, and ``stop`` for the thread
 START_TIMEOUT_S = 30.0
@@ -55,24 +54,26 @@ def _topic(spec: str | Mapping[str, Any], brokers: int) -> TopicSpecModel:
     return TopicSpecModel(name, partitions, rf)
 
 
-def build_scenario(
+def _scenario(
     brokers: int = 3,
     topics: Iterable[str | Mapping[str, Any]] = (),
     config: Mapping[str, Any] | None = None,
     scenario: str | None = None,
 ) -> Scenario:
     """The scenario a MiniCluster serves: a scenario file, or ``brokers`` brokers; plus topics and config."""
-    if scenario is not None:
-        base = load_scenario(scenario)
-    else:
-        if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 64:
-            raise ValueError(f"brokers {brokers!r}: expected 1..64")
-        spec = ClusterSpec(brokers)
-        base = Scenario("testing", f"{brokers} brokers", "", 0, None, spec, (), (), (), (), ())
-    count = base.cluster.brokers
-    config = dict(config or {})
-    BrokerConfig.from_kafka({**base.cluster.config, **config}, "config")  # a ConfigError names the key
-    return for_serving(base, config, [_topic(spec, count) for spec in topics])
+    loaded = load_scenario(scenario) if scenario is not None else None
+    if loaded is None and (
+        isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 64
+    ):
+        raise ValueError(f"brokers {brokers!r}: expected 1..64")
+    return build_scenario(
+        loaded,
+        brokers,
+        dict(config or {}),
+        lambda count: [_topic(spec, count) for spec in topics],
+        name="testing",
+        where="config",  # a ConfigError names the key
+    )
 
 
 class MiniCluster(Control):
@@ -88,7 +89,7 @@ class MiniCluster(Control):
         host: str = "127.0.0.1",
         start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
-        self.scenario = build_scenario(brokers, topics, config, scenario)
+        self.scenario = _scenario(brokers, topics, config, scenario)
         self.host = host
         self.start_timeout_s = start_timeout_s
         #: the lines serve would write to stderr (connection problems, crashes), for assertions

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from minibroker.sim.snapshot import ReplicaView
-from minibroker.tui.delay import delay_panel
+from minibroker.tui.delayed_messages import delayed_messages_panel
 from minibroker.tui.describe import describe_event
 from minibroker.tui.retry import retry_panel
 from minibroker.tui.state import CAUSES, Frame, Tally
@@ -351,8 +351,8 @@ def render_frame(
     coordinator = coordinator_table(frame)
     if coordinator is not None:
         top.append(coordinator)
-    if frame.delays is not None:
-        top.append(delay_panel(frame.delays))
+    if frame.delayed_messages is not None:
+        top.append(delayed_messages_panel(frame.delayed_messages))
     if frame.retries is not None:
         top.append(retry_panel(frame.retries))
     if height is None:

@@ -108,7 +108,7 @@ class Frame:
     expectations: tuple[ExpectationLine, ...]
     status: Status
     #: delayed messages (minibroker.delayed_messages), when the scenario has them
-    delays: DelaysView | None = None
+    delayed_messages: DelaysView | None = None
     #: the retrying consumer (minibroker.retry), when the scenario has a [retry] section
     retries: RetryView | None = None
 
@@ -172,7 +172,7 @@ def capture(
 
     ``time_ms`` labels the frame when it stands for a later ms in which nothing happened.
     """
-    delays = retries = None
+    delayed_messages = retries = None
     if isinstance(source, RunResult):
         view = source.final
         lines = [ExpectationLine(r.where, r.expected, r.passed, r.seen) for r in source.results]
@@ -180,7 +180,7 @@ def capture(
         assert source.cluster is not None, "capture() before the runner is ready"
         view = source.cluster.snapshot()
         lines = _live_lines(source)
-        delays = source.delays.view()
+        delayed_messages = source.delayed_messages.view()
         retries = source.retries.view()
     scenario = source.scenario
     return Frame(
@@ -195,6 +195,6 @@ def capture(
         dict(log.completed),
         tuple(lines),
         status,
-        delays,
+        delayed_messages,
         retries,
     )

@@ -76,7 +76,7 @@ def test_a_delayed_produce_step_is_read_with_its_design():
         ),
         (
             HEAD + "[delay_service]\n" + STEP + "delay_ms = 6000\n" + '[[expect]]\ndelivered = "b"\n',
-            "expect[0].delivered: expected the id of a delayed produce step: (no delayed produce step has an",
+            "expect[0].delivered: expected the id of a produce step with delay_ms: (no produce step with",
         ),
         (
             HEAD + '[delay_service]\n[[expect]]\ndelay_held = "__delay_7s-0"\nat = 5\n',

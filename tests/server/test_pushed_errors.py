@@ -37,8 +37,8 @@ from kafka.protocol.metadata import (
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
 from minibroker.server.codec import SUPPORTED, Request, encode_response
+from minibroker.server.error_responses import ERROR_RESPONSES, _top_level, pushable
 from minibroker.server.nulls import non_nullable_null
-from minibroker.server.pushed_errors import ERROR_RESPONSES, _top_level, pushable
 from minibroker.testing import MiniCluster
 from tests.server.conftest import RawClient
 

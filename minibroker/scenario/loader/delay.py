@@ -96,8 +96,9 @@ def read_delivered(table: Table, scope: Scope, index: int) -> Expectation:
     name = table.str("delivered")
     delayed = {s.id: s for s in scope.steps if isinstance(s, Produce) and s.delay_ms is not None and s.id}
     if name not in delayed:
-        known = ", ".join(delayed) or "(no delayed produce step has an id)"
-        raise table.error("delivered", f"expected the id of a delayed produce step: {known}; got {name!r}")
+        known = ", ".join(delayed) or "(no produce step with delay_ms has an id)"
+        expected = f"expected the id of a produce step with delay_ms: {known}; got {name!r}"
+        raise table.error("delivered", expected)
     partition = table.str("real_partition", None)
     if partition is not None:
         topic, _, number = partition.rpartition("-")

@@ -1,6 +1,8 @@
-"""Errors a test pushed for the next requests of an API (``Control.push_errors``), in the API's own shape.
+"""Kafka's whole-request error responses in each API's shape; the errors a test pushed answered with them.
 
-The queues live on the broker's replica manager (``InjectedErrors``, kind = the
+A test pushes errors for the next requests of an API (``Control.push_errors``).
+
+The queues live on the broker's replica manager (``PushedErrors``, kind = the
 API's snake-case name, e.g. ``list_offsets``), so a crash forgets them.
 Produce and Fetch take theirs inside the replica manager, before anything is
 appended or read; every other API is handled here:
@@ -35,10 +37,10 @@ import attrs
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.server.admin_error_responses import ADMIN_ERROR_RESPONSES
 from minibroker.server.codec import SUPPORTED, Request, encode_response
 from minibroker.server.context import Connection
 from minibroker.server.handlers import HANDLERS
-from minibroker.server.pushed_admin_errors import ADMIN_ERROR_RESPONSES
 
 #: the replica manager takes these itself (before appending or reading)
 IN_REPLICA_MANAGER = ("produce", "fetch")
@@ -351,21 +353,21 @@ async def handle(request: Request, conn: Connection) -> Any:
     """Run the API's handler, unless a pushed error answers the request instead (module docstring)."""
     handler: Callable[[Request, Connection], Awaitable[Any]] = HANDLERS[request.api_key]
     manager = conn.cluster.brokers[conn.broker_id].replica_manager
-    injected = manager.injected if manager is not None else None
+    pushed = manager.pushed_errors if manager is not None else None
     api = kind(request.api_key)
-    if injected is None or not injected.any() or api in IN_REPLICA_MANAGER:
+    if pushed is None or not pushed.any() or api in IN_REPLICA_MANAGER:
         return await handler(request, conn)
-    error = injected.take(api, None)
+    error = pushed.take(api, None)
     if error is not None:
         build = ERROR_RESPONSES.get(request.api_key, _top_level)
         return build(request, int(error))
     if api in WRITES:
-        failed = _withhold(request, lambda tp: injected.take(api, tp))
+        failed = _withhold(request, lambda tp: pushed.take(api, tp))
         response = await handler(request, conn)
         if failed and response is not None:
             _add_failed(api, request, response, failed)
         return response
     response = await handler(request, conn)
     if api in PER_PARTITION and response is not None:
-        _fail_partitions(api, response, lambda tp: injected.take(api, tp))
+        _fail_partitions(api, response, lambda tp: pushed.take(api, tp))
     return response

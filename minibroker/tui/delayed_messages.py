@@ -18,7 +18,7 @@ def _table(title: str, columns: tuple[str, ...]) -> Table:
     return table
 
 
-def delay_panel(view: DelaysView) -> Panel:
+def delayed_messages_panel(view: DelaysView) -> Panel:
     """One row per level partition a live service leads, one row per wheel copy."""
     parts = []
     if view.levels:

@@ -8,7 +8,7 @@ manager takes the ``produce`` and ``fetch`` ones: one request error per client
 Produce or Fetch, given to every partition of that request, else one error per
 partition from the partition's queue. Either happens before it appends or
 reads, so nothing happens to the log; replica fetches of followers are never
-touched. The wire front end takes the other kinds (``server/pushed_errors.py``).
+touched. The wire front end takes the other kinds (``server/error_responses.py``).
 Queues live on the broker's replica manager: a crash forgets them, as it
 forgets everything else in memory.
 """
@@ -25,7 +25,7 @@ from minibroker.common.messages import TopicPartition
 KINDS = ("produce", "fetch")
 
 
-class InjectedErrors:
+class PushedErrors:
     """(kind, partition) -> errors still to hand out, oldest first."""
 
     def __init__(self) -> None:

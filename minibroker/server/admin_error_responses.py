@@ -1,4 +1,4 @@
-"""Kafka's whole-request error responses of the admin APIs, for errors a test pushed (``pushed_errors``).
+"""Kafka's whole-request error responses of the admin APIs, for errors a test pushed (``error_responses``).
 
 Each names every topic, partition or config resource the request named with the
 error (Kafka's ``getErrorResponse`` of that request); DescribeCluster, which has a
