@@ -65,7 +65,7 @@ from minibroker.coordinator.group.messages import (
 from minibroker.coordinator.group.offsets import OffsetsManager
 from minibroker.coordinator.group.records import OffsetAndMetadata
 from minibroker.coordinator.group.timers import KeyedTimer
-from minibroker.sim.snapshot import CoordinatorView, GroupView, MemberView
+from minibroker.coordinator.group.views import CoordinatorView, GroupView, MemberView
 from minibroker.trace import NULL_TRACER, Tracer
 
 _MEMBER_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-67726f757073")  # namespace: "minibrokergroups"
