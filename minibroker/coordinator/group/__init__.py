@@ -2,11 +2,12 @@
 
 ``GroupCoordinator`` (one per broker, beside its ReplicaManager) answers the
 ``messages`` requests; ``hashing.partition_for`` says which partition (hence which
-broker) coordinates a group; ``timers.KeyedTimer`` arms its keyed tasks on the
+broker) coordinates a group; ``coordinator_timer.CoordinatorTimer`` arms its keyed tasks on the
 broker's one SystemTimer. Rank 3 of the layers (Kafka's server parts). See docs/groups.md.
 """
 
 from minibroker.coordinator.group.coordinator import GroupCoordinator
+from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minibroker.coordinator.group.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -17,7 +18,6 @@ from minibroker.coordinator.group.group import (
     Member,
 )
 from minibroker.coordinator.group.hashing import OFFSETS_TOPIC, java_string_hash, partition_for
-from minibroker.coordinator.group.timers import KeyedTimer
 
 __all__ = [
     "COMPLETING_REBALANCE",
@@ -27,8 +27,8 @@ __all__ = [
     "PREPARING_REBALANCE",
     "STABLE",
     "ClassicGroup",
+    "CoordinatorTimer",
     "GroupCoordinator",
-    "KeyedTimer",
     "Member",
     "java_string_hash",
     "partition_for",

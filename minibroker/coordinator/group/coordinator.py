@@ -32,6 +32,7 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, ProduceRequest, TopicPartition
 from minibroker.coordinator.group import records
 from minibroker.coordinator.group.classic import ClassicMembership, heartbeat_key
+from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minibroker.coordinator.group.group import (
     EMPTY,
     STABLE,
@@ -64,7 +65,6 @@ from minibroker.coordinator.group.messages import (
 )
 from minibroker.coordinator.group.offsets import OffsetsManager
 from minibroker.coordinator.group.records import OffsetAndMetadata
-from minibroker.coordinator.group.timers import KeyedTimer
 from minibroker.coordinator.group.views import CoordinatorView, GroupView, MemberView
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -92,7 +92,7 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         self.broker_id: int = manager.broker_id
         self.partitions = partitions
         self.tracer = tracer
-        self.timer = KeyedTimer(manager.timer, manager.now, tracer, self.broker_id)
+        self.timer = CoordinatorTimer(manager.timer, manager.now, tracer, self.broker_id)
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         #: __consumer_offsets partition -> leader epoch it was loaded at
