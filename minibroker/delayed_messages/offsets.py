@@ -20,8 +20,8 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delayed_messages.headers import build_batch, records
 
-OFFSETS_TOPIC = "__delay_offsets"
-OFFSETS_PARTITION = TopicPartition(OFFSETS_TOPIC, 0)
+DELAY_OFFSETS_TOPIC = "__delay_offsets"
+DELAY_OFFSETS_PARTITION = TopicPartition(DELAY_OFFSETS_TOPIC, 0)
 
 
 def commit_data(offsets: Mapping[TopicPartition, int], now_ms: int) -> ProduceData:
@@ -37,7 +37,7 @@ class OffsetsReader:
         self.consumer = consumer
         self.committed: dict[str, int] = {}
         consumer.on_batches = self._on_batches
-        consumer.assign([OFFSETS_PARTITION], 0)
+        consumer.assign([DELAY_OFFSETS_PARTITION], 0)
 
     def _on_batches(self, tp: TopicPartition, batches: list[RecordBatch]) -> None:
         for batch in batches:
@@ -49,9 +49,9 @@ class OffsetsReader:
 
     async def read_once(self) -> bool:
         """One fetch; True when the reader has reached the high watermark."""
-        label = str(OFFSETS_PARTITION)
+        label = str(DELAY_OFFSETS_PARTITION)
         (request,) = self.consumer.fetch()
         await request.wait()
         if request.errors.get(label) != Errors.NONE.name:
             return False
-        return self.consumer.positions[OFFSETS_PARTITION] >= request.high_watermarks[label]
+        return self.consumer.positions[DELAY_OFFSETS_PARTITION] >= request.high_watermarks[label]

@@ -51,7 +51,7 @@ from minibroker.common.messages import TopicPartition
 from minibroker.delayed_messages.config import DelayConfig
 from minibroker.delayed_messages.forward import forward
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
-from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
+from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
     from minibroker.delayed_messages.stats import DelayStats
@@ -139,7 +139,7 @@ class DelayService:
         reader = OffsetsReader(self.offsets_consumer)
         while not await reader.read_once():
             await trio.sleep(self.config.retry_backoff_ms / 1000)
-        self.offsets_consumer.unassign([OFFSETS_PARTITION])
+        self.offsets_consumer.unassign([DELAY_OFFSETS_PARTITION])
         for tp in gained:
             if self.cluster.leader_of(tp) != self.broker_id:
                 continue
@@ -301,7 +301,9 @@ class DelayService:
     async def _commit(self) -> None:
         """Commit every moved offset with acks=-1; retry until acknowledged."""
         while offsets := self._commit_offsets():
-            (request,) = self.producer.produce({OFFSETS_PARTITION: commit_data(offsets, self.cluster.now())})
+            (request,) = self.producer.produce(
+                {DELAY_OFFSETS_PARTITION: commit_data(offsets, self.cluster.now())}
+            )
             await request.wait()
             if request.error() == Errors.NONE.name:
                 for tp, offset in offsets.items():

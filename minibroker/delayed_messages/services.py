@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from minibroker.delayed_messages.config import DelayConfig
-from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
+from minibroker.delayed_messages.offsets import DELAY_OFFSETS_TOPIC
 from minibroker.delayed_messages.router import DelayRouter
 from minibroker.delayed_messages.service import DelayService
 from minibroker.delayed_messages.stats import DelayStats
@@ -43,10 +43,10 @@ class DelayServices:
         """Create the topics, install the router and start a service beside every live broker."""
         cluster = self.cluster
         rf = self.config.replication_factor(len(cluster.brokers))
-        for topic in [*self.config.levels.topics(), OFFSETS_TOPIC]:
-            if topic == OFFSETS_TOPIC and topic in cluster.topics:
+        for topic in [*self.config.levels.topics(), DELAY_OFFSETS_TOPIC]:
+            if topic == DELAY_OFFSETS_TOPIC and topic in cluster.topics:
                 continue  # the file wheel made it (it keeps its ingest offset there too)
-            partitions = 1 if topic == OFFSETS_TOPIC else self.config.topic_partitions
+            partitions = 1 if topic == DELAY_OFFSETS_TOPIC else self.config.topic_partitions
             cluster.create_topic(TopicSpec(topic, partitions, rf, internal=True))
         cluster.delay_routers["levels"] = DelayRouter(cluster, self.config, self.epoch_origin_ms)
         cluster.broker_hooks.append(self)

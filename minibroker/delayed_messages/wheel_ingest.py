@@ -22,7 +22,7 @@ from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
-from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
+from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
     from minibroker.delayed_messages.wheel_service import WheelGroup
@@ -80,7 +80,7 @@ class WheelIngest:
         position = self.consumer.positions[INGEST_PARTITION]
         while True:
             data = commit_data({INGEST_PARTITION: position}, self.group.cluster.now())
-            (request,) = self.producer.produce({OFFSETS_PARTITION: data})
+            (request,) = self.producer.produce({DELAY_OFFSETS_PARTITION: data})
             await request.wait()
             if request.error() == Errors.NONE.name:
                 reader.committed[str(INGEST_PARTITION)] = position

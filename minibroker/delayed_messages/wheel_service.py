@@ -37,7 +37,7 @@ from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
 from minibroker.delayed_messages.forward import forward
 from minibroker.delayed_messages.headers import DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
-from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
+from minibroker.delayed_messages.offsets import DELAY_OFFSETS_TOPIC
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
 from minibroker.delayed_messages.stats import DelayStats
 from minibroker.delayed_messages.wheel_format import Damage
@@ -147,7 +147,7 @@ class WheelGroup:
         self.cluster.delay_routers["wheel"] = self
         self.cluster.broker_hooks.append(self)
         rf = self.config.copies(len(self.cluster.brokers))
-        for topic in (INGEST_TOPIC, OFFSETS_TOPIC):
+        for topic in (INGEST_TOPIC, DELAY_OFFSETS_TOPIC):
             if topic not in self.cluster.topics:
                 self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True))
         nursery.start_soon(self._run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from minibroker.coordinator.group.views import CoordinatorView
 from minibroker.timer import TimerView
 
 
@@ -45,36 +46,6 @@ class PartitionView:
             if view.broker == broker:
                 return view
         raise KeyError(broker)
-
-
-@attrs.frozen
-class MemberView:
-    member_id: str
-    client_id: str
-    session_deadline_ms: int  # -1 when not armed
-    awaiting: str  # "join", "sync" or ""
-
-
-@attrs.frozen
-class GroupView:
-    group_id: str
-    state: str
-    generation: int
-    protocol: str | None
-    leader: str | None  # the leader's client id
-    members: tuple[MemberView, ...]
-    pending: int  # member ids handed out (MEMBER_ID_REQUIRED) and not joined yet
-
-
-@attrs.frozen
-class CoordinatorView:
-    """A broker's group coordinator: the partitions it loaded, its groups, its keyed timer tasks,
-    and the partitions whose log it is still reading (COORDINATOR_LOAD_IN_PROGRESS)."""
-
-    partitions: tuple[int, ...]
-    groups: tuple[GroupView, ...]
-    timers: tuple[tuple[str, int], ...]  # (key, deadline), soonest first
-    loading: tuple[int, ...] = ()
 
 
 @attrs.frozen

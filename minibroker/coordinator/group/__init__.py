@@ -1,12 +1,18 @@
 """The group coordinator: classic consumer groups and committed offsets on ``__consumer_offsets``.
 
 ``GroupCoordinator`` (one per broker, beside its ReplicaManager) answers the
-``messages`` requests; ``hashing.partition_for`` says which partition (hence which
-broker) coordinates a group; ``timers.KeyedTimer`` arms its keyed tasks on the
-broker's one SystemTimer. Rank 3 of the layers (Kafka's server parts). See docs/groups.md.
+``messages`` requests through the two managers it holds: a ``GroupMetadataManager``
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, rebalances, DescribeGroups, ListGroups)
+and an ``OffsetMetadataManager`` (OffsetCommit, OffsetFetch, expiry), both reaching
+the broker through a ``CoordinatorContext``; ``hashing.partition_for`` says which
+partition (hence which broker) coordinates a group; ``coordinator_timer.CoordinatorTimer``
+arms the keyed tasks on the broker's one SystemTimer. Rank 3 of the layers (Kafka's
+server parts). See docs/groups.md.
 """
 
 from minibroker.coordinator.group.coordinator import GroupCoordinator
+from minibroker.coordinator.group.coordinator_context import CoordinatorContext
+from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minibroker.coordinator.group.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -16,8 +22,9 @@ from minibroker.coordinator.group.group import (
     ClassicGroup,
     Member,
 )
+from minibroker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from minibroker.coordinator.group.hashing import OFFSETS_TOPIC, java_string_hash, partition_for
-from minibroker.coordinator.group.timers import KeyedTimer
+from minibroker.coordinator.group.offset_metadata_manager import OffsetMetadataManager
 
 __all__ = [
     "COMPLETING_REBALANCE",
@@ -27,9 +34,12 @@ __all__ = [
     "PREPARING_REBALANCE",
     "STABLE",
     "ClassicGroup",
+    "CoordinatorContext",
+    "CoordinatorTimer",
     "GroupCoordinator",
-    "KeyedTimer",
+    "GroupMetadataManager",
     "Member",
+    "OffsetMetadataManager",
     "java_string_hash",
     "partition_for",
 ]

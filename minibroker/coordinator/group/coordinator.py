@@ -18,31 +18,40 @@ Every write (a generation's metadata, offset commits, tombstones) is one acks=-1
 produce on the group's partition with ``offsets.commit.timeout.ms``: a DelayedProduce
 in this broker's produce purgatory, answered when the ISR has it.
 
+The coordinator is Kafka's ``GroupCoordinatorService`` and ``GroupCoordinatorShard`` in
+one object: it routes each request (refusing groups it does not serve), follows the
+leadership of ``__consumer_offsets`` partitions, loads (replays) and unloads them, and
+runs the retention checks. The protocol lives in the two managers it holds, as a
+Kafka shard holds them: a ``GroupMetadataManager`` (membership, rebalances, the
+group records) and an ``OffsetMetadataManager`` (committed offsets), which sees the
+groups through the first. Both reach the broker through one ``CoordinatorContext``.
+Deviation: Kafka builds one shard (with its own managers and timer) per
+``__consumer_offsets`` partition, each run by one thread of its runtime; here one
+coordinator per broker holds one pair of managers for every partition it has loaded
+(a partition's groups are found by ``partition_for``), on the broker's single-threaded
+reaper, so requests and timers of all its partitions run in one order.
+
 Pure: no trio. The broker's ReplicaManager supplies the timer, the logs and the
 appends; trace events are ``group.*`` and ``timer.*`` (the keyed tasks).
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from minibroker.common.errors import Errors
-from minibroker.common.messages import ProduceData, ProduceRequest, TopicPartition
+from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import records
-from minibroker.coordinator.group.classic import ClassicMembership, heartbeat_key
-from minibroker.coordinator.group.group import (
-    EMPTY,
-    STABLE,
-    ClassicGroup,
-    Member,
-)
-from minibroker.coordinator.group.hashing import OFFSETS_TOPIC, partition_for
+from minibroker.coordinator.group.coordinator_context import CoordinatorContext, write_error
+from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
+from minibroker.coordinator.group.group import ClassicGroup
+from minibroker.coordinator.group.group_metadata_manager import GroupMetadataManager
+from minibroker.coordinator.group.hashing import OFFSETS_TOPIC
 from minibroker.coordinator.group.messages import (
     DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DescribedGroup,
-    DescribedMember,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     GroupRequest,
@@ -52,7 +61,6 @@ from minibroker.coordinator.group.messages import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
-    ListedGroup,
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
@@ -62,13 +70,10 @@ from minibroker.coordinator.group.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from minibroker.coordinator.group.offsets import OffsetsManager
+from minibroker.coordinator.group.offset_metadata_manager import OffsetMetadataManager, commit_response
 from minibroker.coordinator.group.records import OffsetAndMetadata
-from minibroker.coordinator.group.timers import KeyedTimer
-from minibroker.sim.snapshot import CoordinatorView, GroupView, MemberView
+from minibroker.coordinator.group.views import CoordinatorView
 from minibroker.trace import NULL_TRACER, Tracer
-
-_MEMBER_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-67726f757073")  # namespace: "minibrokergroups"
 
 
 def expire_key(partition: int) -> str:
@@ -79,7 +84,7 @@ def load_key(partition: int) -> str:
     return f"load-{partition}"
 
 
-class GroupCoordinator(ClassicMembership, OffsetsManager):
+class GroupCoordinator:
     """The group coordinator of one broker (lives and dies with its ReplicaManager)."""
 
     def __init__(
@@ -91,67 +96,39 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         self.manager = manager
         self.broker_id: int = manager.broker_id
         self.partitions = partitions
-        self.tracer = tracer
-        self.timer = KeyedTimer(manager.timer, manager.now, tracer, self.broker_id)
-        self.groups: dict[str, ClassicGroup] = {}
-        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.context = CoordinatorContext(manager, partitions, tracer)
+        self.timer: CoordinatorTimer = self.context.timer
+        self.group_metadata_manager = GroupMetadataManager(self.context)
+        self.offset_metadata_manager = OffsetMetadataManager(self.context, self.group_metadata_manager)
         #: __consumer_offsets partition -> leader epoch it was loaded at
         self.loaded: dict[int, int] = {}
         #: __consumer_offsets partition -> leader epoch of the load in progress (its log is being read)
         self.loading: dict[int, int] = {}
-        self.expired_offsets = 0
 
-    # --- host services (used by the mixins) --------------------------------------------------
     @property
-    def config(self) -> Any:
-        return self.manager.config
+    def groups(self) -> dict[str, ClassicGroup]:
+        """The loaded groups by id (the group metadata manager's)."""
+        return self.group_metadata_manager.groups
 
-    def now(self) -> int:
-        return self.manager.now()
-
-    def known(self, tp: TopicPartition) -> bool:
-        return bool(self.manager.known(tp))
-
-    def emit(self, kind: str, **fields: Any) -> None:
-        if self.tracer.enabled:
-            self.tracer.emit(kind, broker=self.broker_id, **fields)
-
-    def new_member_id(self, prefix: str) -> str:
-        """``prefix-<uuid>`` as Kafka makes them; the uuid is derived, so runs are reproducible."""
-        number = next(self.manager.request_numbers)
-        return f"{prefix}-{uuid.uuid5(_MEMBER_IDS, f'{self.broker_id}/{number}')}"
-
-    def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.partitions())
-
-    def owns(self, group_id: str) -> bool:
-        return self.partition_of(group_id) in self.loaded
+    @property
+    def offsets(self) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        """The loaded committed offsets by group id (the offset metadata manager's)."""
+        return self.offset_metadata_manager.offsets
 
     def refusal(self, group_id: str) -> Errors | None:
         """Why this broker cannot serve ``group_id`` now (NOT_COORDINATOR or
         COORDINATOR_LOAD_IN_PROGRESS), or None when its partition is loaded."""
-        partition = self.partition_of(group_id)
+        partition = self.context.partition_of(group_id)
         if partition in self.loaded:
             return None
         return Errors.COORDINATOR_LOAD_IN_PROGRESS if partition in self.loading else Errors.NOT_COORDINATOR
 
-    def create_group(self, group_id: str) -> ClassicGroup:
-        group = ClassicGroup(group_id, state_timestamp_ms=self.now())
-        self.groups[group_id] = group
-        return group
-
-    def write(self, group_id: str, values: list[bytes], on_done: Callable[[Errors], Any]) -> None:
-        """Append ``values`` to the group's partition with acks=-1; ``on_done(error)`` when answered."""
-        tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
-        data = ProduceData(len(values), sum(len(v) for v in values), values=tuple(values))
-        request = ProduceRequest(
-            -1, self.config.offsets_commit_timeout_ms, {tp: data}, self.manager.next_request_id("offsets")
-        )
-        self.manager.append_records(request, lambda response: on_done(response.partitions[tp].error))
-
-    # --- requests ----------------------------------------------------------------------------
+    # ==========================================================================================
+    # Requests
+    # ==========================================================================================
     def handle(self, message: GroupRequest, answer: Callable[[Any], None]) -> None:
         """Answer one request (now or later, exactly once)."""
+        groups, offsets = self.group_metadata_manager, self.offset_metadata_manager
         if isinstance(
             message,
             (JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest),
@@ -161,22 +138,22 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
             if refused is not None:
                 return answer(_refused(message, refused))
             if isinstance(message, JoinGroupRequest):
-                self.join_group(message, answer)
+                groups.join_group(message, answer)
             elif isinstance(message, SyncGroupRequest):
-                self.sync_group(message, answer)
+                groups.sync_group(message, answer)
             elif isinstance(message, HeartbeatRequest):
-                self.heartbeat(message, answer)
+                groups.heartbeat(message, answer)
             elif isinstance(message, LeaveGroupRequest):
-                self.leave_group(message, answer)
+                groups.leave_group(message, answer)
             else:
-                self.commit_offsets(message, answer)
+                offsets.commit_offsets(message, answer)
         elif isinstance(message, OffsetFetchRequest):
             answer(
                 OffsetFetchResponse(
                     tuple(
                         OffsetFetchResult(g.group_id, refused)
                         if g.group_id and (refused := self.refusal(g.group_id)) is not None
-                        else self.fetch_offsets(g)
+                        else offsets.fetch_offsets(g)
                         for g in message.groups
                     )
                 )
@@ -186,7 +163,7 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         elif isinstance(message, ListGroupsRequest):
             answer(self.list_groups(message))
         elif isinstance(message, DeleteGroupsRequest):
-            self.delete_groups(message, answer, self.refusal)
+            self.delete_groups(message, answer)
         else:
             raise TypeError(f"the group coordinator cannot handle {type(message).__name__}")
 
@@ -194,72 +171,76 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
         refused = self.refusal(group_id)
         if refused is not None:
             return DescribedGroup(group_id, refused, "")
-        group = self.groups.get(group_id)
-        if group is None:
-            return DescribedGroup(group_id, Errors.NONE, "Dead")
-        stable = group.state == STABLE
-        members = tuple(
-            DescribedMember(
-                m.member_id,
-                m.instance_id,
-                m.client_id,
-                m.client_host,
-                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
-                m.assignment if stable else b"",
-            )
-            for m in group.members.values()
-        )
-        return DescribedGroup(
-            group_id,
-            Errors.NONE,
-            group.state,
-            group.protocol_type or "",
-            (group.protocol_name or "") if stable else "",
-            members,
-        )
+        return self.group_metadata_manager.describe_group(group_id)
 
     def list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
         if self.loading:  # as Kafka: no partial listing while a partition loads
             return ListGroupsResponse(Errors.COORDINATOR_LOAD_IN_PROGRESS, ())
-        states = {s.strip().lower() for s in request.states}
-        types = {t.strip().lower() for t in request.types}
-        listed = tuple(
-            ListedGroup(gid, group.protocol_type or "", group.state)
-            for gid, group in sorted(self.groups.items())
-            if (not states or group.state.lower() in states) and (not types or "classic" in types)
-        )
-        return ListGroupsResponse(Errors.NONE, listed)
+        return self.group_metadata_manager.list_groups(request)
+
+    def delete_groups(self, request: DeleteGroupsRequest, answer: Callable[[Any], None]) -> None:
+        """Delete each Empty group; answer once, in request order, when every deletion is written.
+
+        As Kafka's ``GroupCoordinatorShard.deleteGroups``: a group's error (INVALID_GROUP_ID,
+        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) is its own;
+        the deletable groups of one ``__consumer_offsets`` partition are one write of their tombstones
+        (offsets first, then the group's), and that write's error is each of theirs. A group named twice
+        is deleted once and both entries carry its result. Every write is counted before the first is
+        issued: a write may complete inside ``write`` (an ISR of one), and the answer must wait for the
+        others.
+        """
+        groups, offsets = self.group_metadata_manager, self.offset_metadata_manager
+        results: dict[str, Errors] = {}
+        writes: dict[int, tuple[list[str], list[bytes]]] = {}
+        for gid in dict.fromkeys(request.group_ids):
+            error = self._delete_error(gid)
+            if error is not None:
+                results[gid] = error
+                continue
+            gids, values = writes.setdefault(self.context.partition_of(gid), ([], []))
+            gids.append(gid)
+            values += offsets.delete_all_offsets(gid)
+            values.append(groups.group_tombstone(gid))
+            groups.remove_group(gid)
+        waiting = len(writes)
+
+        def finish() -> None:
+            answer(DeleteGroupsResponse(tuple((gid, results[gid]) for gid in request.group_ids)))
+
+        for gids, values in writes.values():
+
+            def done(error: Errors, gids: list[str] = gids) -> None:
+                nonlocal waiting
+                for gid in gids:
+                    results[gid] = write_error(error)
+                waiting -= 1
+                if waiting == 0:
+                    finish()
+
+            self.context.write(gids[0], values, done)
+        if not writes:
+            finish()
+
+    def _delete_error(self, group_id: str) -> Errors | None:
+        if not group_id:
+            return Errors.INVALID_GROUP_ID
+        refused = self.refusal(group_id)
+        if refused is not None:
+            return refused
+        return self.group_metadata_manager.validate_delete_group(group_id)
 
     def snapshot(self) -> CoordinatorView:
         """The loaded partitions, every group with its members' session deadlines, the keyed tasks."""
-        groups = []
-        for gid, group in sorted(self.groups.items()):
-            members = tuple(
-                MemberView(
-                    m.member_id,
-                    m.client_id,
-                    self.timer.deadline(heartbeat_key(gid, m.member_id)) or -1,
-                    "join" if m.awaiting_join is not None else "sync" if m.awaiting_sync is not None else "",
-                )
-                for m in group.members.values()
-            )
-            leader = group.members.get(group.leader_id or "")
-            groups.append(
-                GroupView(
-                    gid,
-                    group.state,
-                    group.generation_id,
-                    group.protocol_name,
-                    leader.client_id if leader is not None else None,
-                    members,
-                    len(group.pending_members),
-                )
-            )
         return CoordinatorView(
-            tuple(sorted(self.loaded)), tuple(groups), tuple(self.timer.armed()), tuple(sorted(self.loading))
+            tuple(sorted(self.loaded)),
+            self.group_metadata_manager.snapshot(),
+            tuple(self.timer.armed()),
+            tuple(sorted(self.loading)),
         )
 
-    # --- loading -----------------------------------------------------------------------------
+    # ==========================================================================================
+    # Loading and unloading __consumer_offsets partitions
+    # ==========================================================================================
     def on_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
         """ReplicaManager hook: this broker became leader (or stopped leading) ``tp``."""
         if tp.topic != OFFSETS_TOPIC:
@@ -275,12 +256,12 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
     def load(self, partition: int, epoch: int) -> None:
         """Start loading ``partition``: at once when its log is empty, else after reading it."""
         count = sum(len(batch.values or ()) for batch in self._batches(partition))
-        delay = count * self.config.coordinator_load_ms_per_record
+        delay = count * self.context.config.coordinator_load_ms_per_record
         if delay <= 0:
             self._loaded(partition, epoch)
             return
         self.loading[partition] = epoch
-        self.emit("group.load.start", partition=partition, epoch=epoch, records=count, load_ms=delay)
+        self.context.emit("group.load.start", partition=partition, epoch=epoch, records=count, load_ms=delay)
 
         def read() -> None:
             if self.loading.get(partition) == epoch:
@@ -301,87 +282,42 @@ class GroupCoordinator(ClassicMembership, OffsetsManager):
                 self.replay(records.decode(value))
                 replayed += 1
         self.loaded[partition] = epoch
-        mine = [g for gid, g in self.groups.items() if self.partition_of(gid) == partition]
-        for group in mine:
-            for member in group.members.values():
-                self.schedule_heartbeat(group.group_id, member.member_id, member.session_timeout_ms)
-        self.emit("group.load", partition=partition, epoch=epoch, records=replayed, groups=len(mine))
+        groups = self.group_metadata_manager.on_loaded(partition)
+        self.context.emit("group.load", partition=partition, epoch=epoch, records=replayed, groups=groups)
         self._schedule_expiry(partition)
 
     def unload(self, partition: int) -> None:
         if self.loading.pop(partition, None) is not None:
             self.timer.cancel(load_key(partition))
-            self.emit("group.unload", partition=partition)
+            self.context.emit("group.unload", partition=partition)
         if self.loaded.pop(partition, None) is None:
             return
         self.timer.cancel(expire_key(partition))
-        for gid in [gid for gid in self.groups if self.partition_of(gid) == partition]:
-            group = self.groups.pop(gid)
-            self.offsets.pop(gid, None)
-            for member in group.members.values():
-                group.complete_join(
-                    member, JoinGroupResponse(Errors.NOT_COORDINATOR, member_id=member.member_id)
-                )
-                group.complete_sync(member, SyncGroupResponse(Errors.NOT_COORDINATOR))
-            for member_id in list(group.members) + list(group.pending_members):
-                self.timer.cancel(heartbeat_key(gid, member_id))
-            self.timer.cancel(f"join-{gid}")
-            self.timer.cancel(f"sync-{gid}")
-        self.emit("group.unload", partition=partition)
+        dropped = self.group_metadata_manager.unload(partition)
+        self.offset_metadata_manager.unload(dropped)
+        self.context.emit("group.unload", partition=partition)
 
     def replay(self, record: dict[str, Any]) -> None:
-        gid = record["group"]
-        value = record["value"]
+        """Apply one record of ``__consumer_offsets`` to the manager it belongs to."""
         if record["type"] == "offset":
-            tp = TopicPartition(record["topic"], record["partition"])
-            if value is None:
-                committed = self.offsets.get(gid, {})
-                committed.pop(tp, None)
-                if not committed:
-                    self.offsets.pop(gid, None)
-                return
-            if gid not in self.groups:
-                self.create_group(gid)
-            self.offsets.setdefault(gid, {})[tp] = OffsetAndMetadata(**value)
-            return
-        if value is None:
-            self.groups.pop(gid, None)
-            return
-        group = ClassicGroup(
-            gid,
-            state=STABLE if value["members"] else EMPTY,
-            state_timestamp_ms=value["state_timestamp_ms"],
-            generation_id=value["generation"],
-            protocol_type=value["protocol_type"] or None,
-            protocol_name=value["protocol"],
-        )
-        for m in value["members"]:
-            protocols = [(value["protocol"], records.b64(m["subscription"]))] if value["protocol"] else []
-            member = Member(
-                m["member_id"],
-                m["instance_id"],
-                m["client_id"],
-                m["client_host"],
-                m["rebalance_timeout_ms"],
-                m["session_timeout_ms"],
-                value["protocol_type"] or "",
-                protocols,
-                records.b64(m["assignment"]),
-            )
-            group.add(member, None)
-        group.leader_id = value["leader"] if value["leader"] in group.members else group.leader_id
-        self.groups[gid] = group
+            self.offset_metadata_manager.replay(record)
+        else:
+            self.group_metadata_manager.replay(record)
 
-    # --- offsets expiry ----------------------------------------------------------------------
+    # ==========================================================================================
+    # Retention checks
+    # ==========================================================================================
     def _schedule_expiry(self, partition: int) -> None:
         def due() -> None:
             if partition not in self.loaded:
                 return
-            mine = sorted(gid for gid in self.groups if self.partition_of(gid) == partition)
-            self.expired_offsets += self.expire_offsets(mine)
+            mine = sorted(self.group_metadata_manager.group_ids(partition))
+            self.offset_metadata_manager.expire_offsets(mine)
             self._schedule_expiry(partition)
 
-        self.timer.schedule(expire_key(partition), self.config.offsets_retention_check_interval_ms, due)
+        self.timer.schedule(
+            expire_key(partition), self.context.config.offsets_retention_check_interval_ms, due
+        )
 
 
 def _refused(message: GroupRequest, error: Errors) -> Any:
@@ -395,4 +331,4 @@ def _refused(message: GroupRequest, error: Errors) -> Any:
     if isinstance(message, LeaveGroupRequest):
         return LeaveGroupResponse(error)
     assert isinstance(message, OffsetCommitRequest)
-    return OffsetsManager._commit_response(message, {}, error)
+    return commit_response(message, {}, error)

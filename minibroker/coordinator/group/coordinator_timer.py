@@ -23,13 +23,13 @@ from minibroker.timer import TimerTask
 from minibroker.trace import NULL_TRACER, Tracer
 
 
-class _KeyedTask(TimerTask):
+class _CoordinatorTimerTask(TimerTask):
     """A keyed task; the wheel's trace events name it by its key (``op_id``)."""
 
     __slots__ = ("key", "deadline_ms", "owner", "operation")
 
     def __init__(
-        self, owner: KeyedTimer, key: str, delay_ms: int, deadline_ms: int, operation: Callable[[], Any]
+        self, owner: CoordinatorTimer, key: str, delay_ms: int, deadline_ms: int, operation: Callable[[], Any]
     ):
         super().__init__(delay_ms)
         self.owner = owner
@@ -45,7 +45,7 @@ class _KeyedTask(TimerTask):
         self.owner._fire(self)
 
 
-class KeyedTimer:
+class CoordinatorTimer:
     """At most one armed task per key, on ``timer``."""
 
     def __init__(
@@ -55,7 +55,7 @@ class KeyedTimer:
         self.now = now
         self.tracer = tracer
         self.broker = broker
-        self.tasks: dict[str, _KeyedTask] = {}
+        self.tasks: dict[str, _CoordinatorTimerTask] = {}
 
     def schedule(self, key: str, delay_ms: int, operation: Callable[[], Any]) -> int:
         """Arm ``key`` to run ``operation`` in ``delay_ms``; return its deadline."""
@@ -63,7 +63,7 @@ class KeyedTimer:
         if old is not None:
             old.cancel()
         deadline = self.now() + delay_ms
-        task = _KeyedTask(self, key, delay_ms, deadline, operation)
+        task = _CoordinatorTimerTask(self, key, delay_ms, deadline, operation)
         self.tasks[key] = task
         if self.tracer.enabled:
             self.tracer.emit(
@@ -99,7 +99,7 @@ class KeyedTimer:
         """(key, deadline) of every armed task, soonest first."""
         return sorted(((k, t.deadline_ms) for k, t in self.tasks.items()), key=lambda kv: (kv[1], kv[0]))
 
-    def _fire(self, task: _KeyedTask) -> None:
+    def _fire(self, task: _CoordinatorTimerTask) -> None:
         if self.tasks.get(task.key) is not task:
             return  # replaced or cancelled after it was handed to the executor
         del self.tasks[task.key]

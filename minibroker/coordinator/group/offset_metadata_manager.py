@@ -1,4 +1,4 @@
-"""OffsetCommit, OffsetFetch, DeleteGroups and the expiry of committed offsets.
+"""Kafka's ``OffsetMetadataManager``: OffsetCommit, OffsetFetch, the offsets' part of DeleteGroups, expiry.
 
 - OffsetCommit is validated as Kafka's ``ClassicGroup.validateOffsetCommit`` does
   (generation -1 on an Empty or missing group is an admin/simple commit, creating a
@@ -14,16 +14,27 @@
   (counted from when the group became Empty) and of groups without a protocol type
   (from the commit), writing tombstones; an Empty group left without offsets is
   deleted. Kafka's expiry of unsubscribed topics in Stable consumer groups is not done.
+- DeleteGroups (``GroupCoordinator.delete_groups``) takes a deleted group's offsets
+  here: ``delete_all_offsets`` returns their tombstones, sorted by partition.
+- replaying an offset record from the log applies it (a tombstone removes it); an
+  offset of a group the manager does not know creates the group, without protocol type.
+
+One manager per broker, for every ``__consumer_offsets`` partition the broker has
+loaded. It sees the group side only through ``ClassicGroups`` (as Kafka's
+``OffsetMetadataManager`` holds the ``GroupMetadataManager``): look a group up,
+create one for a simple commit, re-arm a member's session on a commit, remove a
+group whose last offset expired. The broker is reached through the
+``CoordinatorContext``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import records
-from minibroker.coordinator.group.classic_base import ClassicBase, heartbeat_key, write_error
+from minibroker.coordinator.group.coordinator_context import CoordinatorContext, write_error
 from minibroker.coordinator.group.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -34,8 +45,6 @@ from minibroker.coordinator.group.group import (
     ClassicGroup,
 )
 from minibroker.coordinator.group.messages import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
     FetchedOffset,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -45,37 +54,60 @@ from minibroker.coordinator.group.messages import (
 from minibroker.coordinator.group.records import OffsetAndMetadata
 
 
-class OffsetsManager(ClassicBase):
-    """Mixin of ``GroupCoordinator``: committed offsets."""
+class ClassicGroups(Protocol):
+    """What the offsets need from the group side (``GroupMetadataManager`` provides it)."""
 
-    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]
-
-    def known(self, tp: TopicPartition) -> bool: ...
+    def group(self, group_id: str) -> ClassicGroup | None: ...
     def create_group(self, group_id: str) -> ClassicGroup: ...
-    def partition_of(self, group_id: str) -> int: ...
     def schedule_heartbeat(self, group_id: str, member_id: str, timeout_ms: int) -> None: ...
+    def remove_group(self, group_id: str) -> None: ...
 
-    # --- OffsetCommit ------------------------------------------------------------------------
+
+def commit_response(
+    request: OffsetCommitRequest, errors: dict[TopicPartition, Errors], default: Errors = Errors.NONE
+) -> OffsetCommitResponse:
+    """The answer to ``request``: each partition's error from ``errors``, else ``default``."""
+    return OffsetCommitResponse(
+        tuple(
+            (c.topic, c.partition, errors.get(TopicPartition(c.topic, c.partition), default))
+            for c in request.offsets
+        )
+    )
+
+
+class OffsetMetadataManager:
+    """The committed offsets of one broker's loaded ``__consumer_offsets`` partitions, by group id."""
+
+    def __init__(self, context: CoordinatorContext, groups: ClassicGroups) -> None:
+        self.context = context
+        self.groups = groups
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        #: offsets removed by the retention checks so far
+        self.expired_offsets = 0
+
+    # ==========================================================================================
+    # OffsetCommit
+    # ==========================================================================================
     def commit_offsets(self, request: OffsetCommitRequest, answer: Answer) -> None:
         gid = request.group_id
         error = self._validate_commit(request)
         if error is not None:
-            return answer(self._commit_response(request, {}, error))
-        group = self.groups.get(gid)
+            return answer(commit_response(request, {}, error))
+        group = self.groups.group(gid)
         if group is None:  # a simple commit: generation -1 on a missing group
-            group = self.create_group(gid)
+            group = self.groups.create_group(gid)
         member = group.members.get(request.member_id)
         accepted_in = group.generation_id  # the generation the commit was validated against
         if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
-            self.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
-        now = self.now()
+            self.groups.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
+        now = self.context.now()
         expire = None if request.retention_ms < 0 else now + request.retention_ms
         errors: dict[TopicPartition, Errors] = {}
         accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        limit = self.config.offset_metadata_max_bytes
+        limit = self.context.config.offset_metadata_max_bytes
         for commit in request.offsets:
             tp = TopicPartition(commit.topic, commit.partition)
-            if not self.known(tp):
+            if not self.context.known(tp):
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif commit.metadata is not None and len(commit.metadata.encode()) > limit:
                 errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
@@ -84,7 +116,7 @@ class OffsetsManager(ClassicBase):
                     commit.offset, commit.leader_epoch, commit.metadata, now, expire
                 )
         if not accepted:
-            return answer(self._commit_response(request, errors))
+            return answer(commit_response(request, errors))
         values = [records.offset_record(gid, tp.topic, tp.partition, value) for tp, value in accepted.items()]
 
         def done(write: Errors) -> None:
@@ -92,7 +124,7 @@ class OffsetsManager(ClassicBase):
                 self.offsets.setdefault(gid, {}).update(accepted)
             for tp in accepted:
                 errors[tp] = write_error(write)
-            self.emit(
+            self.context.emit(
                 "group.commit",
                 group=gid,
                 member=request.member_id,
@@ -101,15 +133,15 @@ class OffsetsManager(ClassicBase):
                 error=write_error(write).name,
                 offsets={str(tp): v.offset for tp, v in accepted.items()},
             )
-            answer(self._commit_response(request, errors))
+            answer(commit_response(request, errors))
 
-        self.write(gid, values, done)
+        self.context.write(gid, values, done)
 
     def _validate_commit(self, request: OffsetCommitRequest) -> Errors | None:
         """Kafka's validateOffsetCommit: the error of every partition, or None."""
         if not request.group_id:
             return Errors.INVALID_GROUP_ID
-        group = self.groups.get(request.group_id)
+        group = self.groups.group(request.group_id)
         generation = request.generation_id
         if group is None:
             if generation < 0:
@@ -131,18 +163,9 @@ class OffsetsManager(ClassicBase):
             return Errors.REBALANCE_IN_PROGRESS
         return None
 
-    @staticmethod
-    def _commit_response(
-        request: OffsetCommitRequest, errors: dict[TopicPartition, Errors], default: Errors = Errors.NONE
-    ) -> OffsetCommitResponse:
-        return OffsetCommitResponse(
-            tuple(
-                (c.topic, c.partition, errors.get(TopicPartition(c.topic, c.partition), default))
-                for c in request.offsets
-            )
-        )
-
-    # --- OffsetFetch -------------------------------------------------------------------------
+    # ==========================================================================================
+    # OffsetFetch
+    # ==========================================================================================
     def fetch_offsets(self, request: OffsetFetchGroup) -> OffsetFetchResult:
         gid = request.group_id
         if not gid:
@@ -163,93 +186,49 @@ class OffsetsManager(ClassicBase):
                 )
         return OffsetFetchResult(gid, Errors.NONE, tuple(result))
 
-    # --- DeleteGroups ------------------------------------------------------------------------
-    def delete_groups(self, request: DeleteGroupsRequest, answer: Answer, refusal: Any) -> None:
-        """Delete each Empty group; answer once, in request order, when every deletion is written.
+    # ==========================================================================================
+    # DeleteGroups, replay, unload
+    # ==========================================================================================
+    def delete_all_offsets(self, group_id: str) -> list[bytes]:
+        """Kafka's deleteAllOffsets: forget ``group_id``'s offsets; return their tombstones, by partition."""
+        committed = self.offsets.pop(group_id, {})
+        return [records.offset_record(group_id, tp.topic, tp.partition, None) for tp in sorted(committed)]
 
-        As Kafka's ``GroupCoordinatorShard.deleteGroups``: a group's error (INVALID_GROUP_ID,
-        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) is its own;
-        the deletable groups of one ``__consumer_offsets`` partition are one write of their tombstones,
-        and that write's error is each of theirs. A group named twice is deleted once and both entries
-        carry its result. Every write is counted before the first is issued: a write may complete
-        inside ``write`` (an ISR of one), and the answer must wait for the others.
-        """
-        results: dict[str, Errors] = {}
-        writes: dict[int, tuple[list[str], list[bytes]]] = {}
-        for gid in dict.fromkeys(request.group_ids):
-            error = self._delete_error(gid, refusal)
-            if error is not None:
-                results[gid] = error
-                continue
-            gids, values = writes.setdefault(self.partition_of(gid), ([], []))
-            gids.append(gid)
-            values += self._tombstones(gid)
-            self.remove_group(gid)
-        waiting = len(writes)
+    def replay(self, record: dict[str, Any]) -> None:
+        """Apply one offset record read from the log (a tombstone removes the offset)."""
+        gid = record["group"]
+        value = record["value"]
+        tp = TopicPartition(record["topic"], record["partition"])
+        if value is None:
+            committed = self.offsets.get(gid, {})
+            committed.pop(tp, None)
+            if not committed:
+                self.offsets.pop(gid, None)
+            return
+        if self.groups.group(gid) is None:
+            self.groups.create_group(gid)
+        self.offsets.setdefault(gid, {})[tp] = OffsetAndMetadata(**value)
 
-        def finish() -> None:
-            answer(DeleteGroupsResponse(tuple((gid, results[gid]) for gid in request.group_ids)))
+    def unload(self, group_ids: list[str]) -> None:
+        """Forget the offsets of ``group_ids`` (their partition is no longer led here)."""
+        for gid in group_ids:
+            self.offsets.pop(gid, None)
 
-        for gids, values in writes.values():
-
-            def done(error: Errors, gids: list[str] = gids) -> None:
-                nonlocal waiting
-                for gid in gids:
-                    results[gid] = write_error(error)
-                waiting -= 1
-                if waiting == 0:
-                    finish()
-
-            self.write(gids[0], values, done)
-        if not writes:
-            finish()
-
-    def _delete_error(self, gid: str, refusal: Any) -> Errors | None:
-        if not gid:
-            return Errors.INVALID_GROUP_ID
-        refused = refusal(gid)
-        if refused is not None:
-            return refused
-        group = self.groups.get(gid)
-        if group is None or group.state == DEAD:
-            return Errors.GROUP_ID_NOT_FOUND
-        if group.state != EMPTY:
-            return Errors.NON_EMPTY_GROUP
-        return None
-
-    def _tombstones(self, gid: str) -> list[bytes]:
-        values = [
-            records.offset_record(gid, tp.topic, tp.partition, None)
-            for tp in sorted(self.offsets.get(gid, {}))
-        ]
-        values.append(records.group_record(gid, None))
-        return values
-
-    def remove_group(self, gid: str) -> None:
-        group = self.groups.pop(gid, None)
-        self.offsets.pop(gid, None)
-        if group is not None:
-            if group.state != DEAD:
-                group.transition(DEAD, self.now())
-            self.timer.cancel_all(f"join-{gid}")
-            self.timer.cancel_all(f"sync-{gid}")
-            for member_id in list(group.members) + list(group.pending_members):
-                self.timer.cancel(heartbeat_key(gid, member_id))
-            self.emit("group.state", group=gid, state=DEAD, generation=group.generation_id, reason="deleted")
-
-    # --- expiry ------------------------------------------------------------------------------
+    # ==========================================================================================
+    # Expiry of committed offsets
+    # ==========================================================================================
     def expire_offsets(self, group_ids: list[str]) -> int:
         """One retention check over ``group_ids``: write tombstones, return how many offsets expired."""
-        now = self.now()
-        retention = self.config.offsets_retention_minutes * 60_000
+        now = self.context.now()
+        retention = self.context.config.offsets_retention_minutes * 60_000
         expired_total = 0
         for gid in group_ids:
-            group = self.groups.get(gid)
+            group = self.groups.group(gid)
             committed = self.offsets.get(gid)
             if group is None or not committed:
                 if group is not None and group.state == EMPTY and not group.pending_members and not committed:
-                    self.write(gid, [records.group_record(gid, None)], lambda error: None)
-                    self.remove_group(gid)
+                    self.context.write(gid, [records.group_record(gid, None)], lambda error: None)
+                    self._remove_group(gid)
                 continue
             if group.protocol_type is not None and group.state != EMPTY:
                 continue
@@ -268,11 +247,19 @@ class OffsetsManager(ClassicBase):
             for tp in expired:
                 del committed[tp]
             expired_total += len(expired)
-            self.emit("group.offsets.expire", group=gid, partitions=[str(tp) for tp in sorted(expired)])
+            self.context.emit(
+                "group.offsets.expire", group=gid, partitions=[str(tp) for tp in sorted(expired)]
+            )
             if not committed and group.state == EMPTY:
                 values.append(records.group_record(gid, None))
-                self.write(gid, values, lambda error: None)
-                self.remove_group(gid)
+                self.context.write(gid, values, lambda error: None)
+                self._remove_group(gid)
             else:
-                self.write(gid, values, lambda error: None)
+                self.context.write(gid, values, lambda error: None)
+        self.expired_offsets += expired_total
         return expired_total
+
+    def _remove_group(self, group_id: str) -> None:
+        """An Empty group left without offsets is deleted, offsets and metadata."""
+        self.offsets.pop(group_id, None)
+        self.groups.remove_group(group_id)

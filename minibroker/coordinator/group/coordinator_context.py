@@ -1,0 +1,93 @@
+"""What the group coordinator's managers need from their broker (Kafka's ``CoordinatorContext``).
+
+``GroupMetadataManager`` and ``OffsetMetadataManager`` hold one ``CoordinatorContext``
+and reach the broker only through it: the clock (``now``), the keyed timer
+(``timer``, a ``CoordinatorTimer`` on the broker's SystemTimer), the broker's
+config, trace events (``emit``), member ids (``new_member_id``), which
+``__consumer_offsets`` partition holds a group (``partition_of``), whether a topic
+partition exists (``known``) and the one way to persist records (``write``).
+
+``write`` is Kafka's append through the coordinator runtime: one acks=-1 produce
+on the group's partition with ``offsets.commit.timeout.ms``, a DelayedProduce in
+the broker's produce purgatory, and ``on_done(error)`` when the ISR has it (or
+the produce fails). ``write_error`` maps that error to the one a group request
+answers, as Kafka's coordinator does.
+
+Pure: no trio. The broker's ReplicaManager (``manager``) supplies the clock, the
+timer, the config, the request numbers and the appends.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from minibroker.common.errors import Errors
+from minibroker.common.messages import ProduceData, ProduceRequest, TopicPartition
+from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
+from minibroker.coordinator.group.hashing import OFFSETS_TOPIC, partition_for
+from minibroker.trace import NULL_TRACER, Tracer
+
+_MEMBER_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-67726f757073")  # namespace: "minibrokergroups"
+
+
+def write_error(error: Errors) -> Errors:
+    """Kafka's appendGroupMetadataErrorToResponseError: what a failed write answers."""
+    if error in (
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.NOT_ENOUGH_REPLICAS,
+        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        Errors.REQUEST_TIMED_OUT,
+        Errors.NETWORK_EXCEPTION,
+    ):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR):
+        return Errors.NOT_COORDINATOR
+    return error
+
+
+class CoordinatorContext:
+    """One broker's services to its group coordinator's managers (lives as long as its ReplicaManager).
+
+    ``config`` is read from the ReplicaManager on every use (a dynamic config change applies at once).
+    """
+
+    def __init__(self, manager: Any, partitions: Callable[[], int], tracer: Tracer = NULL_TRACER) -> None:
+        self._manager = manager
+        self.broker_id: int = manager.broker_id
+        self._partitions = partitions
+        self.tracer = tracer
+        self.timer = CoordinatorTimer(manager.timer, manager.now, tracer, self.broker_id)
+
+    @property
+    def config(self) -> Any:
+        return self._manager.config
+
+    def now(self) -> int:
+        return self._manager.now()
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        if self.tracer.enabled:
+            self.tracer.emit(kind, broker=self.broker_id, **fields)
+
+    def new_member_id(self, prefix: str) -> str:
+        """``prefix-<uuid>`` as Kafka makes them; the uuid is derived, so runs are reproducible."""
+        number = next(self._manager.request_numbers)
+        return f"{prefix}-{uuid.uuid5(_MEMBER_IDS, f'{self.broker_id}/{number}')}"
+
+    def partition_of(self, group_id: str) -> int:
+        """The ``__consumer_offsets`` partition holding ``group_id``."""
+        return partition_for(group_id, self._partitions())
+
+    def known(self, tp: TopicPartition) -> bool:
+        return bool(self._manager.known(tp))
+
+    def write(self, group_id: str, values: list[bytes], on_done: Callable[[Errors], Any]) -> None:
+        """Append ``values`` to the group's partition with acks=-1; ``on_done(error)`` when answered."""
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
+        data = ProduceData(len(values), sum(len(v) for v in values), values=tuple(values))
+        request = ProduceRequest(
+            -1, self.config.offsets_commit_timeout_ms, {tp: data}, self._manager.next_request_id("offsets")
+        )
+        self._manager.append_records(request, lambda response: on_done(response.partitions[tp].error))
