@@ -732,8 +732,8 @@ class GroupMetadataManager:
         if group is not None:
             if group.state != states.DEAD:
                 group.transition(states.DEAD, self.context.now())
-            self.timer.cancel_all(f"join-{group_id}")
-            self.timer.cancel_all(f"sync-{group_id}")
+            self.timer.cancel(join_key(group_id))
+            self.timer.cancel(sync_key(group_id))
             for member_id in list(group.members) + list(group.pending_members):
                 self.timer.cancel(heartbeat_key(group_id, member_id))
             self.context.emit(

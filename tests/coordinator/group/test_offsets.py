@@ -145,6 +145,23 @@ async def test_describe_and_delete_groups(autojump_clock):
         await cm.__aexit__(None, None, None)
 
 
+async def test_deleting_a_group_disarms_only_its_own_tasks(autojump_clock):
+    cm, cluster, _sink = await open_group_cluster()
+    try:
+        cluster.create_topic(TopicSpec("t", 1, 1))
+        a = Raw(cluster, "a")
+        await a.call(0, commit("g", [(0, 5, "")]))
+        timer = cluster.brokers[0].coordinator.timer
+        # a group whose id starts with the deleted one's keeps its join and sync tasks
+        timer.schedule("join-g2", 60_000, lambda: None)
+        timer.schedule("sync-g2", 60_000, lambda: None)
+        deleted = await a.call(0, DeleteGroupsRequest(("g",)))
+        assert [(gid, e.name) for gid, e in deleted.results] == [("g", "NONE")]
+        assert sorted(k for k, _ in timer.armed() if k.endswith("-g2")) == ["join-g2", "sync-g2"]
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
 async def test_offsets_of_a_simple_group_expire_after_the_retention(autojump_clock):
     config = {"offsets.retention.minutes": 1, "offsets.retention.check.interval.ms": 7000}
     cm, cluster, sink = await open_group_cluster(config=config)
