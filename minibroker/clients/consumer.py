@@ -13,7 +13,7 @@ from minibroker.common import messages
 from minibroker.common.messages import NetworkError, TopicPartition
 
 if TYPE_CHECKING:
-    from minibroker.broker.log import RecordBatch
+    from minibroker.common.record_batch import RecordBatch
     from minibroker.sim.cluster import Cluster
 
 
