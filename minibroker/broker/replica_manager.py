@@ -74,11 +74,11 @@ from minibroker.common.messages import (
     ProduceResponse,
     TopicPartition,
 )
+from minibroker.common.network import NetworkClient
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.purgatory import DelayedOperationPurgatory
 from minibroker.runtime import MsClock, Reaper
-from minibroker.sim.network import Network
 from minibroker.timer import make_timer
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -91,7 +91,7 @@ class ReplicaManager:
         broker_id: int,
         config: BrokerConfig,
         clock: MsClock,
-        network: Network,
+        network: NetworkClient,
         logs: dict[TopicPartition, Log],
         known: Callable[[TopicPartition], bool],
         tracer: Tracer = NULL_TRACER,

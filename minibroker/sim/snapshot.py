@@ -1,24 +1,14 @@
-"""Plain, immutable views of a cluster at one instant, for the TUI, summaries and tests."""
+"""Plain, immutable views of a cluster at one instant, for the TUI, summaries and tests.
+
+``Cluster.snapshot`` assembles a ``ClusterView``: each broker's ``BrokerView`` (``broker.views``,
+which the brokers fill) and each partition's ``PartitionView`` with its replicas' offsets.
+"""
 
 from __future__ import annotations
 
 import attrs
 
-from minibroker.timer import TimerView
-
-
-@attrs.frozen
-class PurgatoryView:
-    name: str
-    watched: int  # PurgatorySize
-    num_delayed: int  # NumDelayedOperations
-    watched_keys: int
-    completions: int
-    expirations: int
-    estimated_total: int
-    purges: int
-    purged: int
-    last_purge: tuple[int, int] | None
+from minibroker.broker.views import BrokerView, CoordinatorView, GroupView, MemberView, PurgatoryView
 
 
 @attrs.frozen
@@ -48,46 +38,6 @@ class PartitionView:
 
 
 @attrs.frozen
-class MemberView:
-    member_id: str
-    client_id: str
-    session_deadline_ms: int  # -1 when not armed
-    awaiting: str  # "join", "sync" or ""
-
-
-@attrs.frozen
-class GroupView:
-    group_id: str
-    state: str
-    generation: int
-    protocol: str | None
-    leader: str | None  # the leader's client id
-    members: tuple[MemberView, ...]
-    pending: int  # member ids handed out (MEMBER_ID_REQUIRED) and not joined yet
-
-
-@attrs.frozen
-class CoordinatorView:
-    """A broker's group coordinator: the partitions it loaded, its groups, its keyed timer tasks,
-    and the partitions whose log it is still reading (COORDINATOR_LOAD_IN_PROGRESS)."""
-
-    partitions: tuple[int, ...]
-    groups: tuple[GroupView, ...]
-    timers: tuple[tuple[str, int], ...]  # (key, deadline), soonest first
-    loading: tuple[int, ...] = ()
-
-
-@attrs.frozen
-class BrokerView:
-    broker: int
-    alive: bool
-    timer: TimerView | None
-    purgatories: tuple[PurgatoryView, ...]
-    fetchers_paused: bool
-    coordinator: CoordinatorView | None = None
-
-
-@attrs.frozen
 class ClusterView:
     time_ms: int
     brokers: tuple[BrokerView, ...]
@@ -101,3 +51,15 @@ class ClusterView:
 
     def broker(self, broker_id: int) -> BrokerView:
         return self.brokers[broker_id]
+
+
+__all__ = [
+    "BrokerView",
+    "ClusterView",
+    "CoordinatorView",
+    "GroupView",
+    "MemberView",
+    "PartitionView",
+    "PurgatoryView",
+    "ReplicaView",
+]
