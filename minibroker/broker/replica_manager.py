@@ -27,7 +27,7 @@ timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
 Invariants:
 
 - append triggers run after the request's own delayed operation is registered (Kafka's action queue,
-  KAFKA-8334), so an append never completes a DelayedProduce before it is watched;
+  KAFKA-8334);
 - a DelayedDeleteRecords whose leader moved away is not checked (as in Kafka): it answers
   REQUEST_TIMED_OUT at its timeout;
 - an ISR proposal stays pending on its partition (the maximal ISR counts it) until the controller
