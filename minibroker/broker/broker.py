@@ -17,6 +17,7 @@ import trio
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.messages import (
     DeleteRecordsRequest,
     FetchRequest,
@@ -25,12 +26,11 @@ from minibroker.common.messages import (
     ProduceRequest,
     TopicPartition,
 )
+from minibroker.common.network import NetworkClient
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.coordinator.group import GroupCoordinator
 from minibroker.coordinator.group.messages import GroupRequest
 from minibroker.runtime import MsClock
-from minibroker.sim.network import Network
-from minibroker.sim.snapshot import BrokerView, PurgatoryView
 from minibroker.trace import NULL_TRACER, Tracer
 
 
@@ -42,7 +42,7 @@ class Broker:
         broker_id: int,
         config: BrokerConfig,
         clock: MsClock,
-        network: Network,
+        network: NetworkClient,
         known: Callable[[TopicPartition], bool],
         tracer: Tracer = NULL_TRACER,
     ) -> None:

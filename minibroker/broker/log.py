@@ -26,34 +26,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from minibroker.broker.producer_state import ProducerBatch, ProducerStateManager
-
-
-@attrs.frozen(slots=True)
-class RecordBatch:
-    """``count`` records written by the leader of ``leader_epoch``; ``size`` bytes on disk.
-
-    ``raw`` holds the producer's record batch bytes (Kafka's v2 format) when the records came
-    over the wire; replication copies this object, so every replica holds the same bytes.
-    ``producers``: the idempotent producer fields of its v2 batches (none for plain batches).
-    """
-
-    base_offset: int
-    count: int
-    size: int
-    leader_epoch: int
-    append_time_ms: int = 0
-    values: tuple[bytes, ...] | None = None
-    raw: bytes | None = attrs.field(default=None, repr=False)
-    producers: tuple[ProducerBatch, ...] = attrs.field(default=(), repr=False)
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.count - 1
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.count
+from minibroker.broker.producer_state import ProducerStateManager
+from minibroker.common.record_batch import ProducerBatch, RecordBatch
 
 
 @attrs.frozen(slots=True, order=True)

@@ -36,10 +36,11 @@ from collections.abc import Callable
 
 import attrs
 
-from minibroker.broker.log import Log, LogOffsetMetadata, RecordBatch
-from minibroker.broker.producer_state import ProducerBatch, ProducerStateError
+from minibroker.broker.log import Log, LogOffsetMetadata
+from minibroker.broker.producer_state import ProducerStateError
 from minibroker.common.errors import Errors
 from minibroker.common.messages import HIGH_WATERMARK, LOG_END, TopicPartition
+from minibroker.common.record_batch import ProducerBatch, RecordBatch
 
 
 class PartitionError(Exception):

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 import attrs
 
 from minibroker.common.errors import Errors
+from minibroker.common.record_batch import ProducerBatch
 
 #: Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 BATCHES_TO_RETAIN = 5
@@ -51,22 +52,6 @@ def last_sequence(first: int, last_offset_delta: int) -> int:
     if first > _MAX_SEQUENCE - last_offset_delta:
         return last_offset_delta - (_MAX_SEQUENCE - first) - 1
     return first + last_offset_delta
-
-
-@attrs.frozen(slots=True)
-class ProducerBatch:
-    """The producer fields of one v2 batch inside a ``RecordBatch``.
-
-    ``first_delta``/``last_delta``: its first and last record's offsets relative to the
-    ``RecordBatch``'s base offset (a Produce may carry several batches for one partition).
-    """
-
-    producer_id: int
-    epoch: int
-    first_seq: int
-    last_seq: int
-    first_delta: int = 0
-    last_delta: int = 0
 
 
 @attrs.frozen(slots=True)

@@ -19,10 +19,13 @@ cannot spin forever at one instant of virtual time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import trio
 
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.delayed_fetch import DelayedFetch
+from minibroker.broker.partition import Partition
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     LOG_END,
@@ -32,15 +35,33 @@ from minibroker.common.messages import (
     NetworkError,
     TopicPartition,
 )
+from minibroker.common.network import NetworkClient
+from minibroker.purgatory import DelayedOperationPurgatory
+from minibroker.runtime import MsClock
+from minibroker.trace import Tracer
 
-if TYPE_CHECKING:
-    from minibroker.broker.replica_manager import ReplicaManager
+
+class FollowerHost(Protocol):
+    """What a fetcher uses of its broker's ``ReplicaManager``: the partitions it follows, the
+    network and settings to fetch with, and the fetch purgatory its appends wake."""
+
+    broker_id: int
+    config: BrokerConfig
+    clock: MsClock
+    network: NetworkClient
+    tracer: Tracer
+    partitions: dict[TopicPartition, Partition]
+    fetch_purgatory: DelayedOperationPurgatory[DelayedFetch]
+
+    def emit(self, kind: str, **fields: Any) -> None: ...
+
+    def next_request_id(self, kind: str) -> str: ...
 
 
 class ReplicaFetcher:
     """Fetches the partitions this broker follows from one leader."""
 
-    def __init__(self, manager: ReplicaManager, leader: int) -> None:
+    def __init__(self, manager: FollowerHost, leader: int) -> None:
         self.manager = manager
         self.leader = leader
         self.partitions: dict[TopicPartition, None] = {}

@@ -1,11 +1,18 @@
-"""ReplicaManager: one broker's partitions, its three purgatories, and their triggers.
+"""ReplicaManager: one broker's partitions, its three purgatories, its replica fetchers and ISR changes.
 
-The Produce, Fetch and DeleteRecords purgatories share the broker's one timer and
-one Reaper (a deliberate deviation, docs/deviations.md: Kafka gives each purgatory its own timer). The
-request paths are mixins in their own modules (``produce_path``, ``fetch_path``,
-``delete_records_path``); this module holds the partitions, leadership and the
-fetchers. Purgatories are checked when Kafka's ``ReplicaManager`` checks them
-(https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/ReplicaManager.scala):
+Kafka's ``ReplicaManager`` with the leader-side parts of its ``Partition`` in one class, in sections:
+``append_records`` (the produce path), ``fetch_messages`` (reads, and the leader's view of each
+follower), ``delete_records``, leadership (Kafka's ``becomeLeaderOrFollower`` and ``stopReplicas``),
+ISR changes (``maybe_shrink_isr``, ``alter_partition``, ``commit_isr``) and the replica fetchers.
+
+- https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/ReplicaManager.scala
+- https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/cluster/Partition.scala
+
+It holds the partitions this broker hosts (``partitions``, over the broker's ``logs``, which outlive it
+across restarts), one ``ReplicaFetcher`` per leader it follows, the broker registrations the controller
+last sent, and the Produce, Fetch and DeleteRecords purgatories. The purgatories share the broker's one
+timer and one Reaper (a deliberate deviation, docs/deviations.md: Kafka gives each purgatory its own
+timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
 
 | event                                                    | purgatories checked          |
 |----------------------------------------------------------|------------------------------|
@@ -17,11 +24,17 @@ fetchers. Purgatories are checked when Kafka's ``ReplicaManager`` checks them
 | follower appended replicated data                        | fetch                        |
 | broker registrations changed and the HW rose             | fetch, produce, deleteRecords|
 
-A DelayedDeleteRecords whose leader moved away is not checked (as in Kafka): it
-answers REQUEST_TIMED_OUT at its timeout. Append triggers run after the request's
-own delayed operation is registered (Kafka's action queue, KAFKA-8334). ISR
-proposals and commits live in ``isr_changes``; the follower side (fetching and
-appending) in ``replica_fetcher``.
+Invariants:
+
+- append triggers run after the request's own delayed operation is registered (Kafka's action queue,
+  KAFKA-8334);
+- a DelayedDeleteRecords whose leader moved away is not checked (as in Kafka): it answers
+  REQUEST_TIMED_OUT at its timeout;
+- an ISR proposal stays pending on its partition (the maximal ISR counts it) until the controller
+  answers; answers for an older leader epoch, or after the broker stopped, are ignored;
+- once ``stopped`` (the broker crashed), late answers change nothing.
+
+The follower side (fetching and appending) is ``replica_fetcher``.
 """
 
 from __future__ import annotations
@@ -33,28 +46,44 @@ from typing import Any
 import trio
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.broker.delayed_delete_records import DelayedDeleteRecords
+from minibroker.broker.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsPartitionStatus
 from minibroker.broker.delayed_fetch import DelayedFetch
-from minibroker.broker.delayed_produce import DelayedProduce
-from minibroker.broker.delete_records_path import DeleteRecordsPath
-from minibroker.broker.fetch_path import FetchPath
-from minibroker.broker.isr_changes import IsrChanges
-from minibroker.broker.log import Log
-from minibroker.broker.partition import Partition
-from minibroker.broker.produce_path import ProducePath
+from minibroker.broker.delayed_produce import DelayedProduce, ProducePartitionStatus
+from minibroker.broker.log import Log, LogOffsetMetadata
+from minibroker.broker.partition import Partition, PartitionError
 from minibroker.broker.pushed_errors import PushedErrors
 from minibroker.broker.replica_fetcher import ReplicaFetcher
+from minibroker.broker.topic_configs import deletes_records
 from minibroker.common.errors import Errors
-from minibroker.common.messages import LeaderAndIsr, TopicPartition
+from minibroker.common.messages import (
+    LOG_END,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    EpochEndOffset,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsr,
+    NetworkError,
+    PartitionDeleteRecordsResponse,
+    PartitionFetchResponse,
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
+from minibroker.common.network import NetworkClient
 from minibroker.controller.broker_registrations import BrokerRegistrations
+from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.purgatory import DelayedOperationPurgatory
 from minibroker.runtime import MsClock, Reaper
-from minibroker.sim.network import Network
 from minibroker.timer import make_timer
 from minibroker.trace import NULL_TRACER, Tracer
 
 
-class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
+class ReplicaManager:
     """Hosts partitions of one broker and answers produce, fetch and delete-records requests."""
 
     def __init__(
@@ -62,7 +91,7 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         broker_id: int,
         config: BrokerConfig,
         clock: MsClock,
-        network: Network,
+        network: NetworkClient,
         logs: dict[TopicPartition, Log],
         known: Callable[[TopicPartition], bool],
         tracer: Tracer = NULL_TRACER,
@@ -110,7 +139,6 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         self.fetchers_paused = False
         #: the metadata cache's broker states (fenced, controlled shutdown), as the controller last said
         self.registrations = BrokerRegistrations()
-        self.isr_changes = IsrChanges(self)
         #: errors a test pushed for the next produce/fetch of a partition (``pushed_errors``)
         self.pushed_errors = PushedErrors()
         self._nursery: trio.Nursery | None = None
@@ -125,14 +153,14 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         #: called with (partition, is_leader, leader epoch) after each leadership change
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
 
-    # --- lifecycle ---------------------------------------------------------------------------
+    # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the reaper, the ISR-expiration schedule and the fetchers until cancelled."""
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.reaper.run)
-                nursery.start_soon(self.isr_changes.run_expiration)
+                nursery.start_soon(self.run_isr_expiration)
                 for fetcher in self.fetchers.values():
                     nursery.start_soon(fetcher.run)
                 task_status.started()
@@ -178,7 +206,316 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
                 leo=partition.log_end_offset,
             )
 
-    # --- leadership --------------------------------------------------------------------------
+    # ---- appendRecords (the produce path) ------------------------------------------------------------------
+    # An append that raised the HW checks the produce, fetch and delete-records purgatories; one that
+    # only moved the LEO checks the fetch purgatory; both after the request's DelayedProduce is watched.
+    def append_records(self, request: ProduceRequest, respond: Callable[[Any], None] | None) -> None:
+        """Append to the leader logs; answer now, or park a DelayedProduce (acks=-1)."""
+        now = self.now()
+        tracing = self.tracer.enabled
+        if tracing:
+            self.emit(
+                "produce.request",
+                op=request.request_id,
+                keys=[str(tp) for tp in request.data],
+                acks=request.acks,
+                timeout_ms=request.timeout_ms,
+            )
+        if request.acks not in (-1, 0, 1):
+            responses = {tp: PartitionProduceResponse(Errors.INVALID_REQUIRED_ACKS) for tp in request.data}
+            self._respond_produce(request, respond, ProduceResponse(responses))
+            return
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        request_error = self.pushed_errors.take("produce", None)
+        hw_raised: list[TopicPartition] = []
+        leo_moved: list[TopicPartition] = []
+        duplicates: list[TopicPartition] = []  # retried idempotent batches: answered, not appended
+        for tp, data in request.data.items():
+            partition = self.partitions.get(tp)
+            try:
+                if partition is None:
+                    raise PartitionError(self._lookup_error(tp))
+                pushed = request_error or self.pushed_errors.take("produce", tp)
+                if pushed is not None:
+                    raise PartitionError(pushed, "pushed by a test")
+                batch, raised, duplicate = partition.append_records_to_leader(
+                    data.count, data.size, request.acks, now, data.values, data.raw, data.producers
+                )
+            except PartitionError as failure:
+                statuses[tp] = ProducePartitionStatus(-1, PartitionProduceResponse(failure.error))
+                if tracing:
+                    self.emit(
+                        "append.rejected", partition=str(tp), error=failure.error.name, op=request.request_id
+                    )
+                continue
+            log = partition.log
+            statuses[tp] = ProducePartitionStatus(
+                batch.next_offset,
+                PartitionProduceResponse(Errors.NONE, batch.base_offset, -1, log.log_start_offset),
+            )
+            if duplicate:
+                duplicates.append(tp)
+                if tracing:
+                    self.emit(
+                        "append.duplicate", partition=str(tp), op=request.request_id, offset=batch.base_offset
+                    )
+                continue
+            (hw_raised if raised else leo_moved).append(tp)
+            if tracing:
+                self.emit(
+                    "append",
+                    partition=str(tp),
+                    op=request.request_id,
+                    offset=batch.base_offset,
+                    count=batch.count,
+                    bytes=batch.size,
+                    leo=log.log_end_offset,
+                    hw=log.high_watermark,
+                )
+        if request.acks == -1 and (hw_raised or leo_moved or duplicates):  # appended or already there
+            operation = DelayedProduce(
+                request.timeout_ms,
+                statuses,
+                self.partition,
+                lambda response: self._respond_produce(request, respond, response),
+                op_id=request.request_id or None,
+            )
+            self.produce_purgatory.try_complete_else_watch(operation, list(request.data))
+        else:
+            responses = {tp: status.response for tp, status in statuses.items()}
+            self._respond_produce(request, respond, ProduceResponse(responses))
+        for tp in hw_raised:
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+            self.delete_records_purgatory.check_and_complete(tp)
+        for tp in leo_moved:
+            self.fetch_purgatory.check_and_complete(tp)
+
+    def _respond_produce(
+        self,
+        request: ProduceRequest,
+        respond: Callable[[Any], None] | None,
+        response: ProduceResponse,
+    ) -> None:
+        if self.tracer.enabled:
+            for tp, part in response.partitions.items():
+                self.emit(
+                    "produce.response",
+                    op=request.request_id,
+                    partition=str(tp),
+                    error=part.error.name,
+                    offset=part.base_offset,
+                    cause=response.cause,
+                )
+        if request.acks != 0 and respond is not None:
+            respond(response)
+
+    # ---- fetchMessages (the fetch path and the leader's view of its followers) -----------------------------
+    # A fetch reads at once and answers, or parks a DelayedFetch until ``min_bytes`` or ``max_wait_ms``.
+    # A follower's fetch also updates the leader's view of it (LEO, caught-up time, log start offset);
+    # when that raised the HW, or the low watermark while DeleteRecords wait, every purgatory of the
+    # partition is checked. A follower asking below the log start gets OFFSET_OUT_OF_RANGE with the
+    # leader's log start offset, where it starts again.
+    def fetch_messages(self, request: FetchRequest, respond: Callable[[Any], None]) -> None:
+        """Read now; answer at once or park a DelayedFetch until min_bytes or max_wait."""
+        results, fetch_offsets, diverging = self._read(request, update_follower=True)
+        isolation = LOG_END if request.is_from_follower else request.isolation
+        size = sum(result.size for result in results.values())
+        errors = any(result.error is not Errors.NONE for result in results.values())
+        if (
+            request.max_wait_ms <= 0
+            or not request.partitions
+            or size >= request.min_bytes
+            or errors
+            or diverging
+        ):
+            self._respond_fetch(request, respond, FetchResponse(results))
+            return
+        operation = DelayedFetch(
+            request,
+            fetch_offsets,
+            isolation,
+            self.partition,
+            lambda req: self._read(req, update_follower=False)[0],
+            lambda response: self._respond_fetch(request, respond, response),
+            op_id=request.request_id or None,
+        )
+        self.fetch_purgatory.try_complete_else_watch(operation, list(request.partitions))
+
+    def _respond_fetch(
+        self, request: FetchRequest, respond: Callable[[Any], None], response: FetchResponse
+    ) -> None:
+        if self.tracer.enabled and not request.is_from_follower:
+            for tp, part in response.partitions.items():
+                self.emit(
+                    "fetch.response",
+                    op=request.request_id,
+                    partition=str(tp),
+                    error=part.error.name,
+                    offset=part.batches[0].base_offset if part.batches else -1,
+                    records=sum(b.count for b in part.batches),
+                    bytes=part.size,
+                    hw=part.high_watermark,
+                    cause=response.cause,
+                )
+        respond(response)
+
+    def _read(
+        self, request: FetchRequest, update_follower: bool
+    ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
+        """Read every partition of ``request``; a follower's first read also updates its fetch state."""
+        now = self.now()
+        results: dict[TopicPartition, PartitionFetchResponse] = {}
+        offsets: dict[TopicPartition, LogOffsetMetadata] = {}
+        diverging_any = False
+        remaining = request.max_bytes
+        pushed_here = update_follower and not request.is_from_follower  # a client's first read
+        request_error = self.pushed_errors.take("fetch", None) if pushed_here else None
+        for tp, wanted in request.partitions.items():
+            partition = self.partitions.get(tp)
+            try:
+                if partition is None:
+                    raise PartitionError(self._lookup_error(tp))
+                if pushed_here:
+                    pushed = request_error or self.pushed_errors.take("fetch", tp)
+                    if pushed is not None:
+                        raise PartitionError(pushed, "pushed by a test")
+                partition.require_leader()
+                partition.check_leader_epoch(wanted.current_leader_epoch)
+                log = partition.log
+                if request.is_from_follower and wanted.last_fetched_epoch >= 0:
+                    epoch, end = log.end_offset_for_epoch(wanted.last_fetched_epoch)
+                    if epoch < wanted.last_fetched_epoch or end < wanted.fetch_offset:
+                        diverging_any = True
+                        results[tp] = PartitionFetchResponse(
+                            Errors.NONE,
+                            log.high_watermark,
+                            log.log_start_offset,
+                            log.log_end_offset,
+                            (),
+                            EpochEndOffset(epoch, end),
+                        )
+                        offsets[tp] = log.offset_metadata(wanted.fetch_offset)
+                        continue
+                if wanted.fetch_offset > log.log_end_offset or wanted.fetch_offset < log.log_start_offset:
+                    if request.is_from_follower:  # tell it where the log starts now (see fetcher)
+                        results[tp] = PartitionFetchResponse(
+                            Errors.OFFSET_OUT_OF_RANGE,
+                            log.high_watermark,
+                            log.log_start_offset,
+                            log.log_end_offset,
+                        )
+                        continue
+                    raise PartitionError(Errors.OFFSET_OUT_OF_RANGE)
+                isolation = LOG_END if request.is_from_follower else request.isolation
+                data = log.read(
+                    wanted.fetch_offset,
+                    min(wanted.partition_max_bytes, max(remaining, 0)),
+                    partition.max_offset(isolation),
+                )
+                remaining -= data.size
+                offsets[tp] = data.fetch_offset_metadata
+                if request.is_from_follower and update_follower:
+                    self._update_follower(partition, request.replica_id, wanted, now)
+                results[tp] = PartitionFetchResponse(
+                    Errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, data.batches
+                )
+            except PartitionError as failure:
+                results[tp] = PartitionFetchResponse(failure.error)
+        return results, offsets, diverging_any
+
+    def _update_follower(self, partition: Partition, follower: int, wanted: FetchPartition, now: int) -> None:
+        hw_before = partition.high_watermark
+        raised, low_raised = partition.update_follower_fetch_state(
+            follower,
+            wanted.fetch_offset,
+            now,
+            wanted.log_start_offset,
+            low=self.delete_records_purgatory.num_delayed() > 0,
+        )
+        if self.tracer.enabled:
+            self.emit(
+                "follower.fetch", partition=str(partition.tp), replica=follower, offset=wanted.fetch_offset
+            )
+        proposed = partition.isr_expansion_candidate(follower)
+        if proposed is not None:
+            self.alter_partition(partition, "expand", proposed)
+        if raised:
+            self.trace_hw(partition, hw_before)
+        if raised or low_raised:
+            self.try_complete_delayed_requests(partition.tp)
+
+    # ---- deleteRecords -------------------------------------------------------------------------------------
+    # The leader moves its log start offset at once (``Partition.delete_records_on_leader``: -1 means the
+    # HW; below -1 or above the HW is OFFSET_OUT_OF_RANGE; a topic whose ``cleanup.policy`` lacks
+    # ``delete`` is POLICY_VIOLATION); if any partition was accepted, a DelayedDeleteRecords waits for
+    # the low watermark to reach every accepted offset or ``timeout_ms``, else the answer goes out now.
+    def delete_records(self, request: DeleteRecordsRequest, respond: Callable[[Any], None]) -> None:
+        tracing = self.tracer.enabled
+        if tracing:
+            self.emit(
+                "delete_records.request",
+                op=request.request_id,
+                keys=[str(tp) for tp in request.offsets],
+                offsets=list(request.offsets.values()),
+                timeout_ms=request.timeout_ms,
+            )
+        statuses: dict = {}
+        for tp, offset in request.offsets.items():
+            partition = self.partitions.get(tp)
+            try:
+                if partition is None:
+                    raise PartitionError(self._lookup_error(tp))
+                if not deletes_records(self.topic_overrides(tp.topic)):
+                    raise PartitionError(Errors.POLICY_VIOLATION, "cleanup.policy has no 'delete'")
+                before = partition.log.log_start_offset
+                required = partition.delete_records_on_leader(offset)
+                statuses[tp] = DeleteRecordsPartitionStatus(required, Errors.NONE, partition.low_watermark())
+                if tracing:
+                    self.emit(
+                        "log_start",
+                        partition=str(tp),
+                        op=request.request_id,
+                        offset=partition.log.log_start_offset,
+                        previous=before,
+                    )
+            except PartitionError as failure:
+                statuses[tp] = DeleteRecordsPartitionStatus(offset, failure.error)
+
+        def answer(response: DeleteRecordsResponse) -> None:
+            self._respond_delete_records(request, respond, response)
+
+        if any(status.error is Errors.NONE for status in statuses.values()):
+            operation = DelayedDeleteRecords(
+                request.timeout_ms, statuses, self.partition, answer, op_id=request.request_id or None
+            )
+            self.delete_records_purgatory.try_complete_else_watch(operation, list(request.offsets))
+            return
+        answer(
+            DeleteRecordsResponse(
+                {tp: PartitionDeleteRecordsResponse(s.error, -1) for tp, s in statuses.items()}
+            )
+        )
+
+    def _respond_delete_records(
+        self,
+        request: DeleteRecordsRequest,
+        respond: Callable[[Any], None],
+        response: DeleteRecordsResponse,
+    ) -> None:
+        if self.tracer.enabled:
+            for tp, part in response.partitions.items():
+                self.emit(
+                    "delete_records.response",
+                    op=request.request_id,
+                    partition=str(tp),
+                    error=part.error.name,
+                    low_watermark=part.low_watermark,
+                    cause=response.cause,
+                )
+        respond(response)
+
+    # ---- becomeLeaderOrFollower and stopReplicas (leadership) ----------------------------------------------
     def apply_leader_and_isr(self, state: LeaderAndIsr) -> None:
         """The controller's decision for one partition: lead, follow, or just a new ISR."""
         tp = state.tp
@@ -204,7 +541,7 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         if state.leader == self.broker_id:
             if was_leader and state.leader_epoch == partition.leader_epoch:
                 if state.partition_epoch > partition.partition_epoch:
-                    self.isr_changes.commit_isr(partition, state)
+                    self.commit_isr(partition, state)
                 return
             self._remove_from_fetchers(tp)
             before = partition.high_watermark
@@ -270,6 +607,85 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
 
+    # ---- ISR changes (maybeShrinkIsr, AlterPartition, commits) ---------------------------------------------
+    # Every ``isr_expiration_period_ms`` (Kafka: half of ``replica.lag.time.max.ms``) each led partition
+    # proposes to drop the followers that are not caught up; a follower fetch that brings an ISR-eligible
+    # follower up to the HW proposes to add it. A commit sets the ISR and may raise the HW; a rejection
+    # (or a lost answer) drops the pending change (Kafka's AlterPartitionManager sends the proposals).
+    async def run_isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: check every partition for a shrink, once a period."""
+        period = self.config.isr_expiration_period_ms
+        next_check = self.clock.now_ms() + period
+        while True:
+            await self.clock.sleep_until(next_check)
+            next_check += period
+            self.maybe_shrink_isr()
+
+    def maybe_shrink_isr(self) -> None:
+        """Propose to drop the lagging followers of every partition this broker leads."""
+        now = self.now()
+        for partition in self.partitions.values():
+            proposed = partition.isr_shrink_candidate(now)
+            if proposed is not None:
+                self.alter_partition(partition, "shrink", proposed)
+
+    def alter_partition(self, partition: Partition, kind: str, proposed: tuple[int, ...]) -> None:
+        """Mark ``proposed`` pending on ``partition`` and send it to the controller."""
+        partition.propose(kind, proposed)
+        if self.tracer.enabled:
+            self.emit(
+                "isr.propose",
+                partition=str(partition.tp),
+                change=kind,
+                isr=list(proposed),
+                current=list(partition.isr),
+            )
+        request = AlterPartitionRequest(
+            self.broker_id,
+            partition.tp,
+            partition.leader_epoch,
+            partition.partition_epoch,
+            proposed,
+            self.broker_epoch,
+        )
+        epoch = partition.leader_epoch
+
+        def on_response(response: Any) -> None:
+            if self.stopped or partition.leader_epoch != epoch or not partition.is_leader:
+                return
+            if (
+                isinstance(response, AlterPartitionResponse)
+                and response.error is Errors.NONE
+                and response.state
+            ):
+                self.commit_isr(partition, response.state)
+            else:
+                partition.pending = None
+                error = (
+                    response.error.name
+                    if isinstance(response, (AlterPartitionResponse, NetworkError))
+                    else "?"
+                )
+                if self.tracer.enabled:
+                    self.emit("isr.rejected", partition=str(partition.tp), error=error)
+
+        self.network.request(
+            self.broker_id, CONTROLLER, request, self.config.replica_socket_timeout_ms, on_response
+        )
+
+    def commit_isr(self, partition: Partition, state: LeaderAndIsr) -> None:
+        """The controller's ISR for a partition this broker leads (an answer or a LeaderAndIsr)."""
+        before = partition.high_watermark
+        raised = partition.commit_isr(state.isr, state.partition_epoch, self.now())
+        if self.tracer.enabled:
+            self.emit(
+                "isr.commit", partition=str(partition.tp), isr=list(state.isr), epoch=state.leader_epoch
+            )
+        if raised:
+            self.trace_hw(partition, before)
+        self.try_complete_delayed_requests(partition.tp)
+
+    # ---- replica fetchers (the follower side) --------------------------------------------------------------
     def _fetcher_for(self, leader: int) -> ReplicaFetcher:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
@@ -289,6 +705,6 @@ class ReplicaManager(ProducePath, FetchPath, DeleteRecordsPath):
         for fetcher in self.fetchers.values():
             fetcher.set_paused(paused)
 
-    # --- figures -----------------------------------------------------------------------------
+    # ---- figures -------------------------------------------------------------------------------------------
     def next_request_id(self, kind: str) -> str:
         return f"b{self.broker_id}-{kind}-{next(self.request_numbers)}"

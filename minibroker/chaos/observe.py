@@ -33,8 +33,8 @@ from minibroker.chaos.replication import PARTITION_EVENTS, ReplicationChecks
 from minibroker.chaos.violations import Violation
 
 if TYPE_CHECKING:
-    from minibroker.broker.log import RecordBatch
     from minibroker.common.messages import TopicPartition
+    from minibroker.common.record_batch import RecordBatch
     from minibroker.scenario.run import ScenarioRunner
     from minibroker.sim.cluster import Cluster
 

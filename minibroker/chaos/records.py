@@ -13,7 +13,7 @@ import attrs
 from minibroker.common.messages import TopicPartition
 
 if TYPE_CHECKING:
-    from minibroker.broker.log import RecordBatch
+    from minibroker.common.record_batch import RecordBatch
 
 
 @attrs.define(slots=True)

@@ -8,19 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from minibroker.broker.config import ConfigError, ConsumerConfig
 from minibroker.clients.consumer_coordinator import GroupMembership
-from minibroker.clients.request import Client, ClientRequest
+from minibroker.clients.request import Client, ClientContext, ClientRequest
 from minibroker.common import messages
 from minibroker.common.messages import NetworkError, TopicPartition
 
 if TYPE_CHECKING:
-    from minibroker.broker.log import RecordBatch
-    from minibroker.sim.cluster import Cluster
+    from minibroker.common.record_batch import RecordBatch
 
 
 class Consumer(Client):
     """An assign()-based consumer: ``fetch`` sends one fetch per leader from the current positions."""
 
-    def __init__(self, cluster: Cluster, client_id: str, config: ConsumerConfig) -> None:
+    def __init__(self, cluster: ClientContext, client_id: str, config: ConsumerConfig) -> None:
         super().__init__(cluster, client_id)
         self.config = config
         self.positions: dict[TopicPartition, int] = {}

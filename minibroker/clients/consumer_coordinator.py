@@ -26,18 +26,33 @@ member); no retries of a failed commit; coordinator lookups read the controller'
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import trio
 
+from minibroker.broker.config import ConsumerConfig
+from minibroker.clients.request import ClientContext, ClientRequest
 from minibroker.common.errors import Errors
 from minibroker.common.messages import NetworkError, TopicPartition
 from minibroker.coordinator.group import consumer_protocol as cp
 from minibroker.coordinator.group import messages as m
 
-if TYPE_CHECKING:
-    from minibroker.clients import Consumer
+
+class GroupConsumer(Protocol):
+    """What a membership uses of its consumer (``clients.consumer.Consumer``): positions and fetches."""
+
+    client_id: str
+    cluster: ClientContext
+    config: ConsumerConfig
+    positions: dict[TopicPartition, int]
+
+    def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None: ...
+
+    def unassign(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    def fetch(self, name: str | None = None) -> list[ClientRequest]: ...
+
 
 #: Java's retry.backoff.ms
 RETRY_BACKOFF_MS = 100
@@ -54,7 +69,7 @@ _COORDINATOR = {
 class GroupMembership:
     """One consumer's membership of ``consumer.config.group_id``, subscribed to ``topics``."""
 
-    def __init__(self, consumer: Consumer, topics: list[str]) -> None:
+    def __init__(self, consumer: GroupConsumer, topics: list[str]) -> None:
         self.consumer = consumer
         self.cluster = consumer.cluster
         self.config = consumer.config

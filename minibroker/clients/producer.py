@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from minibroker.broker.config import ProducerConfig
-from minibroker.clients.request import Client, ClientRequest
+from minibroker.clients.request import Client, ClientContext, ClientRequest
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     NetworkError,
@@ -16,14 +16,11 @@ from minibroker.common.messages import (
     TopicPartition,
 )
 
-if TYPE_CHECKING:
-    from minibroker.sim.cluster import Cluster
-
 
 class Producer(Client):
     """Sends produce requests; ``acks`` -1 waits in the leader's produce purgatory."""
 
-    def __init__(self, cluster: Cluster, client_id: str, config: ProducerConfig) -> None:
+    def __init__(self, cluster: ClientContext, client_id: str, config: ProducerConfig) -> None:
         super().__init__(cluster, client_id)
         self.config = config
 

@@ -1,21 +1,56 @@
 """``ClientRequest`` (one request and its outcome) and the base every emulated client shares:
-requests opened per leader, sent over the emulated network, finished with a cause."""
+requests opened per leader, sent over the emulated network, finished with a cause.
+
+A client runs in a ``ClientContext``: the network it sends through, the clock, the tracer, the
+record of every request, and the metadata it asks (a partition's leader, a group's coordinator, a
+topic's partition count, a leader's log for offset resets). ``minibroker.sim.cluster.Cluster`` is the
+one implementation; clients rank below it and see it only through this protocol.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 from minibroker.common.errors import Errors
-from minibroker.common.messages import (
-    TopicPartition,
-)
+from minibroker.common.messages import TopicPartition
+from minibroker.common.network import NetworkClient
+from minibroker.runtime import MsClock
+from minibroker.trace import Tracer
 
 if TYPE_CHECKING:
-    from minibroker.sim.cluster import Cluster
+    from minibroker.broker.broker import Broker
+
+
+class TopicMetadata(Protocol):
+    partitions: int
+
+
+class ClientContext(Protocol):
+    """What an emulated client uses of the cluster it runs in."""
+
+    network: NetworkClient
+    clock: MsClock
+    tracer: Tracer
+    #: every client request, in the order they were opened
+    requests: list[ClientRequest]
+    #: the delayed-message routers installed on the cluster, by design name
+    delay_routers: dict[str, Any]
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]: ...
+
+    @property
+    def brokers(self) -> Sequence[Broker]: ...
+
+    def now(self) -> int: ...
+
+    def leader_of(self, tp: TopicPartition) -> int: ...
+
+    def coordinator_for(self, group_id: str) -> int: ...
 
 
 @attrs.define(eq=False)
@@ -70,7 +105,7 @@ class ClientRequest:
 class Client:
     """What Producer and Consumer share: an id on the network and the requests it opens."""
 
-    def __init__(self, cluster: Cluster, client_id: str) -> None:
+    def __init__(self, cluster: ClientContext, client_id: str) -> None:
         self.cluster = cluster
         self.client_id = client_id
         self._sequence = 0

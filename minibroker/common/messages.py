@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from minibroker.broker.log import RecordBatch
-from minibroker.broker.producer_state import ProducerBatch
 from minibroker.common.errors import Errors
+from minibroker.common.record_batch import ProducerBatch, RecordBatch
 
 
 @attrs.frozen(slots=True, order=True, cache_hash=True)

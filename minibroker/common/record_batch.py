@@ -1,12 +1,60 @@
-"""Kafka's v2 record batches, built and read with kafka-python's codec (imported on first use).
+"""Record batches: what a log holds and a Produce or Fetch carries, and Kafka's v2 format.
 
-Pure helpers shared by the delayed_messages and retry packages and by standalone services: importing
-this module loads neither the emulator nor kafka-python.
+``RecordBatch`` is one batch as the emulator stores it (offsets, size, leader epoch, the records or
+the raw v2 bytes a client sent), with the idempotent producer fields of its v2 batches
+(``ProducerBatch``); Kafka's ``org.apache.kafka.common.record.RecordBatch``. ``build_batch`` and
+``records`` build and read v2 bytes with kafka-python's codec, imported on first use: importing this
+module loads neither the emulator nor kafka-python.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+
+import attrs
+
+
+@attrs.frozen(slots=True)
+class ProducerBatch:
+    """The producer fields of one v2 batch inside a ``RecordBatch``.
+
+    ``first_delta``/``last_delta``: its first and last record's offsets relative to the
+    ``RecordBatch``'s base offset (a Produce may carry several batches for one partition).
+    """
+
+    producer_id: int
+    epoch: int
+    first_seq: int
+    last_seq: int
+    first_delta: int = 0
+    last_delta: int = 0
+
+
+@attrs.frozen(slots=True)
+class RecordBatch:
+    """``count`` records written by the leader of ``leader_epoch``; ``size`` bytes on disk.
+
+    ``raw`` holds the producer's record batch bytes (Kafka's v2 format) when the records came
+    over the wire; replication copies this object, so every replica holds the same bytes.
+    ``producers``: the idempotent producer fields of its v2 batches (none for plain batches).
+    """
+
+    base_offset: int
+    count: int
+    size: int
+    leader_epoch: int
+    append_time_ms: int = 0
+    values: tuple[bytes, ...] | None = None
+    raw: bytes | None = attrs.field(default=None, repr=False)
+    producers: tuple[ProducerBatch, ...] = attrs.field(default=(), repr=False)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.count - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.count
 
 
 def build_batch(records: Iterable[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]) -> bytes:

@@ -50,6 +50,7 @@ from minibroker.common.messages import (
     MetadataCatchUp,
     TopicPartition,
 )
+from minibroker.common.network import NetworkClient
 from minibroker.controller.broker_registrations import (
     CONTROLLED_SHUTDOWN,
     FENCED,
@@ -57,7 +58,6 @@ from minibroker.controller.broker_registrations import (
     BrokerRegistrations,
 )
 from minibroker.runtime import Scheduler
-from minibroker.sim.network import Network
 from minibroker.trace import NULL_TRACER, Tracer
 
 CONTROLLER = "controller"
@@ -68,7 +68,7 @@ class Controller:
 
     def __init__(
         self,
-        network: Network,
+        network: NetworkClient,
         scheduler: Scheduler,
         alive: Callable[[int], bool],
         apply_direct: Callable[[int, LeaderAndIsr], None],

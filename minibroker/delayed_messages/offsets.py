@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, TopicPartition
+from minibroker.common.record_batch import RecordBatch
 from minibroker.delayed_messages.headers import build_batch, records
 
 DELAY_OFFSETS_TOPIC = "__delay_offsets"

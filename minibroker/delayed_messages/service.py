@@ -44,10 +44,10 @@ import attrs
 import trio
 
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
-from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.common.record_batch import RecordBatch
 from minibroker.delayed_messages.config import DelayConfig
 from minibroker.delayed_messages.forward import forward
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
-from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.common.record_batch import RecordBatch
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
 from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
 

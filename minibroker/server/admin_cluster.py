@@ -18,10 +18,10 @@ from kafka.protocol.admin import DeleteRecordsResponse, DescribeClusterResponse,
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import DeleteRecordsRequest, TopicPartition
-from minibroker.controller import topic_admin
-from minibroker.controller.topic_admin import PREFERRED, AdminError
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
+from minibroker.sim import topic_admin
+from minibroker.sim.topic_admin import PREFERRED, AdminError
 
 ClusterBroker = DescribeClusterResponse.DescribeClusterBroker
 ElectionResult = ElectLeadersResponse.ReplicaElectionResult

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
 
-from minibroker.broker.dynamic_configs import alter_configs, describe_configs
 from minibroker.common.errors import Errors
-from minibroker.controller.topic_admin import AdminError
 from minibroker.server.codec import Request
 from minibroker.server.context import Connection
+from minibroker.sim.dynamic_configs import alter_configs, describe_configs
+from minibroker.sim.topic_admin import AdminError
 
 Described = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Described.DescribeConfigsResourceResult

@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics and CreatePartitions over the wire (``controller.topic_admin`` does the work).
+"""CreateTopics, DeleteTopics and CreatePartitions over the wire (``sim.topic_admin`` does the work).
 
 Any broker answers them (KRaft brokers forward them to the controller; here the
 controller's decision is immediate). Each topic is answered on its own with
@@ -17,13 +17,13 @@ from typing import TypeVar
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
-from minibroker.broker.dynamic_configs import topic_entries
 from minibroker.common.errors import Errors
-from minibroker.controller import topic_admin
-from minibroker.controller.topic_admin import AdminError
 from minibroker.server.codec import Request
 from minibroker.server.context import Connection
 from minibroker.server.metadata import topic_id
+from minibroker.sim import topic_admin
+from minibroker.sim.dynamic_configs import topic_entries
+from minibroker.sim.topic_admin import AdminError
 
 Created = CreateTopicsResponse.CreatableTopicResult
 CreatedConfig = Created.CreatableTopicConfigs

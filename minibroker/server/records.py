@@ -53,9 +53,9 @@ import attrs
 from kafka.errors import CorruptRecordError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from minibroker.broker.log import RecordBatch
 from minibroker.broker.producer_state import NO_PRODUCER_ID, ProducerBatch, last_sequence
 from minibroker.common.errors import Errors
+from minibroker.common.record_batch import RecordBatch
 from minibroker.server.compression import (
     CODEC_NAMES,
     ZSTD,

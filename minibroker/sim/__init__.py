@@ -5,8 +5,8 @@ them with per-link latency and faults; ``snapshot`` is the read-only view the TU
 Rank 5 of the layers, above the broker, controller, coordinator and clients it puts together. This
 package re-exports the harness's public names, with the client and config types a harness user needs.
 
-The names are resolved on first use: the broker's modules import ``sim.network`` and ``sim.snapshot``,
-which loads this package before ``sim.cluster`` can be imported.
+The names are resolved on first use, so importing one of its modules (``sim.snapshot`` for the views,
+``sim.network``) does not load the whole harness.
 """
 
 from __future__ import annotations

@@ -34,24 +34,18 @@ from __future__ import annotations
 import functools
 import itertools
 from collections import deque
-from collections.abc import Callable, Hashable
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import trio
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import NetworkError
+from minibroker.common.network import Endpoint, Node, Respond
 from minibroker.runtime import Scheduler
 from minibroker.timer import TimerTask
 from minibroker.trace import NULL_TRACER, Tracer
-
-Node = Hashable
-Respond = Callable[[Any], None]
-
-
-class Endpoint(Protocol):
-    def deliver(self, src: Node, message: Any, respond: Respond | None) -> None: ...
 
 
 @attrs.define(slots=True)
@@ -64,7 +58,10 @@ class _Pending:
 
 
 class Network:
-    """Links with latency and faults; one-way ``send`` and request/response ``request``."""
+    """Links with latency and faults; one-way ``send`` and request/response ``request``.
+
+    The ``common.network.NetworkClient`` that brokers, the controller and clients send through.
+    """
 
     def __init__(
         self, scheduler: Scheduler, default_latency_ms: int = 0, tracer: Tracer = NULL_TRACER

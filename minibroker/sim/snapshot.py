@@ -1,25 +1,15 @@
-"""Plain, immutable views of a cluster at one instant, for the TUI, summaries and tests."""
+"""Plain, immutable views of a cluster at one instant, for the TUI, summaries and tests.
+
+``Cluster.snapshot`` assembles a ``ClusterView``: each broker's ``BrokerView`` (``broker.views``,
+which the brokers fill) and each partition's ``PartitionView`` with its replicas' offsets.
+"""
 
 from __future__ import annotations
 
 import attrs
 
-from minibroker.coordinator.group.views import CoordinatorView
-from minibroker.timer import TimerView
-
-
-@attrs.frozen
-class PurgatoryView:
-    name: str
-    watched: int  # PurgatorySize
-    num_delayed: int  # NumDelayedOperations
-    watched_keys: int
-    completions: int
-    expirations: int
-    estimated_total: int
-    purges: int
-    purged: int
-    last_purge: tuple[int, int] | None
+from minibroker.broker.views import BrokerView, PurgatoryView
+from minibroker.coordinator.group.views import CoordinatorView, GroupView, MemberView
 
 
 @attrs.frozen
@@ -49,16 +39,6 @@ class PartitionView:
 
 
 @attrs.frozen
-class BrokerView:
-    broker: int
-    alive: bool
-    timer: TimerView | None
-    purgatories: tuple[PurgatoryView, ...]
-    fetchers_paused: bool
-    coordinator: CoordinatorView | None = None
-
-
-@attrs.frozen
 class ClusterView:
     time_ms: int
     brokers: tuple[BrokerView, ...]
@@ -72,3 +52,15 @@ class ClusterView:
 
     def broker(self, broker_id: int) -> BrokerView:
         return self.brokers[broker_id]
+
+
+__all__ = [
+    "BrokerView",
+    "ClusterView",
+    "CoordinatorView",
+    "GroupView",
+    "MemberView",
+    "PartitionView",
+    "PurgatoryView",
+    "ReplicaView",
+]

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from minibroker.broker.log import RecordBatch
 from minibroker.common.errors import Errors
+from minibroker.common.record_batch import RecordBatch
 from minibroker.server.records import (
     InvalidRecords,
     encode_batches,

@@ -1,8 +1,10 @@
 """Admin operations on topics and leaders, with Kafka's checks and error codes.
 
-Each operation either raises ``AdminError`` (a Kafka error and a one-line message,
-as KRaft's controller answers) or acts on the cluster at once (the controller's
-decision is immediate here; its LeaderAndIsr messages still travel the network).
+The controller's side of CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders (KRaft's
+``ReplicationControlManager``), acting on the emulated cluster. Each operation either raises
+``AdminError`` (a Kafka error and a one-line message, as KRaft's controller answers) or acts on the
+cluster at once (the controller's decision is immediate here; its LeaderAndIsr messages still travel
+the network).
 ``validate_only`` runs every check and changes nothing.
 
 - ``create_topic``: partitions and replication factor (-1: the broker's
@@ -18,7 +20,6 @@ decision is immediate here; its LeaderAndIsr messages still travel the network).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -27,9 +28,7 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.common.topic_names import topic_error
 from minibroker.coordinator.group import OFFSETS_TOPIC
-
-if TYPE_CHECKING:
-    from minibroker.sim.cluster import Cluster, TopicSpec
+from minibroker.sim.cluster import Cluster, TopicSpec
 
 PREFERRED = 0
 UNCLEAN = 1
@@ -67,8 +66,6 @@ def create_topic(
     validate_only: bool = False,
 ) -> TopicSpec:
     """Check and (unless ``validate_only``) create the topic; return its spec."""
-    from minibroker.sim.cluster import TopicSpec
-
     invalid = topic_error(name)
     if invalid is not None:
         raise AdminError(Errors.INVALID_TOPIC_EXCEPTION, invalid)

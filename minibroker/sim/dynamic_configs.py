@@ -18,17 +18,15 @@ INVALID_CONFIG with the first problem's message; ``validate_only`` checks only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from minibroker.broker.config import BrokerConfig, ConfigError, check_value
 from minibroker.broker.topic_configs import TOPIC_CONFIGS, TopicConfigError, check_topic_config
 from minibroker.common.errors import Errors
-from minibroker.controller.topic_admin import AdminError
-
-if TYPE_CHECKING:
-    from minibroker.sim.cluster import Cluster
+from minibroker.sim.cluster import Cluster
+from minibroker.sim.topic_admin import AdminError
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.broker.dynamic_configs import (
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
+from minibroker.sim import TopicSpec, open_cluster
+from minibroker.sim.dynamic_configs import (
     APPEND,
     BROKER,
     DEFAULT_CONFIG,
@@ -19,9 +22,7 @@ from minibroker.broker.dynamic_configs import (
     alter_configs,
     describe_configs,
 )
-from minibroker.common.errors import Errors
-from minibroker.common.messages import TopicPartition
-from minibroker.controller.topic_admin import (
+from minibroker.sim.topic_admin import (
     UNCLEAN,
     AdminError,
     create_partitions,
@@ -29,7 +30,6 @@ from minibroker.controller.topic_admin import (
     delete_topic,
     elect_leader,
 )
-from minibroker.sim import TopicSpec, open_cluster
 
 TP = TopicPartition("t", 0)
 
