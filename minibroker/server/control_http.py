@@ -274,25 +274,20 @@ class ControlServer:
     # --- connections ---------------------------------------------------------------------------
     async def _refuse(self, stream: trio.SocketStream) -> None:
         """503 at once; then read (and drop) what the client sends for a moment, so it gets the answer."""
-        peer = _peer(stream)
-        self.log(f"control API: 503 from {peer}: {self.max_connections} connections open already")
+        message = f"{self.max_connections} connections are open, the most the control API serves at once"
+        self.log(f"control API: 503 from {_peer(stream)}: {message}")
         if self.refusing >= self.max_connections:
             await stream.aclose()
             return
         self.refusing += 1
         try:
-            connection = h11.Connection(h11.SERVER)
-            message = f"{self.max_connections} connections are open, the most the control API serves at once"
             with trio.move_on_after(REFUSAL_DRAIN_S):
-                await stream.send_all(_answer(connection, 503, {"error": message}, close=True))
-                await stream.send_eof()
-                while await stream.receive_some(RECEIVE_BYTES):
-                    pass
+                await stream.send_all(_answer(h11.Connection(h11.SERVER), 503, {"error": message}, True))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
             self.refusing -= 1
-            await stream.aclose()
+            await _linger(stream)
 
     async def _connection(self, control: Control, stream: trio.SocketStream) -> None:
         peer = _peer(stream)
@@ -311,8 +306,7 @@ class ControlServer:
             self.log(f"control API: internal error on a connection from {peer}{_traceback(error)}")
         finally:
             self.open -= 1
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
+            await _linger(stream)
 
     async def _exchange(
         self, control: Control, connection: h11.Connection, stream: trio.SocketStream, peer: str
@@ -339,7 +333,7 @@ class ControlServer:
             if connection.their_state is h11.IDLE and not progress[0]:
                 return False
             status, close = error.error_status_hint, True
-            message = f"malformed HTTP request: {error}"
+            message = f"malformed HTTP request: {_shortened(str(error))}"
         except _Refused as refusal:
             status, close, headers = refusal.status, refusal.close, refusal.headers
             message = str(refusal)
@@ -383,7 +377,9 @@ class ControlServer:
                 if length is not None and int(length) > MAX_BODY:
                     raise _Refused(413, f"a body of {int(length)} bytes; at most {MAX_BODY}", close=True)
                 if connection.they_are_waiting_for_100_continue:
-                    await stream.send_all(connection.send(h11.InformationalResponse(status_code=100)))
+                    await stream.send_all(
+                        connection.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    )
             elif isinstance(event, h11.Data):
                 body += event.data
                 if len(body) > MAX_BODY:
@@ -438,6 +434,29 @@ def _answer(
         + (b"" if head_only else connection.send(h11.Data(data=data)))
         + connection.send(h11.EndOfMessage())
     )
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    """Close after reading what the client still sends, for ``REFUSAL_DRAIN_S`` at most.
+
+    Closing a socket with unread bytes makes the kernel reset the connection, and the client
+    would lose the answer it was sent; so the server ends its side first and drains.
+    """
+    with trio.move_on_after(REFUSAL_DRAIN_S) as draining:
+        draining.shield = True
+        try:
+            await stream.send_eof()
+            drained = 0
+            while drained <= MAX_BODY + MAX_HEAD and (data := await stream.receive_some(RECEIVE_BYTES)):
+                drained += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+    await stream.aclose()
+
+
+def _shortened(text: str, limit: int = 200) -> str:
+    """h11's reasons quote the offending bytes: at most ``limit`` characters of them on one line."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _peer(stream: trio.SocketStream) -> str:
