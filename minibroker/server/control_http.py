@@ -87,7 +87,7 @@ READ_TIMEOUT_S = 10.0
 #: connections served at once; one more is answered 503 and closed
 MAX_CONNECTIONS = 64
 #: the listening socket's queue of connections not accepted yet
-BACKLOG = 128
+BACKLOG = 1024
 #: threads that call ``Control`` (each blocks until the server's trio run applied the action)
 WORKERS = 4
 #: bytes asked of a socket at a time
@@ -228,6 +228,7 @@ class ControlServer:
                         continue
                     stream = trio.SocketStream(sock)
                     if self.open >= self.max_connections:
+                        self.refusing += 1
                         nursery.start_soon(self._refuse, stream)
                     else:
                         self.open += 1
@@ -273,21 +274,20 @@ class ControlServer:
 
     # --- connections ---------------------------------------------------------------------------
     async def _refuse(self, stream: trio.SocketStream) -> None:
-        """503 at once; then read (and drop) what the client sends for a moment, so it gets the answer."""
+        """503 at once, then close; at most ``max_connections`` refusals linger (to be read) at a time."""
         message = f"{self.max_connections} connections are open, the most the control API serves at once"
         self.log(f"control API: 503 from {_peer(stream)}: {message}")
-        if self.refusing >= self.max_connections:
-            await stream.aclose()
-            return
-        self.refusing += 1
         try:
             with trio.move_on_after(REFUSAL_DRAIN_S):
                 await stream.send_all(_answer(h11.Connection(h11.SERVER), 503, {"error": message}, True))
+            if self.refusing > self.max_connections:
+                await stream.aclose()  # too many refusals at once to wait for their clients
+            else:
+                await _linger(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
+            await stream.aclose()
         finally:
             self.refusing -= 1
-            await _linger(stream)
 
     async def _connection(self, control: Control, stream: trio.SocketStream) -> None:
         peer = _peer(stream)
