@@ -25,15 +25,17 @@ answered 500 and logged once with its traceback):
   deeper than ``MAX_DEPTH``, or arguments the action refuses; 404: an unknown
   route; 405: a known route with the other method (``Allow`` says which);
 - 408: a request (head and body) not received within ``read_timeout_s``
-  (10 s) of its first byte or of the previous answer; an idle connection is
-  closed silently then;
+  (10 s) of the connection's opening or of the previous answer; a connection
+  that sent nothing of a next request is closed silently then;
 - 413: a body over ``MAX_BODY`` (64 KiB), by ``Content-Length`` or as chunks
   arrive (``Transfer-Encoding: chunked`` is accepted); 431: a head over
   ``MAX_HEAD`` (16 KiB); 501: a transfer coding other than chunked;
 - 503: ``max_connections`` (64) already open: the connection is answered at
   once and closed, without reading its request.
 
-The listening socket is bound with a backlog of ``BACKLOG`` (128). Actions on
+The listening socket is bound with a backlog of ``BACKLOG`` (1,024): a crowd
+connecting at once waits in the kernel's queue (no file descriptor in this
+process) instead of having its connections dropped and retried. Actions on
 the cluster are applied one at a time in arrival order (``Control`` holds one
 lock across each action, a restart's awaits included), so a restart racing a
 crash of the same broker is two answered actions in the order they arrived.
@@ -86,7 +88,7 @@ MAX_DEPTH = 32
 READ_TIMEOUT_S = 10.0
 #: connections served at once; one more is answered 503 and closed
 MAX_CONNECTIONS = 64
-#: the listening socket's queue of connections not accepted yet
+#: the listening socket's queue of connections not accepted yet (the kernel caps it at somaxconn)
 BACKLOG = 1024
 #: threads that call ``Control`` (each blocks until the server's trio run applied the action)
 WORKERS = 4
