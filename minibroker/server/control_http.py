@@ -98,6 +98,11 @@ RECEIVE_BYTES = 16_384
 REFUSAL_DRAIN_S = 0.5
 
 _ACCEPT_CAPACITY = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_ACCEPT_TRANSIENT = {
+    getattr(errno, name)
+    for name in ("ECONNABORTED", "EPROTO", "EPERM", "EINTR", "ENETDOWN", "ENETUNREACH", "EHOSTDOWN", "ENONET")
+    if hasattr(errno, name)
+}
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
@@ -223,11 +228,15 @@ class ControlServer:
                     try:
                         sock, _ = await listener.accept()
                     except OSError as error:
-                        if error.errno not in _ACCEPT_CAPACITY:
-                            continue  # the peer gave up before it was accepted (ECONNABORTED, ...)
-                        self.log(f"control API: cannot accept a connection ({error.strerror}); retrying")
-                        await trio.sleep(0.1)
-                        continue
+                        if error.errno in _ACCEPT_TRANSIENT:  # the peer gave up before it was accepted
+                            await trio.lowlevel.checkpoint()
+                            continue
+                        if error.errno in _ACCEPT_CAPACITY:
+                            self.log(f"control API: cannot accept a connection ({error.strerror}); retrying")
+                            await trio.sleep(0.1)
+                            continue
+                        self.log(f"control API: stopped accepting connections ({error})")
+                        await trio.sleep_forever()  # the connections open are still answered
                     stream = trio.SocketStream(sock)
                     if self.open >= self.max_connections:
                         self.refusing += 1
@@ -314,7 +323,7 @@ class ControlServer:
         self, control: Control, connection: h11.Connection, stream: trio.SocketStream, peer: str
     ) -> bool:
         """Read one request and answer it; False when the connection is to close."""
-        progress = [False]
+        progress: list[Any] = [False, None]  # any byte of this request yet, its head once read
         route, head_only = "", False
         status, body, close, headers = 200, None, False, ()
         try:
@@ -337,6 +346,8 @@ class ControlServer:
             status, close = error.error_status_hint, True
             message = f"malformed HTTP request: {_shortened(str(error))}"
         except _Refused as refusal:
+            if progress[1] is not None and not route:  # refused while its body arrived
+                route = f"{progress[1].method.decode()} {urlsplit(progress[1].target.decode()).path}"
             status, close, headers = refusal.status, refusal.close, refusal.headers
             message = str(refusal)
         except ValueError as error:
@@ -363,7 +374,7 @@ class ControlServer:
         return not (close or sending.cancelled_caught)
 
     async def _receive(
-        self, connection: h11.Connection, stream: trio.SocketStream, progress: list[bool]
+        self, connection: h11.Connection, stream: trio.SocketStream, progress: list[Any]
     ) -> tuple[h11.Request | None, bytes]:
         head: h11.Request | None = None
         body = bytearray()
@@ -374,7 +385,7 @@ class ControlServer:
                 progress[0] = progress[0] or bool(data)
                 connection.receive_data(data)
             elif isinstance(event, h11.Request):
-                head = event
+                head = progress[1] = event
                 length = dict(event.headers).get(b"content-length")
                 if length is not None and int(length) > MAX_BODY:
                     raise _Refused(413, f"a body of {int(length)} bytes; at most {MAX_BODY}", close=True)

@@ -147,6 +147,7 @@ def test_a_short_body_is_answered_408_after_the_timeout_or_400_when_the_client_e
 def test_content_length_over_the_limit_negative_or_garbage(api):
     huge = request("/v1/crash", headers="Content-Length: 1000000000000\r\n")
     refused(api, huge, 413, f"a body of 1000000000000 bytes; at most {MAX_BODY}", closed=True)
+    assert api.logs[-1].startswith("control API: 413 POST /v1/crash from 127.0.0.1:")
     for value in ("-1", "abc", "1e3", "0x10"):
         bad = request("/v1/crash", headers=f"Content-Length: {value}\r\n")
         refused(api, bad, 400, "malformed HTTP request: bad Content-Length", closed=True)
