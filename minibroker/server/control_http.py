@@ -7,8 +7,9 @@ Routes (described in docs/control-openapi.json, which the tests validate against
 - ``GET /v1/<read-out>?arg=value`` (``cluster``, ``partition``, ``purgatories``,
   ``requests``, ``pending_errors``, ``fetch_sessions``); answers the read-out as JSON.
 
-HTTP is parsed by h11 (pure Python, no dependencies, bring-your-own-I/O: it
-parses and bounds, the I/O is ours) and the sockets are driven by trio: inside
+HTTP is parsed by h11 (``h11==0.16.0``: pure Python, no dependencies,
+bring-your-own-I/O: it parses, bounds the head and decodes chunked bodies; the
+I/O is ours) and the sockets are driven by trio: inside
 ``serve``'s own trio run (``ControlServer.serve``), or on one thread of its own
 for in-process use (``start``/``stop``). No thread per connection: a connection is
 a trio task; only the ``Control`` call of a complete, valid request runs on one
