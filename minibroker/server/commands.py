@@ -11,7 +11,7 @@ import contextlib
 import signal
 import sys
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import trio
@@ -193,7 +193,7 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
         async with open_served(for_serving(scenario), args.host, args.port) as served:
             for broker, (host, port) in served.listeners.items():
                 print(f"broker {broker} listening on {host}:{port}", flush=True)
-            with _control_api(served, args):
+            async with _control_api(served, args):
                 interrupted = await _until_stopped(args, signals)
     if not interrupted:
         print(f"minibroker serve: stopped after {args.duration:g} s", file=sys.stderr, flush=True)
@@ -218,9 +218,9 @@ async def _until_stopped(args: argparse.Namespace, signals: Any) -> bool:
     return interrupted
 
 
-@contextlib.contextmanager
-def _control_api(served: Any, args: argparse.Namespace) -> Iterator[None]:
-    """With ``--control PORT``: the HTTP/JSON fault-injection API (``control_http``) meanwhile."""
+@contextlib.asynccontextmanager
+async def _control_api(served: Any, args: argparse.Namespace) -> AsyncIterator[None]:
+    """With ``--control PORT``: the HTTP/JSON fault-injection API (``control_http``), in this trio run."""
     if args.control is None:
         yield
         return
@@ -229,8 +229,7 @@ def _control_api(served: Any, args: argparse.Namespace) -> Iterator[None]:
     api = args.control_server
     host, port = api.address
     print(f"control API on http://{host}:{port}/v1/ (docs/testing.md)", flush=True)
-    api.start(Control(served, trio.lowlevel.current_trio_token()))
-    try:
+    async with trio.open_nursery() as nursery:
+        await nursery.start(api.serve, Control(served, trio.lowlevel.current_trio_token()))
         yield
-    finally:
-        api.stop()
+        nursery.cancel_scope.cancel()

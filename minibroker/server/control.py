@@ -6,14 +6,21 @@ effect: a crashed broker refuses connections, a moved leader answers, a pushed
 error is queued. Bad arguments raise ``ValueError`` with a one-line reason
 (``ConfigError`` is one); the cluster is left as it was.
 
-Brokers are numbered 0..n-1. A link is two nodes of the emulated network:
-broker ids or ``"controller"``. Client links (every connection of every Kafka
-client to a broker) are set per broker with ``set_client_latency``, librdkafka's
-``rd_kafka_mock_broker_set_rtt`` counterpart (here the latency is each way).
+Actions are applied one at a time, in the order they reach the server's trio
+run: each holds one lock there for its whole effect (a restart's awaits
+included), so a crash sent while the same broker restarts takes effect after
+the restart, and both answer.
+
+Brokers are numbered 0..n-1. A link is two different nodes of the emulated
+network: broker ids or ``"controller"`` (a node has no link to itself). Client
+links (every connection of every Kafka client to a broker) are set per broker
+with ``set_client_latency``, librdkafka's ``rd_kafka_mock_broker_set_rtt``
+counterpart (here the latency is each way).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -75,10 +82,22 @@ class Control:
     def __init__(self, served: Served, token: trio.lowlevel.TrioToken) -> None:
         self.served = served
         self._token = token
+        self._acting = trio.Lock()
 
     # --- plumbing ------------------------------------------------------------------------------
     def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
+    def _act(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Apply ``fn`` (sync or async) in the trio run, after every action that arrived before it."""
+
+        async def in_turn() -> None:
+            async with self._acting:
+                result = fn(*args)
+                if inspect.isawaitable(result):
+                    await result
+
+        trio.from_thread.run(in_turn, trio_token=self._token)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -96,6 +115,13 @@ class Control:
     def _node(self, node: Any) -> Any:
         return CONTROLLER if node == "controller" else self._broker(node)
 
+    def _link(self, a: Any, b: Any) -> tuple[Any, Any]:
+        a, b = self._node(a), self._node(b)
+        if a == b:
+            node = "the controller" if a == CONTROLLER else f"broker {a}"
+            raise ValueError(f"link {a!r}-{b!r}: {node} has no link to itself; name two different nodes")
+        return a, b
+
     def _partition(self, topic: Any, partition: Any) -> TopicPartition:
         tp = TopicPartition(str(topic), partition if isinstance(partition, int) else -1)
         if not self._run(self.served.cluster.known, tp):
@@ -111,45 +137,44 @@ class Control:
     # --- actions -------------------------------------------------------------------------------
     def pause_fetcher(self, broker: int) -> None:
         """The follower ``broker`` stops fetching from its leaders (it falls out of the ISR in time)."""
-        self._run(self.served.cluster.pause_fetcher, self._broker(broker))
+        self._act(self.served.cluster.pause_fetcher, self._broker(broker))
 
     def resume_fetcher(self, broker: int) -> None:
-        self._run(self.served.cluster.resume_fetcher, self._broker(broker))
+        self._act(self.served.cluster.resume_fetcher, self._broker(broker))
 
     def set_client_latency(self, broker: int, latency_ms: int) -> None:
         """Every client connection to ``broker`` (open now or later) takes ``latency_ms`` each way."""
         state = self.served.server.state
-        self._run(state.set_client_latency, self._broker(broker), self._millis(latency_ms, "latency"))
+        self._act(state.set_client_latency, self._broker(broker), self._millis(latency_ms, "latency"))
 
     def set_link_latency(self, a: int | str, b: int | str, latency_ms: int) -> None:
         """The link between two brokers (or a broker and ``"controller"``), both ways."""
-        self._run(
-            self.served.cluster.set_latency, self._node(a), self._node(b), self._millis(latency_ms, "latency")
-        )
+        self._act(self.served.cluster.set_latency, *self._link(a, b), self._millis(latency_ms, "latency"))
 
     def drop_link(self, a: int | str, b: int | str) -> None:
         """Lose every message on the link, in flight or later, both ways, until ``heal_link``."""
-        self._run(self.served.cluster.drop_link, self._node(a), self._node(b))
+        self._act(self.served.cluster.drop_link, *self._link(a, b))
 
     def heal_link(self, a: int | str, b: int | str) -> None:
-        self._run(self.served.cluster.heal_link, self._node(a), self._node(b))
+        self._act(self.served.cluster.heal_link, *self._link(a, b))
 
     def crash(self, broker: int) -> None:
         """Kill ``broker`` (its listener and connections close; the controller fails its partitions over)."""
-        self._run(self.served.cluster.crash, self._broker(broker))
+        self._act(self.served.cluster.crash, self._broker(broker))
 
     def restart(self, broker: int) -> None:
+        """Start a crashed or shut-down ``broker`` again (nothing if it is up)."""
         broker = self._broker(broker)
-        trio.from_thread.run(self.served.cluster.restart, broker, trio_token=self._token)
+        self._act(self.served.cluster.restart, broker)
 
     def shutdown(self, broker: int) -> None:
         """Controlled shutdown: leadership moves off ``broker`` first, then it stops."""
-        self._run(self.served.cluster.shutdown, self._broker(broker))
+        self._act(self.served.cluster.shutdown, self._broker(broker))
 
     def move_leader(self, topic: str, partition: int, broker: int) -> None:
         """Elect ``broker`` (alive, in the ISR) leader of the partition now."""
         tp = self._partition(topic, partition)
-        self._run(self.served.cluster.move_leader, tp, self._broker(broker))
+        self._act(self.served.cluster.move_leader, tp, self._broker(broker))
 
     def set_config(self, settings: Mapping[str, Any], broker: int | None = None) -> None:
         """Change broker settings by Kafka's names on ``broker`` (None: every broker)."""
@@ -157,7 +182,7 @@ class Control:
             raise ValueError(f"settings {settings!r}: expected a non-empty mapping of Kafka config names")
         brokers = range(self.brokers) if broker is None else [self._broker(broker)]
         for broker_id in brokers:
-            self._run(self.served.cluster.set_broker_config, broker_id, dict(settings))
+            self._act(self.served.cluster.set_broker_config, broker_id, dict(settings))
 
     def push_errors(
         self,
@@ -194,7 +219,7 @@ class Control:
                 raise ValueError(f"broker {broker} is down")
             manager.pushed_errors.push(api_kind, tp, parsed)
 
-        self._run(push)
+        self._act(push)
 
     # --- read-outs -----------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> dict[str, Any]:

@@ -71,7 +71,7 @@ class Api:
 @pytest.fixture
 def api(minibroker_factory):
     cluster = minibroker_factory(3, topics=["t:1:3"], config={"replica.lag.time.max.ms": 400})
-    server = ControlServer().start(cluster)
+    server = ControlServer(log=cluster.logs.append).start(cluster)
     host, port = server.address
     yield Api(f"http://{host}:{port}")
     server.stop()
@@ -156,7 +156,10 @@ def test_bad_requests_answer_one_line_and_the_description_rejects_them_too(api):
         {"error": "crash: expected a JSON object of arguments"},
     )
     assert api.call("GET", "/v1/nothing") == (404, {"error": "no route GET /v1/nothing"})
-    assert api.call("POST", "/v1/partition", {}) == (404, {"error": "no route POST /v1/partition"})
+    assert api.call("POST", "/v1/partition", {}) == (
+        405,
+        {"error": "POST /v1/partition: only GET is answered here"},
+    )
     assert api.call("GET", "/v1/purgatories") == (
         400,
         {"error": "purgatories: missing a required argument: 'broker'"},
