@@ -151,38 +151,38 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def expand(document: Any, path: str) -> Iterator[tuple[str, float]]:
-    """Every ``(concrete path, number)`` that ``path`` names in ``document``."""
+def expand(document: Any, path: str) -> Iterator[tuple[tuple[str, ...], float]]:
+    """Every ``(concrete segments, number)`` that ``path`` names in ``document``."""
 
-    def walk(node: Any, rest: list[str], done: list[str]) -> Iterator[tuple[str, float]]:
+    def walk(node: Any, rest: list[str], done: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], float]]:
         if not rest:
             if _number(node):
-                yield ".".join(done), node
+                yield done, node
             return
         head, tail = rest[0], rest[1:]
         if head == "*" and isinstance(node, dict):
             for key, value in node.items():
-                yield from walk(value, tail, [*done, str(key)])
+                yield from walk(value, tail, (*done, str(key)))
         elif head.startswith("[") and head.endswith("]") and isinstance(node, list):
             fields = [f.strip() for f in head[1:-1].split(",")]
             for element in node:
                 if isinstance(element, dict) and all(f in element for f in fields):
                     name = ",".join(f"{f}={element[f]}" for f in fields)
-                    yield from walk(element, tail, [*done, name])
+                    yield from walk(element, tail, (*done, name))
         elif isinstance(node, dict) and head in node:
-            yield from walk(node[head], tail, [*done, head])
+            yield from walk(node[head], tail, (*done, head))
 
-    yield from walk(document, _segments(path), [])
+    yield from walk(document, _segments(path), ())
 
 
 def _matches(element: Any, wanted: dict[str, str]) -> bool:
     return isinstance(element, dict) and all(str(element.get(k)) == v for k, v in wanted.items())
 
 
-def lookup(document: Any, concrete: str) -> float | None:
-    """The number at a concrete path (as ``expand`` names it) in ``document``, or None."""
+def lookup(document: Any, concrete: tuple[str, ...]) -> float | None:
+    """The number at concrete segments (as ``expand`` gives them) in ``document``, or None."""
     node = document
-    for segment in _segments(concrete):
+    for segment in concrete:
         if isinstance(node, dict) and segment in node:
             node = node[segment]
         elif isinstance(node, list) and "=" in segment:
@@ -204,9 +204,10 @@ def compared(
     out: dict[str, dict[str, Any]] = {}
     missing: list[str] = []
     for figure in figures:
-        names = dict.fromkeys(name for pair in done for name, _ in expand(pair["current"], figure.path))
-        for name in names:
-            values = [(lookup(p["baseline"], name), lookup(p["current"], name)) for p in done]
+        concrete = dict.fromkeys(found for pair in done for found, _ in expand(pair["current"], figure.path))
+        for segments in concrete:
+            name = ".".join(segments)
+            values = [(lookup(p["baseline"], segments), lookup(p["current"], segments)) for p in done]
             if any(b is None for b, _ in values):
                 missing.append(name)
                 continue
