@@ -254,6 +254,15 @@ def check(parser: Any, args: Any, root: Path = ROOT) -> str | None:
     return None  # unreachable: parser.exit raises
 
 
+def _ours(arg: str) -> bool:
+    """``arg`` is ``--baseline`` or ``--pairs``, or an abbreviation argparse took for one of them
+    (every tool has both, so any other option they abbreviate would have been ambiguous)."""
+    name = arg.split("=", 1)[0]
+    if len(name) <= 2 or not name.startswith("--"):
+        return False
+    return "--baseline".startswith(name) or "--pairs".startswith(name)
+
+
 def forwarded(argv: list[str]) -> list[str]:
     """The tool's arguments without ``--baseline``/``--pairs``, with ``--json``."""
     out, skip = [], False
@@ -261,10 +270,8 @@ def forwarded(argv: list[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if arg in ("--baseline", "--pairs"):
-            skip = True
-            continue
-        if arg.startswith(("--baseline=", "--pairs=")):
+        if _ours(arg):
+            skip = "=" not in arg
             continue
         out.append(arg)
     return out if "--json" in out else [*out, "--json"]

@@ -91,6 +91,8 @@ def test_forwarded_drops_baseline_and_pairs_and_asks_for_json():
         "--json",
     ]
     assert bench_baseline.forwarded(["--json", "--baseline=v1", "--pairs", "2", "-q"]) == ["--json", "-q"]
+    # abbreviations argparse accepted: the tool run on each side must not compare again
+    assert bench_baseline.forwarded(["--base", "HEAD", "--pai=2", "--runs", "1"]) == ["--runs", "1", "--json"]
 
 
 def test_better_is_lower_or_higher():
