@@ -116,3 +116,21 @@ def test_a_saved_baseline_renders_its_ratios_pair_range_revision_and_load(tmp_pa
     assert "On 2 CPUs; load average 1.50 / 1.25 / 1.00 before the pairs, 2.00 / 1.50 / 1.12 after." in section
     assert "| `runs_per_cpu_minute` | higher | 1.250 | 1.100 to 1.400 |" in section
     assert "- baseline 0123456789ab: cpu_s not compared (not in its --json output)" in section
+
+
+def test_spark_floor_renders_its_steps_per_event(tmp_path, monkeypatch):
+    tool = _tool()
+    result = {
+        "events": 20000,
+        "files": 1,
+        "master": "local[1]",
+        "java_options": None,
+        "seconds": {"session": 16.0, "read #1": 4.0, "kind only": 0.5},
+        "cpus": 2,
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [1.0, 1.0, 1.0],
+    }
+    heads, header, rows = tool._spark_floor(result)
+    assert heads == [("Spark on local[1]: first read ÷ session start (20,000 events)", "0.25")]
+    assert header == ["step", "seconds", "µs per event"]
+    assert rows == [["session", "16.0", ""], ["read #1", "4.0", "200.00"], ["kind only", "0.5", "25.00"]]
