@@ -16,16 +16,16 @@ Every benchmark in tools/ shares ``--baseline REV --pairs N`` through this modul
     args = parser.parse_args(argv)
     commit = check(parser, args)          # one-line error, before any work
     if commit is not None:
-        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json)
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, args.baseline)
 
 ``compare_tool`` runs the tool's own command with ``--json`` from the commit's files and
 from this tree, ``pairs`` times in alternating order, and reports per figure this tree ÷
 baseline, total against total, with the pairs' lowest and highest ratio; the whole
-command's wall seconds are always compared too (``command_s``). A figure is a dotted path
-into the tool's JSON document: ``*`` takes every key of an object; ``[a,b]`` takes every
-element of a list of objects, named ``a=..,b=..`` by those fields. Paths expand on this
-tree's document; a figure the baseline's document lacks (or a baseline whose tool has no
-``--json``) is named in one line and left out.
+command's wall seconds (``command_s``) are compared too when both sides printed JSON. A
+figure is a dotted path into the tool's JSON document: ``*`` takes every key of an object;
+``[a,b]`` takes every element of a list of objects, named ``a=..,b=..`` by those fields.
+Paths expand on this tree's document; a figure the baseline's document lacks (or a
+baseline whose tool has no ``--json``) is named in one line and left out.
 """
 
 from __future__ import annotations
@@ -336,8 +336,9 @@ def measure(
     documents = [{"baseline": p["baseline"]["document"], "current": p["current"]["document"]} for p in done]
     for pair, docs in zip(done, documents, strict=True):
         for side in ("baseline", "current"):
-            if isinstance(docs[side], dict | list) or docs[side] is None:
-                docs[side] = {COMMAND_S: pair[side]["seconds"], "tool": docs[side]}
+            # a run that printed no JSON failed: its seconds are not the tool's
+            seconds = pair[side]["seconds"] if docs[side] is not None else None
+            docs[side] = {COMMAND_S: seconds, "tool": docs[side]}
     wrapped = [Figure(COMMAND_S, "lower"), *(Figure(f"tool.{f.path}", f.better) for f in figures)]
     found, lacking = compared(documents, wrapped)
     reason = next((p["baseline"]["reason"] for p in done if p["baseline"]["reason"]), None)

@@ -45,7 +45,7 @@ tool command from there and from this tree with the same interpreter, N pairs in
 (REV first in the first pair, this tree first in the second, ...), and reports this tree ÷ REV per
 figure, total against total, with the pairs' lowest and highest ratio. Each tool declares the figures
 it compares and whether lower or higher is better (`FIGURES` in the tool); the whole command's wall
-time (`command_s`) is always compared. The result also carries the machine's load (1, 5 and 15
+time (`command_s`) is compared too. The result also carries the machine's load (1, 5 and 15
 minute averages) before and after the pairs and the CPUs it may use, since a shared machine's speed
 moves within minutes: a ratio measured in alternating pairs holds across such spells where absolute
 figures do not. A figure the older revision does not report is named and left out.
