@@ -9,8 +9,10 @@ Usage::
 ``run`` runs one tool command (which must print one JSON document on stdout) and saves it to
 docs/benchmarks/NAME.json with the command, the machine's cores and its load average just before and
 just after. ``write`` renders one table per saved run: the tool's headline ratios first (figures from
-one run of one command, so they compare), then its rows with the machine facts beside them.
-Tools listed in ``NOT_MEASURED`` are named with their command and no figures.
+one run of one command, so they compare), then its rows with the machine facts beside them. A run
+with ``--baseline REV`` (``tools/bench_baseline.py``) keeps its ``baseline`` section beside the
+result, and the page shows it: this tree ÷ REV per figure with the pairs' range, and the machine's
+load before and after the pairs. Tools not saved are named with their command and no figures.
 """
 
 from __future__ import annotations
@@ -35,14 +37,28 @@ comes from one run of the command shown; the headline figures are ratios within 
 shared machine where absolute figures move from one minute to the next. The runs are small ones, each
 well under two minutes; the tools' default sizes give steadier figures."""
 
-# tool -> (what it measures, the command that would measure it)
-NOT_MEASURED = {
-    "spark_floor": (
-        "what Spark itself costs on the bench traces (session start, one read of analyze's columns); "
-        "it prints a table, not JSON",
-        "python tools/spark_floor.py --events 200000",
-    ),
-}
+METHOD = """## Method
+
+Every tool prints its figures as one JSON document with `--json`, and compares this tree with an
+earlier revision with `--baseline REV --pairs N`: it takes REV's files (`git archive`), runs the same
+tool command from there and from this tree with the same interpreter, N pairs in alternating order
+(REV first in the first pair, this tree first in the second, ...), and reports this tree ÷ REV per
+figure, total against total, with the pairs' lowest and highest ratio. Each tool declares the figures
+it compares and whether lower or higher is better (`FIGURES` in the tool); the whole command's wall
+time (`command_s`) is compared too. The result also carries the machine's load (1, 5 and 15
+minute averages) before and after the pairs and the CPUs it may use, since a shared machine's speed
+moves within minutes: a ratio measured in alternating pairs holds across such spells where absolute
+figures do not. A figure the older revision does not report is named and left out.
+
+```sh
+python tools/emulator_bench.py --quick --baseline HEAD~10 --pairs 3
+python tools/benchmarks_page.py run emulator_bench -- python tools/emulator_bench.py --baseline main --json
+```
+
+To see where the time goes, see [profiling.md](profiling.md)."""
+
+# tool -> the command shown for a tool without a saved result (default: ``python tools/NAME.py --json``)
+COMMANDS = {"spark_floor": "python tools/spark_floor.py --events 200000 --json"}
 
 
 def _load() -> tuple[float, float, float]:
@@ -73,6 +89,10 @@ def run(name: str, command: list[str]) -> Path:
         "load_after": after,
         "result": result,
     }
+    if isinstance(result, dict) and isinstance(result.get("baseline"), dict):
+        record["baseline"] = result.pop("baseline")
+        if set(result) == {"rows"}:  # a tool whose document is a list: bench_baseline wrapped it
+            record["result"] = result["rows"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -309,6 +329,45 @@ def _chaos_bench(r):
     return heads, header, rows
 
 
+def _spark_floor(r):
+    heads = [
+        (
+            f"Spark on {r['master']}: first read ÷ session start ({r['events']:,} events)",
+            _x(r["seconds"]["read #1"] / r["seconds"]["session"]),
+        )
+    ]
+    rows = [
+        [name, f"{seconds:.1f}", f"{seconds * 1e6 / r['events']:.2f}" if name != "session" else ""]
+        for name, seconds in r["seconds"].items()
+    ]
+    return heads, ["step", "seconds", "µs per event"], rows
+
+
+def _baseline(found: dict) -> list[str]:
+    """The ``--baseline`` section of a saved run: this tree ÷ REV per figure, the pairs' range."""
+    count = found["pairs"] if isinstance(found["pairs"], int) else len(found["pairs"])
+    before, after = (
+        " / ".join(f"{x:.2f}" for x in found[k]) for k in ("load_average_before", "load_average_after")
+    )
+    rows = []
+    for name, f in found["figures"].items():
+        ratio = "–" if f["ratio"] is None else f"{f['ratio']:.3f}"
+        spread = "–" if f["ratio_min"] is None else f"{f['ratio_min']:.3f} to {f['ratio_max']:.3f}"
+        rows.append([f"`{name}`", f["better"], ratio, spread])
+    lines = [
+        f"This tree ÷ `{found['rev']}` (`{found['commit'][:12]}`), {count} alternating pair"
+        f"{'s' if count != 1 else ''} of `{found['command']}`:",
+        "",
+        f"On {found['cpus']} CPUs; load average {before} before the pairs, {after} after.",
+        "",
+        *_table(["figure", "better", f"this tree ÷ {found['rev']}", "pairs (lowest to highest)"], rows),
+        "",
+    ]
+    if found.get("missing"):
+        lines += [f"- {line}" for line in found["missing"]] + [""]
+    return lines
+
+
 def _pipeline_bench(r):
     heads, rows = [], []
     for x in r["runs"]:
@@ -355,6 +414,10 @@ TOOLS = {
     "wire_bench": ("`minibroker serve` under real clients, against librdkafka's mock cluster", _wire_bench),
     "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),
     "pipeline_bench": ("`analyze` on Spark against the same tables computed by DuckDB", _pipeline_bench),
+    "spark_floor": (
+        "What Spark itself costs on the bench traces (session start, reads of analyze's columns)",
+        _spark_floor,
+    ),
 }
 
 
@@ -385,6 +448,11 @@ def render() -> str:
             *_table(header, rows),
             "",
         ]
+        baseline = record.get("baseline")
+        if baseline is None and isinstance(record["result"], dict):
+            baseline = record["result"].get("baseline")  # a tool that keeps it in its own document
+        if baseline is not None:
+            sections += _baseline(baseline)
     out = [
         "# Benchmarks",
         "",
@@ -395,10 +463,13 @@ def render() -> str:
         *_table(["figure", "ratio", "tool"], [[f, v, f"[{n}](#{n})"] for f, v, n in heads]),
         "",
         *sections,
+        METHOD,
+        "",
     ]
     missing = {
-        **NOT_MEASURED,
-        **{n: (w, f"python tools/{n}.py --json") for n, (w, _) in TOOLS.items() if n not in saved},
+        n: (w[0].lower() + w[1:], COMMANDS.get(n, f"python tools/{n}.py --json"))
+        for n, (w, _) in TOOLS.items()
+        if n not in saved
     }
     if missing:
         out += ["## Not measured in this build of the page", ""]

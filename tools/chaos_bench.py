@@ -19,6 +19,9 @@ controller traffic). Printed: runs per CPU-minute, client requests and network
 messages per CPU-second, trace events checked per CPU-second, violations (must be 0
 on the default profile). On a machine shared with other work the CPU figures are the
 ones to quote; wall time only says how loaded it was.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -30,8 +33,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_baseline import Figure, add_arguments, check, compare_tool
 
 from minibroker.chaos import PROFILES, run_index
+
+#: compared with ``--baseline REV``: this tree ÷ REV
+FIGURES = [
+    Figure("runs_per_cpu_minute", "higher"),
+    Figure("client_requests_per_cpu_s", "higher"),
+    Figure("network_messages_per_cpu_s", "higher"),
+    Figure("cpu_s", "lower"),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,9 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-ms", type=int, default=2000)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="default")
     parser.add_argument("--json", action="store_true")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.runs < 1 or args.duration_ms < 100:
         parser.error("--runs must be >= 1 and --duration-ms >= 100")
+    commit = check(parser, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     wall, cpu = time.perf_counter(), time.process_time()
     requests = messages = events = violations = 0
     for index in range(args.runs):

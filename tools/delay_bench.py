@@ -41,6 +41,9 @@ is the child process's peak RSS during the work (``VmHWM``, reset just before it
 ``/proc/self/clear_refs``) minus its RSS then (after every design's imports and the preallocated
 lateness array), in KiB: what holding and delivering N messages added. Each (design, N) runs in a
 fresh subprocess.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,21 @@ import tempfile
 import threading
 import time
 from array import array
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_baseline import Figure, add_arguments, check, compare_tool
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [
+    Figure("[design,count].lateness_p50_ms", "lower"),
+    Figure("[design,count].lateness_p99_ms", "lower"),
+    Figure("[design,count].cpu_us_per_message", "lower"),
+    Figure("[design,count].peak_kib", "lower"),
+    Figure("lateness_p50_ms", "lower"),
+    Figure("lateness_p99_ms", "lower"),
+    Figure("server_cpu_us_per_message", "lower"),
+    Figure("delivered_per_s", "higher"),
+]
 
 DELAY_MIN_MS = 1_000
 DELAY_MAX_MS = 7_200_000
@@ -330,7 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         "--forward-batch", type=_counts, default=[100], metavar="B", help="--serve: delay.wheel.forward.batch"
     )
     parser.add_argument("--child", nargs=2, metavar=("DESIGN", "COUNT"), help=argparse.SUPPRESS)
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    commit = check(parser, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.seed)))
         return 0

@@ -93,6 +93,9 @@ emulator's own work only.
 Exit status: 0; 1 if a produce request was still incomplete at the end (or the
 load did not issue the scheduled number); 2 if a ``--matrix`` child crashed.
 The target never affects it.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -127,6 +130,19 @@ from minibroker.common.messages import TopicPartition
 from minibroker.runtime import MsClock, deterministic_scheduling, quiet_gc
 from minibroker.sim import Cluster, TopicSpec, open_cluster
 from minibroker.trace import RecordingTracer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_baseline import Figure, add_arguments, check, compare_tool
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [
+    Figure("per_cpu_s", "higher"),
+    Figure("cpu_s", "lower"),
+    Figure("produce.latency_ms.p99", "lower"),
+    Figure("gc.wall_s", "lower"),
+    Figure("memory.maxrss_mib", "lower"),
+    Figure("*.cpu_s", "lower"),  # --matrix: one document per workload, by name
+]
 
 TARGET_PER_CPU_S = 20_000  # simulated produce requests per CPU second at RF 3: the performance goal
 BROKERS = 3
@@ -751,6 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--matrix", action="store_true", help="default + partitions 1/12 + rate 5000/50000")
     p.add_argument("--profile", action="store_true", help="run under cProfile instead: top 30 and layers")
     p.add_argument("--profile-out", metavar="FILE", help="with --profile: also dump the pstats file")
+    add_arguments(p)
     args = p.parse_args(argv)
     duration = args.duration_ms
     if duration is None:
@@ -773,6 +790,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.gc_threshold < 1:
             p.error("--gc-threshold must be >= 1")
         gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+    commit = check(p, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
 
     gc_policy = contextlib.nullcontext()
     if not (args.no_gc or args.python_gc or args.gc_threshold is not None):

@@ -22,6 +22,9 @@ partitions; a kafka-python member in a subprocess and one in this process share 
 (``session.timeout.ms`` 6000, ``heartbeat.interval.ms`` 1000). The subprocess is killed with SIGKILL;
 reported is the wall time from the kill to the survivor's first poll that owns both partitions,
 against ``session.timeout.ms``.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_baseline import Figure, add_arguments, check, compare_tool  # noqa: E402
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [
+    Figure("virtual.[members].cpu_ms_to_stable", "lower"),
+    Figure("virtual.[members].cpu_ms_per_rebalance", "lower"),
+    Figure("wire.kill_to_takeover_ms", "lower"),
+]
 
 MEMBER = """
 import sys, warnings
@@ -162,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-wire", action="store_true", help="skip the real-client kill measurement")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    commit = check(parser, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     try:
         sizes = [int(n) for n in args.members.split(",")]
         if any(n < 1 for n in sizes):

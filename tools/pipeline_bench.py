@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import duckdb_tables  # noqa: E402
-from bench_baseline import BaselineError, checkout, pairs, resolve, summary  # noqa: E402
+from bench_baseline import BaselineError, add_arguments, check, checkout, nproc, pairs, summary  # noqa: E402
 
 from minibroker.scenario import Scenario, load_scenario, run_scenario  # noqa: E402
 from minibroker.scenario.model import Load  # noqa: E402
@@ -170,9 +170,13 @@ def analyze(directory: Path, out: Path, master: str, tree: Path = ROOT, label: s
     }
 
 
-def against_baseline(commit: str, directory: Path, base: Path, master: str, count: int) -> dict:
+def against_baseline(
+    commit: str, directory: Path, base: Path, master: str, count: int, rev: str | None = None
+) -> dict:
     """``count`` alternating pairs of whole ``analyze`` commands, the baseline ``commit``'s and this
-    tree's, on ``master``: each pair's seconds and this tree ÷ baseline."""
+    tree's, on ``master``: each pair's seconds and this tree ÷ baseline (also in the shape every
+    tool's ``baseline`` section has: ``figures``, the load average before and after, ``cpus``)."""
+    before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="minibroker-baseline-") as scratch:
         trees = {"baseline": checkout(commit, ROOT, Path(scratch) / "tree"), "current": ROOT}
 
@@ -181,7 +185,29 @@ def against_baseline(commit: str, directory: Path, base: Path, master: str, coun
             return analyze(directory, base / f"pairs-{side}", master, trees[side], label)["wall_s"]
 
         done = pairs(count, run)
-    return {"commit": commit, "master": master, "pairs": done, **summary(done)}
+    total = summary(done)
+    figure = {
+        "better": "lower",
+        "baseline_total": total["baseline_total_s"],
+        "current_total": total["current_total_s"],
+        "ratio": total["ratio"],
+        "ratio_min": total["ratio_min"],
+        "ratio_max": total["ratio_max"],
+        "pairs": [[pair["baseline_s"], pair["current_s"]] for pair in done],
+    }
+    return {
+        "commit": commit,
+        "rev": rev or commit,
+        "master": master,
+        "command": f"python -m minibroker analyze TRACES --master {master} --json",
+        "pairs": done,
+        **total,
+        "figures": {"analyze_wall_s": figure},
+        "missing": [],
+        "cpus": nproc(),
+        "load_average_before": before,
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def duckdb_reference(directory: Path, bucket_ms: int) -> tuple[dict, float]:
@@ -226,19 +252,11 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="generator processes")
     parser.add_argument("--fresh", action="store_true", help="regenerate the traces even if they exist")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--baseline", metavar="REV", help="also time the commit REV against this tree")
-    parser.add_argument(
-        "--pairs", type=int, default=3, help="alternating pairs with --baseline, 1 to 50 (default 3)"
-    )
+    add_arguments(parser)
     args = parser.parse_args()
     if args.events < 1:
         parser.error("--events must be >= 1")
-    if not 1 <= args.pairs <= 50:
-        parser.error(f"--pairs must be 1 to 50, got {args.pairs}")
-    try:
-        commit = resolve(args.baseline, ROOT) if args.baseline else None
-    except BaselineError as error:
-        parser.exit(2, f"pipeline_bench: {error}\n")
+    commit = check(parser, args)
     masters = args.master or ["local[2]"]
     base = args.dir or Path(tempfile.gettempdir()) / "minibroker-bench"
     traces = base / f"traces-{args.events}"
@@ -284,7 +302,8 @@ def main() -> int:
     }
     if commit is not None:
         try:
-            figures["baseline"] = against_baseline(commit, traces, base, masters[0], args.pairs)
+            found = against_baseline(commit, traces, base, masters[0], args.pairs, args.baseline)
+            figures["baseline"] = found
         except BaselineError as error:
             raise SystemExit(f"pipeline_bench: {error}") from None
     if len(runs) >= 2:

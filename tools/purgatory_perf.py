@@ -79,6 +79,9 @@ columns are Python's cyclic GC instead of one pair per JVM collector; lateness, 
 ``--timer``, ``--rates``, ``--compare``, ``--virtual``, ``--workload``, ``--seed`` and
 ``--json`` are additions. Everything runs on one thread (trio), where Kafka has a
 generator thread, a completion thread, a reaper thread and an executor thread.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -102,6 +106,18 @@ import trio.testing
 from minibroker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from minibroker.runtime import MsClock, Reaper, deterministic_scheduling
 from minibroker.timer import TIMERS, make_timer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_baseline import Figure, add_arguments, check, compare_tool
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [
+    Figure("runs.[timer,rate].late_p99_ms", "lower"),
+    Figure("runs.[timer,rate].late_p50_ms", "lower"),
+    Figure("runs.[timer,rate].cpu_us_per_req", "lower"),
+    Figure("runs.[timer,rate].gc_collections", "lower"),
+    Figure("runs.[timer,rate].gc_ms", "lower"),
+]
 
 #: --workload presets: (pct50, pct75, timeout) in ms, the Confluent blog's two workloads
 WORKLOADS = {"low": (20.0, 60.0, 200), "high": (200.0, 400.0, 200)}
@@ -520,6 +536,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compare", action="store_true", help="run kafka and heap side by side")
     p.add_argument("--virtual", action="store_true", help="virtual time: deterministic, measures CPU only")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the text")
+    add_arguments(p)
     args = p.parse_args(argv)
     preset = WORKLOADS.get(args.workload, (None, None, None))
     for name, value in zip(("pct50", "pct75", "timeout"), preset, strict=True):
@@ -537,11 +554,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.compare and args.timer is not None:
         p.error("give --timer or --compare, not both")
     args.timers = ["kafka", "heap"] if args.compare else [args.timer or "kafka"]
+    args.commit = check(p, args)
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.commit is not None:
+        return compare_tool(__file__, argv, FIGURES, args.commit, args.pairs, args.json, rev=args.baseline)
     rates = args.rates or [args.rate]
 
     def workload(rate: float) -> Workload:

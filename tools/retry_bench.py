@@ -23,6 +23,9 @@ a fresh scheduler (redis: a fresh key). Two phases per (backend, N):
   fails if a claim returns a record whose due time is after the claim's ``now``.
 
 Loading (``schedule``) is timed too. The ratio line divides the wheel's figure by the redis figure.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from minibroker.retry import headers as h
 from minibroker.retry.scheduler import WheelScheduler
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_baseline import Figure, add_arguments, check, compare_tool
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [
+    Figure("rows.[backend,pending].load_per_s", "higher"),
+    Figure("rows.[backend,pending].drain_per_s", "higher"),
+    Figure("rows.[backend,pending].late_p99_ms", "lower"),
+]
 
 HOUR_MS = 3_600_000
 VALUE = bytes(16)
@@ -284,7 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 pending, 1,000 paced (a smoke run)")
     parser.add_argument("--redis-url", help="use this Redis server instead of starting one")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    commit = check(parser, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the redis-server it started is stopped
     counts, paced = ([2_000], 1_000) if args.quick else (args.counts, args.paced)
     rows = run(counts, args.batch, paced, args.window_ms, args.redis_url, args.backends)

@@ -15,6 +15,9 @@ fresh session with the pipeline's own settings (``spark_session`` and
 - ``kind only``: the same rows with the ``kind`` column alone, once, warm.
 
 The traces are those ``tools/pipeline_bench.py --events N`` made (run it first).
+``--json`` prints the same figures as one JSON document (``seconds`` per step).
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per step (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -30,10 +33,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench_baseline import Figure, add_arguments, check, compare_tool, nproc  # noqa: E402
 
 from minibroker.analytics.inputs import REQUIRED, resolve  # noqa: E402
 from minibroker.analytics.session import SparkUnavailable, spark_session  # noqa: E402
 from minibroker.analytics.sizing import size_shuffle  # noqa: E402
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [Figure("seconds.*", "lower")]
 
 
 def _noop(frame: Any) -> float:
@@ -42,7 +51,7 @@ def _noop(frame: Any) -> float:
     return time.perf_counter() - started
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=10_000_000, help="the bench traces to read")
     parser.add_argument("--dir", type=Path, help="the bench's directory (default: $TMPDIR/minibroker-bench)")
@@ -52,9 +61,14 @@ def main() -> int:
         "--java-options",
         help="the driver JVM's options instead of the pipeline's (this also turns the class archive off)",
     )
-    args = parser.parse_args()
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     if args.reads < 1:
         parser.error("--reads must be >= 1")
+    commit = check(parser, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     traces = (args.dir or Path(tempfile.gettempdir()) / "minibroker-bench") / f"traces-{args.events}"
     manifest = traces / "manifest.json"
     if not manifest.exists():
@@ -77,6 +91,19 @@ def main() -> int:
             figures["kind only"] = _noop(rows.select("kind"))
     except SparkUnavailable as error:
         parser.error(str(error))
+    if args.json:
+        document = {
+            "events": events,
+            "files": inputs.count,
+            "master": args.master,
+            "java_options": args.java_options,
+            "seconds": {name: round(seconds, 3) for name, seconds in figures.items()},
+            "cpus": nproc(),
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        }
+        print(json.dumps(document, indent=2))
+        return 0
     how = f" with JVM options {args.java_options!r}" if args.java_options is not None else ""
     files = f"{inputs.count} file{'s' if inputs.count != 1 else ''}"
     print(f"{events:,} events in {files} on {args.master}{how}:")

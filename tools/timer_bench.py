@@ -73,6 +73,9 @@ PASS/MISS. Targets never affect the exit status. Every child reports the sorted
 indices of the tasks that reached the executor (as a digest): the run fails
 (exit 1) if they differ between timers, between repetitions, or from the set the
 schedule predicts (due when ``now >= expiration``). A crashed child exits 2.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -93,6 +96,15 @@ from array import array
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_baseline import Figure, add_arguments, check, compare_tool
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [
+    Figure("workloads.*.results.*.ns_per_op", "lower"),
+    Figure("workloads.*.kafka_vs_heap", "lower"),
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -465,11 +477,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-memory", action="store_true", help="skip the separate tracemalloc runs")
     p.add_argument("--child", nargs=2, metavar=("WORKLOAD", "TIMER"), help=argparse.SUPPRESS)
     p.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(p)
     args = p.parse_args(argv)
     if args.size is None:
         args.size = QUICK_SIZE if args.quick else DEFAULT_SIZE
     if args.size < 1_000 or args.repeat < 1:
         p.error("--size must be >= 1000 and --repeat >= 1")
+    commit = check(p, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
 
     if args.child:
         print(json.dumps(run_child(*args.child, args.size, args.seed, args.memory)))

@@ -35,6 +35,9 @@ reference    the confluent-kafka producer and consumer again, against librdkafka
 
 The server's log must stay empty (no bad frames, no closed connections): the tool
 fails otherwise.
+
+``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
+alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_baseline import Figure, add_arguments, check, compare_tool
+
+#: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
+FIGURES = [
+    Figure("results.[client].throughput.records_per_s", "higher"),
+    Figure("results.[client].latency.p99_ms", "lower"),
+    Figure("results.[client].latency.ack_p99_ms", "lower"),
+    Figure("minibroker_over_mock.records_per_s", "higher"),
+    Figure("minibroker_over_mock.ack_p99_ms", "lower"),
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -439,11 +454,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=500, help="records/s in the latency run (default 500)")
     parser.add_argument("--seconds", type=float, help="length of the latency run (default 3, --quick 1)")
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated: " + ", ".join(CLIENTS))
+    add_arguments(parser)
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.clients.split(",") if n.strip()]
     unknown = [n for n in names if n not in CLIENTS]
     if unknown or not names:
         parser.error(f"--clients: expected some of {', '.join(CLIENTS)}, got {args.clients!r}")
+    commit = check(parser, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     scale = 10 if args.quick else 1
     seconds = args.seconds or (1.0 if args.quick else 3.0)
     results = []

@@ -66,3 +66,71 @@ def test_the_readme_headline_ratios_are_figures_of_the_page():
     )
     page_ratios = {line.split("|")[2].strip() for line in page.splitlines() if line.startswith("| ")}
     assert ratios and set(ratios) <= page_ratios
+
+
+BASELINE = {
+    "rev": "HEAD~3",
+    "commit": "0123456789abcdef0123456789abcdef01234567",
+    "command": "python tools/chaos_bench.py --runs 2 --json",
+    "pairs": 3,
+    "order": [["baseline", "current"], ["current", "baseline"], ["baseline", "current"]],
+    "cpus": 2,
+    "load_average_before": [1.5, 1.25, 1.0],
+    "load_average_after": [2.0, 1.5, 1.125],
+    "figures": {
+        "runs_per_cpu_minute": {
+            "better": "higher",
+            "baseline_total": 600.0,
+            "current_total": 750.0,
+            "ratio": 1.25,
+            "ratio_min": 1.1,
+            "ratio_max": 1.4,
+            "pairs": [[200.0, 220.0], [200.0, 280.0], [200.0, 250.0]],
+        }
+    },
+    "missing": ["baseline 0123456789ab: cpu_s not compared (not in its --json output)"],
+}
+
+
+def test_run_keeps_a_baseline_section_beside_the_result(tmp_path, monkeypatch):
+    tool = _tool()
+    monkeypatch.setattr(tool, "RESULTS", tmp_path)
+    document = json.dumps({"rows": [{"design": "wheel", "p99": 1}], "baseline": BASELINE})
+    record = json.loads(tool.run("rows", ["python", "-c", f"print({document!r})"]).read_text())
+    assert record["result"] == [{"design": "wheel", "p99": 1}]  # a list document, unwrapped
+    assert record["baseline"] == BASELINE
+
+
+def test_a_saved_baseline_renders_its_ratios_pair_range_revision_and_load(tmp_path, monkeypatch):
+    tool = _tool()
+    saved = json.loads((ROOT / "docs" / "benchmarks" / "chaos_bench.json").read_text())
+    saved["baseline"] = BASELINE
+    (tmp_path / "chaos_bench.json").write_text(json.dumps(saved))
+    monkeypatch.setattr(tool, "RESULTS", tmp_path)
+    page = tool.render()
+    section = page.split("## chaos_bench", 1)[1].split("\n## ", 1)[0]
+    assert (
+        "This tree ÷ `HEAD~3` (`0123456789ab`), 3 alternating pairs of "
+        "`python tools/chaos_bench.py --runs 2 --json`:"
+    ) in section
+    assert "On 2 CPUs; load average 1.50 / 1.25 / 1.00 before the pairs, 2.00 / 1.50 / 1.12 after." in section
+    assert "| `runs_per_cpu_minute` | higher | 1.250 | 1.100 to 1.400 |" in section
+    assert "- baseline 0123456789ab: cpu_s not compared (not in its --json output)" in section
+
+
+def test_spark_floor_renders_its_steps_per_event(tmp_path, monkeypatch):
+    tool = _tool()
+    result = {
+        "events": 20000,
+        "files": 1,
+        "master": "local[1]",
+        "java_options": None,
+        "seconds": {"session": 16.0, "read #1": 4.0, "kind only": 0.5},
+        "cpus": 2,
+        "load_average_before": [1.0, 1.0, 1.0],
+        "load_average_after": [1.0, 1.0, 1.0],
+    }
+    heads, header, rows = tool._spark_floor(result)
+    assert heads == [("Spark on local[1]: first read ÷ session start (20,000 events)", "0.25")]
+    assert header == ["step", "seconds", "µs per event"]
+    assert rows == [["session", "16.0", ""], ["read #1", "4.0", "200.00"], ["kind only", "0.5", "25.00"]]
