@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from minibroker.analytics.inputs import REQUIRED, resolve  # noqa: E402
-from minibroker.analytics.session import SparkUnavailable, spark_session  # noqa: E402
+from minibroker.analytics.session import spark_session  # noqa: E402
 from minibroker.analytics.sizing import size_shuffle  # noqa: E402
+from minibroker.analytics.spark_checks import SparkUnavailable  # noqa: E402
 
 
 def _noop(frame: Any) -> float:
