@@ -35,23 +35,8 @@ LAYERS = (
     (6, "sim", ("sim",)),
     (7, "services", ("delayed_messages", "retry")),
     (8, "scenario", ("scenario",)),
-    (
-        9,
-        "front ends",
-        (
-            "server",
-            "tui",
-            "analytics",
-            "chaos",
-            "testing",
-            "cli",
-            "commands",
-            "report",
-            "demo",
-            "cliutil",
-            "__main__",
-        ),
-    ),
+    (9, "front ends", ("server", "tui", "analytics", "chaos", "testing")),
+    (9, "the command line", ("cli", "__main__", "commands", "report", "demo", "cliutil", "retry_service")),
     (9, "deprecated aliases", ("cluster", "delay", "_moved")),
 )
 RANKS = {unit: rank for rank, _, units in LAYERS for unit in units}
@@ -69,6 +54,8 @@ FRONT_END_USES = {
     "minibroker.report": ("*", "the run summary"),
     "minibroker.server.control": ("testing", "MiniCluster wraps the control API's handle"),
     "minibroker.server.serve": ("testing", "MiniCluster serves the wire protocol"),
+    "minibroker.analytics.session": ("chaos", "chaos --master runs its runs as Spark tasks"),
+    "minibroker.analytics.spark_checks": ("chaos", "the one-line error of a Spark that cannot start"),
     "minibroker.cli": ("__main__", "python -m minibroker"),
     "minibroker.demo": ("cli", "demo-timer"),
     "minibroker.commands": ("cli", "run, check, list"),
@@ -76,6 +63,7 @@ FRONT_END_USES = {
     "minibroker.analytics.commands": ("cli", "analyze, sweep"),
     "minibroker.server.commands": ("cli", "serve"),
     "minibroker.chaos.commands": ("cli", "chaos"),
+    "minibroker.retry_service": ("cli", "retry-service"),
 }
 #: (importer, imported) under ``TYPE_CHECKING`` left out of the cycle search, with the reason: the two
 #: modules are one concept. An entry that no longer matches an import fails, so the list stays small.
