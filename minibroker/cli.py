@@ -28,7 +28,7 @@ COMMAND_MODULES = (
     "minibroker.analytics.commands",
     "minibroker.server.commands",
     "minibroker.chaos.commands",
-    "minibroker.retry.commands",
+    "minibroker.retry_service",
 )
 #: the module of each command: a command line that names one imports only that module (all of them
 #: take about half a second, mostly the scenario loader and trio); a test checks it against theirs
@@ -41,7 +41,7 @@ COMMAND_HOMES = {
     "sweep": "minibroker.analytics.commands",
     "serve": "minibroker.server.commands",
     "chaos": "minibroker.chaos.commands",
-    "retry-service": "minibroker.retry.commands",
+    "retry-service": "minibroker.retry_service",
 }
 
 

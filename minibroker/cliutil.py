@@ -8,6 +8,7 @@ arguments and returns the exit status, raising ``UsageError`` for bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import tempfile
@@ -108,3 +109,17 @@ def with_data_dir(scenario: Any, args: argparse.Namespace) -> Any:
         data_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
         print(f"file wheel data kept in {data_dir}", file=sys.stderr, flush=True)
     return attrs.evolve(scenario, delay_wheel={**scenario.delay_wheel, "data_dir": data_dir})
+
+
+def trace_sink(path: str | None) -> contextlib.AbstractContextManager:
+    """The ``--trace PATH`` option's sink, closed on exit (None without the option); a path it cannot
+    write is a usage error."""
+    if not path:
+        return contextlib.nullcontext(None)
+    from minibroker.trace import open_sink
+
+    try:
+        sink = open_sink(path)
+    except (ValueError, RuntimeError, OSError) as error:
+        raise UsageError(f"--trace: {error}") from None
+    return contextlib.closing(sink)

@@ -38,8 +38,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 from bench_baseline import Figure, add_arguments, check, compare_tool, nproc  # noqa: E402
 
 from minibroker.analytics.inputs import REQUIRED, resolve  # noqa: E402
-from minibroker.analytics.session import SparkUnavailable, spark_session  # noqa: E402
+from minibroker.analytics.session import spark_session  # noqa: E402
 from minibroker.analytics.sizing import size_shuffle  # noqa: E402
+from minibroker.analytics.spark_checks import SparkUnavailable  # noqa: E402
 
 #: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
 FIGURES = [Figure("seconds.*", "lower")]

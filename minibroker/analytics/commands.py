@@ -121,8 +121,9 @@ def _spark(
     the latter is restored at the end, for a session that outlives the command (one already
     running in-process).
     """
-    from minibroker.analytics.session import START_TIMEOUT, SparkUnavailable, spark_session
+    from minibroker.analytics.session import START_TIMEOUT, spark_session
     from minibroker.analytics.sizing import restore, size_codegen, size_shuffle
+    from minibroker.analytics.spark_checks import SparkUnavailable
 
     settings = _settings(command, args)
     log = out / "spark.log"
@@ -167,7 +168,7 @@ def _raise_if_spark_error(command: str, error: Exception, log: Path) -> None:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    from minibroker.analytics.session import spark_failure
+    from minibroker.analytics.spark_checks import spark_failure
 
     if isinstance(error, (PySparkException, Py4JError)):
         raise UsageError(

@@ -1,7 +1,7 @@
 """Building the SparkSession: Java check, master check, quiet embedded local mode.
 
 ``spark_session(master)`` is the only way the pipeline gets Spark. Before the JVM
-starts it checks, in this order, and raises ``SparkUnavailable`` (one line, for
+starts it checks (``spark_checks``), in this order, and raises ``SparkUnavailable`` (one line, for
 exit status 2) when:
 
 - ``master`` is not a form Spark accepts (``local``, ``local[N]``, ``local[*]``,
@@ -44,31 +44,28 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shlex
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
-from minibroker.analytics.inputs import display_name
 from minibroker.analytics.settings import off_heap_bytes
+from minibroker.analytics.spark_checks import (
+    LOCAL,
+    SparkUnavailable,
+    check_java,
+    check_master,
+    is_local,
+    local_cores,
+)
+from minibroker.analytics.startup import start_context
 from minibroker.extras import MissingExtra, require
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: the Java Spark 4 needs
-JAVA_MAJOR = 17
-JAVA_HINT = "install it (Debian: apt-get install openjdk-17-jre-headless) and check with `java -version`"
-LOCAL = re.compile(r"^local(?:\[(\*|[1-9]\d*)(?:,([1-9]\d*))?\])?$")
-LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
-STANDALONE = re.compile(r"^spark://([^,/:]+:\d+)(,[^,/:]+:\d+)*$")
 #: the driver JVM's options in local mode: C1 only, parallel GC, and Spark's generated methods
 #: compiled however long (the JVM leaves a method over 8,000 bytecodes interpreted by default, and a
 #: stage's generated code crosses that as its expressions grow: twice the time, at once)
@@ -77,138 +74,6 @@ LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -XX:-DontCompil
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 #: seconds the SparkContext and (on a cluster) its first executor have to start
 START_TIMEOUT = 60.0
-
-
-class SparkUnavailable(Exception):
-    """Spark cannot run as asked; ``str()`` is the one-line message for the user."""
-
-
-# --- checks ----------------------------------------------------------------------------------------
-def find_java() -> str:
-    """The java binary Spark will run, or SparkUnavailable saying why there is none."""
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        java = Path(home) / "bin" / "java"
-        if not java.is_file():
-            raise SparkUnavailable(
-                f"Spark needs Java {JAVA_MAJOR} or newer, and JAVA_HOME={home} has no bin/java: "
-                f"fix or unset JAVA_HOME, or {JAVA_HINT}"
-            )
-        return str(java)
-    java = shutil.which("java")
-    if java is None:
-        raise SparkUnavailable(
-            f"Spark needs Java {JAVA_MAJOR} or newer, and no `java` is on PATH (JAVA_HOME is not set): "
-            f"{JAVA_HINT}"
-        )
-    return java
-
-
-def _major(match: re.Match[str] | None) -> int | None:
-    """The major version of a matched ``"17.0.15"`` (17) or ``"1.8.0_392"`` (8): groups 1 and 2."""
-    if match is None:
-        return None
-    major = int(match.group(1))
-    return int(match.group(2)) if major == 1 and match.group(2) is not None else major
-
-
-def java_major(version_text: str) -> int | None:
-    """The major version in ``java -version`` output (``"17.0.15"`` → 17, ``"1.8.0_392"`` → 8)."""
-    return _major(re.search(r'version "(\d+)(?:\.(\d+))?', version_text))
-
-
-def release_major(java: str) -> int | None:
-    """The major version in the ``release`` file of ``java``'s installation (None without one).
-
-    Every JDK and JRE since 9 has it (``JAVA_VERSION="17.0.15"``); reading it spares
-    starting a JVM just to ask ``java -version``.
-    """
-    release = Path(java).resolve().parent.parent / "release"
-    try:
-        text = release.read_text(errors="replace")
-    except OSError:
-        return None
-    if not os.access(java, os.X_OK):
-        return None
-    return _major(re.search(r'^JAVA_VERSION="(\d+)(?:\.(\d+))?', text, re.MULTILINE))
-
-
-def check_java() -> tuple[str, int]:
-    """(java path, major version) of a usable Java, or SparkUnavailable."""
-    java = find_java()
-    major = release_major(java)
-    if major is not None and major >= JAVA_MAJOR:
-        return java, major
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SparkUnavailable(
-            f"Spark needs Java {JAVA_MAJOR} or newer; {java} does not run ({error})"
-        ) from None
-    major = java_major(out.stderr + out.stdout)
-    if out.returncode != 0 or major is None:
-        raise SparkUnavailable(
-            f"Spark needs Java {JAVA_MAJOR} or newer; `{java} -version` did not say which Java it is: "
-            f"{JAVA_HINT}"
-        )
-    if major < JAVA_MAJOR:
-        raise SparkUnavailable(
-            f"Spark needs Java {JAVA_MAJOR} or newer; {java} is Java {major}: "
-            f"{JAVA_HINT}, or point JAVA_HOME at a newer one"
-        )
-    return java, major
-
-
-def is_local(master: str) -> bool:
-    return bool(LOCAL.match(master) or LOCAL_CLUSTER.match(master))
-
-
-def local_cores(master: str) -> int | None:
-    """Executor threads of a ``local[...]`` master (None for other masters)."""
-    match = LOCAL.match(master)
-    if match is None:
-        return None
-    if match.group(1) is None:
-        return 1
-    if match.group(1) == "*":
-        return os.cpu_count() or 1
-    return int(match.group(1))
-
-
-def master_addresses(master: str) -> list[tuple[str, int]]:
-    """The (host, port) pairs to reach for ``master``; SparkUnavailable if it is no master URL."""
-    if is_local(master) or master == "yarn":
-        return []
-    if STANDALONE.match(master):
-        pairs = []
-        for item in master[len("spark://") :].split(","):
-            host, _, port = item.rpartition(":")
-            pairs.append((host, int(port)))
-        return pairs
-    if master.startswith("k8s://"):
-        url = urlparse(master[len("k8s://") :] if "://" in master[6:] else "https://" + master[6:])
-        if url.hostname:
-            return [(url.hostname, url.port or (443 if url.scheme == "https" else 80))]
-    raise SparkUnavailable(
-        f"--master {master!r}: expected local, local[N], local[*], spark://HOST:PORT, k8s://URL or yarn"
-    )
-
-
-def check_master(master: str, connect_timeout: float = 3.0) -> None:
-    """SparkUnavailable unless ``master`` is well formed and (for spark://, k8s://) reachable."""
-    addresses = master_addresses(master)
-    problems = []
-    for host, port in addresses:
-        try:
-            with socket.create_connection((host, port), timeout=connect_timeout):
-                return
-        except OSError as error:
-            problems.append(error.strerror or type(error).__name__.replace("Error", " error").lower())
-    if addresses:
-        raise SparkUnavailable(
-            f"cannot reach the Spark master {master} ({'; '.join(dict.fromkeys(problems))}): "
-            "start it, or run locally with --master 'local[*]'"
-        )
 
 
 # --- the session -----------------------------------------------------------------------------------
@@ -256,23 +121,6 @@ def spark_conf_pairs(
         pairs["spark.memory.offHeap.enabled"] = "true"
         pairs["spark.memory.offHeap.size"] = f"{off_heap // 2**20}m"
     return pairs
-
-
-_JAVA_EXCEPTION = re.compile(r"(?:^|: )((?:[a-z0-9_$]+\.)+[A-Z][A-Za-z0-9_$]*(?:Exception|Error): .*)")
-
-
-def spark_failure(text: str) -> str:
-    """The telling line of a Spark error: its root Java cause, not py4j's "error calling o138.collect"."""
-    lines = [
-        line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")
-    ]
-    causes = [match.group(1) for line in lines if (match := _JAVA_EXCEPTION.search(line))]
-    if not causes:
-        return lines[0] if lines else "unknown error"
-    where = re.search(r"(?:in|reading) file (\S+?)\.?(?:\s|$)", text)
-    if where and where.group(1) not in causes[-1]:
-        return f"{causes[-1]} (in file {display_name(where.group(1))})"
-    return causes[-1]
 
 
 def default_log_path() -> Path:
@@ -370,8 +218,6 @@ def _fix_submit_args() -> None:
 def _start(conf: Any, log: Path, master: str, timeout: float) -> Any:
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
-
-    from minibroker.analytics.startup import start_context
 
     if SparkContext._gateway is not None:  # an earlier session's JVM: pyspark reuses it
         return start_context(conf, None, log, master, timeout)

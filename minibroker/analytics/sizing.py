@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from minibroker.analytics.inputs import count_rows
-from minibroker.analytics.session import LOCAL, local_cores
+from minibroker.analytics.spark_checks import LOCAL, local_cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from minibroker.analytics.session import SparkUnavailable, is_local, master_addresses, spark_failure
+from minibroker.analytics.spark_checks import SparkUnavailable, is_local, master_addresses, spark_failure
 
 
 def start_context(conf: Any, gateway: Any, log: Path, master: str, timeout: float) -> Any:

@@ -128,7 +128,7 @@ def _runner(job: Job, args: argparse.Namespace) -> tuple[str, Iterator, type[Exc
 
     if args.master:
         require("spark", "--master")
-        from minibroker.analytics.session import SparkUnavailable
+        from minibroker.analytics.spark_checks import SparkUnavailable
 
         return f"Spark {args.master}", run_spark(job, args.runs, args.master), SparkUnavailable
     workers = args.workers or os.cpu_count() or 1

@@ -92,7 +92,8 @@ def run_local(job: Job, runs: int, workers: int) -> Iterator[RunSummary]:
 
 def run_spark(job: Job, runs: int, master: str) -> Iterator[RunSummary]:
     """One Spark task per slice of run indices; summaries come back as partitions finish."""
-    from minibroker.analytics.session import local_cores, spark_session
+    from minibroker.analytics.session import spark_session
+    from minibroker.analytics.spark_checks import local_cores
 
     with spark_session(master, app_name="minibroker-chaos") as spark:
         cores = local_cores(master) or spark.sparkContext.defaultParallelism

@@ -26,7 +26,7 @@ from minibroker.chaos.violations import Violation
 from minibroker.coordinator.group import OFFSETS_TOPIC, consumer_protocol
 
 if TYPE_CHECKING:
-    from minibroker.chaos.observe import Observer
+    from minibroker.chaos.live_run import LiveRun
     from minibroker.chaos.schedule import Schedule
     from minibroker.sim.cluster import Cluster
 
@@ -34,8 +34,8 @@ GROUP_EVENTS = frozenset({"hw", "append", "member.assigned", "group.commit"})
 
 
 class GroupChecks:
-    def __init__(self, observer: Observer) -> None:
-        self.observer = observer
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
         self.max_hw: dict[str, int] = {}
         self.assigned: set[tuple[str, str, int]] = set()  # (group, member id, generation)
         self.committed: dict[tuple[str, str], int] = {}  # (group, partition) -> last written offset
@@ -59,7 +59,7 @@ class GroupChecks:
 
         def violate(rule: str, partition: str | None, offsets: str, message: str) -> None:
             key = (rule, group, partition)
-            self.observer.violate(key, Violation(7, partition, offsets, now, message, evidence))
+            self.live.violate(key, Violation(7, partition, offsets, now, message, evidence))
 
         if generation >= 0 and generation != accepted_in:
             violate(

@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from minibroker.chaos.groups import GROUP_EVENTS, GroupChecks
+from minibroker.chaos.live_run import LiveRun
 from minibroker.chaos.operations import OperationChecks
 from minibroker.chaos.records import Append, Received, RunBudgetExceeded, parse_tp, pin
 from minibroker.chaos.replication import PARTITION_EVENTS, ReplicationChecks
@@ -35,25 +36,19 @@ from minibroker.chaos.violations import Violation
 if TYPE_CHECKING:
     from minibroker.common.messages import TopicPartition
     from minibroker.common.record_batch import RecordBatch
-    from minibroker.scenario.run import ScenarioRunner
-    from minibroker.sim.cluster import Cluster
 
 __all__ = ["Append", "Observer", "RunBudgetExceeded"]
 
 
-class Observer:
-    """A trace sink (``observer(event)``); ``runner`` is set before the run starts."""
+class Observer(LiveRun):
+    """A trace sink (``observer(event)``) that dispatches each event to the live checks."""
 
     def __init__(self, budget_cpu_s: float = 20.0) -> None:
+        super().__init__()
         self.budget_cpu_s = budget_cpu_s
         self._started_cpu = time.process_time()
-        self.runner: ScenarioRunner | None = None
-        self.violations: list[Violation] = []
-        self._seen: set[tuple[Any, ...]] = set()
-        self.appends: dict[tuple[str, str], list[Append]] = {}  # (op, partition) -> appends
         self.unclean: dict[str, list[int]] = {}  # partition -> times of unclean elections
         self.received: list[Received] = []
-        self.lives: dict[int, int] = {}
         self.events = 0
         self.faults: dict[str, int] = {}
         self._consumer_hw: dict[tuple[str, str, int, int], int] = {}
@@ -62,16 +57,6 @@ class Observer:
         self.on_fetch = self.operations.on_fetch
         self.replication = ReplicationChecks(self)
         self.groups = GroupChecks(self)
-
-    @property
-    def cluster(self) -> Cluster | None:
-        return None if self.runner is None else self.runner.cluster
-
-    def violate(self, key: tuple[Any, ...], violation: Violation) -> None:
-        """Keep the first violation of each ``key`` (one broken rule is reported once)."""
-        if key not in self._seen:
-            self._seen.add(key)
-            self.violations.append(violation)
 
     # --- the sink ------------------------------------------------------------------------------
     def __call__(self, event: dict[str, Any]) -> None:

@@ -27,15 +27,15 @@ from minibroker.common.messages import HIGH_WATERMARK
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition
-    from minibroker.chaos.observe import Observer
+    from minibroker.chaos.live_run import LiveRun
     from minibroker.common.messages import FetchRequest
 
 
 class OperationChecks:
-    """The operation half of the live checker; ``observer`` gives the cluster, appends and lives."""
+    """The operation half of the live checker; ``live`` gives the cluster, appends and lives."""
 
-    def __init__(self, observer: Observer) -> None:
-        self.observer = observer
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
         self.ops: dict[tuple[int, str, str], OpState] = {}
         #: consumer fetches sent and not yet answered, by request id (the broker's op id)
         self.fetches: dict[str, FetchRequest] = {}
@@ -52,7 +52,7 @@ class OperationChecks:
         key = (event["broker"], event["purgatory"], event["op"])
         now = event["time_ms"]
         if kind == "op.create":
-            self.ops[key] = OpState(now, event["delay_ms"], self.observer.lives.get(key[0], 0))
+            self.ops[key] = OpState(now, event["delay_ms"], self.live.lives.get(key[0], 0))
             return
         state = self.ops.get(key)
         if state is None:
@@ -76,7 +76,7 @@ class OperationChecks:
         **more: Any,
     ) -> None:
         fields = {"kind": kind, "time_ms": now, "broker": key[0], "purgatory": key[1], "op": key[2]}
-        self.observer.violate(
+        self.live.violate(
             (rule, key),
             Violation(
                 1,
@@ -92,7 +92,7 @@ class OperationChecks:
         deadline = state.created_ms + state.delay_ms
         if state.completed:
             first = state.completed[0][0]
-            self.observer.violate(
+            self.live.violate(
                 ("complete-twice", key),
                 Violation(
                     1,
@@ -116,13 +116,13 @@ class OperationChecks:
         state.completed.append((now, cause))
 
     def _leading(self, broker: int, label: str) -> Partition | None:
-        cluster = self.observer.cluster
+        cluster = self.live.cluster
         manager = cluster.brokers[broker].replica_manager if cluster is not None else None
         partition = manager.partitions.get(parse_tp(label)) if manager is not None else None
         return partition if partition is not None and partition.is_leader else None
 
     def _produce_condition(self, key: tuple[int, str, str], now: int) -> None:
-        for (op, label), appends in self.observer.appends.items():
+        for (op, label), appends in self.live.appends.items():
             if op != key[2]:
                 continue
             append = next((a for a in appends if a.broker == key[0]), None)

@@ -13,7 +13,7 @@ from minibroker.chaos.records import parse_tp, pin
 from minibroker.chaos.violations import Violation
 
 if TYPE_CHECKING:
-    from minibroker.chaos.observe import Observer
+    from minibroker.chaos.live_run import LiveRun
 
 PARTITION_EVENTS = frozenset(
     {"append", "hw", "truncate", "replicate", "leader", "isr.commit", "controller.isr", "controller.elect"}
@@ -21,8 +21,8 @@ PARTITION_EVENTS = frozenset(
 
 
 class ReplicationChecks:
-    def __init__(self, observer: Observer) -> None:
-        self.observer = observer
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
         self._controller_epochs: dict[str, int] = {}
         self._broker_epochs: dict[tuple[int, str], int] = {}
 
@@ -38,9 +38,9 @@ class ReplicationChecks:
         evidence = pin({**fields, "time_ms": now})
 
         def violate(key: tuple[Any, ...], offsets: str, message: str) -> None:
-            self.observer.violate(key, Violation(4, label, offsets, now, message, evidence))
+            self.live.violate(key, Violation(4, label, offsets, now, message, evidence))
 
-        cluster = self.observer.cluster
+        cluster = self.live.cluster
         state = cluster.controller.state.get(parse_tp(label))
         if event["kind"].startswith("controller."):
             new_isr, leader, epoch = list(event["isr"]), event["leader"], event["epoch"]

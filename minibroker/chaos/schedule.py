@@ -4,7 +4,7 @@ A ``Schedule`` is a cluster, topics, clients, produce requests, consumer polls a
 *faults*; every fault has a start and an end (pause/resume, latency/restore,
 drop/heal, crash/restart, shutdown/restart, a min.insync.replicas change and its
 restoration), and every fault ends by ``heal_ms``. ``compile_schedule`` turns it
-into an ordinary scenario model (layer 5) with the checking phase appended:
+into an ordinary scenario model (the scenario layer) with the checking phase appended:
 
 - at ``heal_ms + settle_ms`` (``settle_ms`` is the liveness bound, see
   ``liveness_bound``) a probe producer sends one acks=-1 produce to every

@@ -1,5 +1,7 @@
-"""Layer 5: TOML scenarios: the model, the loader, the runner and the expectations."""
+"""TOML scenarios: the model, the loader, the runner and the expectations; the bundled features (delayed
+messages, retries) register their sections and expectations here (``features``)."""
 
+from minibroker.scenario import features as features
 from minibroker.scenario.expect import ExpectationResult
 from minibroker.scenario.loader import ScenarioError, load_scenario, parse_scenario
 from minibroker.scenario.model import Scenario

@@ -29,14 +29,12 @@ from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
-from minibroker.scenario.delay_run import DelayedMessageDesigns, check_delivered, check_held, check_wheel
 from minibroker.scenario.expect_groups import check_group, check_member
+from minibroker.scenario.feature import FeatureRun, features
 from minibroker.scenario.model import (
     BrokerFault,
     Count,
-    DelayHeld,
     DeleteRecords,
-    Delivered,
     Event,
     Expectation,
     Fetch,
@@ -50,13 +48,10 @@ from minibroker.scenario.model import (
     Produce,
     PurgatoryFigures,
     RequestOutcome,
-    RetryCounts,
     Scenario,
     SetConfig,
     Step,
-    WheelFigures,
 )
-from minibroker.scenario.retry_run import Retries, check_retry
 from minibroker.sim.cluster import Cluster, TopicSpec, open_cluster
 from minibroker.sim.snapshot import ClusterView
 from minibroker.trace import NULL_TRACER, RecordingTracer
@@ -85,7 +80,9 @@ class RunResult:
 class ScenarioRunner:
     """Plays one scenario; ``run`` is async so a front end (the TUI) can run beside it.
 
-    ``ready`` is set once the cluster and clients exist (``cluster`` is then usable).
+    ``ready`` is set once the cluster and clients exist (``cluster`` is then usable). Each registered
+    feature (``minibroker.scenario.feature``) has its part of the run in ``features``, made with
+    ``seed`` (default: the scenario's), and checks its own expectations.
     """
 
     def __init__(
@@ -93,10 +90,15 @@ class ScenarioRunner:
         scenario: Scenario,
         sinks: Sequence[Callable[[TraceEvent], object]],
         progress: Progress | None,
-        retries: Retries | None = None,
+        seed: int | None = None,
     ):
         self.scenario = scenario
-        self.retries = retries or Retries(scenario, scenario.seed)
+        seed = scenario.seed if seed is None else seed
+        self.features: dict[str, FeatureRun] = {f.name: f.run(scenario, seed) for f in features()}
+        #: each feature's expectation kinds, by model type: (kind, the feature's run)
+        self._feature_checks = {
+            kind.model: (kind, self.features[f.name]) for f in features() for kind in f.expectations
+        }
         self.progress = progress or (lambda now: None)
         self.named: dict[str, list[ClientRequest]] = {}
         self.results: dict[int, expect.ExpectationResult] = {}
@@ -110,7 +112,6 @@ class ScenarioRunner:
             sink_list.append(self._count)
         self.tracer = RecordingTracer(lambda: 0, sink_list) if sink_list else NULL_TRACER
         self.cluster: Cluster | None = None
-        self.delayed_messages = DelayedMessageDesigns()
         self.ready = trio.Event()
 
     def _kinds_to_keep(self) -> set[str]:
@@ -131,13 +132,19 @@ class ScenarioRunner:
 
     # --- the run ---------------------------------------------------------------------------------
     async def run(self, seed: int) -> RunResult:
-        """Run the scenario; a redis backend's server is reached (or started) first, stopped after."""
-        self.retries.prepare()
+        """Run the scenario; what a feature needs outside the run (a redis backend's server) is reached
+        (or started) first, and released after, also when cancelled (serve's Ctrl-C)."""
+        for feature in self.features.values():
+            feature.prepare()
         try:
             return await self._run(seed)
         finally:
-            self.retries.close()
-            self.delayed_messages.close()  # also when cancelled (serve's Ctrl-C): the wheel's temp files go
+            for feature in self.features.values():
+                feature.close()
+
+    def views(self) -> dict[str, Any]:
+        """Each feature's state now, for the live view (None for a feature the scenario does not use)."""
+        return {name: feature.view() for name, feature in self.features.items()}
 
     async def _run(self, seed: int) -> RunResult:
         spec = self.scenario.cluster
@@ -168,8 +175,8 @@ class ScenarioRunner:
                     self.clients[client.id] = consumer
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
-            self.delayed_messages = await DelayedMessageDesigns.start(self.scenario, cluster)
-            await self.retries.start(cluster)
+            for feature in self.features.values():
+                await feature.start(cluster)
             self.ready.set()
             async with trio.open_nursery() as members:
                 self.members = members  # group memberships run until the timeline is over
@@ -192,13 +199,9 @@ class ScenarioRunner:
         timed: list[tuple[int, int, int, Step | Expectation]] = [
             (s.at, 0, s.index, s) for s in self.scenario.steps
         ]
-        timed += [
-            (e.at, 1, e.index, e)
-            for e in self.scenario.expectations
-            if isinstance(
-                e, (PartitionState, PurgatoryFigures, GroupState, DelayHeld, WheelFigures, RetryCounts)
-            )
-        ]
+        features_timed = [model for model, (kind, _) in self._feature_checks.items() if kind.timed]
+        checked_at = (PartitionState, PurgatoryFigures, GroupState, *features_timed)
+        timed += [(e.at, 1, e.index, e) for e in self.scenario.expectations if isinstance(e, checked_at)]
         clock = self.cluster.clock
         for at, _, _, item in sorted(timed, key=lambda x: x[:3]):
             await clock.sleep_until(at)
@@ -210,16 +213,13 @@ class ScenarioRunner:
                 if isinstance(item, GroupState):
                     self.results[item.index] = check_group(item, self.cluster)
                     continue
-                if isinstance(item, RetryCounts):
-                    self.results[item.index] = check_retry(item, self.retries)
+                if type(item) in self._feature_checks:
+                    kind, feature = self._feature_checks[type(item)]
+                    self.results[item.index] = kind.check(item, feature)
                     continue
                 view = self.cluster.snapshot()
                 if isinstance(item, PartitionState):
                     self.results[item.index] = expect.check_partition(item, view)
-                elif isinstance(item, DelayHeld):
-                    self.results[item.index] = check_held(item, self.delayed_messages)
-                elif isinstance(item, WheelFigures):
-                    self.results[item.index] = check_wheel(item, self.delayed_messages)
                 else:
                     assert isinstance(item, PurgatoryFigures)
                     self.results[item.index] = expect.check_purgatory(item, view)
@@ -375,8 +375,9 @@ class ScenarioRunner:
             return expect.check_request(expectation, self.named.get(expectation.request, []))
         if isinstance(expectation, Event):
             return expect.check_event(expectation, self.kept)
-        if isinstance(expectation, Delivered):
-            return check_delivered(expectation, self.delayed_messages)
+        if type(expectation) in self._feature_checks:
+            kind, feature = self._feature_checks[type(expectation)]
+            return kind.check(expectation, feature)
         if isinstance(expectation, MemberErrors):
             consumer = self.clients[expectation.member]
             membership = getattr(consumer, "membership", None)
@@ -395,7 +396,7 @@ def run_scenario(
 ) -> RunResult:
     """Run ``scenario`` (virtual time unless ``speed`` is given) and check its expectations."""
     seed = scenario.seed if seed is None else seed
-    runner = ScenarioRunner(scenario, sinks, progress, Retries(scenario, seed))
+    runner = ScenarioRunner(scenario, sinks, progress, seed)
     clock = trio.testing.MockClock(autojump_threshold=0) if speed is None else PacedClock(speed)
     with quiet_gc(), deterministic_scheduling(seed):
         return trio.run(runner.run, seed, clock=clock)

@@ -37,7 +37,7 @@ import trio.testing
 from rich.console import Console
 from rich.live import Live
 
-from minibroker.cliutil import UsageError
+from minibroker.cliutil import UsageError, trace_sink
 from minibroker.runtime import deterministic_scheduling
 from minibroker.runtime.paced import PacedClock, PaceMeter
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
@@ -224,18 +224,6 @@ class TuiApp:
                 await self._redraw.wait()
 
 
-def _trace_sink(path: str | None) -> contextlib.AbstractContextManager:
-    if not path:
-        return contextlib.nullcontext(None)
-    from minibroker.trace import open_sink
-
-    try:
-        sink = open_sink(path)
-    except (ValueError, RuntimeError, OSError) as error:
-        raise UsageError(f"--trace: {error}") from None
-    return contextlib.closing(sink)
-
-
 @contextlib.contextmanager
 def terminal_screen(console: Console, key_fd: int | None) -> Iterator[Live]:
     """Key mode (if any) and the alternate screen; both restored however the block ends."""
@@ -266,7 +254,7 @@ def run_tui(scenario: Scenario, args: argparse.Namespace) -> int:
     seed = scenario.seed if args.seed is None else args.seed
     key_fd = 0 if sys.stdin.isatty() else None
     console = Console()
-    with _trace_sink(args.trace) as trace:
+    with trace_sink(args.trace) as trace:
         app = TuiApp(
             scenario,
             _NoDisplay(),

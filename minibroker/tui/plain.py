@@ -18,6 +18,7 @@ import sys
 from rich.console import Console
 from rich.rule import Rule
 
+from minibroker.cliutil import trace_sink
 from minibroker.scenario import Scenario, ScenarioRunner
 from minibroker.tui.render import render_frame
 from minibroker.tui.state import EventLog, Status, capture, estimate_span_ms
@@ -51,7 +52,6 @@ def plain_console() -> Console:
 
 def run_plain(scenario: Scenario, args: argparse.Namespace) -> int:
     from minibroker.report import render
-    from minibroker.tui.app import _trace_sink
 
     every = interval_ms(estimate_span_ms(scenario))
     print(
@@ -72,7 +72,7 @@ def run_plain(scenario: Scenario, args: argparse.Namespace) -> int:
         console.print(Rule(f"{scenario.name} at {ms:,} ms (virtual)"))
         console.print(render_frame(frame, console))
 
-    with _trace_sink(args.trace) as trace:
+    with trace_sink(args.trace) as trace:
         sinks = [log] if trace is None else [log, trace]
         result = play(scenario, seed=args.seed, times=itertools.count(0, every), on_time=on_time, sinks=sinks)
     assert result is not None  # the times never run out: the run ends first

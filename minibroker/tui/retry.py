@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from minibroker.scenario.retry_run import RetryView
+from minibroker.scenario.features.retry import RetryView
 
 #: topics listed at most (a policy may have up to 100 attempts); the rest are summed on one row
 MAX_ROWS = 8

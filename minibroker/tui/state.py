@@ -18,8 +18,8 @@ import attrs
 from minibroker.delayed_messages.view import DelaysView
 from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.scenario import expect as checks
+from minibroker.scenario.features.retry import RetryView
 from minibroker.scenario.model import Event, Fetch, Produce, RequestOutcome
-from minibroker.scenario.retry_run import RetryView
 from minibroker.sim.snapshot import ClusterView
 from minibroker.tui.describe import describe_expectation
 
@@ -180,8 +180,8 @@ def capture(
         assert source.cluster is not None, "capture() before the runner is ready"
         view = source.cluster.snapshot()
         lines = _live_lines(source)
-        delayed_messages = source.delayed_messages.view()
-        retries = source.retries.view()
+        views = source.views()
+        delayed_messages, retries = views.get("delayed_messages"), views.get("retry")
     scenario = source.scenario
     return Frame(
         scenario.name,

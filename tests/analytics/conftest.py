@@ -43,7 +43,7 @@ def write_trace(scenario: str, path: Path) -> Path:
 
 def require_java() -> None:
     """Skip, saying what is missing, unless Spark's Java (17 or newer, a README prerequisite) is here."""
-    from minibroker.analytics.session import SparkUnavailable, check_java
+    from minibroker.analytics.spark_checks import SparkUnavailable, check_java
 
     try:
         check_java()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from minibroker.analytics import session, sizing
+from minibroker.analytics import session, sizing, spark_checks
 from minibroker.analytics.inputs import NoTraces, resolve, trace_format
-from minibroker.analytics.session import SparkUnavailable
+from minibroker.analytics.spark_checks import SparkUnavailable
 from tests.analytics.conftest import require_java
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,14 +55,14 @@ def trace(tmp_path) -> Path:
     ],
 )
 def test_java_major(text, major):
-    assert session.java_major(text) == major
+    assert spark_checks.java_major(text) == major
 
 
 def test_no_java_on_path(monkeypatch, tmp_path):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SparkUnavailable) as error:
-        session.check_java()
+        spark_checks.check_java()
     assert str(error.value) == (
         "Spark needs Java 17 or newer, and no `java` is on PATH (JAVA_HOME is not set): "
         "install it (Debian: apt-get install openjdk-17-jre-headless) and check with `java -version`"
@@ -72,7 +72,7 @@ def test_no_java_on_path(monkeypatch, tmp_path):
 def test_java_home_without_java(monkeypatch, tmp_path):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
     with pytest.raises(SparkUnavailable, match=r"JAVA_HOME=.* has no bin/java: fix or unset JAVA_HOME"):
-        session.check_java()
+        spark_checks.check_java()
 
 
 def test_java_too_old(monkeypatch, tmp_path):
@@ -82,7 +82,7 @@ def test_java_too_old(monkeypatch, tmp_path):
     java.chmod(0o755)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
     with pytest.raises(SparkUnavailable, match=r"is Java 11: install it .*point JAVA_HOME at a newer one"):
-        session.check_java()
+        spark_checks.check_java()
 
 
 def test_java_version_from_the_release_file_without_running_java(monkeypatch, tmp_path):
@@ -92,33 +92,33 @@ def test_java_version_from_the_release_file_without_running_java(monkeypatch, tm
     java.chmod(0o755)
     (tmp_path / "release").write_text('IMPLEMENTOR="Debian"\nJAVA_VERSION="21.0.4"\n')
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
-    assert session.check_java() == (str(java), 21)
+    assert spark_checks.check_java() == (str(java), 21)
     (tmp_path / "release").write_text('JAVA_VERSION="1.8.0_392"\n')  # too old: asked again, and told
     with pytest.raises(SparkUnavailable, match=r"did not say which Java it is"):
-        session.check_java()
+        spark_checks.check_java()
 
 
 def test_this_machine_has_java_17():
     require_java()
-    _, major = session.check_java()
+    _, major = spark_checks.check_java()
     assert major >= 17
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[2,3]", "yarn"])
 def test_masters_that_need_no_connection(master):
-    session.check_master(master)
+    spark_checks.check_master(master)
 
 
 @pytest.mark.parametrize("master", ["lokal[2]", "local[0]", "spark://nohostport", "mesos://x:1", ""])
 def test_malformed_masters(master):
     with pytest.raises(SparkUnavailable, match=r"expected local, local\[N\], local\[\*\], spark://HOST:PORT"):
-        session.check_master(master)
+        spark_checks.check_master(master)
 
 
 def test_unreachable_master():
     port = closed_port()
     with pytest.raises(SparkUnavailable) as error:
-        session.check_master(f"spark://127.0.0.1:{port}", connect_timeout=2)
+        spark_checks.check_master(f"spark://127.0.0.1:{port}", connect_timeout=2)
     assert str(error.value) == (
         f"cannot reach the Spark master spark://127.0.0.1:{port} (Connection refused): "
         "start it, or run locally with --master 'local[*]'"
@@ -383,7 +383,7 @@ def test_cli_settings_reach_spark_with_empty_pyspark_submit_args(tmp_path, trace
 
 
 def test_a_spark_failure_is_told_by_its_root_cause_and_file():
-    from minibroker.analytics.session import spark_failure
+    from minibroker.analytics.spark_checks import spark_failure
 
     text = (
         "An error occurred while calling o138.collectToPython.\n"

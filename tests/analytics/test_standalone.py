@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from minibroker.analytics.analyze import KEYS
-from minibroker.analytics.session import SparkUnavailable, check_java
+from minibroker.analytics.spark_checks import SparkUnavailable, check_java
 from tests.analytics.standalone import ROOT, start_cluster
 from tests.analytics.test_session import minibroker as run_cli
 

@@ -78,7 +78,7 @@ def test_redis_holding_commits_what_is_in_the_sorted_set(redis_client):
 
 def test_the_service_loads_without_the_emulator():
     code = (
-        "import sys, minibroker.retry.service, minibroker.retry.commands; "
+        "import sys, minibroker.retry.service, minibroker.retry_service; "
         "print(sorted(m for m in sys.modules "
         "if m.startswith(('minibroker.broker', 'minibroker.clients', 'minibroker.sim', 'trio'))))"
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minibroker.scenario.retry_run import RetryTopicView, RetryView
+from minibroker.scenario.features.retry import RetryTopicView, RetryView
 from minibroker.tui.commands import snapshot_frame
 from minibroker.tui.render import render_frame
 from minibroker.tui.retry import retry_panel

@@ -12,18 +12,19 @@ run projected to take more than a few minutes.
 
 The loader is split by concept: ``document`` (TOML, line numbers, checked tables),
 ``scope`` (what is loaded so far and reference checks), ``cluster`` (cluster, topics,
-links), ``clients``, ``steps`` and ``expectations``. It is the scenario package's loader (rank 7 of
+links), ``clients``, ``steps`` and ``expectations``. It is the scenario package's loader (rank 8 of
 the layers), named apart from the ``load`` step that generates a produce load.
 
 Extension points, each a one-line registration:
 
 - a new top-level section: a reader ``(root, scope) -> None`` that stores its result
-  on the ``Scope`` (add the field there and on ``Scenario``), listed in ``SECTIONS``
+  on the ``Scope`` (add the field there and on ``Scenario``), listed in ``CORE_SECTIONS``
   after the sections it refers to, with their names (it is skipped while one of them
-  has a problem); a reader reads array items with ``scope.items`` so that every
-  item's problem is reported;
+  has a problem), or a feature's ``Section`` (``minibroker.scenario.feature``); a reader
+  reads array items with ``scope.items`` so that every item's problem is reported;
 - a new step action: a parser in ``steps.STEPS``;
-- a new kind of expectation: a parser in ``expectations.EXPECTATIONS``.
+- a new kind of expectation: a parser in ``expectations.EXPECTATIONS``, or a feature's
+  ``ExpectationKind``.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from minibroker.scenario.feature import features
 from minibroker.scenario.loader.budget import check_budget
 from minibroker.scenario.loader.clients import fix_acks, read_clients
 from minibroker.scenario.loader.cluster import read_cluster, read_links, read_topics
-from minibroker.scenario.loader.delay import read_delay_service, read_delay_wheel
 from minibroker.scenario.loader.document import (
     ScenarioError,
     Table,
@@ -44,7 +45,6 @@ from minibroker.scenario.loader.document import (
 )
 from minibroker.scenario.loader.expectations import CAUSES, COUNTS, ERRORS, read_expectations
 from minibroker.scenario.loader.limits import MAX_PROBLEMS
-from minibroker.scenario.loader.retry import read_retry
 from minibroker.scenario.loader.scope import Scope
 from minibroker.scenario.loader.steps import STEP_ACTIONS, read_steps
 from minibroker.scenario.model import Scenario
@@ -56,15 +56,16 @@ _fix_acks = fix_acks
 
 __all__ = [
     "CAUSES",
+    "CORE_SECTIONS",
     "COUNTS",
     "ERRORS",
-    "SECTIONS",
     "STEP_ACTIONS",
     "ScenarioError",
     "load_scenario",
     "parse_document",
     "parse_scenario",
     "read_document",
+    "sections",
 ]
 
 
@@ -78,23 +79,30 @@ def read_meta(root: Table, scope: Scope) -> None:
     meta.finish()
 
 
-#: the top-level sections in the order they are read, each with the sections it refers to:
-#: a section is not checked while one it refers to has a problem (its own would be echoes)
-SECTIONS: dict[str, tuple[Callable[[Table, Scope], None], tuple[str, ...]]] = {
+#: the core top-level sections in the order they are read, each with the sections it refers to: a section
+#: is not checked while one it refers to has a problem (its own would be echoes); the registered features'
+#: sections (``minibroker.scenario.feature``) are read after ``topics``
+CORE_SECTIONS: dict[str, tuple[Callable[[Table, Scope], None], tuple[str, ...]]] = {
     "scenario": (read_meta, ()),
     "cluster": (read_cluster, ()),
     "topics": (read_topics, ("cluster",)),
-    "retry": (read_retry, ("scenario", "topics")),
-    "delay_service": (read_delay_service, ("cluster",)),
-    "delay_wheel": (read_delay_wheel, ("cluster",)),
-    "clients": (read_clients, ("topics", "retry")),
+    "clients": (read_clients, ("topics",)),
     "links": (read_links, ("cluster", "clients")),
-    "steps": (read_steps, ("cluster", "topics", "retry", "clients", "delay_service", "delay_wheel")),
-    "expect": (
-        read_expectations,
-        ("cluster", "topics", "retry", "clients", "steps", "delay_service", "delay_wheel"),
-    ),
+    "steps": (read_steps, ("cluster", "topics", "clients")),
+    "expect": (read_expectations, ("cluster", "topics", "clients", "steps")),
 }
+
+
+def sections() -> dict[str, tuple[Callable[[Table, Scope], None], tuple[str, ...]]]:
+    """Every top-level section in the order it is read: the core ones with the features' after ``topics``."""
+    added = [section for feature in features() for section in feature.sections]
+    ordered: dict[str, tuple[Callable[[Table, Scope], None], tuple[str, ...]]] = {}
+    for name, (read, needs) in CORE_SECTIONS.items():
+        referring = tuple(section.name for section in added if name in section.referenced_by)
+        ordered[name] = (read, needs + referring)
+        if name == "topics":
+            ordered.update({section.name: (section.read, section.needs) for section in added})
+    return ordered
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -111,7 +119,8 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
     root = parse_document(text, path)
     scope = Scope(root.ctx)
     failed: set[str] = set()
-    for name, (read, needs) in SECTIONS.items():
+    known = sections()
+    for name, (read, needs) in known.items():
         if failed.intersection(needs):
             failed.add(name)
             root.used.add(name)  # known, only not checked
@@ -124,11 +133,11 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
         if len(scope.problems) > before:
             failed.add(name)
     try:
-        root.finish(tuple(SECTIONS))
+        root.finish(tuple(known))
     except ScenarioError as error:
         scope.problems.extend(error.problems)
     if not scope.problems:
-        if not any(root.has(name) for name in SECTIONS if name != "scenario"):
+        if not any(root.has(name) for name in known if name != "scenario"):
             scope.problems.append(
                 f"{path}: an empty scenario; expected [cluster], [[topics]], [[clients]] and [[steps]]"
             )

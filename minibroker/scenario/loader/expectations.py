@@ -7,7 +7,8 @@ filters, so they name the kind only when no other kind key is present. ``event``
 exact number of matches, a string ``count`` (it must be ``"events"``) is a count kind
 filtered by that event. A parser is
 ``(table, scope, index) -> Expectation``; ``read_expectations`` rejects keys it did not
-ask for. To add a kind, write its parser and add one line to ``EXPECTATIONS``.
+ask for. To add a kind, write its parser and add one line to ``EXPECTATIONS`` (a feature registers its
+kinds instead: ``minibroker.scenario.feature``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from minibroker.scenario.loader.delay import read_delay_held, read_delivered, read_wheel
+from minibroker.scenario.feature import features
 from minibroker.scenario.loader.document import Table, describe, listing
 from minibroker.scenario.loader.events import COMMON, KINDS
 from minibroker.scenario.loader.groups import group_expectation, member_expectation
-from minibroker.scenario.loader.retry import read_retry_counts
 from minibroker.scenario.loader.scope import Scope, broker, check_partition, is_broker
 from minibroker.scenario.model import (
     Count,
@@ -205,15 +205,24 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "purgatory": _purgatory,
     "count": _count,
     "event": _event,
-    "delivered": read_delivered,
-    "delay_held": read_delay_held,
-    "wheel": read_wheel,
     "group": group_expectation,
     "member": member_expectation,
-    "retry": read_retry_counts,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")
+
+
+def kinds() -> dict[str, ExpectationParser]:
+    """The core kinds and the registered features' (``minibroker.scenario.feature``), each listed where
+    its feature says (after the kind it names)."""
+    ordered = dict(EXPECTATIONS)
+    for kind in (kind for feature in features() for kind in feature.expectations):
+        keys = list(ordered)
+        at = keys.index(kind.listed_after) + 1 if kind.listed_after in ordered else len(keys)
+        ordered = (
+            {k: ordered[k] for k in keys[:at]} | {kind.key: kind.parse} | {k: ordered[k] for k in keys[at:]}
+        )
+    return ordered
 
 
 def read_expectations(root: Table, scope: Scope) -> None:
@@ -221,15 +230,16 @@ def read_expectations(root: Table, scope: Scope) -> None:
 
 
 def _expectation(table: Table, scope: Scope, index: int) -> Expectation:
-    kinds = [k for k in EXPECTATIONS if k not in FILTERS and table.has(k)]
-    if kinds == ["count"] and table.has("event") and not isinstance(table.raw("count"), str):
-        kinds = ["event"]  # event = {...} with count = N: exactly N such events (see the docstring)
+    known = kinds()
+    found = [k for k in known if k not in FILTERS and table.has(k)]
+    if found == ["count"] and table.has("event") and not isinstance(table.raw("count"), str):
+        found = ["event"]  # event = {...} with count = N: exactly N such events (see the docstring)
     for secondary in FILTERS:
-        if not kinds and table.has(secondary):
-            kinds = [secondary]
-    if len(kinds) != 1:
-        *first, last = EXPECTATIONS
+        if not found and table.has(secondary):
+            found = [secondary]
+    if len(found) != 1:
+        *first, last = known
         raise table.ctx.error(table.path, f"expected exactly one of the keys {', '.join(first)} or {last}")
-    expectation = EXPECTATIONS[kinds[0]](table, scope, index)
+    expectation = known[found[0]](table, scope, index)
     table.finish()
     return expectation

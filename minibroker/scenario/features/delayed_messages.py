@@ -1,4 +1,5 @@
-"""Delayed messages in a scenario run: start the designs the scenario names, check their expectations.
+"""Delayed messages in scenarios: the ``[delay_service]`` and ``[delay_wheel]`` sections, the ``delivered``,
+``delay_held`` and ``wheel`` expectations, and the designs the scenario names, started in its run.
 
 The file wheel's files go to the ``[delay_wheel]`` section's ``data_dir`` (kept), or to a fresh
 temporary directory removed when the run ends.
@@ -22,6 +23,14 @@ from minibroker.delayed_messages.headers import records
 from minibroker.delayed_messages.view import DelaysView, LevelPartitionView, WheelCopyView
 from minibroker.delayed_messages.wheel_service import WheelConfig, WheelGroup
 from minibroker.scenario.expect import ExpectationResult, _compare
+from minibroker.scenario.feature import ExpectationKind, Feature, Section
+from minibroker.scenario.loader.delay import (
+    read_delay_held,
+    read_delay_service,
+    read_delay_wheel,
+    read_delivered,
+    read_wheel,
+)
 from minibroker.scenario.model import DelayHeld, Delivered, WheelFigures
 
 if TYPE_CHECKING:
@@ -33,15 +42,23 @@ if TYPE_CHECKING:
 class DelayedMessageDesigns:
     """The scenario's delayed-message designs on its cluster: levels, file wheel (either may be absent)."""
 
+    scenario: Scenario | None = None
     services: DelayServices | None = None
     wheel: WheelGroup | None = None
     temp_dir: str | None = None
 
     @classmethod
-    async def start(cls, scenario: Scenario, cluster: Cluster) -> DelayedMessageDesigns:
+    def open(cls, scenario: Scenario, seed: int) -> DelayedMessageDesigns:
+        return cls(scenario)
+
+    def prepare(self) -> None:
+        """Nothing to reach before the run."""
+
+    async def start(self, cluster: Cluster) -> None:
         """Start the scenario's designs. In virtual time record timestamps are cluster ms; on a
         running clock (``serve``, ``--realtime``) they are epoch ms, as real clients write them."""
-        designs = cls()
+        designs, scenario = self, self.scenario
+        assert scenario is not None
         clock = trio.lowlevel.current_clock()
         virtual = isinstance(clock, trio.testing.MockClock) and clock.rate == 0
         origin = 0 if virtual else round(time.time() * 1000) - cluster.now()
@@ -62,7 +79,6 @@ class DelayedMessageDesigns:
             )
             designs.wheel.stats.keep_deliveries = keep
             await designs.wheel.start(cluster.nursery)
-        return designs
 
     def view(self) -> DelaysView | None:
         """The designs' state now, for the TUI; None without delayed messages."""
@@ -196,3 +212,19 @@ def check_wheel(expectation: WheelFigures, designs: DelayedMessageDesigns) -> Ex
     )
     what = f"wheel of broker {expectation.broker} at {expectation.at} ms: {expected}"
     return ExpectationResult(expectation.where, what, passed, seen)
+
+
+#: registered by ``minibroker.scenario.features``
+FEATURE = Feature(
+    "delayed_messages",
+    (
+        Section("delay_service", read_delay_service, ("cluster",), ("steps", "expect")),
+        Section("delay_wheel", read_delay_wheel, ("cluster",), ("steps", "expect")),
+    ),
+    (
+        ExpectationKind("delivered", read_delivered, Delivered, check_delivered, False, "event"),
+        ExpectationKind("delay_held", read_delay_held, DelayHeld, check_held, True, "delivered"),
+        ExpectationKind("wheel", read_wheel, WheelFigures, check_wheel, True, "delay_held"),
+    ),
+    DelayedMessageDesigns.open,
+)

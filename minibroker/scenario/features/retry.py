@@ -1,4 +1,5 @@
-"""Retries in a scenario run: the ``[retry]`` section's consumer, its scheduler, its expectations.
+"""Retries in scenarios: the ``[retry]`` section, the ``retry`` expectation, and the section's retrying
+consumer and scheduler, started in its run.
 
 ``backend = "redis"`` without ``redis_url`` starts a private redis-server for the run (stopped when
 the run ends); the sorted set is ``minibroker:retry:<scenario>:<seed>``, emptied first (with the
@@ -18,10 +19,13 @@ from minibroker.retry.consumer import RetryingConsumer
 from minibroker.retry.handler import FailRule, ScriptedHandler, error_class
 from minibroker.retry.redis_server import RedisServer, RedisUnavailable, connect
 from minibroker.scenario.expect import ExpectationResult, _compare
+from minibroker.scenario.feature import ExpectationKind, Feature, Section
 from minibroker.scenario.loader.document import ScenarioError
+from minibroker.scenario.loader.retry import read_retry, read_retry_counts
+from minibroker.scenario.model import RetryCounts
 
 if TYPE_CHECKING:
-    from minibroker.scenario.model import RetryCounts, RetrySpec, Scenario
+    from minibroker.scenario.model import RetrySpec, Scenario
     from minibroker.sim.cluster import Cluster
 
 #: the retrying consumer's client id (its partitions' clients are ``retry-<topic>-<p>``)
@@ -176,3 +180,12 @@ def check_retry(expectation: RetryCounts, retries: Retries) -> ExpectationResult
     )
     what = f"retries of {expectation.topic} at {expectation.at} ms: {expected}"
     return ExpectationResult(expectation.where, what, passed, seen)
+
+
+#: registered by ``minibroker.scenario.features``
+FEATURE = Feature(
+    "retry",
+    (Section("retry", read_retry, ("scenario", "topics"), ("clients", "steps", "expect")),),
+    (ExpectationKind("retry", read_retry_counts, RetryCounts, check_retry, True, "member"),),
+    Retries,
+)
