@@ -272,6 +272,9 @@ def sweep_command(args: argparse.Namespace) -> int:
             f"sweep: {args.file}: {sweep.count:,} variants ({sweep.shape()}) is more than --max-variants "
             f"{args.max_variants:,}; shrink the grid, or raise --max-variants to run them all"
         )
+    problem = sweep.over_budget()
+    if problem is not None:
+        raise UsageError(f"sweep: {problem}")
     if args.trace:
         import attrs
 
