@@ -149,34 +149,20 @@ class GroupChecks:
                     f"group {group}'s committed offset went back from {before} to {offset} "
                     f"(a commit by {member}, generation {generation})"
                 )
-                lost = self.commits_lost.pop((group, label), None)
-                if lost is not None:
-                    violate(
-                        "backward-after-truncation",
-                        label,
-                        f"{before} -> {offset}",
-                        message,
-                        UNCLEAN_TRUNCATION,
-                        lost,
-                    )
-                elif truncated is None:
-                    violate("backward", label, f"{before} -> {offset}", message)
-                else:
+                reason = self.commits_lost.pop((group, label), None)
+                if reason is None and truncated is not None:
                     at, log_end, highest = truncated
                     reason = (
                         f"the unclean election at {at} ms truncated {label} to {log_end}, below what "
                         f"members had read or committed ({highest}): positions past {log_end} pointed "
                         "into records that are gone"
                     )
-                    violate(
-                        "backward-after-truncation",
-                        label,
-                        f"{before} -> {offset}",
-                        message,
-                        UNCLEAN_TRUNCATION,
-                        reason,
-                    )
                     del self.truncated[label]
+                if reason is None:
+                    violate("backward", label, f"{before} -> {offset}", message)
+                else:
+                    rule = "backward-after-truncation"
+                    violate(rule, label, f"{before} -> {offset}", message, UNCLEAN_TRUNCATION, reason)
             elif truncated is not None and offset <= truncated[1]:
                 del self.truncated[label]  # the reset landed: commits are within the new log again
             self.committed[(group, label)] = offset
