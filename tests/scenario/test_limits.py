@@ -82,6 +82,12 @@ CASES = {
             "(delay.topic.partitions), __delay_30s 100,000 x 3 (delay.topic.partitions)",
         ),
     ),
+    "fewer partition replicas allowed than the topics hold": (
+        BASE.replace("brokers = 3", CONFIG % ("minibroker.partition.replicas.max", 5)),
+        INTERNAL.format(total="6", largest="t 2 x 3 (topics)").replace(
+            "100,000", "5 (minibroker.partition.replicas.max)"
+        ),
+    ),
     "delay levels of 2,000,000 partitions": (
         BASE + '\n[delay_service]\n"delay.topic.partitions" = 2000000\n',
         "x.toml:26: delay_service.delay.topic.partitions: expected a number from 1 to 100000, got 2000000",

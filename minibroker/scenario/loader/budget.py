@@ -118,7 +118,8 @@ def check_topics(scope: Planned, path: str, serving: bool = False) -> str | None
     partition replicas in all, internal topics included; else None."""
     topics = planned_topics(scope, serving)
     total = sum(t.replicas for t in topics)
-    if total <= MAX_PARTITION_REPLICAS:
+    most = min(MAX_PARTITION_REPLICAS, BrokerConfig.from_kafka(scope.cluster.config).partition_replicas_max)
+    if total <= most:
         return None
     biggest = sorted(topics, key=lambda t: -t.replicas)[:3]
     shown = ", ".join(
@@ -126,7 +127,8 @@ def check_topics(scope: Planned, path: str, serving: bool = False) -> str | None
     )
     return (
         f"{path}: {total:,} partition replicas in all, internal topics included (the largest: {shown}); "
-        f"expected at most {MAX_PARTITION_REPLICAS:,}"
+        f"expected at most {most:,}"
+        + ("" if most == MAX_PARTITION_REPLICAS else " (minibroker.partition.replicas.max)")
     )
 
 

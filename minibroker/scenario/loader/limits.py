@@ -40,6 +40,7 @@ SETTING_LIMITS: dict[str, tuple[int, int | None]] = {
     "default.replication.factor": (1, MAX_BROKERS),
     "delay.topic.partitions": (1, MAX_PARTITION_REPLICAS),
     "delay.topic.replication.factor": (0, MAX_BROKERS),
+    "minibroker.partition.replicas.max": (1, MAX_PARTITION_REPLICAS),
 }
 #: every Kafka-named setting in ms: at most MAX_MS, like every other time
 MS_SETTINGS = frozenset(
