@@ -86,7 +86,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help=f"buckets per level, {WHEEL_SIZES[0]}..{WHEEL_SIZES[1]} (default 20)",
     )
     demo.add_argument(
-        "--speed", type=speed, help="run at this multiple of real time (default: virtual, instant)"
+        "--speed",
+        type=speed,
+        help="run at this multiple of real time, 0.001..1000000 (default: virtual, instant)",
     )
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {"demo-timer": _demo_timer}

@@ -28,6 +28,17 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+#: the largest seed any command takes: 64 bits, unsigned
+MAX_SEED = 2**64 - 1
+#: what an argument echoes of the text it refuses
+ECHOED = 40
+
+
+def _echo(text: str) -> str:
+    """``text`` quoted, cut to ``ECHOED`` characters (thousands of digits stay one short line)."""
+    return repr(text) if len(text) <= ECHOED else f"{text[:ECHOED]!r}... ({len(text):,} characters)"
+
+
 def whole_number(
     minimum: int = 0, maximum: int | None = None, noun: str = "a whole number"
 ) -> Callable[[str], int]:
@@ -36,8 +47,8 @@ def whole_number(
     def parse(text: str) -> int:
         try:
             value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        except ValueError:  # not a number, or one of more digits than int() reads
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {_echo(text)}") from None
         if maximum is not None and not minimum <= value <= maximum:
             raise argparse.ArgumentTypeError(f"expected {noun} {minimum}..{maximum}, got {value}")
         if value < minimum:
@@ -47,27 +58,35 @@ def whole_number(
     return parse
 
 
-#: an argument that is a whole number of ms >= 0
-whole_ms = whole_number(0, noun="a whole number of ms")
+#: the longest virtual time an argument names: one day, as a scenario's times (loader/limits.py's MAX_MS)
+MAX_MS = 86_400_000
+#: an argument that is a whole number of ms, 0 .. MAX_MS
+whole_ms = whole_number(0, MAX_MS, "a whole number of ms")
+#: an argument that is a seed: 0 .. 2^64 - 1
+seed = whole_number(0, MAX_SEED, "a seed")
 
 
-def positive_number(noun: str = "a positive number") -> Callable[[str], float]:
-    """An argument type: a finite number > 0, refused in one line naming ``noun``."""
+def positive_number(
+    noun: str = "a positive number", low: float | None = None, high: float | None = None
+) -> Callable[[str], float]:
+    """An argument type: a finite number > 0 (within [low, high] when given), refused in one line
+    naming ``noun``."""
+    bounds = f" from {low:g} to {high:g}" if low is not None and high is not None else ""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
-        if not (value > 0 and math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected {noun}{bounds}, got {_echo(text)}") from None
+        if not (value > 0 and math.isfinite(value)) or not (low or 0) <= value <= (high or math.inf):
+            raise argparse.ArgumentTypeError(f"expected {noun}{bounds}, got {_echo(text)}")
         return value
 
     return parse
 
 
-#: an argument that is a multiple of real time
-speed = positive_number()
+#: an argument that is a multiple of real time (a thousandth of real time plays a second in 17 min)
+speed = positive_number("a speed", 0.001, 1_000_000)
 
 
 def out_dir(path: str) -> Path:
@@ -105,7 +124,13 @@ def with_data_dir(scenario: Any, args: argparse.Namespace) -> Any:
     if scenario.delay_wheel is None:
         option = "--data-dir" if data_dir else "--keep-data"
         raise UsageError(f"{option}: the scenario has no [delay_wheel] section (no files to keep)")
-    if data_dir is None:
+    if data_dir is not None:
+        from minibroker.scenario.loader.limits import directory_problem
+
+        problem = directory_problem(data_dir)
+        if problem is not None:
+            raise UsageError(f"--data-dir: {problem}")
+    else:
         data_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
         print(f"file wheel data kept in {data_dir}", file=sys.stderr, flush=True)
     return attrs.evolve(scenario, delay_wheel={**scenario.delay_wheel, "data_dir": data_dir})

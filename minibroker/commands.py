@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from minibroker.cliutil import UsageError, add_data_dir_options, speed, whole_ms, with_data_dir
+from minibroker.cliutil import MAX_SEED, UsageError, add_data_dir_options, seed, speed, with_data_dir
 from minibroker.scenario import Scenario, ScenarioError, load_scenario, run_scenario
 from minibroker.scenario.library import bundled_scenarios, library_dirs, resolve
 
@@ -30,11 +30,15 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "file", metavar="FILE.toml", help="a scenario file, or the name of a bundled one (minibroker list)"
     )
     run_parser.add_argument(
-        "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
+        "--seed",
+        type=seed,
+        help=f"the seed for same-instant scheduling, 0..{MAX_SEED} (default: the file's)",
     )
     pace = run_parser.add_mutually_exclusive_group()
     pace.add_argument(
-        "--speed", type=speed, help="run at this multiple of real time (default: virtual, instant)"
+        "--speed",
+        type=speed,
+        help="run at this multiple of real time, 0.001..1000000 (default: virtual, instant)",
     )
     pace.add_argument("--realtime", action="store_true", help="run in real time (--speed 1)")
     run_parser.add_argument(

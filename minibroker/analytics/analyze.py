@@ -35,7 +35,7 @@ from minibroker.analytics import delayed_messages, groups, operations, retries, 
 from minibroker.analytics.inputs import TraceInputs
 from minibroker.analytics.kept import keep, release
 from minibroker.analytics.keys import KEYS
-from minibroker.analytics.problems import field_column, of_kinds
+from minibroker.analytics.problems import field_column, of_kinds, sql_text
 from minibroker.analytics.reader import read_traces
 
 if TYPE_CHECKING:
@@ -206,7 +206,16 @@ def named(kept: DataFrame) -> DataFrame:
         for name in names
     ]
     op_kind = F.expr(f"CASE WHEN startswith(kind, 'op.') THEN {operations.OP_KIND} END")
-    return kept.filter(F.col("problem").isNull()).select(*_BASE, op_kind.alias("op_kind"), *fields)
+    # a skipped op.* row that names its operation stays as an ``op.skipped`` row: the operation
+    # is then left out of the audit (what would decide its problems is unknown)
+    op_events = ", ".join(map(sql_text, operations.OP_EVENTS))
+    kind = F.expr(
+        f"CASE WHEN problem IS NULL THEN kind WHEN kind IN ({op_events}) "
+        "AND broker IS NOT NULL AND purgatory IS NOT NULL AND op IS NOT NULL "
+        f"THEN {sql_text(operations.SKIPPED)} END"
+    )
+    rows = kept.withColumn("kind", kind).filter(F.col("kind").isNotNull())
+    return rows.select(*_BASE, op_kind.alias("op_kind"), *fields)
 
 
 # --- the job -----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from minibroker.cliutil import UsageError, out_dir, positive_number, whole_number
+from minibroker.cliutil import MAX_MS, UsageError, out_dir, positive_number, whole_number
 from minibroker.extras import require
 
 if TYPE_CHECKING:
@@ -32,9 +32,11 @@ DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "2g"
 #: the largest sweep run without --max-variants (a grid grows as the product of its axes)
 MAX_VARIANTS = 10_000
+#: the most --max-variants may allow: a grid's variants are listed in the driver's memory
+MAX_GRID = 1_000_000
 
 
-_bucket = whole_number(1, noun="a whole number of ms")
+_bucket = whole_number(1, MAX_MS, "a whole number of ms")
 
 
 def _spark_options(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +63,7 @@ def _spark_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--spark-timeout",
-        type=positive_number("a number of seconds > 0"),
+        type=positive_number("a number of seconds", 0.001, 86_400),
         default=None,
         metavar="S",
         help="seconds Spark has to start and, on a cluster, to get its first executor (default 60)",
@@ -99,10 +101,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     sweep.add_argument("--trace", action="store_true", help="write every variant's trace (Parquet)")
     sweep.add_argument(
         "--max-variants",
-        type=whole_number(1, noun="a whole number of variants"),
+        type=whole_number(1, MAX_GRID, "a whole number of variants"),
         default=MAX_VARIANTS,
         metavar="N",
-        help=f"refuse a grid of more variants than N (default {MAX_VARIANTS:,})",
+        help=f"refuse a grid of more variants than N, 1..{MAX_GRID:,} (default {MAX_VARIANTS:,})",
     )
     _spark_options(sweep)
     return {"analyze": analyze_command, "sweep": sweep_command}
@@ -171,6 +173,11 @@ def _raise_if_spark_error(command: str, error: Exception, log: Path) -> None:
     from minibroker.analytics.spark_checks import spark_failure
 
     if isinstance(error, (PySparkException, Py4JError)):
+        if "ARITHMETIC_OVERFLOW" in str(error):  # a time or delay too large to add to another
+            raise UsageError(
+                f"{command}: a time_ms or delay_ms in the traces overflows 64-bit arithmetic (a deadline "
+                f"or a time difference); expected times and delays below 2^62 ms (Spark's log: {log})"
+            ) from None
         raise UsageError(
             f"{command}: Spark failed: {spark_failure(str(error))[:400]} (Spark's log: {log})"
         ) from None
@@ -266,6 +273,9 @@ def sweep_command(args: argparse.Namespace) -> int:
             f"sweep: {args.file}: {sweep.count:,} variants ({sweep.shape()}) is more than --max-variants "
             f"{args.max_variants:,}; shrink the grid, or raise --max-variants to run them all"
         )
+    problem = sweep.over_budget()
+    if problem is not None:
+        raise UsageError(f"sweep: {problem}")
     if args.trace:
         import attrs
 

@@ -31,6 +31,11 @@ The audit (docs/pipeline.md) lists one row per operation and problem:
   no ``op.expire`` follows, in a trace that has ``op.expire`` events at all (older
   traces do not);
 - ``created 2+ times`` / ``no op.create``: the identity is broken (an op id reused, a cut trace).
+
+An operation with a skipped row (``op.skipped``: an ``op.*`` row the reader refused that still
+names its broker, purgatory and op, such as an ``op.create`` whose ``delay_ms`` does not fit)
+has no audit problem: what would decide them is unknown, and skipped rows never change the
+exit status. It is counted like any other operation otherwise.
 """
 
 from __future__ import annotations
@@ -59,6 +64,10 @@ PROBLEMS = (
     "created 2+ times",
     "no op.create",
 )
+#: the events that make an operation's row
+OP_EVENTS = ("op.create", "op.complete", "op.expire")
+#: the kind a skipped row of ``OP_EVENTS`` takes in the relevant rows (``analyze.named``)
+SKIPPED = "op.skipped"
 FOLLOWER_FETCH = r"^b[0-9]+-replica-fetch-[0-9]+$"
 #: an operation's identity: the columns its events are grouped on
 KEY = ("tid", "broker", "purgatory", "op")
@@ -89,6 +98,7 @@ _AGGREGATES = {
     "expirations": "sum(CAST(kind = 'op.expire' AS BIGINT))",
     "expire_seq": "min(CASE WHEN kind = 'op.expire' THEN seq END)",
     "expiry_seq": "min(CASE WHEN kind = 'op.complete' AND cause = 'expiry' THEN seq END)",
+    "skips": f"sum(CAST(kind = {sql_text(SKIPPED)} AS BIGINT))",
 }
 _STATUS = (
     "CASE WHEN completions > 0 THEN 'completed' WHEN is_cancelled THEN 'cancelled' "
@@ -116,9 +126,10 @@ def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = No
     SQL text: one call into the JVM each.
     """
     ops = (
-        events.filter(F.expr("kind IN ('op.create', 'op.complete', 'op.expire')"))
+        events.filter(F.expr(f"kind IN ({', '.join(map(sql_text, (*OP_EVENTS, SKIPPED)))})"))
         .groupBy(*KEY)
         .agg(*(F.expr(value).alias(name) for name, value in _AGGREGATES.items()))
+        .filter(F.expr("creations + completions + expirations > 0"))  # not skipped rows alone
     )
     rare = events if rare is None else rare
     crashes = (
@@ -157,19 +168,24 @@ def operations(events: DataFrame, traces: DataFrame, rare: DataFrame | None = No
         "expire_seq",
         "expiry_seq",
         "has_expire",
+        "skips",
         F.expr(f"{_STATUS} AS status"),
     )
 
 
 #: per audit problem (``PROBLEMS``, in order), SQL: the condition on an operation row that it applies
-_PROBLEM_CONDITIONS = (
-    "status = 'lost'",
-    "completions >= 2",
-    "expirations >= 1 AND (expiry_seq IS NULL OR expiry_seq > expire_seq)",
-    "expirations >= 2",
-    "has_expire AND cause = 'expiry' AND expirations = 0",
-    "creations >= 2",
-    "created_seq IS NULL",
+#: (never to an operation with a skipped row)
+_PROBLEM_CONDITIONS = tuple(
+    f"skips = 0 AND ({condition})"
+    for condition in (
+        "status = 'lost'",
+        "completions >= 2",
+        "expirations >= 1 AND (expiry_seq IS NULL OR expiry_seq > expire_seq)",
+        "expirations >= 2",
+        "has_expire AND cause = 'expiry' AND expirations = 0",
+        "creations >= 2",
+        "created_seq IS NULL",
+    )
 )
 
 

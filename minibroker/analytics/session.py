@@ -190,6 +190,7 @@ def spark_session(
         if archive is not None and archive.temporary is not None:  # a JVM that died may have dumped
             archive.temporary.unlink(missing_ok=True)
         raise
+    _quiet_query_context_loggers()
     try:
         yield SparkSession(context)
     finally:
@@ -229,3 +230,12 @@ def _start(conf: Any, log: Path, master: str, timeout: float) -> Any:
                 f"Spark did not start ({_last_line(log) or type(error).__name__}); its log: {log}"
             ) from None
     return start_context(conf, gateway, log, master, timeout)
+
+
+def _quiet_query_context_loggers() -> None:
+    """Silence PySpark's query-context loggers: they print a failed query's error to stderr as a
+    JSON line, ahead of the one line the command prints for it (the JVM's side is in Spark's log)."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True

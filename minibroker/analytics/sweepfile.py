@@ -153,6 +153,18 @@ class Sweep:
             variants.append(Variant(index, seed, names, scenario))
         return variants
 
+    def over_budget(self) -> str | None:
+        """The first variant past a scenario's run-size limits (loader/budget.py), named by its
+        settings; None when every variant is within them. A variant is a run like any other."""
+        from minibroker.scenario.loader.budget import check_budget, check_topics
+
+        for variant in self.variants():
+            problem = check_topics(variant.scenario, self.path) or check_budget(variant.scenario, self.path)
+            if problem is not None:
+                settings = ", ".join(f"{name} = {value!r}" for name, value in variant.values)
+                return f"{problem} (variant {variant.index}: {settings})"
+        return None
+
 
 # --- applying one override -----------------------------------------------------------------------
 def apply(scenario: Scenario, axis: Axis, value: Any) -> Scenario:

@@ -123,6 +123,9 @@ class BrokerConfig(_KafkaNamed):
     default_replication_factor: int = _int_field("default.replication.factor", 1, 1)
     #: the most topics Metadata requests may auto-create in the cluster's life (Kafka has no bound)
     auto_create_topics_max: int = _int_field("minibroker.auto.create.topics.max", 1000)
+    #: the most partition replicas (partitions times replication factor, internal topics included) the
+    #: cluster holds: a topic or partitions past it are refused (Kafka has no bound; memory does)
+    partition_replicas_max: int = _int_field("minibroker.partition.replicas.max", 100_000, 1)
     #: the largest request frame a wire connection accepts (a bigger one closes the connection)
     socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
     #: fetch sessions (KIP-227) a broker keeps for wire clients; 0 disables incremental fetches

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from minibroker.cliutil import UsageError, out_dir, whole_number
+from minibroker.cliutil import MAX_SEED, UsageError, out_dir, whole_number
 from minibroker.extras import require
 
 if TYPE_CHECKING:
@@ -38,10 +38,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         (
             "--seed",
             0,
-            None,
+            MAX_SEED,
             "a seed",
             0,
-            "run i is a pure function of (profile, seed, i, duration) (default 0)",
+            f"run i is a pure function of (profile, seed, i, duration); 0..{MAX_SEED} (default 0)",
         ),
         (
             "--duration-ms",

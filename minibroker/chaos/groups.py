@@ -7,7 +7,17 @@ Live, on every ``group.commit`` that was written (error NONE), per partition:
 - a commit of a generation (>= 0) names the generation the group was in when the
   coordinator accepted it, and one its member was assigned (``member.assigned``):
   a fenced or old-generation commit is refused, never written;
-- the group's committed offset never goes backward through such commits.
+- the group's committed offset never goes backward through such commits, except as the
+  consequence of an unclean election that truncated records (``unclean_election``):
+  either of the partition itself (a member whose position lies past the new leader's
+  log end is answered OFFSET_OUT_OF_RANGE, resets by ``auto.offset.reset`` and commits
+  from there; this window closes at the first backward commit it explains, or at a
+  commit at or below the new log end: the reset landed), or of the group's
+  ``__consumer_offsets`` partition (the commits in the truncated records are gone, and
+  the new coordinator loads an older committed offset, or none; this window closes at
+  the first backward commit of each of the group's partitions). Such a commit is
+  reported with the cause ``unclean-truncation`` (a profile with unclean election on
+  expects it).
 
 At the end (``check_end``): the ``group`` expectation of the compiled scenario says the
 group is Stable with every member at ``group_check_ms``; then, on its coordinator,
@@ -22,8 +32,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from minibroker.chaos.records import pin
-from minibroker.chaos.violations import Violation
-from minibroker.coordinator.group import OFFSETS_TOPIC, consumer_protocol
+from minibroker.chaos.violations import UNCLEAN_TRUNCATION, Violation
+from minibroker.coordinator.group import OFFSETS_TOPIC, consumer_protocol, partition_for
 
 if TYPE_CHECKING:
     from minibroker.chaos.live_run import LiveRun
@@ -37,6 +47,13 @@ class GroupChecks:
     def __init__(self, live: LiveRun) -> None:
         self.live = live
         self.max_hw: dict[str, int] = {}
+        self.hw_since_unclean: dict[str, int] = {}  # partition -> highest HW since its last unclean election
+        #: partition -> (time, new log end, highest HW before) of the unclean election whose
+        #: truncation may still move a commit back
+        self.truncated: dict[str, tuple[int, int, int]] = {}
+        #: (group, partition) -> why its committed offset may go back: its commits were truncated
+        #: from the group's ``__consumer_offsets`` partition
+        self.commits_lost: dict[tuple[str, str], str] = {}
         self.assigned: set[tuple[str, str, int]] = set()  # (group, member id, generation)
         self.committed: dict[tuple[str, str], int] = {}  # (group, partition) -> last written offset
         self.commits = 0
@@ -46,10 +63,41 @@ class GroupChecks:
             label = event["partition"]
             if event["hw"] > self.max_hw.get(label, 0):
                 self.max_hw[label] = event["hw"]
+            if event["hw"] > self.hw_since_unclean.get(label, 0):
+                self.hw_since_unclean[label] = event["hw"]
         elif kind == "member.assigned":
             self.assigned.add((event["group"], event["member"], event["generation"]))
         elif kind == "group.commit" and event["error"] == "NONE":
             self._commit(event)
+
+    def unclean_election(self, label: str, now: int, log_end: int) -> None:
+        """An out-of-sync replica now leads ``label`` with ``log_end``: records past it are gone.
+
+        When the partition's HW since the previous unclean election (what members may have
+        read and committed) was past ``log_end``, a member's next commit may go back.
+        """
+        highest = max([self.hw_since_unclean.get(label, 0), *self._committed_offsets(label)])
+        if log_end < highest:
+            self.truncated[label] = (now, log_end, highest)
+            if label.startswith(f"{OFFSETS_TOPIC}-"):
+                self._commits_truncated(label, now, log_end, highest)
+        self.hw_since_unclean[label] = log_end
+
+    def _commits_truncated(self, label: str, now: int, log_end: int, highest: int) -> None:
+        cluster = self.live.cluster
+        spec = cluster.topics.get(OFFSETS_TOPIC) if cluster is not None else None
+        if spec is None:
+            return
+        for group, partition in self.committed:
+            if f"{OFFSETS_TOPIC}-{partition_for(group, spec.partitions)}" == label:
+                self.commits_lost[(group, partition)] = (
+                    f"the unclean election at {now} ms truncated {label}, group {group}'s offsets "
+                    f"partition, to {log_end} (its HW had reached {highest}): the commits in the lost "
+                    "records are gone and the new coordinator loaded older ones"
+                )
+
+    def _committed_offsets(self, label: str) -> list[int]:
+        return [offset for (_, partition), offset in self.committed.items() if partition == label]
 
     def _commit(self, event: dict[str, Any]) -> None:
         group, member, now = event["group"], event["member"], event["time_ms"]
@@ -57,9 +105,12 @@ class GroupChecks:
         evidence = pin({"kind": "group.commit", "group": group, "error": "NONE", "time_ms": now})
         self.commits += 1
 
-        def violate(rule: str, partition: str | None, offsets: str, message: str) -> None:
+        def violate(
+            rule: str, partition: str | None, offsets: str, message: str, cause: str = "", reason: str = ""
+        ) -> None:
             key = (rule, group, partition)
-            self.live.violate(key, Violation(7, partition, offsets, now, message, evidence))
+            violation = Violation(7, partition, offsets, now, message, evidence, cause, reason)
+            self.live.violate(key, violation)
 
         if generation >= 0 and generation != accepted_in:
             violate(
@@ -92,14 +143,28 @@ class GroupChecks:
             if generation < 0:
                 continue
             before = self.committed.get((group, label), -1)
+            truncated = self.truncated.get(label)
             if offset < before:
-                violate(
-                    "backward",
-                    label,
-                    f"{before} -> {offset}",
+                message = (
                     f"group {group}'s committed offset went back from {before} to {offset} "
-                    f"(a commit by {member}, generation {generation})",
+                    f"(a commit by {member}, generation {generation})"
                 )
+                reason = self.commits_lost.pop((group, label), None)
+                if reason is None and truncated is not None:
+                    at, log_end, highest = truncated
+                    reason = (
+                        f"the unclean election at {at} ms truncated {label} to {log_end}, below what "
+                        f"members had read or committed ({highest}): positions past {log_end} pointed "
+                        "into records that are gone"
+                    )
+                    del self.truncated[label]
+                if reason is None:
+                    violate("backward", label, f"{before} -> {offset}", message)
+                else:
+                    rule = "backward-after-truncation"
+                    violate(rule, label, f"{before} -> {offset}", message, UNCLEAN_TRUNCATION, reason)
+            elif truncated is not None and offset <= truncated[1]:
+                del self.truncated[label]  # the reset landed: commits are within the new log again
             self.committed[(group, label)] = offset
 
 

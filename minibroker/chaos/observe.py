@@ -127,6 +127,9 @@ class Observer(LiveRun):
         before = self.cluster.controller.state.get(tp)  # the controller traces before it publishes
         if before is not None and event["leader"] >= 0 and event["leader"] not in before.isr:
             self.unclean.setdefault(event["partition"], []).append(event["time_ms"])
+            log = self.cluster.brokers[event["leader"]].logs.get(tp)  # a restarting broker's too
+            log_end = log.log_end_offset if log is not None else 0
+            self.groups.unclean_election(event["partition"], event["time_ms"], log_end)
 
     # --- consumers -----------------------------------------------------------------------------
     def on_batch(self, client: str, tp: TopicPartition, batch: RecordBatch, hw: int) -> None:

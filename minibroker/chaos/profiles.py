@@ -4,7 +4,10 @@
   effective min.insync.replicas was >= 2 may be lost: every violation is a bug.
 - ``unclean``: ``unclean.leader.election.enable=true`` and more crashes. Losses
   of acknowledged records (invariants 2 and 3) are *expected*: this profile proves
-  the checker sees them. Any other violation is still a bug.
+  the checker sees them. So is their consequence for consumer groups: a committed
+  offset that goes back after an unclean election truncated its partition below
+  what members had read (invariant 7, cause ``unclean-truncation``, see ``groups``).
+  Any other violation is still a bug.
 - ``acks1``: mostly acks=1 producers and leader crashes. acks=1 records lost on a
   leader crash are Kafka's documented trade-off: counted, never violations.
 """
@@ -12,6 +15,8 @@
 from __future__ import annotations
 
 import attrs
+
+from minibroker.chaos.violations import UNCLEAN_TRUNCATION, Violation
 
 FAULTS_ALL = {"pause": 2, "latency": 2, "drop": 2, "crash": 2, "shutdown": 1, "min_isr": 1}
 
@@ -37,6 +42,12 @@ class Profile:
     groups: float = 0.5
     #: chance of faults on broker-controller links in a run (see generate.controller_links)
     controller_links: float = 0.0
+    #: causes (``Violation.cause``) whose violations this profile expects, of any invariant
+    expected_causes: frozenset[str] = frozenset()
+
+    def expects(self, violation: Violation) -> bool:
+        """Whether ``violation`` is a finding this profile expects (reported, not a failure)."""
+        return violation.invariant in self.expected or violation.cause in self.expected_causes
 
 
 PROFILES = {
@@ -63,6 +74,7 @@ PROFILES = {
         (3, 4),
         (200, 300),
         0.5,
+        expected_causes=frozenset({UNCLEAN_TRUNCATION}),
     ),
     "acks1": Profile(
         "acks1",

@@ -94,7 +94,7 @@ class ChaosReport:
             ["wall time", f"{self.wall_s:.1f} s"],
             ["runs with violations", self.failed_runs],
             ["violations", self.violations],
-            ["expected losses (profile)", sum(len(s.expected) for s in self.summaries)],
+            ["expected by the profile", sum(len(s.expected) for s in self.summaries)],
             ["runs with group members", sum(bool(s.row.get("members")) for s in self.summaries)],
             ["group offset commits written", self.total("commits")],
             ["runs per CPU-minute", f"{runs_per_min:.1f}"],

@@ -98,9 +98,9 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
     if result is not None and runner.cluster is not None:
         end_violations, tally = check_end(schedule, result, observer, runner.cluster)
         violations.extend(end_violations)
-    expected_kinds = get_profile(schedule.profile).expected
-    expected = [v for v in violations if v.invariant in expected_kinds]
-    violations = [v for v in violations if v.invariant not in expected_kinds]
+    chosen = get_profile(schedule.profile)
+    expected = [v for v in violations if chosen.expects(v)]
+    violations = [v for v in violations if not chosen.expects(v)]
     cluster = runner.cluster
     row: dict[str, Any] = {
         "run": schedule.name,

@@ -17,6 +17,9 @@ INVARIANTS = {
     7: "consumer groups: Stable again, one owner per partition, commits fenced, within the HW, not backward",
 }
 
+#: the cause of a violation that follows from an unclean election's truncation (see ``groups``)
+UNCLEAN_TRUNCATION = "unclean-truncation"
+
 
 @attrs.frozen
 class Violation:
@@ -30,11 +33,16 @@ class Violation:
     #: {"kind": "read", ...} a record to read back; {"kind": "event", "fields": ..., "count": n};
     #: {"kind": "expect", "where": "expect[3]"} a scenario expectation that failed
     evidence: dict[str, Any] = attrs.field(factory=dict, eq=False)
+    #: a consequence a profile may expect (``Profile.expected_causes``), e.g. ``"unclean-truncation"``
+    cause: str = ""
+    #: why it follows from that cause, for the report
+    reason: str = ""
 
     def line(self) -> str:
         where = f" {self.partition}" if self.partition else ""
         offsets = f" offsets {self.offsets}" if self.offsets else ""
-        return f"invariant {self.invariant}{where}{offsets} at {self.time_ms} ms: {self.message}"
+        because = f" (expected: {self.reason})" if self.reason else ""
+        return f"invariant {self.invariant}{where}{offsets} at {self.time_ms} ms: {self.message}{because}"
 
     def as_row(self) -> dict[str, Any]:
         return {
@@ -43,4 +51,5 @@ class Violation:
             "offsets": self.offsets,
             "time_ms": self.time_ms,
             "message": self.message,
+            "cause": self.cause,
         }

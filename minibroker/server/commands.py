@@ -20,6 +20,8 @@ from minibroker.broker.config import ConfigError
 from minibroker.cliutil import UsageError, add_data_dir_options, positive_number, whole_number, with_data_dir
 from minibroker.common.topic_names import topic_error
 from minibroker.scenario import ScenarioError, load_scenario
+from minibroker.scenario.loader.budget import check_topics
+from minibroker.scenario.loader.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.model import Scenario, TopicSpecModel
 
 
@@ -41,7 +43,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         default=9092,
         help="broker 0's port; broker i gets PORT+i; 0: any free ports (default 9092)",
     )
-    parser.add_argument("--brokers", type=_positive, help="brokers without a scenario (default 3)")
+    parser.add_argument(
+        "--brokers", type=_brokers, help=f"brokers without a scenario, 1..{MAX_BROKERS} (default 3)"
+    )
     parser.add_argument("--duration", type=_seconds, help="stop after this many seconds (default: never)")
     parser.add_argument(
         "--config",
@@ -71,7 +75,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
 
 
 _port = whole_number(0, 65535, "a port")
-_positive = whole_number(1)
+_brokers = whole_number(1, MAX_BROKERS, "a number of brokers")
 _seconds = positive_number("a positive number of seconds")
 
 
@@ -97,6 +101,11 @@ def parse_topic(text: str, brokers: int) -> TopicSpecModel:
         )
     partitions = int(numbers[0]) if numbers else 1
     rf = int(numbers[1]) if len(numbers) > 1 else 1
+    if partitions > MAX_PARTITION_REPLICAS:
+        raise UsageError(
+            f"serve: --topic {text!r}: expected at most {MAX_PARTITION_REPLICAS:,} partitions, "
+            f"got {partitions:,}"
+        )
     if rf > brokers:
         raise UsageError(
             f"serve: --topic {text!r}: replication factor {rf} is more than the {brokers} brokers"
@@ -128,8 +137,9 @@ def _scenario(args: argparse.Namespace) -> Scenario:
             name="serve",
             where="--config",
         )
-    except ConfigError as error:
-        raise UsageError(f"serve: {error}") from None
+    except ConfigError as error:  # a Kafka setting's type, or a bound of loader/limits.py
+        message = str(error)
+        raise UsageError(f"serve: {'--' if message.startswith('config.') else ''}{message}") from None
     names = [t.name for t in scenario.topics]
     if len(set(names)) != len(names):
         raise UsageError(f"serve: a topic is named twice: {', '.join(sorted(names))}")
@@ -137,6 +147,9 @@ def _scenario(args: argparse.Namespace) -> Scenario:
         raise UsageError(
             f"serve: --port {args.port}: broker {scenario.cluster.brokers - 1} would need a port > 65535"
         )
+    problem = check_topics(scenario, "serve", serving=True)
+    if problem is not None:
+        raise UsageError(problem)
     try:
         return with_data_dir(scenario, args)
     except UsageError as error:

@@ -180,6 +180,17 @@ class Cluster:
         return spec is not None and 0 <= tp.partition < spec.partitions
 
     # --- topics ------------------------------------------------------------------------------
+    def replicas_problem(self, adding: int) -> str | None:
+        """Why ``adding`` more partition replicas would pass ``minibroker.partition.replicas.max``."""
+        total = sum(t.partitions * t.replication_factor for t in self.topics.values()) + adding
+        most = self.brokers[0].config.partition_replicas_max
+        if total <= most:
+            return None
+        return (
+            f"the cluster would hold {total:,} partition replicas, more than "
+            f"minibroker.partition.replicas.max ({most:,})"
+        )
+
     def create_topic(self, spec: TopicSpec) -> None:
         n = len(self.brokers)
         if spec.name in self.topics:
@@ -188,6 +199,14 @@ class Cluster:
             raise ConfigError(f"topic {spec.name!r}: partitions must be >= 1")
         if not 1 <= spec.replication_factor <= n:
             raise ConfigError(f"topic {spec.name!r}: replication factor must be between 1 and {n} (brokers)")
+        # internal topics are bounded by their own settings, and the run's budget counts them
+        problem = (
+            None
+            if spec.internal or spec.name == OFFSETS_TOPIC
+            else self.replicas_problem(spec.partitions * spec.replication_factor)
+        )
+        if problem is not None:
+            raise ConfigError(f"topic {spec.name!r}: {problem}")
         assignment = spec.assignment or tuple(
             tuple((p + i) % n for i in range(spec.replication_factor)) for p in range(spec.partitions)
         )

@@ -113,6 +113,9 @@ def create_topic(
                 f"Unable to replicate the partition {replication_factor} time(s): only "
                 f"{len(cluster.brokers)} broker(s) are registered.",
             )
+    problem = cluster.replicas_problem(partitions * replication_factor)
+    if problem is not None:
+        raise AdminError(Errors.POLICY_VIOLATION, problem[0].upper() + problem[1:] + ".")
     try:
         checked = check_topic_configs(configs or {})
     except TopicConfigError as error:
@@ -186,6 +189,9 @@ def create_partitions(
         new = [
             tuple((p + i) % n for i in range(spec.replication_factor)) for p in range(spec.partitions, count)
         ]
+    problem = cluster.replicas_problem(added * spec.replication_factor)
+    if problem is not None:
+        raise AdminError(Errors.POLICY_VIOLATION, problem[0].upper() + problem[1:] + ".")
     if validate_only:
         return
     old = spec.assignment or tuple(

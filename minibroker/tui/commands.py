@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from minibroker.cliutil import UsageError, whole_ms
+from minibroker.cliutil import MAX_SEED, UsageError, seed, whole_ms, whole_number
 from minibroker.scenario import ScenarioError, ScenarioRunner, load_scenario
 from minibroker.scenario.library import resolve
 from minibroker.tui.picture import frame_svg
@@ -25,6 +25,11 @@ from minibroker.tui.virtual import play
 
 #: columns of a picture
 DEFAULT_WIDTH = 120
+MAX_WIDTH = 1000
+#: latest events a frame lists at most
+MAX_EVENTS_SHOWN = 1000
+#: a broker id (scenarios have at most loader/limits.py's MAX_BROKERS brokers)
+_broker = whole_number(0, 999, "a broker id")
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -44,18 +49,26 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
     parser.add_argument(
         "--png", metavar="PATH", help="write the frame as a PNG (needs rsvg-convert or the png extra)"
     )
-    parser.add_argument("--broker", type=whole_ms, default=0, help="whose timing wheel to show (default 0)")
+    parser.add_argument("--broker", type=_broker, default=0, help="whose timing wheel to show (default 0)")
     parser.add_argument(
-        "--seed", type=whole_ms, help="the seed for same-instant scheduling (default: the file's)"
+        "--seed",
+        type=seed,
+        help=f"the seed for same-instant scheduling, 0..{MAX_SEED} (default: the file's)",
     )
     parser.add_argument(
         "--width",
-        type=whole_ms,
+        type=whole_number(0, MAX_WIDTH, "a width in columns"),
         default=DEFAULT_WIDTH,
-        help=f"width of the --svg/--png picture, in terminal columns (default {DEFAULT_WIDTH}); "
+        help=f"width of the --svg/--png picture, in terminal columns, 60..{MAX_WIDTH} "
+        f"(default {DEFAULT_WIDTH}); "
         "printed on the terminal, the frame takes the terminal's width",
     )
-    parser.add_argument("--events", type=whole_ms, default=14, help="latest events shown (default 14)")
+    parser.add_argument(
+        "--events",
+        type=whole_number(0, MAX_EVENTS_SHOWN, "a number of events"),
+        default=14,
+        help=f"latest events shown, 0..{MAX_EVENTS_SHOWN} (default 14)",
+    )
     return {"snapshot": snapshot}
 
 

@@ -314,3 +314,41 @@ def test_a_whole_number_field_read_by_regular_expression_is_what_the_json_parser
     assert [row["parsed"] for row in rows if row["data"] == '{"hw":1,"hw":2}'] == ["1"]
     with pytest.raises(ValueError, match="a data field's name is"):
         first_whole_pattern("h.w")
+
+
+def test_a_skipped_op_create_never_changes_the_exit_status(spark, clean, tmp_path):
+    """An op.create whose delay_ms is a valid int64 past what the deadline arithmetic takes is
+    skipped; its operation, completed later, is not reported "no op.create"."""
+    rows = _events(clean)
+    completed = {(r["broker"], r["op"]) for r in rows if r["kind"] == "op.complete"}
+    index = next(
+        i for i, r in enumerate(rows) if r["kind"] == "op.create" and (r["broker"], r["op"]) in completed
+    )
+    data = rows[index]["data"]
+    big = {**(json.loads(data) if isinstance(data, str) else data), "delay_ms": 2**63 - 1}
+    rows[index] = {**rows[index], "data": _dump(big) if isinstance(data, str) else big}
+    path = tmp_path / "huge-delay.jsonl"
+    path.write_text("".join(_dump(r) + "\n" for r in rows))
+    code, text, err = analyze(str(path), "--out", str(tmp_path / "out"), "--json")
+    assert (code, err) == (0, "")
+    summary = json.loads(text)
+    assert summary["audit"] == {"problems": 0, "by_problem": {}}
+    assert summary["skipped"] == [
+        {
+            "trace": str(path),
+            "problem": "op.create without delay_ms (a whole number)",
+            "rows": 1,
+            "first": f"line {index + 1}",
+        }
+    ]
+
+
+def test_a_parquet_trace_with_times_near_the_int64_maximum_is_one_line(spark, clean, tmp_path):
+    """A deadline past 2^63 - 1 overflows Spark's arithmetic: one line, and no log line of Spark's."""
+    rows = [{**r, "time_ms": 2**63 - 1} for r in _events(clean)]
+    path = tmp_path / "far.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema(tmp_path)), path)
+    code, _, err = analyze(str(path), "--out", str(tmp_path / "o"))
+    assert one_line(code, err).startswith(
+        "minibroker: analyze: a time_ms or delay_ms in the traces overflows 64-bit arithmetic"
+    )

@@ -103,7 +103,7 @@ def test_unclean_profile_through_the_command_shrinks_its_loss(tmp_path, capsys):
     shrunk = out / "shrunk" / "unclean-s0-r2.toml"
     assert shrunk.is_file()
     report = (out / "chaos.md").read_text()
-    assert "| expected losses (profile) | 2 |" in report  # run 2: the loss, and a group member read it
+    assert "| expected by the profile | 2 |" in report  # run 2: the loss, and a group member read it
     assert f"| unclean-s0-r2 | {shrunk} |" in report and "| fails |" in report
     capsys.readouterr()
     assert main(["run", str(shrunk), "--quiet"]) == 1

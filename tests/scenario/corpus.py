@@ -179,17 +179,20 @@ def _break(rng: random.Random, data: bytes) -> bytes:
     return data[:cut] + rng.choice((b"[", b"]]", b"=", b'"', b"\n[[steps]]\n", b"{")) + data[cut:]
 
 
-def corpus(seed: int, count: int) -> list[tuple[str, bytes]]:
-    """``count`` (name, file bytes) cases, the same ones for the same seed."""
+def corpus(seed: int, count: int, library: list[Path] | None = None) -> list[tuple[str, bytes]]:
+    """``count`` (name, file bytes) cases, the same ones for the same seed, mutated from the bundled
+    scenarios or from the files of ``library`` (shrunk chaos scenarios, sweep files, ...)."""
     rng = random.Random(seed)
+    paths_ = LIBRARY if library is None else library
+    documents = DOCUMENTS if library is None else [tomllib.loads(p.read_text()) for p in library]
     cases = []
     for number in range(count):
-        source = rng.randrange(len(DOCUMENTS))
-        doc = copy.deepcopy(DOCUMENTS[source])
+        source = rng.randrange(len(documents))
+        doc = copy.deepcopy(documents[source])
         for _ in range(rng.randint(1, 3)):
             _mutate(rng, doc)
         data = dump(doc).encode("utf-8", "surrogatepass")
         if rng.random() < 0.15:
             data = _break(rng, data)
-        cases.append((f"case{number:03d}-{LIBRARY[source].stem}", data))
+        cases.append((f"case{number:03d}-{paths_[source].stem}", data))
     return cases

@@ -35,7 +35,10 @@ def test_the_documented_limits_are_the_loaders():
     limits = DOC.read_text().split("## Limits")[1]
     assert f"| `brokers` | {MAX_BROKERS} |" in limits
     assert f"| `records` and `bytes` of a `produce` or `load` step | {MAX_BATCH:,} " in limits
-    assert f"over all topics | {MAX_PARTITION_REPLICAS:,} |" in limits
+    assert f"`__delay_wheel`) | {MAX_PARTITION_REPLICAS:,} |" in limits
+    for name in ("offsets.topic.num.partitions", "num.partitions", "delay.topic.partitions"):
+        assert SETTING_LIMITS[name] == (1, MAX_PARTITION_REPLICAS), name
+    assert f"`delay.topic.partitions` | 1 to {MAX_PARTITION_REPLICAS:,} |" in limits
     assert f"one day, {MAX_MS:,} ms |" in limits
     assert f"| the projected run | {MAX_EVENTS:,} events" in limits
     assert (

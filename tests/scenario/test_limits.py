@@ -25,6 +25,12 @@ TOO_BIG = (
     "load rates or raise minibroker.reaper.poll.ms / replica.fetch.wait.max.ms"
 )
 
+GROUP = BASE.replace('assign = ["t-0"]', 'subscribe = ["t"]\nconfig = { "group.id" = "g" }')
+INTERNAL = (
+    "x.toml: {total} partition replicas in all, internal topics included (the largest: {largest}); "
+    "expected at most 100,000"
+)
+
 CASES = {
     "wheel of one bucket": (
         BASE.replace("brokers = 3", CONFIG % ("minibroker.timer.wheel.size", 1)),
@@ -55,6 +61,45 @@ CASES = {
         BASE.replace("partitions = 2", "partitions = 40000"),
         "x.toml: topics: 120,000 partition replicas in all (partitions times replication_factor); "
         "expected at most 100,000",
+    ),
+    "an offsets topic of 2,000,000 partitions": (
+        BASE.replace("brokers = 3", CONFIG % ("offsets.topic.num.partitions", 2_000_000)),
+        "x.toml:3: cluster.config.offsets.topic.num.partitions: expected a number from 1 to 100000, "
+        "got 2000000",
+    ),
+    "an offsets topic past the replicas in all": (
+        GROUP.replace("brokers = 3", CONFIG % ("offsets.topic.num.partitions", 40_000)),
+        INTERNAL.format(
+            total="120,006",
+            largest="__consumer_offsets 40,000 x 3 (offsets.topic.num.partitions), t 2 x 3 (topics)",
+        ),
+    ),
+    "delay levels of 100,000 partitions each": (
+        BASE + '\n[delay_service]\n"delay.topic.partitions" = 100000\n',
+        INTERNAL.format(
+            total="3,600,009",
+            largest="__delay_5s 100,000 x 3 (delay.topic.partitions), __delay_10s 100,000 x 3 "
+            "(delay.topic.partitions), __delay_30s 100,000 x 3 (delay.topic.partitions)",
+        ),
+    ),
+    "fewer partition replicas allowed than the topics hold": (
+        BASE.replace("brokers = 3", CONFIG % ("minibroker.partition.replicas.max", 5)),
+        INTERNAL.format(total="6", largest="t 2 x 3 (topics)").replace(
+            "100,000", "5 (minibroker.partition.replicas.max)"
+        ),
+    ),
+    "delay levels of 2,000,000 partitions": (
+        BASE + '\n[delay_service]\n"delay.topic.partitions" = 2000000\n',
+        "x.toml:26: delay_service.delay.topic.partitions: expected a number from 1 to 100000, got 2000000",
+    ),
+    "a wheel whose data_dir is a file": (
+        BASE + f'\n[delay_wheel]\ndata_dir = "{Path(__file__)}"\n',
+        f"x.toml:27: delay_wheel.data_dir: '{Path(__file__)}' is a file; expected a directory",
+    ),
+    "a wheel whose data_dir lies under a file": (
+        BASE + f'\n[delay_wheel]\ndata_dir = "{Path(__file__)}/wheel"\n',
+        f"x.toml:27: delay_wheel.data_dir: '{Path(__file__)}' is a file on the way to "
+        f"'{Path(__file__)}/wheel'; expected a directory",
     ),
     "a billion requests per second": (
         BASE + LOAD % (10**9, 1000),
@@ -162,7 +207,16 @@ def test_refused_before_the_run_in_one_line(text, message):
 
 
 @pytest.mark.parametrize(
-    "name", ["wheel of one bucket", "a billion brokers", "end_ms of 10^9", "inline tables 1000 deep"]
+    "name",
+    [
+        "wheel of one bucket",
+        "a billion brokers",
+        "end_ms of 10^9",
+        "inline tables 1000 deep",
+        "an offsets topic past the replicas in all",
+        "delay levels of 100,000 partitions each",
+        "a wheel whose data_dir is a file",
+    ],
 )
 def test_check_refuses_what_run_refuses(tmp_path, name):
     text, message = CASES[name]
@@ -266,3 +320,38 @@ def test_thousands_of_problems_are_counted_in_linear_time():
     # a hang guard, not a speed figure: finding each step's line by rescanning the file took minutes
     assert time.monotonic() - started < 30
     assert problems[-1] == "... and 4,980 more problems"
+
+
+def test_internal_topics_count_only_when_the_run_creates_them():
+    from minibroker.scenario.loader.budget import planned_topics
+
+    bare = parse_scenario(BASE, "x.toml")
+    assert [t.name for t in planned_topics(bare)] == ["t"]
+    assert [t.name for t in planned_topics(bare, serving=True)] == ["t", "__consumer_offsets"]
+    grouped = parse_scenario(GROUP, "x.toml")
+    assert [(t.name, t.replicas) for t in planned_topics(grouped)] == [("t", 6), ("__consumer_offsets", 150)]
+    wheel = parse_scenario(BASE + '\n[delay_wheel]\n"delay.wheel.replicas" = 2\n', "x.toml")
+    assert [(t.name, t.replicas) for t in planned_topics(wheel)] == [
+        ("t", 6),
+        ("__delay_wheel", 2),
+        ("__delay_offsets", 2),
+    ]
+
+
+def test_run_data_dir_naming_a_file_is_one_line(tmp_path):
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "delay_wheel_vs_levels.toml"
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for data_dir, message in (
+        (afile, f"'{afile}' is a file; expected a directory"),
+        (afile / "wheel", f"'{afile}' is a file on the way to '{afile / 'wheel'}'; expected a directory"),
+    ):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            assert main(["run", "--quiet", "--data-dir", str(data_dir), str(scenario)]) == 2
+        assert err.getvalue() == f"minibroker: --data-dir: {message}\n"
+    made = tmp_path / "new" / "wheel"
+    from minibroker.scenario.loader.limits import directory_problem
+
+    assert directory_problem(str(made)) is None
+    assert not (tmp_path / "new").exists()  # the trial leaves nothing behind

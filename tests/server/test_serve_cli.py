@@ -158,3 +158,54 @@ def test_scenario_steps_play_in_real_time_against_real_clients(tmp_path):
         r"minibroker serve: broker 0: 127\.0\.0\.1:\d+: invalid frame size -1; closing", lines[0]
     )
     assert (code, lines[1:]) == (130, ["minibroker: interrupted"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--brokers", "100000", "--duration", "2"],
+            "minibroker serve: error: argument --brokers: expected a number of brokers 1..1000, got 100000",
+        ),
+        (
+            ["--topic", "t:1000000:3"],
+            "minibroker: serve: --topic 't:1000000:3': expected at most 100,000 partitions, got 1,000,000",
+        ),
+        (
+            ["--topic", "t:40000:3"],
+            "minibroker: serve: 120,150 partition replicas in all, internal topics included (the largest: "
+            "t 40,000 x 3 (topics), __consumer_offsets 50 x 3 (offsets.topic.num.partitions)); "
+            "expected at most 100,000",
+        ),
+        (
+            ["--config", "offsets.topic.num.partitions=2000000"],
+            "minibroker: serve: --config.offsets.topic.num.partitions: expected a number from 1 to 100000, "
+            "got 2000000",
+        ),
+        (
+            ["--config", "offsets.topic.num.partitions=40000"],
+            "minibroker: serve: 120,000 partition replicas in all, internal topics included (the largest: "
+            "__consumer_offsets 40,000 x 3 (offsets.topic.num.partitions)); expected at most 100,000",
+        ),
+        (
+            ["--port", "65000", "--brokers", "1000"],
+            "minibroker: serve: --port 65000: broker 999 would need a port > 65535",
+        ),
+        (
+            ["--port", "9" * 5000],
+            "minibroker serve: error: argument --port: expected a port, got '9999999999999999999999999999999"
+            "999999999'... (5,000 characters)",
+        ),
+    ],
+)
+def test_serve_flags_past_the_run_size_budget_are_one_line_in_process(args, message, capsys):
+    """Refused before anything listens (in-process: the flags are checked before the cluster starts)."""
+    from minibroker.cli import main
+
+    try:
+        code = main(["serve", *args])
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith(message), err

@@ -153,3 +153,21 @@ async def test_broker_configs_per_broker_default_and_back_to_static(autojump_clo
         assert refused(alter_configs, cluster, BROKER, "7", []) is Errors.INVALID_REQUEST
         alter_configs(cluster, BROKER, "0", [("min.insync.replicas", SET, "3")], validate_only=True)
         assert cluster.brokers[0].config.min_insync_replicas == 2
+
+
+async def test_topics_past_the_clusters_partition_replicas_are_a_policy_violation(autojump_clock):
+    settings = {"minibroker.partition.replicas.max": 20}
+    async with open_cluster(3, [TopicSpec("t", 2, 3)], settings) as cluster:  # 6 replicas
+        with pytest.raises(AdminError) as raised:
+            create_topic(cluster, "big", 1_000_000, 3)
+        assert raised.value.error is Errors.POLICY_VIOLATION
+        assert str(raised.value) == (
+            "The cluster would hold 3,000,006 partition replicas, more than "
+            "minibroker.partition.replicas.max (20)."
+        )
+        assert "big" not in cluster.topics
+        create_topic(cluster, "fits", 7, 2)  # 20 in all
+        assert refused(create_partitions, cluster, "t", 3) is Errors.POLICY_VIOLATION
+        assert cluster.topics["t"].partitions == 2
+        cluster.ensure_offsets_topic()  # internal topics are bounded by their own settings
+        assert cluster.topics["__consumer_offsets"].partitions == 50

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from minibroker.scenario.feature import features
-from minibroker.scenario.loader.budget import check_budget
+from minibroker.scenario.loader.budget import check_budget, check_topics
 from minibroker.scenario.loader.clients import fix_acks, read_clients
 from minibroker.scenario.loader.cluster import read_cluster, read_links, read_topics
 from minibroker.scenario.loader.document import (
@@ -142,7 +142,8 @@ def parse_scenario(text: str, path: str = "<scenario>") -> Scenario:
                 f"{path}: an empty scenario; expected [cluster], [[topics]], [[clients]] and [[steps]]"
             )
         else:
-            scope.problems.extend(filter(None, [check_budget(scope, path)]))
+            problem = check_topics(scope, path) or check_budget(scope, path)
+            scope.problems.extend(filter(None, [problem]))
     if scope.problems:
         raise ScenarioError(*_capped(scope.problems))
     return Scenario(

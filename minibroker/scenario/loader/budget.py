@@ -8,21 +8,128 @@ takes the shortest poll and wait any setting or ``config`` step gives, and a spa
 ends at ``end_ms``, or else at the last step plus the longest time a client may wait
 for an answer. It is an order of magnitude, not a promise: within ``MAX_EVENTS`` a run
 takes at most a few minutes.
+
+Memory is bounded by the partition replicas a run creates: ``planned_topics`` lists every
+topic a run (or ``serve``) creates before its clients ask for more, internal topics included
+(``__consumer_offsets``, the delay levels' topics, ``__delay_wheel``, ``__delay_offsets``;
+the retry section's topics are scenario topics by then), and ``check_topics`` refuses more
+than ``MAX_PARTITION_REPLICAS`` of them in all. A feature that creates topics of its own
+registers a function in ``INTERNAL_TOPICS``.
 """
 
 from __future__ import annotations
 
-from minibroker.broker.config import ConsumerConfig, ProducerConfig
-from minibroker.scenario.loader.limits import MAX_EVENTS
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from minibroker.broker.config import BrokerConfig, ConsumerConfig, ProducerConfig
+from minibroker.scenario.loader.limits import MAX_EVENTS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.loader.retry import retry_events
 from minibroker.scenario.loader.scope import Scope
-from minibroker.scenario.model import DeleteRecords, Fetch, Load, Poll, Produce, Scenario, SetConfig
+from minibroker.scenario.model import (
+    DeleteRecords,
+    Fetch,
+    GroupState,
+    Load,
+    Poll,
+    Produce,
+    Scenario,
+    SetConfig,
+)
 
 #: a Scenario, or the Scope it is loaded from (the same fields)
 Planned = Scenario | Scope
 
 #: steps that make client requests
 REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords)
+
+
+@attrs.frozen
+class PlannedTopic:
+    """A topic a run creates: its size and the setting (or section) that gives it."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    source: str
+
+    @property
+    def replicas(self) -> int:
+        return self.partitions * self.replication_factor
+
+
+def _offsets_topic(scope: Planned, serving: bool) -> Iterable[PlannedTopic]:
+    """``__consumer_offsets``, created at a group's first request (always possible under ``serve``)."""
+    groups = any(c.subscribe for c in scope.clients) or any(
+        isinstance(e, GroupState) for e in scope.expectations
+    )
+    if not (serving or groups):
+        return ()
+    config = BrokerConfig.from_kafka(scope.cluster.config)
+    rf = min(config.offsets_topic_replication_factor, scope.cluster.brokers)
+    return (
+        PlannedTopic(
+            "__consumer_offsets",
+            config.offsets_topic_num_partitions,
+            rf,
+            "offsets.topic.num.partitions",
+        ),
+    )
+
+
+def _delay_topics(scope: Planned, serving: bool) -> Iterable[PlannedTopic]:
+    """The delay levels' topics and ``__delay_offsets`` (``[delay_service]``), ``__delay_wheel``
+    and ``__delay_offsets`` (``[delay_wheel]``)."""
+    from minibroker.delayed_messages.config import DelayConfig
+    from minibroker.delayed_messages.wheel_service import WheelConfig
+
+    planned: dict[str, PlannedTopic] = {}
+    brokers = scope.cluster.brokers
+    if scope.delay_wheel is not None:
+        settings = {k: v for k, v in scope.delay_wheel.items() if k != "data_dir"}
+        copies = WheelConfig.from_kafka(settings).copies(brokers)
+        for name in ("__delay_wheel", "__delay_offsets"):
+            planned[name] = PlannedTopic(name, 1, copies, "delay_wheel")
+    if scope.delay_service is not None:
+        config = DelayConfig.from_kafka(scope.delay_service)
+        rf = config.replication_factor(brokers)
+        for name in config.levels.topics():
+            planned[name] = PlannedTopic(name, config.topic_partitions, rf, "delay.topic.partitions")
+        planned.setdefault("__delay_offsets", PlannedTopic("__delay_offsets", 1, rf, "delay_service"))
+    return planned.values()
+
+
+#: features' internal topics: ``(scenario or scope, serving) -> topics``; a feature that creates
+#: topics of its own (``__transaction_state``, ``__share_group_state``, ...) adds its function here
+INTERNAL_TOPICS: list[Callable[[Planned, bool], Iterable[PlannedTopic]]] = [_offsets_topic, _delay_topics]
+
+
+def planned_topics(scope: Planned, serving: bool = False) -> list[PlannedTopic]:
+    """Every topic the run creates by itself: the scenario's and the internal ones."""
+    topics = [PlannedTopic(t.name, t.partitions, t.replication_factor, "topics") for t in scope.topics]
+    for internal in INTERNAL_TOPICS:
+        topics.extend(internal(scope, serving))
+    return topics
+
+
+def check_topics(scope: Planned, path: str, serving: bool = False) -> str | None:
+    """The problem (naming ``path``) when the run's topics hold more than ``MAX_PARTITION_REPLICAS``
+    partition replicas in all, internal topics included; else None."""
+    topics = planned_topics(scope, serving)
+    total = sum(t.replicas for t in topics)
+    most = min(MAX_PARTITION_REPLICAS, BrokerConfig.from_kafka(scope.cluster.config).partition_replicas_max)
+    if total <= most:
+        return None
+    biggest = sorted(topics, key=lambda t: -t.replicas)[:3]
+    shown = ", ".join(
+        f"{t.name} {t.partitions:,} x {t.replication_factor} ({t.source})" for t in biggest if t.replicas
+    )
+    return (
+        f"{path}: {total:,} partition replicas in all, internal topics included (the largest: {shown}); "
+        f"expected at most {most:,}"
+        + ("" if most == MAX_PARTITION_REPLICAS else " (minibroker.partition.replicas.max)")
+    )
 
 
 def projected_span(scope: Planned) -> int:
@@ -54,7 +161,7 @@ def _smallest(scope: Planned, key: str, default: int) -> int:
 def projected_events(scope: Planned) -> tuple[int, int, int]:
     """(background wake-ups, request events, span in ms) of the whole run."""
     span = projected_span(scope)
-    followers = sum(t.partitions * (t.replication_factor - 1) for t in scope.topics)
+    followers = sum(t.partitions * (t.replication_factor - 1) for t in planned_topics(scope))
     poll = _smallest(scope, "minibroker.reaper.poll.ms", 200)
     wait = _smallest(scope, "replica.fetch.wait.max.ms", 500)
     background = span * scope.cluster.brokers // poll + span * followers // wait

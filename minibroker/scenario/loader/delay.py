@@ -11,6 +11,7 @@ from minibroker.delayed_messages.config import DelayConfig
 from minibroker.delayed_messages.levels import DelayError
 from minibroker.delayed_messages.wheel_service import WheelConfig
 from minibroker.scenario.loader.document import Table, describe
+from minibroker.scenario.loader.limits import directory_problem
 from minibroker.scenario.loader.scope import Scope, broker, check_partition, kafka
 from minibroker.scenario.model import DelayHeld, Delivered, Expectation, Produce, WheelFigures
 
@@ -44,6 +45,9 @@ def read_delay_wheel(root: Table, scope: Scope) -> None:
         return
     table = root.table("delay_wheel")
     data_dir = table.str("data_dir", None)
+    problem = directory_problem(data_dir) if data_dir else None
+    if problem is not None:
+        raise table.error("data_dir", problem)
     settings = {k: v for k, v in table.data.items() if k != "data_dir"}
     table.used.update(table.data)
     config = _checked(table, lambda: WheelConfig.from_kafka(settings, table.path))

@@ -7,6 +7,9 @@ exhaust memory or take hours of wall time, so the loader refuses it before it st
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from minibroker.broker.config import BrokerConfig, ConsumerConfig, ProducerConfig
@@ -17,7 +20,8 @@ MAX_BROKERS = 1000
 #: records and bytes of one produce: Kafka's record count and batch length are 32-bit, and offsets
 #: (64-bit) cannot overflow within MAX_EVENTS produces of at most this many records
 MAX_BATCH = 2**31 - 1
-#: partitions times replication factor, over all topics
+#: partitions times replication factor, over every topic a run or ``serve`` creates, internal
+#: topics included (budget.py's ``planned_topics``)
 MAX_PARTITION_REPLICAS = 100_000
 #: the projected events of a run (see budget.py): a few minutes of wall time
 MAX_EVENTS = 1_000_000
@@ -29,6 +33,14 @@ SETTING_LIMITS: dict[str, tuple[int, int | None]] = {
     "minibroker.timer.wheel.size": (2, 1024),
     # Kafka 3.x's own minimum (a v0 record's overhead); Kafka 4.0 raised it to 1 MiB
     "log.segment.bytes": (14, None),
+    # the sizes of the topics a run creates by itself (a topic's partitions are bounded alike)
+    "offsets.topic.num.partitions": (1, MAX_PARTITION_REPLICAS),
+    "offsets.topic.replication.factor": (1, MAX_BROKERS),
+    "num.partitions": (1, MAX_PARTITION_REPLICAS),
+    "default.replication.factor": (1, MAX_BROKERS),
+    "delay.topic.partitions": (1, MAX_PARTITION_REPLICAS),
+    "delay.topic.replication.factor": (0, MAX_BROKERS),
+    "minibroker.partition.replicas.max": (1, MAX_PARTITION_REPLICAS),
 }
 #: every Kafka-named setting in ms: at most MAX_MS, like every other time
 MS_SETTINGS = frozenset(
@@ -53,3 +65,35 @@ def setting_problem(name: str, value: Any) -> str | None:
         if low is not None
         else f"expected a number at most {high}, got {value}"
     )
+
+
+def directory_problem(path: str) -> str | None:
+    """What stops ``path`` from being a directory a run can write in (made if missing): a file at it
+    or on the way to it, or no permission; None when there is nothing in the way.
+
+    It tries: the missing directories are made, a temporary file is written in the last one, and
+    what it made is removed again.
+    """
+    target = Path(path)
+    missing = []
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        missing.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "" if existing == target else f" on the way to {path!r}"
+        return f"{str(existing)!r} is a file{where}; expected a directory"
+    made: list[Path] = []
+    try:
+        for directory in reversed(missing):
+            directory.mkdir()
+            made.append(directory)
+        with tempfile.TemporaryFile(dir=target):
+            pass
+    except OSError as error:
+        return f"cannot write in {path!r}: {error.strerror or error}; expected a writable directory"
+    finally:
+        for directory in reversed(made):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+    return None
