@@ -329,6 +329,35 @@ def _chaos_bench(r):
     return heads, header, rows
 
 
+def _control_bench(r):
+    heads = [
+        (
+            f"control API: Kafka round trip under {r['connections']:,} held connections ÷ idle (median)",
+            _x(r["ratio"]),
+        )
+    ]
+    header = [
+        "phase",
+        "round trip median (ms)",
+        "threads",
+        "open fds",
+        "RSS (MiB)",
+        "serve CPU per round trip (ms)",
+    ]
+    rows = [
+        [
+            phase,
+            r[phase]["round_trip_ms"],
+            r[phase]["threads"],
+            r[phase]["fds"],
+            f"{r[phase]['rss_kib'] / 1024:.1f}",
+            r[phase]["serve_cpu_ms_per_round_trip"],
+        ]
+        for phase in ("idle", "hostile", "after")
+    ]
+    return heads, header, rows
+
+
 def _spark_floor(r):
     heads = [
         (
@@ -413,6 +442,11 @@ TOOLS = {
     "retry_bench": ("The retry scheduler's backends, real time, no Kafka", _retry_bench),
     "wire_bench": ("`minibroker serve` under real clients, against librdkafka's mock cluster", _wire_bench),
     "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),
+    "control_bench": (
+        "`serve --control` under a crowd of held, partial HTTP requests: a Kafka produce-and-read round trip,"
+        " threads, open files and memory",
+        _control_bench,
+    ),
     "pipeline_bench": ("`analyze` on Spark against the same tables computed by DuckDB", _pipeline_bench),
     "spark_floor": (
         "What Spark itself costs on the bench traces (session start, reads of analyze's columns)",
