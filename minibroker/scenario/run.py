@@ -94,8 +94,11 @@ class ScenarioRunner:
         sinks: Sequence[Callable[[TraceEvent], object]],
         progress: Progress | None,
         retries: Retries | None = None,
+        storage: Any = None,
     ):
         self.scenario = scenario
+        #: the cluster's files (``minibroker.sim.storage.DataDir``; ``serve --data-dir``), or None
+        self.storage = storage
         self.retries = retries or Retries(scenario, scenario.seed)
         self.progress = progress or (lambda now: None)
         self.named: dict[str, list[ClientRequest]] = {}
@@ -153,6 +156,7 @@ class ScenarioRunner:
             isr_commit_delay_ms=spec.isr_commit_delay_ms,
             crash_detection_ms=spec.crash_detection_ms,
             tracer=self.tracer,
+            storage=self.storage,
         ) as cluster:
             if isinstance(self.tracer, RecordingTracer):
                 self.tracer.clock = cluster.now

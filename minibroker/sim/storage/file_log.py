@@ -54,6 +54,8 @@ class FileLogStore:
         self.unflushed = 0
         self.unflushed_since: int | None = None
         self.flushes = 0
+        #: called after segments below a new log start offset are deleted (the broker's checkpoint)
+        self.on_start_moved: Callable[[], None] = lambda: None
         self._epochs: list[tuple[int, int]] | None = None
         self._base = -1
         self._log_fd = -1
@@ -115,6 +117,7 @@ class FileLogStore:
 
     def start_offset_moved(self, log: Log) -> None:
         keep = set(log.segment_bases)
+        self.on_start_moved()  # the checkpoint first: a death in between leaves the records hidden
         for base in self.segment_bases():
             if base not in keep:
                 self._remove_segment(base)
