@@ -258,9 +258,10 @@ def _check_index(directory: str, base: int, scan: segment_file.Scan, where: str,
         return
     if have is None:
         note(f"{where}/{segment_file.index_name(base)}: missing; rebuilt from the segment")
-    elif have != wanted[: len(have)] or len(have) > len(wanted):
+    elif not (wanted.startswith(have) or have.startswith(wanted)):
         note(f"{where}/{segment_file.index_name(base)}: does not match the segment; rebuilt")
-    # an index shorter than its segment (the process died between the two writes) is completed quietly
+    # an index one write behind its segment (a death between the two writes), or ahead of a segment cut
+    # at its last valid batch, is made to match quietly
     with open(path, "wb") as f:
         f.write(wanted)
 
