@@ -16,7 +16,9 @@ from minibroker.sim.storage.file_log import EPOCH_CHECKPOINT, FileLogStore, load
 
 def open_log(directory, notes=None, segment_bytes=100, **kw):
     notes = [] if notes is None else notes
-    return load_log(str(directory), segment_bytes, FileLogStore(str(directory), lambda: 0), note=notes.append, **kw)
+    return load_log(
+        str(directory), segment_bytes, FileLogStore(str(directory), lambda: 0), note=notes.append, **kw
+    )
 
 
 def batch_view(log: Log):
