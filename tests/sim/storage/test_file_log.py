@@ -73,21 +73,20 @@ def test_a_new_log_start_offset_deletes_the_segments_below_it(tmp_path):
     assert open_log(tmp_path, log_start_offset=8).log_start_offset == 8
 
 
-def last_segment(tmp_path) -> str:
-    return str(tmp_path / segment_file.log_name(6))
+def last_segment(tmp_path):
+    return tmp_path / segment_file.log_name(6)
 
 
 def test_a_tail_cut_at_every_byte_of_the_last_batch_is_truncated_to_the_batch_before(tmp_path):
     write_some(tmp_path)
     path = last_segment(tmp_path)
-    whole = open(path, "rb").read()
+    whole = path.read_bytes()
     scan = segment_file.read_entries(whole, 6)
     last_start = scan.positions[-1]
     expected = open_log(tmp_path)
     expected.store.close()
     for cut in range(last_start, len(whole)):
-        with open(path, "wb") as f:
-            f.write(whole[:cut])
+        path.write_bytes(whole[:cut])
         notes: list[str] = []
         log = open_log(tmp_path, notes)
         log.store.close()
@@ -102,17 +101,17 @@ def test_a_tail_cut_at_every_byte_of_the_last_batch_is_truncated_to_the_batch_be
 
 def test_a_flipped_crc_byte_drops_that_batch_and_every_later_one(tmp_path):
     write_some(tmp_path)
-    first = str(tmp_path / segment_file.log_name(0))
-    data = bytearray(open(first, "rb").read())
+    first = tmp_path / segment_file.log_name(0)
+    data = bytearray(first.read_bytes())
     second = segment_file.read_entries(bytes(data), 0).positions[1]
     data[second + 12 + 5] ^= 0xFF  # a byte of the stored CRC of the batch at offset 2
-    open(first, "wb").write(bytes(data))
+    first.write_bytes(bytes(data))
     notes: list[str] = []
     log = open_log(tmp_path, notes)
     assert log.log_end_offset == 2
     assert notes == [
-        f"{tmp_path.name}/{segment_file.log_name(0)}: CRC mismatch in the batch at offset 2; truncated to the "
-        f"last valid batch (position {second}, {len(data) - second} bytes dropped)",
+        f"{tmp_path.name}/{segment_file.log_name(0)}: CRC mismatch in the batch at offset 2; truncated to "
+        f"the last valid batch (position {second}, {len(data) - second} bytes dropped)",
         f"{tmp_path.name}/{segment_file.log_name(6)}: deleted (it follows a truncated segment)",
     ]
     assert log.epochs == [(0, 0)]  # the checkpoint's later epochs start past the recovered end
