@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -122,6 +123,7 @@ class DataDir:
     def load(self, cluster: Cluster) -> None:
         """Before the brokers start: restore the stored metadata, recover every broker's logs."""
         self.cluster = cluster
+        origin_ms = round(time.time() * 1000) - cluster.now()  # as the wire server dates records
         if self.stored is not None:
             cluster_metadata.restore(cluster, self.stored)
             self._restore_offsets_topic(cluster)
@@ -131,6 +133,7 @@ class DataDir:
                 cluster.now,
                 lambda topic, config=broker.config: self._flush_settings(topic, config),
                 self.note,
+                origin_ms,
             )
             manager.load(cluster.known, broker.config.log_segment_bytes)
             broker.logs = manager

@@ -46,8 +46,12 @@ class FileLogStore:
         clock: Callable[[], int],
         flush_messages: int | None = None,
         flush_ms: int | None = None,
+        origin_ms: int = 0,
     ) -> None:
         self.directory = directory
+        #: the wall-clock time (ms since the Unix epoch) of the log's time 0: append times are stored
+        #: as wall-clock times, so they keep their meaning in the next process, whose clock starts at 0
+        self.origin_ms = origin_ms
         self.clock = clock
         self.flush_messages = flush_messages
         self.flush_ms = flush_ms
@@ -87,7 +91,7 @@ class FileLogStore:
             if self.flush_messages is not None or self.flush_ms is not None:
                 self.flush()  # Kafka flushes a rolled segment
             self.open_segment(base, 0)
-        entry = segment_file.encode(batch)
+        entry = segment_file.encode(batch, self.origin_ms)
         os.write(self._log_fd, entry)
         os.write(self._index_fd, segment_file.index_entry(batch.base_offset, base, self._position))
         self._position += len(entry)
@@ -193,7 +197,7 @@ def load_log(
         log_path = os.path.join(directory, name)
         with open(log_path, "rb") as f:
             data = f.read()
-        scan = segment_file.read_entries(data, base)
+        scan = segment_file.read_entries(data, base, store.origin_ms)
         if scan.problem is not None:
             note(
                 f"{where}/{name}: {scan.problem}; truncated to the last valid batch "

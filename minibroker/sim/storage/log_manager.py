@@ -42,8 +42,11 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 class LogManager(dict[TopicPartition, Log]):
     """A broker's logs, kept in ``directory``; a dict, so the broker uses it as its in-memory map."""
 
-    def __init__(self, directory: str, clock: Callable[[], int], flush: FlushSettings, note: Note) -> None:
+    def __init__(
+        self, directory: str, clock: Callable[[], int], flush: FlushSettings, note: Note, origin_ms: int = 0
+    ) -> None:
         super().__init__()
+        self.origin_ms = origin_ms
         self.directory = directory
         self.clock = clock
         self.flush_settings = flush
@@ -53,7 +56,11 @@ class LogManager(dict[TopicPartition, Log]):
     def _store(self, tp: TopicPartition) -> FileLogStore:
         flush_messages, flush_ms = self.flush_settings(tp.topic)
         store = FileLogStore(
-            os.path.join(self.directory, partition_dir_name(tp)), self.clock, flush_messages, flush_ms
+            os.path.join(self.directory, partition_dir_name(tp)),
+            self.clock,
+            flush_messages,
+            flush_ms,
+            self.origin_ms,
         )
         store.on_start_moved = self.write_log_start_offsets
         return store

@@ -8,7 +8,8 @@ framed like a Kafka v2 batch header (``DefaultRecordBatch``)::
     leader epoch  int32      partitionLeaderEpoch
     magic         int8       2
     crc           uint32     CRC-32 of everything after this field (zlib's, not Kafka's CRC-32C)
-    body                     count int32, size int32, append time int64, the idempotent producer
+    body                     count int32, size int32, append time int64 (ms since the Unix epoch:
+                             the log's clock restarts at 0 with each process), the idempotent producer
                              fields, the values, and ``raw``: the client's v2 record batch bytes
 
 so the batches a Kafka client sent are kept as bytes, and one entry is one ``write``. The
@@ -55,10 +56,10 @@ def index_name(base_offset: int) -> str:
     return f"{base_offset:020d}.index"
 
 
-def encode(batch: RecordBatch) -> bytes:
-    """``batch`` as one entry of a ``.log`` file."""
+def encode(batch: RecordBatch, origin_ms: int = 0) -> bytes:
+    """``batch`` as one entry of a ``.log`` file; ``origin_ms``: the wall-clock time of the log's time 0."""
     parts = [
-        _BODY.pack(batch.count, batch.size, batch.append_time_ms),
+        _BODY.pack(batch.count, batch.size, origin_ms + batch.append_time_ms),
         struct.pack(">i", len(batch.producers)),
     ]
     for p in batch.producers:
@@ -105,15 +106,16 @@ class Scan:
     problem: str | None
 
 
-def read_entries(data: bytes, expected_offset: int | None = None) -> Scan:
-    """Every valid entry of a ``.log`` file's bytes, stopping at the first invalid one."""
+def read_entries(data: bytes, expected_offset: int | None = None, origin_ms: int = 0) -> Scan:
+    """Every valid entry of a ``.log`` file's bytes, stopping at the first invalid one; append times are
+    made relative to ``origin_ms`` (the wall-clock time of the reading log's time 0)."""
     batches: list[RecordBatch] = []
     positions: list[int] = []
     position = 0
     problem = None
     while position < len(data):
         try:
-            batch, size = _decode(data, position)
+            batch, size = _decode(data, position, origin_ms)
         except CorruptEntry as error:
             problem = str(error)
             break
@@ -127,7 +129,7 @@ def read_entries(data: bytes, expected_offset: int | None = None) -> Scan:
     return Scan(tuple(batches), tuple(positions), position, problem)
 
 
-def _decode(data: bytes, position: int) -> tuple[RecordBatch, int]:
+def _decode(data: bytes, position: int, origin_ms: int) -> tuple[RecordBatch, int]:
     if len(data) - position < _PREFIX.size + _HEADER.size:
         raise CorruptEntry(f"{len(data) - position} bytes, less than a batch header")
     base_offset, length = _PREFIX.unpack_from(data, position)
@@ -143,12 +145,12 @@ def _decode(data: bytes, position: int) -> tuple[RecordBatch, int]:
     if zlib.crc32(body) != crc:
         raise CorruptEntry(f"CRC mismatch in the batch at offset {base_offset}")
     try:
-        return _body(base_offset, epoch, bytes(body)), end - position
+        return _body(base_offset, epoch, bytes(body), origin_ms), end - position
     except (struct.error, ValueError) as error:
         raise CorruptEntry(f"the batch at offset {base_offset} does not parse: {error}") from None
 
 
-def _body(base_offset: int, epoch: int, body: bytes) -> RecordBatch:
+def _body(base_offset: int, epoch: int, body: bytes, origin_ms: int) -> RecordBatch:
     count, size, append_ms = _BODY.unpack_from(body, 0)
     at = _BODY.size
     if count < 1 or size < 0 or base_offset < 0:
@@ -180,7 +182,7 @@ def _body(base_offset: int, epoch: int, body: bytes) -> RecordBatch:
         count,
         size,
         epoch,
-        append_ms,
+        append_ms - origin_ms,
         None if values is None else tuple(values),
         raw,
         tuple(producers),

@@ -167,3 +167,11 @@ def test_flush_ms_is_due_that_long_after_the_oldest_unflushed_message(tmp_path):
     assert (store.flush_due(59), store.flush_due(60)) == (False, True)
     store.flush()
     assert (store.flushes, store.flush_due(10_000)) == (1, False)
+
+
+def test_append_times_are_stored_as_wall_clock_times_and_read_relative_to_the_new_start(tmp_path):
+    log = load_log(str(tmp_path), 1000, FileLogStore(str(tmp_path), lambda: 0, origin_ms=50_000), note=print)
+    log.append_as_leader(1, 5, 0, 700, values=(b"x",))  # at 50_700 ms on the wall clock
+    log.store.close()
+    later = load_log(str(tmp_path), 1000, FileLogStore(str(tmp_path), lambda: 0, origin_ms=60_000), note=print)
+    assert [b.append_time_ms for b in later.batches()] == [-9_300]
