@@ -173,5 +173,7 @@ def test_append_times_are_stored_as_wall_clock_times_and_read_relative_to_the_ne
     log = load_log(str(tmp_path), 1000, FileLogStore(str(tmp_path), lambda: 0, origin_ms=50_000), note=print)
     log.append_as_leader(1, 5, 0, 700, values=(b"x",))  # at 50_700 ms on the wall clock
     log.store.close()
-    later = load_log(str(tmp_path), 1000, FileLogStore(str(tmp_path), lambda: 0, origin_ms=60_000), note=print)
+    later = load_log(
+        str(tmp_path), 1000, FileLogStore(str(tmp_path), lambda: 0, origin_ms=60_000), note=print
+    )
     assert [b.append_time_ms for b in later.batches()] == [-9_300]
