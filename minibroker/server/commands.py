@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from minibroker.broker.config import BrokerConfig, ConfigError
-from minibroker.cliutil import UsageError, positive_number, whole_number, with_data_dir
+from minibroker.cliutil import UsageError, add_data_dir_options, positive_number, whole_number, with_data_dir
 from minibroker.common.topic_names import topic_error
 from minibroker.scenario import ScenarioError, load_scenario
 from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
@@ -61,14 +61,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         metavar="NAME[:PARTITIONS[:RF]]",
         help="create a topic at start (repeatable; default 1 partition, replication factor 1)",
     )
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="keep the cluster (logs, __consumer_offsets, metadata; a [delay_wheel]'s files) in DIR and "
+    add_data_dir_options(
+        parser,
+        "keep the cluster (logs, __consumer_offsets, metadata; a [delay_wheel]'s files) in DIR and "
         "recover it on start (default: in memory only, lost when the process ends)",
-    )
-    parser.add_argument(
-        "--keep-data", action="store_true", help="keep the file wheel's temporary directory and print it"
     )
     parser.add_argument(
         "--tui", action="store_true", help="watch the purgatories live while clients run (needs a terminal)"

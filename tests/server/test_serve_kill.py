@@ -24,7 +24,6 @@ import threading
 import time
 from collections import Counter
 
-import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
@@ -284,8 +283,7 @@ def check_recovered(bootstrap: list[str], load: Load | None) -> None:
         assert committed[p] in tried[p], (p, committed[p])
 
 
-@pytest.mark.parametrize("data_dir", [False])
-def test_without_a_data_dir_the_banner_says_state_is_in_memory_only(data_dir):
+def test_without_a_data_dir_the_banner_and_help_say_state_is_in_memory_only():
     process = subprocess.run(
         [sys.executable, "-m", "minibroker", "serve", "--port", "0", "--duration", "0.5"],
         capture_output=True,
@@ -296,3 +294,15 @@ def test_without_a_data_dir_the_banner_says_state_is_in_memory_only(data_dir):
     assert process.stdout.splitlines()[3] == (
         "state: in memory only; topics, records and committed offsets are lost when this process ends"
     )
+    helped = subprocess.run(
+        [sys.executable, "-m", "minibroker", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    words = " ".join(helped.stdout.split())
+    assert (
+        "Without --data-dir the cluster's state (topics, records, committed offsets) is in memory only"
+        in words
+    )
+    assert "and is lost when the process ends" in words
