@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.server.conftest import WAIT_S
 from tests.server.test_delay_serve import WHEEL_SCENARIO
@@ -159,3 +159,35 @@ def test_a_data_dir_that_is_a_file_or_holds_garbage_is_refused_in_one_line(tmp_p
         f"minibroker: serve: --data-dir: {garbled / 'cluster.json'}: not minibroker"
     )
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_corrupt_segment_tail_is_cut_with_one_line_and_the_rest_is_served(tmp_path):
+    data = tmp_path / "data"
+    process, ports, _ = start("--port", "0", "--data-dir", str(data), "--topic", "t:1:1")
+    try:
+        producer = KafkaProducer(bootstrap_servers=[f"127.0.0.1:{p}" for p in ports], acks="all")
+        offsets = [producer.send("t", value=b"v%d" % i).get(timeout=WAIT_S).offset for i in range(3)]
+        producer.close()
+    finally:
+        stop(process)
+    assert offsets == [0, 1, 2]
+    segment = data / "broker-0" / "t-0" / "00000000000000000000.log"
+    whole = segment.read_bytes()
+    segment.write_bytes(whole + b"\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x01\x00torn")
+    process, ports, _ = start("--port", "0", "--data-dir", str(data))
+    try:
+        consumer = KafkaConsumer(
+            bootstrap_servers=[f"127.0.0.1:{p}" for p in ports], consumer_timeout_ms=3000
+        )
+        consumer.assign([TopicPartition("t", 0)])
+        consumer.seek_to_beginning()
+        values = [record.value for record in consumer]
+        consumer.close()
+    finally:
+        err = stop(process)
+    assert values == [b"v0", b"v1", b"v2"]
+    assert segment.read_bytes() == whole
+    assert err.splitlines()[0] == (
+        "minibroker serve: broker-0/t-0/00000000000000000000.log: 16 bytes, less than a batch header; "
+        f"truncated to the last valid batch (position {len(whole)}, 16 bytes dropped)"
+    )
