@@ -236,6 +236,14 @@ class Controller:
             else:
                 self.network.send(CONTROLLER, broker, self.state[tp])
 
+    def elect_if_offline(self, tp: TopicPartition) -> None:
+        """Elect a leader for ``tp`` if it has none and a live replica may lead (a restored cluster)."""
+        state = self.state[tp]
+        if state.leader < 0 and any(
+            self.alive(b) and (b in state.isr or self.unclean_leader_election(tp)) for b in state.replicas
+        ):
+            self._elect(tp, exclude=None, direct_to=None)
+
     def catch_up(self, broker: int) -> None:
         """``broker``'s link to the controller healed: send the registrations and its partitions' states."""
         if not self.alive(broker):

@@ -162,10 +162,11 @@ class DataDir:
 
     async def started(self, cluster: Cluster, nursery: trio.Nursery) -> None:
         """After the brokers start: each learns its restored partitions; the flusher runs."""
-        for state in cluster.controller.state.values():
+        for tp, state in list(cluster.controller.state.items()):
             for broker in sorted(state.replicas, key=lambda b: b != state.leader):
                 if cluster.is_alive(broker):
                     cluster.controller.apply_direct(broker, state)
+            cluster.controller.elect_if_offline(tp)  # stored while its replicas were down: they are up now
         await nursery.start(self._flusher, cluster)
 
     async def _flusher(self, cluster: Cluster, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
