@@ -11,15 +11,16 @@ through its ``LogStore`` hooks:
   one), as Kafka's ``UnifiedLog.flush``;
 - a segment rolls where the in-memory log rolls (``segment.bytes``); truncation cuts the
   files at the same batch; segments wholly below a new log start offset are deleted;
-- the leader epoch cache is rewritten (temporary file and rename) whenever it changes.
+- the leader epoch cache is rewritten (temporary file and rename) whenever it changes;
+- a producer state snapshot (``producer_snapshot``) is written when a segment rolls.
 
 ``load_log`` is Kafka's ``LogLoader`` recovery, run on every segment (the process may have
 died at any byte): each segment is read while its batches are whole, CRC-valid and follow
 one another; at the first that is not, the segment is truncated there and later segments
 are deleted, each with a one-line note. Indexes are checked and rebuilt when missing or
 wrong; the epoch cache is the checkpoint's entries below the recovered log end plus the
-epochs the batches themselves carry; producer state is rebuilt from the batches
-(Kafka starts from a snapshot and replays the log after it; here the whole log is replayed).
+epochs the batches themselves carry; producer state is the newest snapshot with the batches
+after it replayed (or, without one, every batch replayed), as Kafka's ``ProducerStateManager``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ import os
 from collections.abc import Callable
 
 from minibroker.broker.log import Log, RecordBatch, Segment
+from minibroker.broker.producer_state import ProducerStateManager
 from minibroker.sim.storage import segment_file
 from minibroker.sim.storage.checkpoints import CheckpointError, read_epochs, write_epochs
+from minibroker.sim.storage.producer_snapshot import (
+    delete_snapshots_after,
+    read_snapshot,
+    snapshot_offsets,
+    write_snapshot,
+)
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
@@ -91,6 +99,9 @@ class FileLogStore:
             if self.flush_messages is not None or self.flush_ms is not None:
                 self.flush()  # Kafka flushes a rolled segment
             self.open_segment(base, 0)
+            rolled = True
+        else:
+            rolled = False
         entry = segment_file.encode(batch, self.origin_ms)
         os.write(self._log_fd, entry)
         os.write(self._index_fd, segment_file.index_entry(batch.base_offset, base, self._position))
@@ -100,8 +111,12 @@ class FileLogStore:
             self.unflushed_since = self.clock()
         if self.flush_messages is not None and self.unflushed >= self.flush_messages:
             self.flush()
+        if rolled:
+            write_snapshot(self.directory, log.log_end_offset, log.producer_state)
 
     def truncated(self, log: Log) -> None:
+        empty = log.log_end_offset == log.log_start_offset
+        delete_snapshots_after(self.directory, -1 if empty else log.log_end_offset)
         keep = set(log.segment_bases)
         for base in self.segment_bases():
             if base not in keep:
@@ -230,7 +245,7 @@ def load_log(
     log.log_start_offset = min(max(log_start_offset, segments[0].base_offset), log.log_end_offset)
     log.high_watermark = max(log.log_start_offset, min(high_watermark, log.log_end_offset))
     batches = log.batches()
-    log.producer_state.rebuild((b.base_offset, b.producers) for b in batches if b.producers)
+    log.producer_state = _producer_state(directory, batches, log.log_end_offset, where, note)
     log.epochs = _epochs(directory, batches, log.log_end_offset, where, note)
     store._epochs = list(log.epochs)
     log.store = store
@@ -248,6 +263,25 @@ def _remove_all(
 
 def _size(directory: str, base: int) -> int:
     return os.path.getsize(os.path.join(directory, segment_file.log_name(base)))
+
+
+def _producer_state(
+    directory: str, batches: list[RecordBatch], log_end: int, where: str, note: Note
+) -> ProducerStateManager:
+    """The newest usable snapshot at or below the log end, with the batches from its offset replayed."""
+    for offset in reversed([o for o in snapshot_offsets(directory) if o <= log_end]):
+        try:
+            state = read_snapshot(directory, offset)
+        except ValueError as error:
+            note(f"{where}/{error}; ignored")
+            continue
+        for batch in batches:
+            if batch.base_offset >= offset and batch.producers:
+                state.record(batch.base_offset, batch.producers)
+        return state
+    state = ProducerStateManager()
+    state.rebuild((b.base_offset, b.producers) for b in batches if b.producers)
+    return state
 
 
 def _check_index(directory: str, base: int, scan: segment_file.Scan, where: str, note: Note) -> None:

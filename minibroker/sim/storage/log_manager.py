@@ -20,6 +20,7 @@ from minibroker.broker.log import Log
 from minibroker.common.messages import TopicPartition
 from minibroker.sim.storage.checkpoints import CheckpointError, read_offsets, write_offsets
 from minibroker.sim.storage.file_log import FileLogStore, Note, load_log
+from minibroker.sim.storage.producer_snapshot import write_snapshot
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
@@ -139,8 +140,10 @@ class LogManager(dict[TopicPartition, Log]):
                 store.flush()
 
     def close(self) -> None:
-        """A clean stop: flush every log and checkpoint the high watermarks (Kafka's shutdown)."""
-        for store in self.stores():
-            store.flush()
-            store.close()
+        """A clean stop: snapshot producer state, flush every log, checkpoint the high watermarks."""
+        for log in self.values():
+            if isinstance(log.store, FileLogStore):
+                write_snapshot(log.store.directory, log.log_end_offset, log.producer_state)
+                log.store.flush()
+                log.store.close()
         self.write_high_watermarks(sync=True)

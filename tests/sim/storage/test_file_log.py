@@ -12,6 +12,7 @@ from minibroker.broker.log import Log
 from minibroker.broker.producer_state import ProducerBatch
 from minibroker.sim.storage import segment_file
 from minibroker.sim.storage.file_log import EPOCH_CHECKPOINT, FileLogStore, load_log
+from minibroker.sim.storage.producer_snapshot import snapshot_offsets
 
 
 def open_log(directory, notes=None, segment_bytes=100, **kw):
@@ -177,3 +178,31 @@ def test_append_times_are_stored_as_wall_clock_times_and_read_relative_to_the_ne
         str(tmp_path), 1000, FileLogStore(str(tmp_path), lambda: 0, origin_ms=60_000), note=print
     )
     assert [b.append_time_ms for b in later.batches()] == [-9_300]
+
+
+def test_a_producer_snapshot_keeps_producers_whose_batches_deleterecords_removed(tmp_path):
+    log = open_log(tmp_path)
+    for i in range(3):  # producer 1000 fills the first segment (3 x 30 of 100 bytes)
+        log.append_as_leader(1, 30, 0, 0, producers=(ProducerBatch(1000, 0, i, i),))
+    for i in range(3):  # producer 2000's first batch rolls a segment: a snapshot at offset 4
+        log.append_as_leader(1, 30, 0, 0, producers=(ProducerBatch(2000, 0, i, i),))
+    assert snapshot_offsets(str(tmp_path)) == [4]
+    log.maybe_increment_log_start_offset(3)  # the first segment is deleted
+    log.store.close()
+    again = open_log(tmp_path, log_start_offset=3)
+    assert (again.log_start_offset, again.producer_state.last_batch(1000).last_offset) == (3, 2)
+    assert again.producer_state.last_batch(2000).last_offset == 5
+    again.store.close()
+    (tmp_path / "00000000000000000004.snapshot").unlink()
+    without = open_log(tmp_path, log_start_offset=3)
+    assert without.producer_state.last_batch(1000) is None  # rebuilt from the batches left
+
+
+def test_a_truncation_deletes_the_snapshots_past_the_new_end(tmp_path):
+    write_some(tmp_path)
+    log = open_log(tmp_path)
+    assert snapshot_offsets(str(tmp_path)) == [8]  # written when the segment at 6 rolled
+    log.truncate_to(8)
+    assert snapshot_offsets(str(tmp_path)) == [8]
+    log.truncate_to(7)
+    assert (snapshot_offsets(str(tmp_path)), log.log_end_offset) == ([], 6)
