@@ -34,7 +34,8 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.topic_configs import INT64_MAX
-from minibroker.sim.cluster import Cluster, TopicSpec
+from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.sim.cluster import Cluster
 from minibroker.sim.storage import cluster_metadata
 from minibroker.sim.storage.file_log import Note
 from minibroker.sim.storage.log_manager import LogManager
@@ -115,10 +116,6 @@ class DataDir:
                     f"replication factor {have[1]}, not {partitions} and {rf}"
                 )
 
-    @property
-    def restored(self) -> bool:
-        return self.stored is not None
-
     # --- the cluster's life ------------------------------------------------------------------------
     def load(self, cluster: Cluster) -> None:
         """Before the brokers start: restore the stored metadata, recover every broker's logs."""
@@ -153,8 +150,6 @@ class DataDir:
         self.save()
 
     def _restore_offsets_topic(self, cluster: Cluster) -> None:
-        from minibroker.coordinator.group import OFFSETS_TOPIC
-
         spec = cluster.topics.get(OFFSETS_TOPIC)
         if spec is not None:
             for broker in cluster.brokers:
@@ -239,7 +234,3 @@ class ProducerIdBlocks:
         producer_id = self.next
         self.next += 1
         return producer_id
-
-
-def topic_layouts(topics: Iterable[TopicSpec]) -> list[tuple[str, int, int]]:
-    return [(t.name, t.partitions, t.replication_factor) for t in topics]

@@ -68,7 +68,8 @@ class FileLogStore:
         self.flushes = 0
         #: called after segments below a new log start offset are deleted (the broker's checkpoint)
         self.on_start_moved: Callable[[], None] = lambda: None
-        self._epochs: list[tuple[int, int]] | None = None
+        #: the leader epoch cache as last checkpointed
+        self.epochs_written: list[tuple[int, int]] | None = None
         self._base = -1
         self._log_fd = -1
         self._index_fd = -1
@@ -120,7 +121,7 @@ class FileLogStore:
         keep = set(log.segment_bases)
         for base in self.segment_bases():
             if base not in keep:
-                self._remove_segment(base)
+                self.remove_segment(base)
         last = log.segments[-1]
         if last.base_offset not in self.segment_bases():
             self.open_segment(last.base_offset, 0)
@@ -139,12 +140,12 @@ class FileLogStore:
         self.on_start_moved()  # the checkpoint first: a death in between leaves the records hidden
         for base in self.segment_bases():
             if base not in keep:
-                self._remove_segment(base)
+                self.remove_segment(base)
 
     def epochs_changed(self, log: Log) -> None:
-        if log.epochs != self._epochs:
-            self._epochs = list(log.epochs)
-            write_epochs(os.path.join(self.directory, EPOCH_CHECKPOINT), self._epochs, self.syncs)
+        if log.epochs != self.epochs_written:
+            self.epochs_written = list(log.epochs)
+            write_epochs(os.path.join(self.directory, EPOCH_CHECKPOINT), self.epochs_written, self.syncs)
 
     # --- flushing ----------------------------------------------------------------------------
     @property
@@ -179,7 +180,7 @@ class FileLogStore:
     def _file_size(self, base: int) -> int:
         return os.path.getsize(os.path.join(self.directory, segment_file.log_name(base)))
 
-    def _remove_segment(self, base: int) -> None:
+    def remove_segment(self, base: int) -> None:
         if base == self._base:
             self.close()
             self._base = -1
@@ -227,7 +228,7 @@ def load_log(
             segments.append(segment)
             expected = scan.batches[-1].next_offset if scan.batches else base
         else:
-            store._remove_segment(base)  # rolled, then nothing written to it: nothing to keep
+            store.remove_segment(base)  # rolled, then nothing written to it: nothing to keep
         if scan.problem is not None:
             _remove_all(store, bases[i + 1 :], where, note)
             break
@@ -247,7 +248,7 @@ def load_log(
     batches = log.batches()
     log.producer_state = _producer_state(directory, batches, log.log_end_offset, where, note)
     log.epochs = _epochs(directory, batches, log.log_end_offset, where, note)
-    store._epochs = list(log.epochs)
+    store.epochs_written = list(log.epochs)
     log.store = store
     return log
 
@@ -258,7 +259,7 @@ def _remove_all(
     for i, base in enumerate(bases):
         if i or not first_noted:
             note(f"{where}/{segment_file.log_name(base)}: deleted (it follows a truncated segment)")
-        store._remove_segment(base)
+        store.remove_segment(base)
 
 
 def _size(directory: str, base: int) -> int:
