@@ -53,3 +53,11 @@ async def test_a_partition_stored_offline_gets_a_leader_when_its_replicas_are_ba
         assert state.isr == (0, 1)
         producer = cluster.producer("p", acks=-1)
         assert (await producer.send_and_wait("t", 0, count=1)).errors == {"t-0": "NONE"}
+
+
+async def test_producer_ids_are_never_handed_out_twice_across_restarts(autojump_clock, tmp_path):
+    async with open_cluster(1, storage=(first := storage(tmp_path))):
+        assert [next(first.producer_ids) for _ in range(3)] == [1000, 1001, 1002]
+    assert json.loads((tmp_path / "cluster.json").read_text())["next_producer_id"] == 2000
+    async with open_cluster(1, storage=(second := storage(tmp_path))):
+        assert next(second.producer_ids) == 2000  # the block stored before 1000 was handed out
