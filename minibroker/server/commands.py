@@ -221,8 +221,8 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
         async with open_served(for_serving(scenario), args.host, args.port, storage=args.storage) as served:
             for broker, (host, port) in served.listeners.items():
                 print(f"broker {broker} listening on {host}:{port}", flush=True)
-            print(state_banner(args), flush=True)
             with _control_api(served, args):
+                print(state_banner(args), flush=True)  # last: the line that says the server is ready
                 interrupted = await _until_stopped(args, signals)
     if not interrupted:
         print(f"minibroker serve: stopped after {args.duration:g} s", file=sys.stderr, flush=True)
