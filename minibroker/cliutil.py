@@ -101,13 +101,12 @@ def out_dir(path: str) -> Path:
     return out
 
 
-def add_data_dir_options(parser: argparse.ArgumentParser) -> None:
+def add_data_dir_options(
+    parser: argparse.ArgumentParser,
+    data_dir_help: str = "where the delayed messages' file wheel ([delay_wheel]) keeps its files (kept)",
+) -> None:
     """``--data-dir``/``--keep-data``, for the commands that run a scenario's file wheel."""
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="where the delayed messages' file wheel ([delay_wheel]) keeps its files (kept)",
-    )
+    parser.add_argument("--data-dir", metavar="DIR", help=data_dir_help)
     parser.add_argument(
         "--keep-data", action="store_true", help="keep the file wheel's temporary directory and print it"
     )

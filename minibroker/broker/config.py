@@ -110,6 +110,14 @@ class BrokerConfig(_KafkaNamed):
     fetch_purge_interval: int = _int_field("fetch.purgatory.purge.interval.requests", 1000)
     delete_records_purge_interval: int = _int_field("delete.records.purgatory.purge.interval.requests", 1)
     log_segment_bytes: int = _int_field("log.segment.bytes", 1_073_741_824, 1)
+    #: with a data dir (``serve --data-dir``): fsync a log after this many messages / this long after
+    #: its oldest unflushed one; Kafka's defaults (Long.MAX_VALUE) leave it to the OS
+    log_flush_interval_messages: int = _int_field("log.flush.interval.messages", 2**63 - 1, 1)
+    log_flush_interval_ms: int = _int_field("log.flush.interval.ms", 2**63 - 1, 0)
+    #: with a data dir: how often each broker writes its high watermarks to its checkpoint file
+    replica_high_watermark_checkpoint_interval_ms: int = _int_field(
+        "replica.high.watermark.checkpoint.interval.ms", 5000, 1
+    )
     timer_tick_ms: int = _int_field("minibroker.timer.tick.ms", 1, 1)
     timer_wheel_size: int = _int_field("minibroker.timer.wheel.size", 20, 1)
     timer_kind: str = _str_field("minibroker.timer.kind", "kafka", ("kafka", "heap", "hashed"))

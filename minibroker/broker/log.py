@@ -17,12 +17,17 @@ append and rebuilt on truncation, so every replica can deduplicate once it leads
 
 The leader epoch cache records the first offset of each leader epoch (Kafka's
 ``LeaderEpochFileCache``), so a follower can find where its log diverges.
+
+The log is held in memory; a ``LogStore`` (``store``), when one is attached, is told of every
+change as it happens, so the same log can also be kept in files (``minibroker.sim.storage``
+writes segments, indexes and checkpoints and loads them back). Without one nothing else happens.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from typing import Protocol
 
 import attrs
 
@@ -102,6 +107,19 @@ class FetchDataInfo:
         return sum(batch.count for batch in self.batches)
 
 
+class LogStore(Protocol):
+    """Where a log's changes go besides memory; each call follows the change it names."""
+
+    def appended(self, log: Log, batch: RecordBatch) -> None: ...
+
+    def truncated(self, log: Log) -> None:
+        """The log end offset went down (``truncate_to``) or the log was emptied at a new start."""
+
+    def start_offset_moved(self, log: Log) -> None: ...
+
+    def epochs_changed(self, log: Log) -> None: ...
+
+
 class Log:
     """A replica's log: segments of batches, LEO, HW, log start offset, leader epoch cache."""
 
@@ -116,6 +134,8 @@ class Log:
         self.high_watermark = 0
         self.epochs: list[tuple[int, int]] = []  # (leader epoch, start offset), both increasing
         self.producer_state = ProducerStateManager()
+        #: the log's files, when it has any (``LogStore``); None keeps it in memory only
+        self.store: LogStore | None = None
 
     # --- writing ---------------------------------------------------------------------------
     def append(self, batch: RecordBatch) -> None:
@@ -135,6 +155,10 @@ class Log:
             self.producer_state.record(batch.base_offset, batch.producers)
         if not self.epochs or batch.leader_epoch > self.epochs[-1][0]:
             self.epochs.append((batch.leader_epoch, batch.base_offset))
+            if self.store is not None:
+                self.store.epochs_changed(self)
+        if self.store is not None:
+            self.store.appended(self, batch)
 
     def append_as_leader(
         self,
@@ -161,7 +185,11 @@ class Log:
         it would make every fetch find the log diverging again.
         """
         if offset >= self.log_end_offset:
-            self.epochs = [(epoch, start) for epoch, start in self.epochs if start < self.log_end_offset]
+            kept = [(epoch, start) for epoch, start in self.epochs if start < self.log_end_offset]
+            if kept != self.epochs:
+                self.epochs = kept
+                if self.store is not None:
+                    self.store.epochs_changed(self)
             return 0
         offset = max(offset, self.log_start_offset)
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
@@ -176,6 +204,9 @@ class Log:
         self.epochs = [(epoch, start) for epoch, start in self.epochs if start < offset]
         if removed and len(self.producer_state):
             self.producer_state.rebuild((b.base_offset, b.producers) for b in self.batches() if b.producers)
+        if self.store is not None:
+            self.store.truncated(self)
+            self.store.epochs_changed(self)
         return removed
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
@@ -191,6 +222,8 @@ class Log:
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
             self.segments.pop(0)
             self.segment_bases.pop(0)
+        if self.store is not None:
+            self.store.start_offset_moved(self)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -202,6 +235,9 @@ class Log:
         self.high_watermark = offset
         self.epochs = []
         self.producer_state.rebuild(())
+        if self.store is not None:
+            self.store.truncated(self)
+            self.store.epochs_changed(self)
 
     # --- high watermark --------------------------------------------------------------------
     def maybe_increment_high_watermark(self, candidate: int) -> bool:
@@ -281,6 +317,8 @@ class Log:
         """A new leader records its epoch starting at its LEO (even before writing to it)."""
         if not self.epochs or epoch > self.epochs[-1][0]:
             self.epochs.append((epoch, self.log_end_offset))
+            if self.store is not None:
+                self.store.epochs_changed(self)
 
     def __repr__(self) -> str:
         return (

@@ -7,7 +7,9 @@ Kafka's own default. Some are *modelled* (they change what the emulator does):
 
 - ``min.insync.replicas``: the partition's min ISR (acks=all produce, the HW freeze);
 - ``unclean.leader.election.enable``: the controller may elect an out-of-sync replica;
-- ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION.
+- ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION;
+- ``flush.messages``, ``flush.ms``: with ``serve --data-dir``, when a log is fsynced (read when
+  the log's files are opened).
 
 The others are kept and described but change nothing here (retention, segments,
 compression, timestamps): an application may set them, and reads back what it set.
@@ -52,6 +54,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
         ),
         TopicConfigDef("delete.retention.ms", "long", "86400000"),
+        TopicConfigDef(
+            "flush.messages", "long", str(INT64_MAX), "log.flush.interval.messages", minimum=1, modelled=True
+        ),
+        TopicConfigDef("flush.ms", "long", str(INT64_MAX), "log.flush.interval.ms", modelled=True),
         TopicConfigDef("max.message.bytes", "int", "1048588", maximum=INT32_MAX),
         TopicConfigDef(
             "message.timestamp.type", "choice", "CreateTime", choices=("CreateTime", "LogAppendTime")

@@ -95,6 +95,9 @@ class Controller:
         self.broker_epochs: dict[int, int] = {}
         self.isr_commits = 0
         self.elections = 0
+        #: called after every change of a partition state, before any broker hears of it (a data dir
+        #: stores the metadata there, as KRaft commits a record before brokers apply it)
+        self.on_change: Callable[[], None] = lambda: None
         network.register(CONTROLLER, self)
 
     # --- topics ------------------------------------------------------------------------------
@@ -169,6 +172,7 @@ class Controller:
             state.replicas,
         )
         self.state[request.tp] = new
+        self.on_change()
         self.isr_commits += 1
         if self.tracer.enabled:
             self.tracer.emit(
@@ -232,6 +236,14 @@ class Controller:
             else:
                 self.network.send(CONTROLLER, broker, self.state[tp])
 
+    def elect_if_offline(self, tp: TopicPartition) -> None:
+        """Elect a leader for ``tp`` if it has none and a live replica may lead (a restored cluster)."""
+        state = self.state[tp]
+        if state.leader < 0 and any(
+            self.alive(b) and (b in state.isr or self.unclean_leader_election(tp)) for b in state.replicas
+        ):
+            self._elect(tp, exclude=None, direct_to=None)
+
     def catch_up(self, broker: int) -> None:
         """``broker``'s link to the controller healed: send the registrations and its partitions' states."""
         if not self.alive(broker):
@@ -284,6 +296,7 @@ class Controller:
 
     def _publish(self, state: LeaderAndIsr, direct_to: int | None) -> None:
         self.state[state.tp] = state
+        self.on_change()
         for broker in state.replicas:
             if broker == direct_to:
                 self.apply_direct(broker, state)

@@ -91,8 +91,11 @@ class ScenarioRunner:
         sinks: Sequence[Callable[[TraceEvent], object]],
         progress: Progress | None,
         seed: int | None = None,
+        storage: Any = None,
     ):
         self.scenario = scenario
+        #: the cluster's files (``minibroker.sim.storage.DataDir``; ``serve --data-dir``), or None
+        self.storage = storage
         seed = scenario.seed if seed is None else seed
         self.features: dict[str, FeatureRun] = {f.name: f.run(scenario, seed) for f in features()}
         #: each feature's expectation kinds, by model type: (kind, the feature's run)
@@ -160,6 +163,7 @@ class ScenarioRunner:
             isr_commit_delay_ms=spec.isr_commit_delay_ms,
             crash_detection_ms=spec.crash_detection_ms,
             tracer=self.tracer,
+            storage=self.storage,
         ) as cluster:
             if isinstance(self.tracer, RecordingTracer):
                 self.tracer.clock = cluster.now

@@ -31,7 +31,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         help="serve Kafka's wire protocol: real Kafka clients against the emulated cluster",
         description="Run a scenario's cluster (or an empty one) in real time; broker i listens for Kafka "
         "clients on PORT+i. The scenario's steps play at their ms after start; its expectations are not "
-        "checked. Stop with Ctrl-C (exit 130) or --duration.",
+        "checked. Stop with Ctrl-C (exit 130) or --duration. Without --data-dir the cluster's state "
+        "(topics, records, committed offsets) is in memory only and is lost when the process ends; with "
+        "--data-dir DIR it is written to files as it changes and recovered on the next start, so a "
+        "SIGKILL loses nothing acknowledged with acks=all (docs/serve.md#persistence).",
     )
     parser.add_argument("file", nargs="?", metavar="SCENARIO.toml", help="cluster, topics and steps to play")
     parser.add_argument(
@@ -61,7 +64,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         metavar="NAME[:PARTITIONS[:RF]]",
         help="create a topic at start (repeatable; default 1 partition, replication factor 1)",
     )
-    add_data_dir_options(parser)
+    add_data_dir_options(
+        parser,
+        "keep the cluster (logs, __consumer_offsets, metadata; a [delay_wheel]'s files) in DIR and "
+        "recover it on start (default: in memory only, lost when the process ends)",
+    )
     parser.add_argument(
         "--tui", action="store_true", help="watch the purgatories live while clients run (needs a terminal)"
     )
@@ -150,16 +157,35 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     problem = check_topics(scenario, "serve", serving=True)
     if problem is not None:
         raise UsageError(problem)
+    if scenario.delay_wheel is None and not args.keep_data:
+        return scenario  # --data-dir keeps the cluster (open_data_dir); there are no wheel files
     try:
         return with_data_dir(scenario, args)
     except UsageError as error:
         raise UsageError(f"serve: {error}") from None
 
 
+def open_data_dir(scenario: Scenario, args: argparse.Namespace) -> Any:
+    """``--data-dir``'s ``DataDir``, checked against the scenario's brokers and topics; None without it."""
+    if args.data_dir is None:
+        return None
+    from minibroker.sim.storage.data_dir import DataDir, StorageError
+
+    try:
+        storage = DataDir.open(args.data_dir)
+        storage.check(
+            scenario.cluster.brokers, [(t.name, t.partitions, t.replication_factor) for t in scenario.topics]
+        )
+    except StorageError as error:
+        raise UsageError(f"serve: {error}") from None
+    return storage
+
+
 def serve(args: argparse.Namespace) -> int:
     scenario = _scenario(args)
     if args.control is not None and args.tui:
         raise UsageError("serve: --control and --tui cannot be combined (the TUI owns the terminal's run)")
+    args.storage = open_data_dir(scenario, args)
     args.control_server = _bind_control(args) if args.control is not None else None
     try:
         if args.tui:
@@ -203,14 +229,22 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
     from minibroker.server.serve import for_serving, open_served
 
     with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with open_served(for_serving(scenario), args.host, args.port) as served:
+        async with open_served(for_serving(scenario), args.host, args.port, storage=args.storage) as served:
             for broker, (host, port) in served.listeners.items():
                 print(f"broker {broker} listening on {host}:{port}", flush=True)
             async with _control_api(served, args):
+                print(state_banner(args), flush=True)  # last: the line that says the server is ready
                 interrupted = await _until_stopped(args, signals)
     if not interrupted:
         print(f"minibroker serve: stopped after {args.duration:g} s", file=sys.stderr, flush=True)
     return interrupted
+
+
+def state_banner(args: argparse.Namespace) -> str:
+    """Where the cluster's state lives, in words: memory (lost at exit) or the data dir."""
+    if args.storage is None:
+        return "state: in memory only; topics, records and committed offsets are lost when this process ends"
+    return f"state: kept in {args.data_dir} and recovered on the next start (docs/serve.md#persistence)"
 
 
 async def _until_stopped(args: argparse.Namespace, signals: Any) -> bool:

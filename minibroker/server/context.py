@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -51,7 +51,8 @@ class ServerState:
     epoch_origin_ms: int
     log: Callable[[str], None]
     cluster_id: str = "minibroker"
-    producer_ids: itertools.count = attrs.Factory(lambda: itertools.count(1000))
+    #: InitProducerId's ids (a data dir's ``ProducerIdBlocks`` keeps them unique across restarts)
+    producer_ids: Iterator[int] = attrs.Factory(lambda: itertools.count(1000))
     connections: itertools.count = attrs.Factory(lambda: itertools.count(1))
     #: topics Metadata requests auto-created (bounded by minibroker.auto.create.topics.max)
     auto_created: int = 0

@@ -50,11 +50,12 @@ def run_live(scenario: Scenario, args: argparse.Namespace) -> int:
             events({"kind": "wire", "time_ms": now, "message": line})
 
         async with open_served(
-            for_serving(scenario), args.host, args.port, log=log, sinks=[events]
+            for_serving(scenario), args.host, args.port, log=log, sinks=[events], storage=args.storage
         ) as served:
             served_box.append(served)
             first, last = served.listeners[0], served.listeners[max(served.listeners)]
-            note = f"serving {first[0]}:{first[1]}..{last[1]}   keys: b broker, q quit"
+            kept = f"state in {args.data_dir}" if args.storage is not None else "state in memory only"
+            note = f"serving {first[0]}:{first[1]}..{last[1]}   {kept}   keys: b broker, q quit"
             async with trio.open_nursery() as nursery:
                 if key_fd is not None:
                     nursery.start_soon(_keys, key_fd, view, nursery.cancel_scope)

@@ -23,6 +23,7 @@ from minibroker.scenario import Scenario, ScenarioRunner
 from minibroker.scenario.model import ClusterSpec, TopicSpecModel
 from minibroker.server.server import WireServer, stderr_log
 from minibroker.sim.cluster import Cluster
+from minibroker.sim.storage.data_dir import DataDir
 from minibroker.trace import Event as TraceEvent
 
 #: "forever", in ms: the runner's timeline ends at its end_ms, and serving has none
@@ -95,14 +96,21 @@ async def open_served(
     *,
     log: Callable[[str], None] = stderr_log,
     sinks: Sequence[Callable[[TraceEvent], object]] = (),
+    storage: DataDir | None = None,
 ) -> AsyncIterator[Served]:
-    """Run ``scenario`` (see ``for_serving``) in real time and serve Kafka clients until the block ends."""
-    runner = ScenarioRunner(scenario, sinks, None)
+    """Run ``scenario`` (see ``for_serving``) in real time and serve Kafka clients until the block ends.
+
+    With ``storage`` the cluster is recovered from its data dir and kept there as it runs; without,
+    everything is in memory and gone when the block ends.
+    """
+    runner = ScenarioRunner(scenario, sinks, None, storage=storage)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(runner.run, scenario.seed)
         await runner.ready.wait()
         assert runner.cluster is not None
         server = WireServer(runner.cluster, host, port, log=log)
+        if storage is not None:
+            server.state.producer_ids = storage.producer_ids
         await nursery.start(server.run)
         try:
             yield Served(runner, server)

@@ -64,6 +64,7 @@ class Cluster:
         isr_commit_delay_ms: int = 0,
         crash_detection_ms: int = 0,
         tracer: Tracer = NULL_TRACER,
+        storage: Any = None,
     ) -> None:
         if brokers < 1:
             raise ConfigError("a cluster needs at least one broker")
@@ -104,13 +105,22 @@ class Cluster:
         #: route ``Producer.send(..., delay_ms=...)`` by design ("levels", "wheel"); from
         #: ``minibroker.delayed_messages``
         self.delay_routers: dict[str, Any] = {}
+        #: the cluster's files (``minibroker.sim.storage.DataDir``): None keeps everything in memory
+        self.storage = storage
+        self._adopted: set[str] = set()
+        #: called after topics are created, deleted or reconfigured (a data dir stores the metadata)
+        self.on_metadata_change: Callable[[], None] = lambda: None
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         await nursery.start(self.scheduler.run)
+        if self.storage is not None:
+            self.storage.load(self)
         for broker in self.brokers:
             await broker.start(nursery)
+        if self.storage is not None:
+            await self.storage.started(self, nursery)
 
     def now(self) -> int:
         return self.clock.now_ms()
@@ -166,6 +176,7 @@ class Cluster:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace ``name``'s overrides (checked by the caller); live partitions take min ISR at once."""
         self.topics[name] = attrs.evolve(self.topics[name], configs=dict(configs))
+        self.on_metadata_change()
         for broker in self.brokers:
             manager = broker.replica_manager
             if manager is None:
@@ -193,6 +204,19 @@ class Cluster:
 
     def create_topic(self, spec: TopicSpec) -> None:
         n = len(self.brokers)
+        restored = self.topics.get(spec.name) if self.storage is not None else None
+        if restored is not None and spec.name not in self._adopted:
+            # a topic the data dir restored, asked for again: the stored one, if the layout agrees
+            if (restored.partitions, restored.replication_factor) != (
+                spec.partitions,
+                spec.replication_factor,
+            ):
+                raise ConfigError(
+                    f"topic {spec.name!r}: the data dir holds {restored.partitions} partitions with "
+                    f"replication factor {restored.replication_factor}"
+                )
+            self._adopted.add(spec.name)
+            return
         if spec.name in self.topics:
             raise ConfigError(f"topic {spec.name!r} exists already")
         if spec.partitions < 1:
@@ -221,8 +245,10 @@ class Cluster:
                     f"must be distinct brokers 0..{n - 1}"
                 )
         self.topics[spec.name] = spec
+        self._adopted.add(spec.name)
         for p, replicas in enumerate(assignment):
             self.controller.create_partition(TopicPartition(spec.name, p), tuple(replicas))
+        self.on_metadata_change()
 
     def leader_of(self, tp: TopicPartition) -> int:
         return self.controller.leader_of(tp)

@@ -148,6 +148,7 @@ def delete_topic(cluster: Cluster, name: str) -> None:
             if broker.replica_manager is not None:
                 broker.replica_manager.stop_replica(tp, delete=True)
             broker.logs.pop(tp, None)
+    cluster.on_metadata_change()
     if cluster.tracer.enabled:
         cluster.tracer.emit("topic.delete", topic=name, partitions=spec.partitions)
 
@@ -200,6 +201,7 @@ def create_partitions(
     cluster.topics[name] = attrs.evolve(spec, partitions=count, assignment=(*old, *new))
     for p, replicas in enumerate(new, start=spec.partitions):
         cluster.controller.create_partition(TopicPartition(name, p), replicas)
+    cluster.on_metadata_change()
     if cluster.tracer.enabled:
         cluster.tracer.emit("topic.partitions", topic=name, partitions=count)
 

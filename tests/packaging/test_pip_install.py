@@ -208,7 +208,9 @@ def _line(stream, wanted: str, timeout_s: float = 60.0) -> str:
 
 def test_serve_runs_for_its_duration(installed, tmp_path):
     out = _minibroker(installed, tmp_path, "serve", "--port", "0", "--duration", "2")
-    assert re.fullmatch(r"(broker [012] listening on 127\.0\.0\.1:\d+\n){3}", _worked(out)), out.stdout
+    assert re.fullmatch(
+        r"(broker [012] listening on 127\.0\.0\.1:\d+\n){3}state: in memory only; .*\n", _worked(out)
+    ), out.stdout
     assert out.stderr == "minibroker serve: stopped after 2 s\n"
 
 

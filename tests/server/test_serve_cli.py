@@ -50,6 +50,12 @@ def finish(process: subprocess.Popen) -> tuple[int, str, str]:
 def test_a_bounded_run_prints_one_line_per_listener_and_exits_0():
     process, ports, _ = start("--port", "0", "--duration", "1", "--topic", "t:2:3")
     assert len(set(ports)) == 3
+    # read here: communicate() reads the pipe itself, past what readline() has buffered
+    state = process.stdout.readline()
+    assert (
+        state
+        == "state: in memory only; topics, records and committed offsets are lost when this process ends\n"
+    )
     code, out, err = finish(process)
     assert (code, out, err) == (0, "", "minibroker serve: stopped after 1 s\n")
 

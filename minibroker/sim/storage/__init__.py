@@ -1,0 +1,1 @@
+"""Files under ``serve --data-dir``: logs, checkpoints, the cluster's metadata, and their recovery."""

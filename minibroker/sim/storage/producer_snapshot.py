@@ -1,0 +1,82 @@
+"""Producer state snapshots: ``<offset>.snapshot`` in a partition's directory (Kafka's
+``ProducerStateManager.takeSnapshot``).
+
+A snapshot holds, for each idempotent producer, its epoch and its retained batches (sequence
+range and offsets) as they were after every batch below ``offset``. One is written when a
+segment rolls and at a clean stop; the two newest are kept, and any past a truncation point
+is deleted. On load the newest snapshot at or below the log end is read and the batches from
+its offset on are replayed over it, so producers whose batches DeleteRecords removed are still
+known; without a usable snapshot the state is rebuilt from every batch the log holds.
+
+Format: JSON ``{"offset": N, "producers": [[id, epoch, [[first_seq, last_seq, first_offset,
+last_offset], ...]], ...], "crc": C}``, ``C`` the CRC-32 of the canonical JSON of the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+from minibroker.broker.producer_state import BatchMetadata, ProducerEntry, ProducerStateManager
+
+SUFFIX = ".snapshot"
+KEEP = 2
+
+
+def snapshot_name(offset: int) -> str:
+    return f"{offset:020d}{SUFFIX}"
+
+
+def snapshot_offsets(directory: str) -> list[int]:
+    return sorted(
+        int(name[: -len(SUFFIX)])
+        for name in os.listdir(directory)
+        if name.endswith(SUFFIX) and name[: -len(SUFFIX)].isdigit()
+    )
+
+
+def _canonical(body: dict) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def write_snapshot(directory: str, offset: int, state: ProducerStateManager) -> None:
+    """Write the snapshot at ``offset`` (temporary file and rename); keep the ``KEEP`` newest."""
+    producers = [
+        [pid, entry.epoch, [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in entry.batches]]
+        for pid, entry in sorted(state.entries.items())
+    ]
+    body = {"offset": offset, "producers": producers}
+    data = json.dumps({**body, "crc": zlib.crc32(_canonical(body))}).encode()
+    path = os.path.join(directory, snapshot_name(offset))
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+    for old in snapshot_offsets(directory)[:-KEEP]:
+        os.remove(os.path.join(directory, snapshot_name(old)))
+
+
+def delete_snapshots_after(directory: str, offset: int) -> None:
+    """Remove every snapshot past ``offset`` (the log was truncated to it)."""
+    for found in snapshot_offsets(directory):
+        if found > offset:
+            os.remove(os.path.join(directory, snapshot_name(found)))
+
+
+def read_snapshot(directory: str, offset: int) -> ProducerStateManager:
+    """The snapshot at ``offset``; ValueError if it is not a whole, CRC-valid snapshot."""
+    with open(os.path.join(directory, snapshot_name(offset)), "rb") as f:
+        raw = f.read()
+    try:
+        data = json.loads(raw)
+        body = {"offset": data["offset"], "producers": data["producers"]}
+        if data["crc"] != zlib.crc32(_canonical(body)) or body["offset"] != offset:
+            raise ValueError("CRC or offset mismatch")
+        state = ProducerStateManager()
+        for pid, epoch, batches in body["producers"]:
+            entry = state.entries[int(pid)] = ProducerEntry(int(epoch))
+            for first_seq, last_seq, first_offset, last_offset in batches:
+                entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{snapshot_name(offset)}: not a producer state snapshot ({error})") from None
+    return state
