@@ -127,6 +127,7 @@ def test_a_version_1_done_file_is_refused_with_its_path(tmp_path):
     wheel = FileWheel(tmp_path, slots=10, tick_ms=100)
     wheel.start(0)
     wheel.append([msg(1, 100)])
+    os.replace(tmp_path / "slot-00001.log", tmp_path / "slot-00001.firing")  # its firing had begun
     (tmp_path / "slot-00001.done").write_bytes(b"MBDW\x00\x01" + file_header(2, 1, 100)[6:])
     with pytest.raises(WheelFormatError, match=r"00001.done: format version 1, this minibroker reads 2$"):
         FileWheel(tmp_path, slots=10, tick_ms=100)
