@@ -41,7 +41,7 @@ from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
 from minibroker.delayed_messages.stats import DelayStats
 from minibroker.delayed_messages.wheel_format import Damage
-from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC, WheelIngest
+from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC, WheelIngest, ingest_label
 from minibroker.sim.cluster import TopicSpec
 
 if TYPE_CHECKING:
@@ -110,6 +110,8 @@ class WheelGroup:
         self._firing = False
         self._fire_scope: trio.CancelScope | None = None
         self._pending_sync: set[int] = set()
+        #: the wheel's incarnation (``wheel_ingest``): what default message ids carry after a restart
+        self.incarnation = 0
 
     def _directory(self, broker_id: int) -> str:
         return os.path.join(self.data_dir, f"broker-{broker_id}", "wheel")
@@ -142,16 +144,47 @@ class WheelGroup:
     # --- lifecycle -------------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery) -> None:
         now = self._now()
+        kept_files = any(wheel.pointer is not None for wheel in self.copies.values())
         for wheel in self.copies.values():
             wheel.start(now)
         self.cluster.delay_routers["wheel"] = self
         self.cluster.broker_hooks.append(self)
         rf = self.config.copies(len(self.cluster.brokers))
+        new_ingest_topic = INGEST_TOPIC not in self.cluster.topics
         for topic in (INGEST_TOPIC, OFFSETS_TOPIC):
             if topic not in self.cluster.topics:
                 self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True))
+        self.incarnation = self._incarnation(new_topic=new_ingest_topic and kept_files)
         nursery.start_soon(self._run)
-        nursery.start_soon(WheelIngest(self).run)
+        ingest = WheelIngest(
+            self.cluster, self.write, self._invalid, self.config.retry_backoff_ms, self.incarnation
+        )
+        nursery.start_soon(ingest.run)
+
+    def _incarnation(self, new_topic: bool) -> int:
+        """The wheel's incarnation (``wheel_ingest``): kept in each copy's ``incarnation`` file, one
+        up when the wheel kept files and ``__delay_wheel`` is new (its offsets start at 0 again)."""
+        paths = [os.path.join(self._directory(b), "incarnation") for b in self.copies]
+        current = 0
+        for path in paths:
+            try:
+                with open(path) as f:
+                    current = max(current, int(f.read().strip() or 0))
+            except (FileNotFoundError, ValueError):
+                pass  # none yet (or torn: the rename below makes that a crash before it, never after)
+        if not new_topic:
+            return current
+        current += 1
+        for path in paths:
+            with open(path + ".tmp", "w") as f:
+                f.write(str(current))
+            os.replace(path + ".tmp", path)
+        self._emit("delay.wheel.incarnation", incarnation=current, ids=f"{ingest_label(current)}@<offset>")
+        return current
+
+    def _invalid(self, partition: str, reason: str) -> None:
+        self.stats.invalid += 1
+        self._emit("delay.invalid", partition=partition, reason=reason)
 
     def live_in_sync(self) -> list[int]:
         return sorted(b for b in self.in_sync if self.cluster.is_alive(b))

@@ -1,0 +1,75 @@
+"""``serve --data-dir``: default message ids stay unique when ``serve`` is killed and started again on
+the wheel's files with a new ``__delay_wheel`` topic (its offsets start at 0 again). A real ``serve``
+process killed with SIGKILL, kafka-python on loopback."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from tests.server.conftest import WAIT_S
+from tests.server.test_delay_serve import WHEEL_SCENARIO
+from tests.server.test_serve_cli import start
+
+
+def _send(ports, due_ms, values):
+    producer = KafkaProducer(bootstrap_servers=[f"127.0.0.1:{p}" for p in ports], acks="all", linger_ms=0)
+    try:
+        headers = [
+            ("delay.real.topic", b"orders"),
+            ("delay.real.partition", b"0"),
+            ("delay.due.ms", b"%d" % due_ms),
+        ]
+        for value in values:
+            producer.send("__delay_wheel", value=value, headers=headers).get(timeout=WAIT_S)
+    finally:
+        producer.close(timeout=WAIT_S)
+
+
+def _ingested(directory, count):
+    """Wait until broker 0's copy holds ``count`` messages in its slot logs (the ingest is a fetch behind)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        logs = (directory / "broker-0" / "wheel").glob("slot-*.log")
+        held = sum(path.read_bytes().count(b"first-") for path in logs)
+        if held >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the wheel never held {count} messages")
+
+
+def test_messages_sent_after_a_restart_on_the_kept_files_are_not_taken_for_repeats(tmp_path):
+    path = tmp_path / "wheel.toml"
+    path.write_text(WHEEL_SCENARIO)
+    data = tmp_path / "data"
+    due = int(time.time() * 1000) + 12_000  # one tick: every message below shares one slot
+    first, ports, _ = start(str(path), "--port", "0", "--data-dir", str(data))
+    try:
+        _send(ports, due, [b"first-%d" % i for i in range(20)])
+        _ingested(data, 20)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=WAIT_S)
+    second, ports, _ = start(str(path), "--port", "0", "--data-dir", str(data))
+    try:
+        _send(ports, due, [b"second-%d" % i for i in range(20)])  # offsets 0..19 again
+        consumer = KafkaConsumer(bootstrap_servers=[f"127.0.0.1:{ports[0]}"], enable_auto_commit=False)
+        consumer.assign([TopicPartition("orders", 0)])
+        consumer.seek_to_beginning()
+        got = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < 40 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=100).values():
+                got += records
+        consumer.close()
+    finally:
+        second.send_signal(signal.SIGINT)
+        second.communicate(timeout=WAIT_S)
+    ids = {r.value: dict(r.headers)["delay.message.id"].decode() for r in got}
+    assert len(got) == 40 and len(ids) == 40
+    assert ids[b"first-3"] == "__delay_wheel-0@3"
+    assert ids[b"second-3"] == "__delay_wheel-0.1@3"  # the wheel's second incarnation
+    assert all(r.timestamp >= due - 2 for r in got)  # none early
+    assert (data / "broker-0" / "wheel" / "incarnation").read_text() == "1"
