@@ -19,6 +19,15 @@ the batch's messages in its own file and checkpoints. When the active broker
 crashes, the next copy takes over from its own files: it re-fires the tick from
 its checkpoint, and so forwards again only the batch that was in flight
 (``delay.wheel.forward.batch`` messages at most).
+
+Undeliverable messages: a due message whose real topic or partition does not exist (a typo, a topic
+not created yet, a partition out of range) never holds up the others. It is *parked*: written to the
+wheel again, due ``delay.wheel.undeliverable.backoff.ms`` later, with its failed attempts counted in
+its header ``delay.forward.attempts``; after ``delay.wheel.undeliverable.attempts`` attempts it goes to
+``delay.wheel.dead.letter.topic`` (with ``delay.real.topic`` and ``delay.error``), or, with none set
+or when that topic does not exist either, is dropped: counted (``DelayStats.dropped``) and traced
+(``delay.dropped``). Other forward errors (no leader, not enough replicas) are passing: the message is
+retried alone after ``delay.wheel.retry.backoff.ms``.
 """
 
 from __future__ import annotations
@@ -30,12 +39,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed
+from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed, _text_field
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
-from minibroker.delayed_messages.forward import forward
-from minibroker.delayed_messages.headers import DelayedMessage
+from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, real_partition
+from minibroker.delayed_messages.headers import REAL_TOPIC, DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
 from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
@@ -50,6 +59,10 @@ if TYPE_CHECKING:
 
 #: the pseudo-partition a wheel write is recorded against in the requests table
 WHEEL_PARTITION = TopicPartition("__delay_wheel", 0)
+#: a parked message's failed attempts (decimal text), delivered with it if its topic turns up
+ATTEMPTS = "delay.forward.attempts"
+#: why a dead-lettered message was not delivered
+ERROR = "delay.error"
 
 
 @attrs.define(frozen=True)
@@ -69,6 +82,12 @@ class WheelConfig(_KafkaNamed):
     #: a client's duplicate ids are dropped when within this many records of each other in a slot
     dedup_window: int = _int_field("delay.wheel.dedup.window", 10_000, 0)
     retry_backoff_ms: int = _int_field("delay.wheel.retry.backoff.ms", 100, 1)
+    #: forwards tried, the first included, for a message whose real topic or partition does not exist
+    undeliverable_attempts: int = _int_field("delay.wheel.undeliverable.attempts", 10, 1)
+    #: how long such a message is parked between two attempts
+    undeliverable_backoff_ms: int = _int_field("delay.wheel.undeliverable.backoff.ms", 6_000, 1)
+    #: where such a message goes after its last attempt ("": dropped, counted and traced)
+    dead_letter_topic: str = _text_field("delay.wheel.dead.letter.topic", "")
 
     @classmethod
     def from_kafka(cls, settings, where: str = "delay_wheel") -> WheelConfig:
@@ -334,7 +353,11 @@ class WheelGroup:
                 return False
             done_at = self.cluster.now()
             failed = []
+            undeliverable = []
             for message, (partition, error) in zip(pending, outcomes, strict=True):
+                if error == UNKNOWN_PARTITION and not partition:  # no such topic or partition here
+                    undeliverable.append(message)
+                    continue
                 if error != Errors.NONE.name:
                     failed.append(message)
                     self.stats.forward_failures += 1
@@ -350,9 +373,83 @@ class WheelGroup:
                     due_ms=due_ms,
                     lateness_ms=done_at - due_ms,
                 )
+            if undeliverable and not await self._park(active, undeliverable):
+                return False
             pending = failed
             if pending:
                 await trio.sleep(self.config.retry_backoff_ms / 1000)
+        return True
+
+    async def _park(self, active: int, messages: list[DelayedMessage]) -> bool:
+        """Write ``messages`` (their real topic or partition does not exist) to the wheel again, due
+        after the backoff, or past their last attempt dead-letter or drop them; False if ``active``
+        stopped being active."""
+        c = self.config
+        again = []
+        dead = []
+        for message in messages:
+            counted = [value for name, value in message.headers if name == ATTEMPTS]
+            try:
+                attempts = int(counted[-1]) + 1 if counted else 1
+            except ValueError:
+                attempts = 1
+            if attempts < c.undeliverable_attempts:
+                headers = (
+                    *((n, v) for n, v in message.headers if n != ATTEMPTS),
+                    (ATTEMPTS, b"%d" % attempts),
+                )
+                due = self._now() + c.undeliverable_backoff_ms
+                again.append(attrs.evolve(message, due_ms=due, headers=headers))
+                self.stats.parked += 1
+                self._emit(
+                    "delay.parked",
+                    id=message.message_id,
+                    topic=message.real_topic,
+                    attempts=attempts,
+                    due_ms=due - self.epoch_origin_ms,
+                )
+            else:
+                dead.append((message, attempts))
+        if again:
+            self.write(again)
+        letters = []
+        for message, attempts in dead:
+            target = c.dead_letter_topic
+            letter = attrs.evolve(
+                message,
+                real_topic=target,
+                real_partition=None,
+                headers=(
+                    *((n, v) for n, v in message.headers if n != ATTEMPTS),
+                    (ATTEMPTS, str(attempts).encode()),
+                    (REAL_TOPIC, message.real_topic.encode()),
+                    (ERROR, UNKNOWN_PARTITION.encode()),
+                ),
+            )
+            if target and real_partition(self.cluster, letter) is not None:
+                letters.append(letter)
+            else:
+                self.stats.dropped += 1
+                self._emit(
+                    "delay.dropped", id=message.message_id, topic=message.real_topic, attempts=attempts
+                )
+        while letters:
+            outcomes = await forward(self._producer(active), letters, self.epoch_origin_ms, self._emit)
+            if self.live_in_sync()[:1] != [active]:
+                return False
+            failed = []
+            for letter, (partition, error) in zip(letters, outcomes, strict=True):
+                if error == Errors.NONE.name:
+                    self.stats.dead_lettered += 1
+                    self._emit(
+                        "delay.dead", id=letter.message_id, partition=partition, error=UNKNOWN_PARTITION
+                    )
+                else:
+                    failed.append(letter)
+                    self._emit("delay.forward.failed", id=letter.message_id, error=error)
+            letters = failed
+            if letters:
+                await trio.sleep(c.retry_backoff_ms / 1000)
         return True
 
     # --- views -----------------------------------------------------------------------------------
