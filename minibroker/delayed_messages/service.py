@@ -1,16 +1,16 @@
 """DelayService: one per broker, beside it, forwarding due messages of the levels it leads.
 
-Three parts (a fetcher, a delay queue, a sender), here two trio tasks sharing plain state:
+Three parts (a fetcher, a held queue, a sender), here two trio tasks sharing plain state:
 
 - the fetcher: every ``delay.service.poll.ms`` it looks up which level partitions
   its broker leads (the controller's view, what a client's metadata says), reads
   the committed offset of each partition it gains from ``__delay_offsets``, and
   long-polls them (fetch max wait = the poll) with its own Consumer;
-- the delay queue: each partition's held messages in offset order (a level's
+- the held queue: each partition's held messages in offset order (a level's
   messages are due in the order written, ``levels.py``); across partitions a heap
   of their heads, rebuilt each round (there are few partitions), says which is due
-  first. A heap, not the broker's timer: the service is a client of the cluster
-  and does not reach into a broker;
+  first. A heap, not the broker's timer (whose "delay queue" of buckets is
+  Kafka's): the service is a client of the cluster and does not reach into a broker;
 - the sender: sleeps until the earliest head is due (or new messages arrive),
   forwards at most ``delay.service.max.in.flight`` due messages to their real
   partitions with acks=-1, then commits, per partition, the offset of the first
@@ -44,7 +44,6 @@ import attrs
 import trio
 
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
-from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
@@ -54,6 +53,7 @@ from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
 from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
+    from minibroker.broker.log import RecordBatch
     from minibroker.delayed_messages.stats import DelayStats
     from minibroker.sim.cluster import Cluster
 

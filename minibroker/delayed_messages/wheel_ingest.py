@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 import trio
 
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
-from minibroker.broker.log import RecordBatch
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
@@ -33,6 +32,7 @@ from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
 from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
+    from minibroker.broker.log import RecordBatch
     from minibroker.sim.cluster import Cluster
 
 INGEST_TOPIC = "__delay_wheel"
