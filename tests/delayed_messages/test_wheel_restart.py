@@ -9,6 +9,7 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from tests.retry.service_helpers import wait_until
 from tests.server.conftest import WAIT_S
 from tests.server.test_delay_serve import WHEEL_SCENARIO
 from tests.server.test_serve_cli import start
@@ -28,31 +29,31 @@ def _send(ports, due_ms, values):
         producer.close(timeout=WAIT_S)
 
 
-def _ingested(directory, count):
-    """Wait until broker 0's copy holds ``count`` messages in its slot logs (the ingest is a fetch behind)."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        logs = (directory / "broker-0" / "wheel").glob("slot-*.log")
-        held = sum(path.read_bytes().count(b"first-") for path in logs)
-        if held >= count:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the wheel never held {count} messages")
+def _held(directory) -> int:
+    """Messages of the first start in broker 0's copy (the ingest writes them a fetch after the send)."""
+    return sum(
+        path.read_bytes().count(b"first-") for path in (directory / "broker-0" / "wheel").glob("*.log")
+    )
+
+
+def _serve(scenario, data):
+    """``serve`` of the wheel scenario on ``data``: the process and its ports."""
+    process, ports, _ = start(str(scenario), "--port", "0", "--data-dir", str(data))
+    return process, ports
 
 
 def test_messages_sent_after_a_restart_on_the_kept_files_are_not_taken_for_repeats(tmp_path):
-    path = tmp_path / "wheel.toml"
-    path.write_text(WHEEL_SCENARIO)
-    data = tmp_path / "data"
+    scenario, data = tmp_path / "wheel.toml", tmp_path / "data"
+    scenario.write_text(WHEEL_SCENARIO)
     due = int(time.time() * 1000) + 12_000  # one tick: every message below shares one slot
-    first, ports, _ = start(str(path), "--port", "0", "--data-dir", str(data))
+    first, ports = _serve(scenario, data)
     try:
         _send(ports, due, [b"first-%d" % i for i in range(20)])
-        _ingested(data, 20)
+        wait_until(lambda: _held(data) >= 20, "the wheel held the first 20 messages")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=WAIT_S)
-    second, ports, _ = start(str(path), "--port", "0", "--data-dir", str(data))
+    second, ports = _serve(scenario, data)
     try:
         _send(ports, due, [b"second-%d" % i for i in range(20)])  # offsets 0..19 again
         consumer = KafkaConsumer(bootstrap_servers=[f"127.0.0.1:{ports[0]}"], enable_auto_commit=False)
