@@ -29,7 +29,9 @@ commit are forwarded again: at most one round (``max.in.flight``) when no
 forward failed. A message whose forward failed is retried (after
 ``retry.backoff.ms``) alone, ahead of the rest of its partition, so the
 messages of its round that went through behind it are the only other ones
-that can be forwarded twice.
+that can be forwarded twice. A message whose real topic or partition does not
+exist is not retried in place: it is parked in a level (``forward.py``), so its
+partition goes on.
 """
 
 from __future__ import annotations
@@ -46,10 +48,18 @@ import trio
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
-from minibroker.common.messages import TopicPartition
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delayed_messages.config import DelayConfig
-from minibroker.delayed_messages.forward import forward
-from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
+from minibroker.delayed_messages.forward import (
+    UNKNOWN_PARTITION,
+    dead_letter,
+    failed_attempts,
+    forward,
+    parked,
+    real_partition,
+    undeliverable,
+)
+from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed, encode_delayed
 from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
@@ -253,7 +263,11 @@ class DelayService:
         outcomes = await forward(self.producer, messages, self.epoch_origin_ms, self._emit)
         done = self.cluster.now()
         failed = False
+        lost = []
         for (held, entry), (partition, error) in zip(due, outcomes, strict=True):
+            if undeliverable((partition, error)):  # no such topic or partition: parked, not in the way
+                lost.append((held, entry))
+                continue
             if error != Errors.NONE.name:
                 self._failed(held, entry, error)
                 failed = True
@@ -271,7 +285,56 @@ class DelayService:
                 due_ms=due_ms,
                 lateness_ms=done - due_ms,
             )
+        for held, entry in lost:
+            if not await self._park(held, entry):
+                failed = True
         return failed
+
+    async def _park(self, held: HeldPartition, entry: _Entry) -> bool:
+        """Write an undeliverable message to a level again, due after the backoff, or past its last
+        attempt send it to the dead-letter topic or drop it; True once it is out of its partition's way
+        (marked forwarded), False if the produce failed (retried like a failed forward)."""
+        c = self.config
+        assert entry.message is not None
+        message = entry.message
+        attempts = failed_attempts(message) + 1
+        if attempts < c.undeliverable_attempts:
+            again = parked(message, self.cluster.now() + self.epoch_origin_ms + c.undeliverable_backoff_ms)
+            level = c.levels.level_for(min(c.undeliverable_backoff_ms, c.levels.delays_ms[-1]))
+            tp = TopicPartition(c.levels.topic(level), held.tp.partition % c.topic_partitions)
+            raw = encode_delayed([again])
+            (request,) = self.producer.produce({tp: ProduceData(1, len(raw), raw=raw)})
+            await request.wait()
+            if request.error() != Errors.NONE.name:
+                self._failed(held, entry, request.error())
+                return False
+            self.stats.parked += 1
+            self._emit(
+                "delay.parked",
+                id=message.message_id,
+                topic=message.real_topic,
+                attempts=attempts,
+                due_ms=again.due_ms - self.epoch_origin_ms,
+            )
+        else:
+            letter = dead_letter(message, c.dead_letter_topic)
+            if c.dead_letter_topic and real_partition(self.cluster, letter) is not None:
+                ((partition, error),) = await forward(
+                    self.producer, [letter], self.epoch_origin_ms, self._emit
+                )
+                if error != Errors.NONE.name:
+                    self._failed(held, entry, error)
+                    return False
+                self.stats.dead_lettered += 1
+                self._emit("delay.dead", id=message.message_id, partition=partition, error=UNKNOWN_PARTITION)
+            else:
+                self.stats.dropped += 1
+                self._emit(
+                    "delay.dropped", id=message.message_id, topic=message.real_topic, attempts=attempts
+                )
+        entry.forwarded = True
+        entry.failed = False
+        return True
 
     def _failed(self, held: HeldPartition, entry: _Entry, error: str) -> None:
         entry.failed = True

@@ -43,8 +43,16 @@ from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _K
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
-from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, real_partition
-from minibroker.delayed_messages.headers import REAL_TOPIC, DelayedMessage
+from minibroker.delayed_messages.forward import (
+    UNKNOWN_PARTITION,
+    dead_letter,
+    failed_attempts,
+    forward,
+    parked,
+    real_partition,
+    undeliverable,
+)
+from minibroker.delayed_messages.headers import DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
 from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
@@ -59,10 +67,6 @@ if TYPE_CHECKING:
 
 #: the pseudo-partition a wheel write is recorded against in the requests table
 WHEEL_PARTITION = TopicPartition("__delay_wheel", 0)
-#: a parked message's failed attempts (decimal text), delivered with it if its topic turns up
-ATTEMPTS = "delay.forward.attempts"
-#: why a dead-lettered message was not delivered
-ERROR = "delay.error"
 
 
 @attrs.define(frozen=True)
@@ -353,10 +357,10 @@ class WheelGroup:
                 return False
             done_at = self.cluster.now()
             failed = []
-            undeliverable = []
+            lost = []
             for message, (partition, error) in zip(pending, outcomes, strict=True):
-                if error == UNKNOWN_PARTITION and not partition:  # no such topic or partition here
-                    undeliverable.append(message)
+                if undeliverable((partition, error)):  # no such topic or partition here
+                    lost.append(message)
                     continue
                 if error != Errors.NONE.name:
                     failed.append(message)
@@ -373,7 +377,7 @@ class WheelGroup:
                     due_ms=due_ms,
                     lateness_ms=done_at - due_ms,
                 )
-            if undeliverable and not await self._park(active, undeliverable):
+            if lost and not await self._park(active, lost):
                 return False
             pending = failed
             if pending:
@@ -386,53 +390,30 @@ class WheelGroup:
         stopped being active."""
         c = self.config
         again = []
-        dead = []
+        letters = []
         for message in messages:
-            counted = [value for name, value in message.headers if name == ATTEMPTS]
-            try:
-                attempts = int(counted[-1]) + 1 if counted else 1
-            except ValueError:
-                attempts = 1
+            attempts = failed_attempts(message) + 1
             if attempts < c.undeliverable_attempts:
-                headers = (
-                    *((n, v) for n, v in message.headers if n != ATTEMPTS),
-                    (ATTEMPTS, b"%d" % attempts),
-                )
-                due = self._now() + c.undeliverable_backoff_ms
-                again.append(attrs.evolve(message, due_ms=due, headers=headers))
+                again.append(parked(message, self._now() + c.undeliverable_backoff_ms))
                 self.stats.parked += 1
                 self._emit(
                     "delay.parked",
                     id=message.message_id,
                     topic=message.real_topic,
                     attempts=attempts,
-                    due_ms=due - self.epoch_origin_ms,
+                    due_ms=again[-1].due_ms - self.epoch_origin_ms,
                 )
-            else:
-                dead.append((message, attempts))
-        if again:
-            self.write(again)
-        letters = []
-        for message, attempts in dead:
-            target = c.dead_letter_topic
-            letter = attrs.evolve(
-                message,
-                real_topic=target,
-                real_partition=None,
-                headers=(
-                    *((n, v) for n, v in message.headers if n != ATTEMPTS),
-                    (ATTEMPTS, str(attempts).encode()),
-                    (REAL_TOPIC, message.real_topic.encode()),
-                    (ERROR, UNKNOWN_PARTITION.encode()),
-                ),
-            )
-            if target and real_partition(self.cluster, letter) is not None:
+                continue
+            letter = dead_letter(message, c.dead_letter_topic)
+            if c.dead_letter_topic and real_partition(self.cluster, letter) is not None:
                 letters.append(letter)
             else:
                 self.stats.dropped += 1
                 self._emit(
                     "delay.dropped", id=message.message_id, topic=message.real_topic, attempts=attempts
                 )
+        if again:
+            self.write(again)
         while letters:
             outcomes = await forward(self._producer(active), letters, self.epoch_origin_ms, self._emit)
             if self.live_in_sync()[:1] != [active]:
