@@ -18,6 +18,7 @@ from minibroker.delayed_messages.headers import REAL_TOPIC, DelayedMessage, enco
 
 if TYPE_CHECKING:
     from minibroker.clients import Producer
+    from minibroker.delayed_messages.stats import DelayStats
     from minibroker.sim.cluster import Cluster
 
 UNKNOWN_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
@@ -48,6 +49,36 @@ def _with_attempts(message: DelayedMessage, attempts: int) -> tuple[tuple[str, b
 def parked(message: DelayedMessage, due_ms: int) -> DelayedMessage:
     """``message`` held again, due at ``due_ms``, one more failed attempt counted."""
     return attrs.evolve(message, due_ms=due_ms, headers=_with_attempts(message, failed_attempts(message) + 1))
+
+
+def settle(
+    message: DelayedMessage,
+    cluster: Cluster,
+    limits: tuple[int, int, str],
+    now_ms: int,
+    epoch_origin_ms: int,
+    stats: DelayStats,
+    emit,
+) -> tuple[str, DelayedMessage | None]:
+    """What becomes of an undeliverable ``message``, counted and traced: ``("park", the message due
+    again)``, ``("dead", the letter to forward)`` or ``("drop", None)``. ``limits``: the design's
+    attempts, backoff (ms) and dead-letter topic; ``now_ms`` on the records' time scale."""
+    attempts_limit, backoff_ms, topic = limits
+    attempts = failed_attempts(message) + 1
+    if attempts < attempts_limit:
+        again = parked(message, now_ms + backoff_ms)
+        stats.parked += 1
+        due_ms = again.due_ms - epoch_origin_ms
+        emit(
+            "delay.parked", id=message.message_id, topic=message.real_topic, attempts=attempts, due_ms=due_ms
+        )
+        return "park", again
+    letter = dead_letter(message, topic)
+    if topic and real_partition(cluster, letter) is not None:
+        return "dead", letter
+    stats.dropped += 1
+    emit("delay.dropped", id=message.message_id, topic=message.real_topic, attempts=attempts)
+    return "drop", None
 
 
 def dead_letter(message: DelayedMessage, topic: str) -> DelayedMessage:

@@ -50,15 +50,7 @@ from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delayed_messages.config import DelayConfig
-from minibroker.delayed_messages.forward import (
-    UNKNOWN_PARTITION,
-    dead_letter,
-    failed_attempts,
-    forward,
-    parked,
-    real_partition,
-    undeliverable,
-)
+from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed, encode_delayed
 from minibroker.delayed_messages.offsets import OFFSETS_PARTITION, OffsetsReader, commit_data
 
@@ -297,41 +289,28 @@ class DelayService:
         c = self.config
         assert entry.message is not None
         message = entry.message
-        attempts = failed_attempts(message) + 1
-        if attempts < c.undeliverable_attempts:
-            again = parked(message, self.cluster.now() + self.epoch_origin_ms + c.undeliverable_backoff_ms)
+        limits = (c.undeliverable_attempts, c.undeliverable_backoff_ms, c.dead_letter_topic)
+        now = self.cluster.now() + self.epoch_origin_ms
+        verdict, out = settle(
+            message, self.cluster, limits, now, self.epoch_origin_ms, self.stats, self._emit
+        )
+        if verdict == "park":
             level = c.levels.level_for(min(c.undeliverable_backoff_ms, c.levels.delays_ms[-1]))
             tp = TopicPartition(c.levels.topic(level), held.tp.partition % c.topic_partitions)
-            raw = encode_delayed([again])
+            raw = encode_delayed([out])
             (request,) = self.producer.produce({tp: ProduceData(1, len(raw), raw=raw)})
             await request.wait()
             if request.error() != Errors.NONE.name:
+                self.stats.parked -= 1  # counted again when the produce goes through
                 self._failed(held, entry, request.error())
                 return False
-            self.stats.parked += 1
-            self._emit(
-                "delay.parked",
-                id=message.message_id,
-                topic=message.real_topic,
-                attempts=attempts,
-                due_ms=again.due_ms - self.epoch_origin_ms,
-            )
-        else:
-            letter = dead_letter(message, c.dead_letter_topic)
-            if c.dead_letter_topic and real_partition(self.cluster, letter) is not None:
-                ((partition, error),) = await forward(
-                    self.producer, [letter], self.epoch_origin_ms, self._emit
-                )
-                if error != Errors.NONE.name:
-                    self._failed(held, entry, error)
-                    return False
-                self.stats.dead_lettered += 1
-                self._emit("delay.dead", id=message.message_id, partition=partition, error=UNKNOWN_PARTITION)
-            else:
-                self.stats.dropped += 1
-                self._emit(
-                    "delay.dropped", id=message.message_id, topic=message.real_topic, attempts=attempts
-                )
+        elif verdict == "dead":
+            ((partition, error),) = await forward(self.producer, [out], self.epoch_origin_ms, self._emit)
+            if error != Errors.NONE.name:
+                self._failed(held, entry, error)
+                return False
+            self.stats.dead_lettered += 1
+            self._emit("delay.dead", id=message.message_id, partition=partition, error=UNKNOWN_PARTITION)
         entry.forwarded = True
         entry.failed = False
         return True

@@ -43,15 +43,7 @@ from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _K
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
-from minibroker.delayed_messages.forward import (
-    UNKNOWN_PARTITION,
-    dead_letter,
-    failed_attempts,
-    forward,
-    parked,
-    real_partition,
-    undeliverable,
-)
+from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
 from minibroker.delayed_messages.headers import DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
 from minibroker.delayed_messages.offsets import OFFSETS_TOPIC
@@ -389,29 +381,15 @@ class WheelGroup:
         after the backoff, or past their last attempt dead-letter or drop them; False if ``active``
         stopped being active."""
         c = self.config
+        limits = (c.undeliverable_attempts, c.undeliverable_backoff_ms, c.dead_letter_topic)
         again = []
         letters = []
         for message in messages:
-            attempts = failed_attempts(message) + 1
-            if attempts < c.undeliverable_attempts:
-                again.append(parked(message, self._now() + c.undeliverable_backoff_ms))
-                self.stats.parked += 1
-                self._emit(
-                    "delay.parked",
-                    id=message.message_id,
-                    topic=message.real_topic,
-                    attempts=attempts,
-                    due_ms=again[-1].due_ms - self.epoch_origin_ms,
-                )
-                continue
-            letter = dead_letter(message, c.dead_letter_topic)
-            if c.dead_letter_topic and real_partition(self.cluster, letter) is not None:
-                letters.append(letter)
-            else:
-                self.stats.dropped += 1
-                self._emit(
-                    "delay.dropped", id=message.message_id, topic=message.real_topic, attempts=attempts
-                )
+            verdict, out = settle(
+                message, self.cluster, limits, self._now(), self.epoch_origin_ms, self.stats, self._emit
+            )
+            if out is not None:
+                (again if verdict == "park" else letters).append(out)
         if again:
             self.write(again)
         while letters:
