@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from minibroker.broker.config import ConfigError, _int_field, _KafkaNamed
+from minibroker.broker.config import ConfigError, _int_field, _KafkaNamed, _text_field
 from minibroker.delayed_messages.levels import DEFAULT_LEVELS, DelayError, DelayLevels, format_duration
 
 LEVELS_KEY = "delay.levels"
@@ -35,6 +35,12 @@ class DelayConfig(_KafkaNamed):
     poll_ms: int = _int_field("delay.service.poll.ms", 500, 1)
     #: wait before retrying a forward, commit or offsets read that failed
     retry_backoff_ms: int = _int_field("delay.service.retry.backoff.ms", 100, 1)
+    #: forwards tried, the first included, for a message whose real topic or partition does not exist
+    undeliverable_attempts: int = _int_field("delay.service.undeliverable.attempts", 10, 1)
+    #: how long such a message is parked (written to a level again) between two attempts
+    undeliverable_backoff_ms: int = _int_field("delay.service.undeliverable.backoff.ms", 6_000, 1)
+    #: where such a message goes after its last attempt ("": dropped, counted and traced)
+    dead_letter_topic: str = _text_field("delay.service.dead.letter.topic", "")
     #: the levels (``delay.levels``: a list of durations, or one comma-separated string)
     levels: DelayLevels = attrs.field(
         factory=lambda: DelayLevels.parse(DEFAULT_LEVELS), metadata={"kafka": LEVELS_KEY}

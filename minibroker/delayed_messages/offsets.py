@@ -13,12 +13,15 @@ spare.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from minibroker.clients import Consumer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, TopicPartition
-from minibroker.common.record_batch import RecordBatch
 from minibroker.delayed_messages.headers import build_batch, records
+
+if TYPE_CHECKING:
+    from minibroker.common.record_batch import RecordBatch
 
 DELAY_OFFSETS_TOPIC = "__delay_offsets"
 DELAY_OFFSETS_PARTITION = TopicPartition(DELAY_OFFSETS_TOPIC, 0)

@@ -1,16 +1,16 @@
 """DelayService: one per broker, beside it, forwarding due messages of the levels it leads.
 
-Three parts (a fetcher, a delay queue, a sender), here two trio tasks sharing plain state:
+Three parts (a fetcher, a held queue, a sender), here two trio tasks sharing plain state:
 
 - the fetcher: every ``delay.service.poll.ms`` it looks up which level partitions
   its broker leads (the controller's view, what a client's metadata says), reads
   the committed offset of each partition it gains from ``__delay_offsets``, and
   long-polls them (fetch max wait = the poll) with its own Consumer;
-- the delay queue: each partition's held messages in offset order (a level's
+- the held queue: each partition's held messages in offset order (a level's
   messages are due in the order written, ``levels.py``); across partitions a heap
   of their heads, rebuilt each round (there are few partitions), says which is due
-  first. A heap, not the broker's timer: the service is a client of the cluster
-  and does not reach into a broker;
+  first. A heap, not the broker's timer (whose "delay queue" of buckets is
+  Kafka's): the service is a client of the cluster and does not reach into a broker;
 - the sender: sleeps until the earliest head is due (or new messages arrive),
   forwards at most ``delay.service.max.in.flight`` due messages to their real
   partitions with acks=-1, then commits, per partition, the offset of the first
@@ -29,7 +29,9 @@ commit are forwarded again: at most one round (``max.in.flight``) when no
 forward failed. A message whose forward failed is retried (after
 ``retry.backoff.ms``) alone, ahead of the rest of its partition, so the
 messages of its round that went through behind it are the only other ones
-that can be forwarded twice.
+that can be forwarded twice. A message whose real topic or partition does not
+exist is not retried in place: it is parked in a level (``forward.py``), so its
+partition goes on.
 """
 
 from __future__ import annotations
@@ -46,14 +48,14 @@ import trio
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
-from minibroker.common.messages import TopicPartition
-from minibroker.common.record_batch import RecordBatch
+from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delayed_messages.config import DelayConfig
-from minibroker.delayed_messages.forward import forward
-from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
+from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
+from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed, encode_delayed
 from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
+    from minibroker.common.record_batch import RecordBatch
     from minibroker.delayed_messages.stats import DelayStats
     from minibroker.sim.cluster import Cluster
 
@@ -253,7 +255,11 @@ class DelayService:
         outcomes = await forward(self.producer, messages, self.epoch_origin_ms, self._emit)
         done = self.cluster.now()
         failed = False
+        lost = []
         for (held, entry), (partition, error) in zip(due, outcomes, strict=True):
+            if undeliverable((partition, error)):  # no such topic or partition: parked, not in the way
+                lost.append((held, entry))
+                continue
             if error != Errors.NONE.name:
                 self._failed(held, entry, error)
                 failed = True
@@ -271,7 +277,43 @@ class DelayService:
                 due_ms=due_ms,
                 lateness_ms=done - due_ms,
             )
+        for held, entry in lost:
+            if not await self._park(held, entry):
+                failed = True
         return failed
+
+    async def _park(self, held: HeldPartition, entry: _Entry) -> bool:
+        """Write an undeliverable message to a level again, due after the backoff, or past its last
+        attempt send it to the dead-letter topic or drop it; True once it is out of its partition's way
+        (marked forwarded), False if the produce failed (retried like a failed forward)."""
+        c = self.config
+        assert entry.message is not None
+        message = entry.message
+        limits = (c.undeliverable_attempts, c.undeliverable_backoff_ms, c.dead_letter_topic)
+        now = self.cluster.now() + self.epoch_origin_ms
+        verdict, out = settle(
+            message, self.cluster, limits, now, self.epoch_origin_ms, self.stats, self._emit
+        )
+        if verdict == "park":
+            level = c.levels.level_for(min(c.undeliverable_backoff_ms, c.levels.delays_ms[-1]))
+            tp = TopicPartition(c.levels.topic(level), held.tp.partition % c.topic_partitions)
+            raw = encode_delayed([out])
+            (request,) = self.producer.produce({tp: ProduceData(1, len(raw), raw=raw)})
+            await request.wait()
+            if request.error() != Errors.NONE.name:
+                self.stats.parked -= 1  # counted again when the produce goes through
+                self._failed(held, entry, request.error())
+                return False
+        elif verdict == "dead":
+            ((partition, error),) = await forward(self.producer, [out], self.epoch_origin_ms, self._emit)
+            if error != Errors.NONE.name:
+                self._failed(held, entry, error)
+                return False
+            self.stats.dead_lettered += 1
+            self._emit("delay.dead", id=message.message_id, partition=partition, error=UNKNOWN_PARTITION)
+        entry.forwarded = True
+        entry.failed = False
+        return True
 
     def _failed(self, held: HeldPartition, entry: _Entry, error: str) -> None:
         entry.failed = True

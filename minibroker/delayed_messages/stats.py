@@ -30,6 +30,10 @@ class DelayStats:
     held_total: int = 0
     invalid: int = 0
     forward_failures: int = 0
+    #: messages whose real topic or partition did not exist when due: parked again, dead-lettered, dropped
+    parked: int = 0
+    dead_lettered: int = 0
+    dropped: int = 0
     pauses: int = 0
     resumes: int = 0
 

@@ -30,9 +30,10 @@ a version 1 ``.done`` file is refused with its path.
 
 Reading never trusts a record it cannot check: a record whose crc does not
 match, or whose framing is impossible, is reported (``path``, byte offset) and
-skipped by searching forward for the next record that checks out; a record cut
-off by the end of the file (a write interrupted by a crash) is reported and
-ends the file. Everything else of the file is read. Files are streamed in
+skipped by searching forward for the next record that checks out; so is a
+record cut off by the end of the data it announces (a write interrupted by a
+crash: records appended after the restart follow it and are read). Everything
+else of the file is read. Files are streamed in
 bounded blocks (``RecordStream``), never read whole.
 """
 
@@ -205,8 +206,8 @@ class RecordStream:
 
     Memory is one block plus the record being read (a record is at most ``MAX_RECORD``), whatever
     the file's size. Iterating yields ``(offset, end, payload)``; damaged records go to ``damages``
-    (path, byte offset) and are skipped by searching forward for the next record that checks out;
-    a record cut off by the end of the file is reported and ends the stream.
+    (path, byte offset) and are skipped by searching forward for the next record that checks out,
+    a record cut off by the end of the file too (records appended after a torn one are read).
     """
 
     def __init__(

@@ -8,10 +8,18 @@ batch's messages to every live in-sync wheel copy, then commits the offset after
 topic's replication); the wheel has the message once the ingest has read it, a fetch later. A
 crash between the write and the commit writes the batch again on restart, into the same slots
 (same ids, same due times), where firing de-duplicates it.
+
+Default message ids (a record without ``delay.message.id``) are ``__delay_wheel-0@<offset>``; offsets
+start at 0 again when the topic is created anew (a ``serve`` restart that did not keep it), while the
+wheel's files still hold the earlier messages. So the wheel counts its *incarnations*: every time it
+opens files it kept and the topic is new, the number goes up (persisted beside the wheel's files),
+and ids read in incarnation ``n >= 1`` are ``__delay_wheel-0.<n>@<offset>``: a new message is never
+dropped as a repeat of an old one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -20,23 +28,40 @@ from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
-from minibroker.common.record_batch import RecordBatch
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed
 from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
 
 if TYPE_CHECKING:
-    from minibroker.delayed_messages.wheel_service import WheelGroup
+    from minibroker.common.record_batch import RecordBatch
+    from minibroker.sim.cluster import Cluster
 
 INGEST_TOPIC = "__delay_wheel"
 INGEST_PARTITION = TopicPartition(INGEST_TOPIC, 0)
 
 
-class WheelIngest:
-    """Moves ``__delay_wheel``'s records into the wheel copies of ``group``."""
+def ingest_label(incarnation: int) -> str:
+    """What default message ids start with (``<label>@<offset>``) in the wheel's ``incarnation``."""
+    return str(INGEST_PARTITION) if incarnation == 0 else f"{INGEST_PARTITION}.{incarnation}"
 
-    def __init__(self, group: WheelGroup) -> None:
-        self.group = group
-        cluster = group.cluster
+
+class WheelIngest:
+    """Moves ``__delay_wheel``'s records into the wheel copies through ``write`` (it answers the copies
+    written, none: not written); ``on_invalid(partition, reason)`` hears of records that break the
+    header contract."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        write: Callable[[list[DelayedMessage]], list[int]],
+        on_invalid: Callable[[str, str], None],
+        retry_backoff_ms: int,
+        incarnation: int = 0,
+    ) -> None:
+        self.cluster = cluster
+        self.write = write
+        self.on_invalid = on_invalid
+        self.retry_backoff_ms = retry_backoff_ms
+        self.label = ingest_label(incarnation)
         self.consumer = Consumer(cluster, "delay-wheel-ingest", ConsumerConfig())
         self.producer = Producer(cluster, "delay-wheel-ingest-commit", ProducerConfig(acks=-1))
         self.offsets = Consumer(cluster, "delay-wheel-ingest-offsets", ConsumerConfig(fetch_max_wait_ms=0))
@@ -47,15 +72,14 @@ class WheelIngest:
         for batch in batches:
             if batch.raw is None:
                 continue
-            for _, found in decode_delayed(batch.raw, batch.base_offset, str(tp), 0):
+            for _, found in decode_delayed(batch.raw, batch.base_offset, self.label, 0):
                 if isinstance(found, str):
-                    self.group.stats.invalid += 1
-                    self.group._emit("delay.invalid", partition=str(tp), reason=found)
+                    self.on_invalid(str(tp), found)
                 else:
                     self.pending.append(found)
 
     async def _sleep(self) -> None:
-        await trio.sleep(self.group.config.retry_backoff_ms / 1000)
+        await trio.sleep(self.retry_backoff_ms / 1000)
 
     async def run(self) -> None:
         reader = OffsetsReader(self.offsets)
@@ -66,7 +90,7 @@ class WheelIngest:
             (request,) = self.consumer.fetch()
             await request.wait()
             if self.pending:
-                written = self.group.write(self.pending)
+                written = self.write(self.pending)
                 self.pending.clear()
                 if written:
                     await self._commit(reader)
@@ -79,7 +103,7 @@ class WheelIngest:
     async def _commit(self, reader: OffsetsReader) -> None:
         position = self.consumer.positions[INGEST_PARTITION]
         while True:
-            data = commit_data({INGEST_PARTITION: position}, self.group.cluster.now())
+            data = commit_data({INGEST_PARTITION: position}, self.cluster.now())
             (request,) = self.producer.produce({DELAY_OFFSETS_PARTITION: data})
             await request.wait()
             if request.error() == Errors.NONE.name:

@@ -19,6 +19,15 @@ the batch's messages in its own file and checkpoints. When the active broker
 crashes, the next copy takes over from its own files: it re-fires the tick from
 its checkpoint, and so forwards again only the batch that was in flight
 (``delay.wheel.forward.batch`` messages at most).
+
+Undeliverable messages: a due message whose real topic or partition does not exist (a typo, a topic
+not created yet, a partition out of range) never holds up the others. It is *parked*: written to the
+wheel again, due ``delay.wheel.undeliverable.backoff.ms`` later, with its failed attempts counted in
+its header ``delay.forward.attempts``; after ``delay.wheel.undeliverable.attempts`` attempts it goes to
+``delay.wheel.dead.letter.topic`` (with ``delay.real.topic`` and ``delay.error``), or, with none set
+or when that topic does not exist either, is dropped: counted (``DelayStats.dropped``) and traced
+(``delay.dropped``). Other forward errors (no leader, not enough replicas) are passing: the message is
+retried alone after ``delay.wheel.retry.backoff.ms``.
 """
 
 from __future__ import annotations
@@ -30,18 +39,18 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed
+from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _KafkaNamed, _text_field
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
-from minibroker.delayed_messages.forward import forward
+from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
 from minibroker.delayed_messages.headers import DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
 from minibroker.delayed_messages.offsets import DELAY_OFFSETS_TOPIC
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
 from minibroker.delayed_messages.stats import DelayStats
 from minibroker.delayed_messages.wheel_format import Damage
-from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC, WheelIngest
+from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC, WheelIngest, ingest_label
 from minibroker.sim.cluster import TopicSpec
 
 if TYPE_CHECKING:
@@ -69,6 +78,12 @@ class WheelConfig(_KafkaNamed):
     #: a client's duplicate ids are dropped when within this many records of each other in a slot
     dedup_window: int = _int_field("delay.wheel.dedup.window", 10_000, 0)
     retry_backoff_ms: int = _int_field("delay.wheel.retry.backoff.ms", 100, 1)
+    #: forwards tried, the first included, for a message whose real topic or partition does not exist
+    undeliverable_attempts: int = _int_field("delay.wheel.undeliverable.attempts", 10, 1)
+    #: how long such a message is parked between two attempts
+    undeliverable_backoff_ms: int = _int_field("delay.wheel.undeliverable.backoff.ms", 6_000, 1)
+    #: where such a message goes after its last attempt ("": dropped, counted and traced)
+    dead_letter_topic: str = _text_field("delay.wheel.dead.letter.topic", "")
 
     @classmethod
     def from_kafka(cls, settings, where: str = "delay_wheel") -> WheelConfig:
@@ -110,6 +125,8 @@ class WheelGroup:
         self._firing = False
         self._fire_scope: trio.CancelScope | None = None
         self._pending_sync: set[int] = set()
+        #: the wheel's incarnation (``wheel_ingest``): what default message ids carry after a restart
+        self.incarnation = 0
 
     def _directory(self, broker_id: int) -> str:
         return os.path.join(self.data_dir, f"broker-{broker_id}", "wheel")
@@ -142,16 +159,47 @@ class WheelGroup:
     # --- lifecycle -------------------------------------------------------------------------------
     async def start(self, nursery: trio.Nursery) -> None:
         now = self._now()
+        kept_files = any(wheel.pointer is not None for wheel in self.copies.values())
         for wheel in self.copies.values():
             wheel.start(now)
         self.cluster.delay_routers["wheel"] = self
         self.cluster.broker_hooks.append(self)
         rf = self.config.copies(len(self.cluster.brokers))
+        new_ingest_topic = INGEST_TOPIC not in self.cluster.topics
         for topic in (INGEST_TOPIC, DELAY_OFFSETS_TOPIC):
             if topic not in self.cluster.topics:
                 self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True))
+        self.incarnation = self._incarnation(new_topic=new_ingest_topic and kept_files)
         nursery.start_soon(self._run)
-        nursery.start_soon(WheelIngest(self).run)
+        ingest = WheelIngest(
+            self.cluster, self.write, self._invalid, self.config.retry_backoff_ms, self.incarnation
+        )
+        nursery.start_soon(ingest.run)
+
+    def _incarnation(self, new_topic: bool) -> int:
+        """The wheel's incarnation (``wheel_ingest``): kept in each copy's ``incarnation`` file, one
+        up when the wheel kept files and ``__delay_wheel`` is new (its offsets start at 0 again)."""
+        paths = [os.path.join(self._directory(b), "incarnation") for b in self.copies]
+        current = 0
+        for path in paths:
+            try:
+                with open(path) as f:
+                    current = max(current, int(f.read().strip() or 0))
+            except (FileNotFoundError, ValueError):
+                pass  # none yet (or torn: the rename below makes that a crash before it, never after)
+        if not new_topic:
+            return current
+        current += 1
+        for path in paths:
+            with open(path + ".tmp", "w") as f:
+                f.write(str(current))
+            os.replace(path + ".tmp", path)
+        self._emit("delay.wheel.incarnation", incarnation=current, ids=f"{ingest_label(current)}@<offset>")
+        return current
+
+    def _invalid(self, partition: str, reason: str) -> None:
+        self.stats.invalid += 1
+        self._emit("delay.invalid", partition=partition, reason=reason)
 
     def live_in_sync(self) -> list[int]:
         return sorted(b for b in self.in_sync if self.cluster.is_alive(b))
@@ -301,7 +349,11 @@ class WheelGroup:
                 return False
             done_at = self.cluster.now()
             failed = []
+            lost = []
             for message, (partition, error) in zip(pending, outcomes, strict=True):
+                if undeliverable((partition, error)):  # no such topic or partition here
+                    lost.append(message)
+                    continue
                 if error != Errors.NONE.name:
                     failed.append(message)
                     self.stats.forward_failures += 1
@@ -317,9 +369,46 @@ class WheelGroup:
                     due_ms=due_ms,
                     lateness_ms=done_at - due_ms,
                 )
+            if lost and not await self._park(active, lost):
+                return False
             pending = failed
             if pending:
                 await trio.sleep(self.config.retry_backoff_ms / 1000)
+        return True
+
+    async def _park(self, active: int, messages: list[DelayedMessage]) -> bool:
+        """Write ``messages`` (their real topic or partition does not exist) to the wheel again, due
+        after the backoff, or past their last attempt dead-letter or drop them; False if ``active``
+        stopped being active."""
+        c = self.config
+        limits = (c.undeliverable_attempts, c.undeliverable_backoff_ms, c.dead_letter_topic)
+        again = []
+        letters = []
+        for message in messages:
+            verdict, out = settle(
+                message, self.cluster, limits, self._now(), self.epoch_origin_ms, self.stats, self._emit
+            )
+            if out is not None:
+                (again if verdict == "park" else letters).append(out)
+        if again:
+            self.write(again)
+        while letters:
+            outcomes = await forward(self._producer(active), letters, self.epoch_origin_ms, self._emit)
+            if self.live_in_sync()[:1] != [active]:
+                return False
+            failed = []
+            for letter, (partition, error) in zip(letters, outcomes, strict=True):
+                if error == Errors.NONE.name:
+                    self.stats.dead_lettered += 1
+                    self._emit(
+                        "delay.dead", id=letter.message_id, partition=partition, error=UNKNOWN_PARTITION
+                    )
+                else:
+                    failed.append(letter)
+                    self._emit("delay.forward.failed", id=letter.message_id, error=error)
+            letters = failed
+            if letters:
+                await trio.sleep(c.retry_backoff_ms / 1000)
         return True
 
     # --- views -----------------------------------------------------------------------------------

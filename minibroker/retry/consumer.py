@@ -64,6 +64,8 @@ class RetryingConsumer:
     ) -> None:
         self.cluster, self.topic, self.handler, self.policy = cluster, topic, handler, policy
         self.scheduler, self.client_id, self.blocking = scheduler, client_id, blocking
+        if hasattr(scheduler, "on_lost"):  # redis: a server that came back empty is traced
+            scheduler.on_lost = lambda held: self._emit("retry.scheduler.lost", held=held)
         self.retry_backoff_ms = retry_backoff_ms
         self.partitions = cluster.topics[topic].partitions
         self.producer = cluster.producer(f"{client_id}-producer", acks=-1)

@@ -7,6 +7,9 @@ offset of each partition are the records safe without the retry topic?"
 - ``WheelHolding`` (in memory, a ``WheelScheduler``): a record is safe only once it was produced back, so
   a partition's commit point is its lowest offset still held (``LowWater``). After a crash the retry topic
   is read again from there: nothing lost; records delivered above the commit point are delivered again.
+  A record whose identity (``redis_scheduler.identity``: original offset and attempt) is held, or was
+  delivered within the last ``RECENT_IDENTITIES`` deliveries, is a duplicate (a redelivered record that
+  failed again): it is not held twice, its offset counts as finished.
 - ``RedisHolding`` (``RedisScheduler``): a record is safe once it is in the sorted set, so the commit
   point is simply past the last record read. A record read twice maps to the same member and is not
   scheduled twice (see the scheduler's tombstones).
@@ -21,7 +24,12 @@ from typing import Any
 import attrs
 
 from minibroker.retry import headers as h
+from minibroker.retry.member import pack
+from minibroker.retry.redis_scheduler import identity
 from minibroker.retry.scheduler import WheelScheduler
+
+#: how many delivered identities ``WheelHolding`` remembers to recognise a late duplicate
+RECENT_IDENTITIES = 100_000
 
 
 @attrs.frozen(slots=True)
@@ -76,21 +84,45 @@ class WheelHolding:
         self.marks = LowWater()
         self.epochs: dict[Any, int] = {}
         self._ready: deque[Held] = deque()
+        self._held_ids: dict[str, tuple[Any, int]] = {}  # identity -> (tp, epoch) of the record held
+        self._recent: dict[str, None] = {}  # delivered identities, oldest first
+        self.duplicates = 0
 
     def hold(self, batch: list[Held]) -> None:
         for held in batch:
             self.marks.add(held.tp, held.offset)
-            self.wheel.schedule(attrs.evolve(held, epoch=self.epochs.get(held.tp, 0)), held.due_ms)
+            key = identity(held.record, pack(held.record))
+            twin = self._held_ids.get(key)
+            if key in self._recent or (twin is not None and twin[1] == self.epochs.get(twin[0], 0)):
+                self.duplicates += 1
+                self.marks.finish(held.tp, held.offset)
+                continue
+            epoch = self.epochs.get(held.tp, 0)
+            self._held_ids[key] = (held.tp, epoch)
+            self.wheel.schedule(attrs.evolve(held, epoch=epoch), held.due_ms)
+
+    def _forget_identity(self, held: Held, delivered: bool) -> None:
+        key = identity(held.record, pack(held.record))
+        if self._held_ids.get(key) == (held.tp, held.epoch):
+            del self._held_ids[key]
+        if delivered:
+            self._recent[key] = None
+            if len(self._recent) > RECENT_IDENTITIES:
+                del self._recent[next(iter(self._recent))]
 
     def claim(self, now_ms: int, limit: int) -> list[Held]:
         ready = self._ready
         ready.extend(self.wheel.claim_due(now_ms))
         claimed = [ready.popleft() for _ in range(min(limit, len(ready)))]
+        stale = [held for held in claimed if held.epoch != self.epochs.get(held.tp, 0)]
+        for held in stale:  # dropped with its revoked partition: its next owner reads it again
+            self._forget_identity(held, delivered=False)
         return [held for held in claimed if held.epoch == self.epochs.get(held.tp, 0)]
 
     def done(self, batch: list[Held]) -> None:
         for held in batch:
             self.marks.finish(held.tp, held.offset)
+            self._forget_identity(held, delivered=True)
 
     def release(self, batch: list[Held], due_ms: int) -> None:
         for held in batch:

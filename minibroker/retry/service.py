@@ -69,6 +69,8 @@ class RetryService:
         self.sources = config.retry_topics()
         self.stopping = False
         self.read = self.delivered = self.dead_lettered = self.produce_failures = 0
+        #: times Redis was found to have come back without the entries it held
+        self.redis_lost = 0
         self.consumer: Any = None
         self.producer: Any = None
         self.holding: Any = None
@@ -173,7 +175,19 @@ class RetryService:
         except (redis.RedisError, ValueError, OSError) as error:
             raise ServiceError(f"[backend] url {b.url}: Redis unreachable ({error})") from None
         self._redis_errors = (redis.ConnectionError, redis.TimeoutError)  # BusyLoadingError is one
-        return RedisHolding(RedisScheduler(client, b.key, batch=b.claim_batch, dedup_ms=b.dedup_ms))
+        scheduler = RedisScheduler(client, b.key, batch=b.claim_batch, dedup_ms=b.dedup_ms)
+        scheduler.on_lost = self._redis_lost
+        return RedisHolding(scheduler)
+
+    def _redis_lost(self, held: int) -> None:
+        """Redis came back without what it held (restarted without persistence): say so, once."""
+        b = self.config.backend
+        self.redis_lost += 1
+        self.log(
+            f"redis at {b.url} came back without the entries it held (its marker {b.key}:epoch is gone; "
+            f"{held} were held at the last count): their retry-topic offsets were committed, those records "
+            "are lost (run Redis with appendonly yes)"
+        )
 
     # -- the loop -----------------------------------------------------------------------------------------
 

@@ -127,6 +127,7 @@ def test_a_version_1_done_file_is_refused_with_its_path(tmp_path):
     wheel = FileWheel(tmp_path, slots=10, tick_ms=100)
     wheel.start(0)
     wheel.append([msg(1, 100)])
+    os.replace(tmp_path / "slot-00001.log", tmp_path / "slot-00001.firing")  # its firing had begun
     (tmp_path / "slot-00001.done").write_bytes(b"MBDW\x00\x01" + file_header(2, 1, 100)[6:])
     with pytest.raises(WheelFormatError, match=r"00001.done: format version 1, this minibroker reads 2$"):
         FileWheel(tmp_path, slots=10, tick_ms=100)
@@ -189,3 +190,75 @@ def test_a_roll_torn_by_a_crash_is_undone_when_the_wheel_opens(tmp_path, monkeyp
     again = FileWheel(tmp_path, slots=10, tick_ms=100, batch=2, dedup_window=0)  # no dedup to hide copies
     assert (tmp_path / "slot-00001.log").stat().st_size < torn  # m2, m3 cut off the log
     assert run_until(again, 1_100) == [(1, ["m9"]), (11, ["m0", "m1", "m2", "m3", "m4"])]
+
+
+def _record_ends(path):
+    """The byte offsets where each whole record of a slot file ends."""
+    from minibroker.delayed_messages.wheel_format import RecordStream
+
+    with open(path, "rb") as f:
+        return [end for _, end, _ in RecordStream(f, str(path), [], HEADER_SIZE)]
+
+
+def _crash_state(directory):
+    """A wheel as a kill leaves it: tick 1 firing (m0, m1 forwarded, m2 in flight, m3 and the later m9
+    not reached), tick 2's log holding m4..m6. The process dies without closing anything."""
+    wheel = FileWheel(directory, slots=10, tick_ms=100, batch=1)
+    wheel.start(0)
+    wheel.append([msg(0, 100), msg(1, 100), msg(9, 1_100), msg(2, 100), msg(3, 100)])
+    wheel.append([msg(4, 200), msg(5, 200), msg(6, 200)])
+    firing = wheel.fire(1)
+    for _ in range(2):
+        assert len(firing.next_batch()) == 1
+        firing.checkpoint()
+    assert len(firing.next_batch()) == 1  # m2: the roll of m9 passed on the way is recorded too
+
+
+@pytest.mark.parametrize("suffix", ["firing", "done", "log"])
+def test_a_file_cut_at_any_byte_opens_and_loses_only_what_the_cut_removed(tmp_path, suffix):
+    """Every file kind cut at every byte (a write torn by a kill, or a file half created): the wheel
+    opens, a message appended after the restart is delivered, and every message whose record lies
+    wholly before the cut (all of them, for a cut progress file) is delivered."""
+    import shutil
+
+    base = tmp_path / "base"
+    _crash_state(base)
+    name = {"firing": "slot-00001.firing", "done": "slot-00001.done", "log": "slot-00002.log"}[suffix]
+    size = (base / name).stat().st_size
+    ends = _record_ends(base / name)
+    ids = {"firing": ["m0", "m1", "m9", "m2", "m3"], "log": ["m4", "m5", "m6"]}
+    for cut in range(size + 1):
+        directory = tmp_path / f"cut-{cut}"
+        shutil.copytree(base, directory)
+        os.truncate(directory / name, cut)
+        repairs = []
+        wheel = FileWheel(directory, slots=10, tick_ms=100, batch=1, on_repair=repairs.append)
+        assert bool(repairs) == (cut < HEADER_SIZE), (cut, repairs)
+        wheel.append([msg(7, 200)])  # after the restart, behind the cut record
+        delivered = [m for _, batch in run_until(wheel, 1_100) for m in batch]
+        if suffix == "done":  # progress lost: forwarded again, nothing lost
+            kept = {"m2", "m3", "m4", "m5", "m6", "m9"}
+        else:
+            whole = ids[suffix][: sum(end <= cut for end in ends)]
+            kept = set(whole) | set(ids["log" if suffix == "firing" else "firing"][2:])
+            kept -= {"m0", "m1"}  # forwarded before the kill (their progress is intact)
+            if suffix == "firing":
+                kept.add("m9")  # rolled before the kill: in tick 11's log
+        assert kept | {"m7"} <= set(delivered), (cut, delivered)
+        assert set(delivered) <= {f"m{i}" for i in range(10)}
+        assert sorted(os.listdir(directory)) == ["pointer"], cut
+
+
+def test_leftover_temporary_files_are_removed_with_a_note(tmp_path):
+    wheel = FileWheel(tmp_path, slots=10, tick_ms=100)
+    wheel.start(0)
+    wheel.append([msg(1, 100)])
+    (tmp_path / "slot-00002.log.tmp").write_bytes(file_header(1, 2, 100)[:7])
+    (tmp_path / "pointer.tmp").write_text("")
+    repairs = []
+    again = FileWheel(tmp_path, slots=10, tick_ms=100, on_repair=repairs.append)
+    assert repairs == [
+        f"{tmp_path}/slot-00002.log.tmp: a file whose creation was cut off (never acknowledged), removed"
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["pointer", "slot-00001.log"]
+    assert run_until(again, 100) == [(1, ["m1"])]

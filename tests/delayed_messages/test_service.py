@@ -163,3 +163,45 @@ async def test_a_new_leaders_service_takes_over_and_duplicates_are_the_round_in_
         assert ids == ["app-0", "app-1", "app-0", "app-1", "app-2", "app-3", "app-4"]
         assert len(ids) - len(set(ids)) == 2
         assert all(d.delivered_ms >= d.due_ms == 5_000 for d in services.stats.deliveries)
+
+
+async def test_a_message_for_a_missing_topic_is_parked_and_its_partition_flows_on(autojump_clock):
+    """A typo'd real topic first in __delay_5s-0, two good messages behind it: they are delivered at
+    their due time; the typo is parked in the level of the backoff (the 30s level for 20 s), tried
+    twice, then dropped (no dead-letter topic): counted and traced, and the partition commits past it."""
+    settings = {
+        **LEVELS,
+        "delay.service.undeliverable.attempts": 2,
+        "delay.service.undeliverable.backoff.ms": 20_000,
+    }
+    async with delayed_cluster(3, ORDERS, settings) as (cluster, services):
+        raw = build_batch(
+            [
+                (1_000, b"k", b"lost", [(REAL_TOPIC, b"ordres")]),
+                (1_000, b"k", b"a", [(REAL_TOPIC, b"orders"), ("delay.real.partition", b"0")]),
+                (1_500, b"k", b"b", [(REAL_TOPIC, b"orders"), ("delay.real.partition", b"0")]),
+            ]
+        )
+        producer = cluster.producer("kafka-client", acks=-1)
+        (request,) = producer.produce({TopicPartition("__delay_5s", 0): ProduceData(3, len(raw), raw=raw)})
+        await request.wait()
+        await cluster.clock.sleep_until(40_000)
+        got = [(d.message_id, d.delivered_ms) for d in services.stats.deliveries]
+        assert got == [("__delay_5s-0@1", 6_000), ("__delay_5s-0@2", 6_500)]
+        (park,) = events(services, "delay.parked")
+        assert (park["time_ms"], park["id"], park["attempts"], park["due_ms"]) == (
+            6_000,
+            "__delay_5s-0@0",
+            1,
+            26_000,
+        )
+        (drop,) = events(services, "delay.dropped")
+        assert (drop["time_ms"], drop["id"], drop["topic"], drop["attempts"]) == (
+            26_000,
+            "__delay_5s-0@0",
+            "ordres",
+            2,
+        )
+        assert (services.stats.parked, services.stats.dropped) == (1, 1)
+        commits = [(e["partition"], e["offset"]) for e in events(services, "delay.commit")]
+        assert ("__delay_5s-0", 3) in commits and ("__delay_30s-0", 1) in commits

@@ -102,3 +102,68 @@ async def test_on_a_running_clock_the_ticks_are_on_the_epoch_scale(autojump_cloc
         (delivery,) = group.stats.deliveries
         assert (delivery.due_ms, delivery.delivered_ms) == (1_250, 1_300)
         assert group.view()[0].pointer == (origin + 1_300) // 100
+
+
+def _to(topic, i, due, partition=0):
+    from minibroker.delayed_messages.headers import DelayedMessage
+
+    return DelayedMessage(f"m{i}", topic, partition, due, 0, None, b"v")
+
+
+UNDELIVERABLE = {
+    **SMALL,
+    "delay.wheel.undeliverable.attempts": 3,
+    "delay.wheel.undeliverable.backoff.ms": 250,
+}
+
+
+async def test_a_message_for_a_missing_topic_is_parked_and_the_others_flow_within_their_tick(
+    autojump_clock, tmp_path
+):
+    """A typo'd topic and a partition out of range, due first in the tick: the messages behind them are
+    delivered at their tick's end, as if they were not there; each is tried 3 times, 250 ms apart, then
+    dropped (no dead-letter topic): counted and traced."""
+    async with wheel_cluster(3, ORDERS, tmp_path, UNDELIVERABLE) as (cluster, group, _):
+        await cluster.clock.sleep_until(10)
+        group.write([_to("ordres", 0, 150), _to("orders", 1, 150, partition=7)])
+        group.write([_to("orders", i, 150 + i) for i in range(2, 5)] + [_to("orders", 5, 250)])
+        await cluster.clock.sleep_until(1_000)
+        got = [(d.message_id, d.delivered_ms) for d in group.stats.deliveries]
+        assert got == [("m2", 200), ("m3", 200), ("m4", 200), ("m5", 300)]  # each at its tick's end
+        parked = [(e["time_ms"], e["id"], e["attempts"], e["due_ms"]) for e in events(group, "delay.parked")]
+        assert parked == [(200, "m0", 1, 450), (200, "m1", 1, 450), (500, "m0", 2, 750), (500, "m1", 2, 750)]
+        dropped = [(e["time_ms"], e["id"], e["topic"], e["attempts"]) for e in events(group, "delay.dropped")]
+        assert dropped == [(800, "m0", "ordres", 3), (800, "m1", "orders", 3)]
+        assert (group.stats.parked, group.stats.dropped, group.stats.dead_lettered) == (4, 2, 0)
+
+
+async def test_past_its_attempts_a_message_goes_to_the_dead_letter_topic(autojump_clock, tmp_path):
+    from minibroker.common.messages import TopicPartition
+    from minibroker.delayed_messages.headers import records
+
+    topics = [*ORDERS, TopicSpec("delay-dlt", 1, 2, assignment=((1, 2),))]
+    settings = {**UNDELIVERABLE, "delay.wheel.dead.letter.topic": "delay-dlt"}
+    async with wheel_cluster(3, topics, tmp_path, settings) as (cluster, group, _):
+        await cluster.clock.sleep_until(10)
+        group.write([_to("ordres", 0, 150)])
+        await cluster.clock.sleep_until(1_000)
+        (dead,) = events(group, "delay.dead")
+        assert (dead["time_ms"], dead["id"], dead["partition"]) == (800, "m0", "delay-dlt-0")
+        tp = TopicPartition("delay-dlt", 0)
+        (batch,) = cluster.brokers[cluster.leader_of(tp)].logs[tp].batches()
+        (record,) = records(batch.raw)
+        headers = dict(record.headers)
+        assert headers["delay.real.topic"] == b"ordres" and headers["delay.forward.attempts"] == b"3"
+        assert headers["delay.error"] == b"UNKNOWN_TOPIC_OR_PARTITION"
+        assert headers["delay.message.id"] == b"m0"
+
+
+async def test_a_parked_message_is_delivered_once_its_topic_exists(autojump_clock, tmp_path):
+    async with wheel_cluster(3, ORDERS, tmp_path, UNDELIVERABLE) as (cluster, group, _):
+        await cluster.clock.sleep_until(10)
+        group.write([_to("late", 0, 150)])
+        await cluster.clock.sleep_until(300)
+        cluster.create_topic(TopicSpec("late", 1, 2))
+        await cluster.clock.sleep_until(1_000)
+        assert [(d.message_id, d.delivered_ms) for d in group.stats.deliveries] == [("m0", 500)]
+        assert delivered_ids(cluster, "late") == ["m0"]

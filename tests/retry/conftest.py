@@ -29,3 +29,12 @@ def durable_redis():
     _prerequisites()
     with RedisServer(durable=True) as server:
         yield server
+
+
+@pytest.fixture
+def volatile_redis():
+    """A redis-server without persistence: ``restart()`` brings it back empty, as a Redis restarted
+    without ``appendonly`` comes back."""
+    _prerequisites()
+    with RedisServer() as server:
+        yield server

@@ -84,3 +84,29 @@ def test_the_service_loads_without_the_emulator():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _handed_off(offset: int, due: int) -> h.RetryRecord:
+    """A hand-off of delivery 2 of the record first consumed at orders[0]@offset (its own due time)."""
+    fields = {h.ORIGINAL_TOPIC: "orders", h.ORIGINAL_PARTITION: 0, h.ORIGINAL_OFFSET: offset, h.ATTEMPT: 2}
+    return h.RetryRecord(b"k", b"v", due, {**fields, h.DUE: due})
+
+
+def test_wheel_holding_takes_a_twin_hand_off_for_a_duplicate_held_or_just_delivered():
+    holding = WheelHolding(now_ms=0)
+    holding.hold([Held("r2", 0, _handed_off(5, 100), 100), Held("r2", 1, _handed_off(5, 140), 140)])
+    assert holding.pending() == 1 and holding.duplicates == 1
+    (claimed,) = holding.claim(200, 10)
+    holding.done([claimed])
+    assert holding.commit_points() == {"r2": 2}  # the twin's offset counts as finished
+    holding.hold([Held("r2", 2, _handed_off(5, 300), 300)])  # a late twin: its first was delivered
+    assert holding.pending() == 0 and holding.duplicates == 2 and holding.commit_points() == {"r2": 3}
+
+
+def test_wheel_holding_does_not_take_a_revoked_partitions_record_for_a_twin():
+    holding = WheelHolding(now_ms=0)
+    holding.hold([Held("r2", 0, _handed_off(7, 100), 100)])
+    holding.revoke(["r2"])  # dropped: the partition's next owner (this instance again) reads it again
+    holding.hold([Held("r2", 0, _handed_off(7, 100), 100)])
+    assert holding.duplicates == 0
+    assert [held.offset for held in holding.claim(200, 10)] == [0]

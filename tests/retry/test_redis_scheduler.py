@@ -75,3 +75,49 @@ def test_retrying_consumer_on_the_redis_backend(redis_client):
     times = [t for key, t, _ in consumer.deliveries if key == b"2"]
     assert times[1] - times[0] >= 100 and times[2] - times[1] >= 200
     assert redis_client.zcard("orders") == 0 and redis_client.zcard("orders:inflight") == 0
+
+
+def handed_off(offset: int, attempt: int, due: int, error: str = "TimeoutError: a") -> h.RetryRecord:
+    """What an application hands off after delivery ``attempt`` of the record first consumed at
+    orders[0]@``offset`` failed: its due time and error are its own, so two hand-offs differ in bytes."""
+    fields = {
+        h.ORIGINAL_TOPIC: "orders",
+        h.ORIGINAL_PARTITION: 0,
+        h.ORIGINAL_OFFSET: offset,
+        h.ATTEMPT: attempt,
+        h.DUE: due,
+        h.ERROR: error,
+    }
+    return h.RetryRecord(b"k%d" % offset, b"v", due - 100, fields)
+
+
+def test_a_duplicate_delivery_handed_off_again_is_the_same_entry(redis_client):
+    """A delivery made twice (a crash's redelivery) fails twice and is handed off twice, with other due
+    times: one entry while the first is held, none after it was delivered; the next attempt is new."""
+    scheduler = RedisScheduler(redis_client, "t9", batch=10)
+    assert (
+        scheduler.schedule_many([(handed_off(5, 2, 1000), 1000), (handed_off(5, 2, 1040, "E: b"), 1040)]) == 1
+    )
+    assert scheduler.schedule_many([(handed_off(5, 2, 1070), 1070)]) == 0  # still held: a twin
+    (claimed,) = scheduler.claim_due(2000)
+    assert claimed.headers[h.DUE] == 1000
+    assert scheduler.schedule_many([(handed_off(5, 2, 1090), 1090)]) == 0  # in flight: a twin
+    scheduler.done([claimed])
+    assert scheduler.schedule_many([(handed_off(5, 2, 1200), 1200)]) == 0  # delivered: tombstoned
+    assert scheduler.schedule_many([(handed_off(5, 3, 1300), 1300), (handed_off(6, 2, 1300), 1300)]) == 2
+    assert scheduler.pending() == 2 and redis_client.hlen("t9:ids") == 2
+
+
+def test_a_redis_that_comes_back_empty_is_noticed_at_the_next_claim(volatile_redis):
+    lost = []
+    scheduler = RedisScheduler(volatile_redis.client, "t10", batch=10)
+    scheduler.on_lost = lost.append
+    scheduler.schedule_many([(handed_off(i, 1, 5000), 5000) for i in range(7)])
+    assert scheduler.claim_due(100) == [] and lost == []  # the marker is written, nothing is due
+    assert scheduler.claim_due(100) == [] and lost == []
+    volatile_redis.restart()  # no persistence: everything is gone
+    assert scheduler.claim_due(100) == [] and lost == [7]  # once, with what it held at the last claim
+    assert scheduler.claim_due(100) == [] and lost == [7]
+    other = RedisScheduler(volatile_redis.client, "t10")  # an instance that started after the loss
+    other.on_lost = lost.append
+    assert other.claim_due(100) == [] and lost == [7]

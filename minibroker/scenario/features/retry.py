@@ -104,7 +104,7 @@ class Retries:
 
         key = f"minibroker:retry:{self.scenario.name}:{self.seed}"
         scheduler = RedisScheduler(self._redis, key)
-        self._redis.delete(scheduler.key, scheduler.inflight, scheduler.tombstones)
+        self._redis.delete(scheduler.key, scheduler.inflight, scheduler.tombstones, scheduler.ids)
         return scheduler
 
     async def start(self, cluster: Cluster) -> None:
