@@ -10,8 +10,10 @@ Use ``open_cluster`` inside ``trio.run`` (virtual time with
 Topics are assigned like Kafka's default: partition ``p`` is replicated on
 brokers ``p, p+1, ...`` (mod N) and led by the first. Faults can be injected
 at any time: ``pause_fetcher``/``resume_fetcher``, ``set_latency``,
-``drop_link``/``heal_link``, ``crash``/``restart``, ``shutdown`` (controlled),
-``set_broker_config``.
+``drop_link``/``heal_link`` (both ways or one way), ``crash``/``restart``,
+``shutdown`` (controlled), ``set_broker_config``. A broker whose messages to the
+controller are dropped is fenced when its session runs out (the controller's
+``BrokerHeartbeatManager``).
 """
 
 from __future__ import annotations
