@@ -122,11 +122,11 @@ def test_base_is_valid():
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
             "x.toml:29: steps[1].settings: unknown setting 'min.insync.replica'; expected one of: "
-            "auto.create.topics.enable, default.replication.factor, "
+            "auto.create.topics.enable, broker.heartbeat.interval.ms, broker.session.timeout.ms, "
+            "default.replication.factor, "
             "delete.records.purgatory.purge.interval.requests, fetch.purgatory.purge.interval.requests, "
             "group.initial.rebalance.delay.ms, group.max.session.timeout.ms, group.max.size, "
-            "group.min.session.timeout.ms, log.segment.bytes, max.incremental.fetch.session.cache.slots, "
-            "min.insync.replicas,",
+            "group.min.session.timeout.ms, log.segment.bytes,",
         ),
         (
             '[[steps]]\nat = 5\naction = "latency"\nbetween = [0, "ghost"]\nlatency_ms = 3\n',
