@@ -105,6 +105,10 @@ class BrokerConfig(_KafkaNamed):
     replica_fetch_max_bytes: int = _int_field("replica.fetch.max.bytes", 1_048_576, 1)
     replica_fetch_backoff_ms: int = _int_field("replica.fetch.backoff.ms", 1000)
     replica_socket_timeout_ms: int = _int_field("replica.socket.timeout.ms", 30_000, 1)
+    #: KRaft: a broker's heartbeat cadence, and how long the controller waits before fencing a silent
+    #: broker (a controller setting in Kafka; the emulated controller reads the cluster's base config)
+    broker_heartbeat_interval_ms: int = _int_field("broker.heartbeat.interval.ms", 2000, 1)
+    broker_session_timeout_ms: int = _int_field("broker.session.timeout.ms", 9000, 1)
     unclean_leader_election_enable: bool = _bool_field("unclean.leader.election.enable", False)
     producer_purge_interval: int = _int_field("producer.purgatory.purge.interval.requests", 1000)
     fetch_purge_interval: int = _int_field("fetch.purgatory.purge.interval.requests", 1000)

@@ -25,9 +25,17 @@ without a Raft quorum or a metadata log, its decisions sent to the brokers over 
   and ISR membership off it first, so its waiting requests are answered
   NOT_LEADER_OR_FOLLOWER before it stops.
 - When a broker's link to the controller heals, it catches up (``catch_up``): the
-  states it missed while LeaderAndIsr messages were lost. Brokers are not fenced for
-  a link down (KRaft fences a broker whose heartbeats stop for
-  broker.session.timeout.ms; the emulator's brokers send none).
+  states it missed while LeaderAndIsr messages were lost.
+- A broker whose heartbeats stop reaching the controller (its direction to the
+  controller dropped) is fenced when its session runs out (``BrokerHeartbeatManager``
+  states the instant: the last heartbeat's arrival + broker.session.timeout.ms), while it
+  is alive: it leaves every ISR and its partitions get new leaders with the next
+  leader epoch, exactly as for a noticed crash. The broker itself may not hear of it
+  (the controller's messages to it are lost too on a two-way drop): a zombie leader
+  goes on appending, but its acks=-1 produces cannot complete (its followers now
+  fetch from the new leader, so its HW stays) and its AlterPartition requests are
+  lost; it learns its fate when the link heals, and is unfenced when its first
+  heartbeat after the heal arrives. An election never picks a fenced broker.
 - When a broker starts again it is unfenced; offline partitions whose last ISR
   holds it are led by it again; every partition it replicates tells it who leads.
 
@@ -51,6 +59,7 @@ from minibroker.common.messages import (
     TopicPartition,
 )
 from minibroker.common.network import NetworkClient
+from minibroker.controller.broker_heartbeat_manager import BrokerHeartbeatManager
 from minibroker.controller.broker_registrations import (
     CONTROLLED_SHUTDOWN,
     FENCED,
@@ -77,6 +86,9 @@ class Controller:
         isr_commit_delay_ms: int = 0,
         crash_detection_ms: int = 0,
         unclean_leader_election: Callable[[TopicPartition], bool] = lambda tp: False,
+        session_timeout_ms: Callable[[], int] = lambda: 9000,
+        heartbeat_interval_ms: Callable[[int], int] = lambda broker: 2000,
+        heartbeat_latency_ms: Callable[[int], int] = lambda broker: 0,
         tracer: Tracer = NULL_TRACER,
     ) -> None:
         self.network = network
@@ -98,6 +110,16 @@ class Controller:
         #: called after every change of a partition state, before any broker hears of it (a data dir
         #: stores the metadata there, as KRaft commits a record before brokers apply it)
         self.on_change: Callable[[], None] = lambda: None
+        #: live brokers fenced because their session ran out (unfenced by their next heartbeat)
+        self.stale: set[int] = set()
+        self.heartbeats = BrokerHeartbeatManager(
+            scheduler,
+            session_timeout_ms,
+            heartbeat_interval_ms,
+            heartbeat_latency_ms,
+            self._session_expired,
+            self._heartbeat_resumed,
+        )
         network.register(CONTROLLER, self)
 
     # --- topics ------------------------------------------------------------------------------
@@ -199,11 +221,40 @@ class Controller:
         self._set_broker_state(broker, CONTROLLED_SHUTDOWN)
         self._move_off(broker, direct=True)
 
-    def _set_broker_state(self, broker: int, state: str) -> None:
+    # --- heartbeats (BrokerHeartbeatManager) ---------------------------------------------------
+    def heartbeats_lost(self, broker: int) -> None:
+        """Messages from ``broker`` to the controller are lost from now: its session will run out."""
+        self.heartbeats.heartbeats_lost(broker)
+
+    def heartbeats_resumed(self, broker: int) -> None:
+        """Messages from ``broker`` reach the controller again: its next heartbeat will arrive."""
+        self.heartbeats.heartbeats_resumed(broker, broker in self.stale)
+
+    def _session_expired(self, broker: int) -> None:
+        if not self.alive(broker) or broker in self.registrations.fenced:
+            return  # crashed: the crash path fences it
+        self.stale.add(broker)
+        self._set_broker_state(broker, FENCED, reason="session_timeout")
+        self._move_off(broker, direct=False)
+
+    def _heartbeat_resumed(self, broker: int) -> None:
+        if broker not in self.stale or not self.alive(broker):
+            return
+        self.stale.discard(broker)
+        self._set_broker_state(broker, UNFENCED, reason="heartbeat")
+        for tp, state in list(self.state.items()):
+            offline = broker in state.replicas and state.leader < 0
+            if offline and (broker in state.isr or self.unclean_leader_election(tp)):
+                self._elect(tp, exclude=None, direct_to=None)
+
+    def _set_broker_state(self, broker: int, state: str, reason: str | None = None) -> None:
         """Record ``broker``'s registration state and tell every live broker (before any ISR change)."""
         self.registrations = self.registrations.with_state(broker, state)
         if self.tracer.enabled:
-            self.tracer.emit("controller.broker", broker=broker, state=state)
+            if reason is None:
+                self.tracer.emit("controller.broker", broker=broker, state=state)
+            else:
+                self.tracer.emit("controller.broker", broker=broker, state=state, reason=reason)
         for node in self.brokers:
             if self.alive(node):
                 self.network.send(CONTROLLER, node, self.registrations)
@@ -227,6 +278,8 @@ class Controller:
 
     def broker_started(self, broker: int) -> None:
         self.broker_epochs[broker] = self.broker_epochs.get(broker, 1) + 1
+        self.heartbeats.registered(broker)
+        self.stale.discard(broker)
         self._set_broker_state(broker, UNFENCED)
         for tp, state in list(self.state.items()):
             if broker not in state.replicas:
@@ -261,6 +314,8 @@ class Controller:
             return f"broker {broker} is not in {tp}'s ISR {list(state.isr)}"
         if not self.alive(broker):
             return f"broker {broker} is down"
+        if broker in self.registrations.fenced:
+            return f"broker {broker} is fenced"
         if state.leader == broker:
             return None
         self._install(tp, broker, state.isr, direct_to=None)
@@ -272,16 +327,20 @@ class Controller:
 
     def _elect(self, tp: TopicPartition, exclude: int | None, direct_to: int | None) -> None:
         state = self.state[tp]
-        live_isr = [b for b in state.replicas if b in state.isr and b != exclude and self.alive(b)]
+        live_isr = [b for b in state.replicas if b in state.isr and b != exclude and self._electable(b)]
         if live_isr:
             leader, isr = live_isr[0], tuple(live_isr)
         elif self.unclean_leader_election(tp):
-            live = [b for b in state.replicas if b != exclude and self.alive(b)]
+            live = [b for b in state.replicas if b != exclude and self._electable(b)]
             leader, isr = (live[0], (live[0],)) if live else (-1, state.isr)
         else:
             leader = -1
             isr = tuple(b for b in state.isr if b != exclude) or state.isr
         self._install(tp, leader, isr, direct_to)
+
+    def _electable(self, broker: int) -> bool:
+        """Alive and not fenced (a broker is in controlled shutdown only as it stops)."""
+        return self.alive(broker) and broker not in self.registrations.fenced
 
     def _install(self, tp: TopicPartition, leader: int, isr: tuple[int, ...], direct_to: int | None) -> None:
         """Publish an elected ``leader`` with the next leader and partition epochs."""

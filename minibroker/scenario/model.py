@@ -163,11 +163,13 @@ class BrokerFault(Step):
 
 @attrs.frozen
 class LinkFault(Step):
-    """latency / drop / heal on the link between two nodes (both directions)."""
+    """latency / drop / heal on the link between two nodes: both directions, or with ``one_way`` only
+    messages from ``between[0]`` to ``between[1]`` (drop and heal)."""
 
     action: str
     between: tuple[Node, Node]
     latency_ms: int = 0
+    one_way: bool = False
 
 
 @attrs.frozen

@@ -289,9 +289,9 @@ class ScenarioRunner:
             if step.action == "latency":
                 cluster.set_latency(a, b, step.latency_ms)
             elif step.action == "drop":
-                cluster.drop_link(a, b)
+                cluster.drop_link(a, b, one_way=step.one_way)
             else:
-                cluster.heal_link(a, b)
+                cluster.heal_link(a, b, one_way=step.one_way)
         elif isinstance(step, MemberAction):
             await self._member(step)
         elif isinstance(step, SetConfig):

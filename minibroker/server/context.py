@@ -66,6 +66,8 @@ class ServerState:
     nodes: dict[str, int] = attrs.Factory(dict)
     #: broker id -> latency (ms, each way) of every client connection to it, present and future
     client_latency_ms: dict[int, int] = attrs.Factory(dict)
+    #: broker id -> the event its partitioned client connections wait for (set by the heal)
+    client_partitions: dict[int, trio.Event] = attrs.Factory(dict)
     #: broker id -> (its replica manager, its fetch session cache): a restart starts an empty cache
     fetch_sessions: dict[int, tuple[Any, Any]] = attrs.Factory(dict)
     #: Fetch requests answered, by broker and session kind (full, incremental, sessionless, error)
@@ -88,6 +90,23 @@ class ServerState:
         for node, broker in self.nodes.items():
             if broker == broker_id:
                 self.cluster.network.set_latency(node, broker_id, latency_ms)
+
+    def drop_client_links(self, broker_id: int) -> None:
+        """Partition every client connection to ``broker_id`` (open now or later) until healed."""
+        if broker_id not in self.client_partitions:
+            self.client_partitions[broker_id] = trio.Event()
+            self.log(f"broker {broker_id}: client connections partitioned (nothing answered until healed)")
+
+    def heal_client_links(self, broker_id: int) -> None:
+        healed = self.client_partitions.pop(broker_id, None)
+        if healed is not None:
+            healed.set()
+            self.log(f"broker {broker_id}: client connections healed")
+
+    async def wait_client_links(self, broker_id: int) -> None:
+        """Return once ``broker_id``'s client links are not partitioned (at once if they are not)."""
+        while (partition := self.client_partitions.get(broker_id)) is not None:
+            await partition.wait()
 
     def log_limited(self, key: Any, line: str) -> bool:
         """Log ``line`` unless a line of the same ``key`` went out within ``LOG_INTERVAL_S``.

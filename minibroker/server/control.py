@@ -12,10 +12,12 @@ included), so a crash sent while the same broker restarts takes effect after
 the restart, and both answer.
 
 Brokers are numbered 0..n-1. A link is two different nodes of the emulated
-network: broker ids or ``"controller"`` (a node has no link to itself). Client
-links (every connection of every Kafka client to a broker) are set per broker
-with ``set_client_latency``, librdkafka's ``rd_kafka_mock_broker_set_rtt``
-counterpart (here the latency is each way).
+network: broker ids or ``"controller"`` (a node has no link to itself), dropped
+both ways or one way. Client links (every connection of every Kafka client to a
+broker) are set per broker: ``set_client_latency``, librdkafka's
+``rd_kafka_mock_broker_set_rtt`` counterpart (here the latency is each way), and
+``drop_client_links`` / ``heal_client_links`` (a partition between the clients and
+that broker's listener).
 """
 
 from __future__ import annotations
@@ -151,12 +153,39 @@ class Control:
         """The link between two brokers (or a broker and ``"controller"``), both ways."""
         self._act(self.served.cluster.set_latency, *self._link(a, b), self._millis(latency_ms, "latency"))
 
-    def drop_link(self, a: int | str, b: int | str) -> None:
-        """Lose every message on the link, in flight or later, both ways, until ``heal_link``."""
-        self._act(self.served.cluster.drop_link, *self._link(a, b))
+    def drop_link(self, a: int | str, b: int | str, one_way: bool = False) -> None:
+        """Lose every message on the link, in flight or later, until ``heal_link``: both ways, or with
+        ``one_way`` only those from ``a`` to ``b`` (``b``'s messages to ``a`` still arrive).
 
-    def heal_link(self, a: int | str, b: int | str) -> None:
-        self._act(self.served.cluster.heal_link, *self._link(a, b))
+        Dropping a broker's messages to ``"controller"`` stops its heartbeats: the controller fences
+        it at its last heartbeat's arrival + ``broker.session.timeout.ms`` and moves its leadership away.
+        """
+        self._act(self.served.cluster.drop_link, *self._link(a, b), self._one_way(one_way))
+
+    def heal_link(self, a: int | str, b: int | str, one_way: bool = False) -> None:
+        """Stop losing messages on the link: both ways, or with ``one_way`` only from ``a`` to ``b``."""
+        self._act(self.served.cluster.heal_link, *self._link(a, b), self._one_way(one_way))
+
+    @staticmethod
+    def _one_way(one_way: Any) -> bool:
+        if not isinstance(one_way, bool):
+            raise ValueError(f"one_way {one_way!r}: expected true or false")
+        return one_way
+
+    def drop_client_links(self, broker: int) -> None:
+        """Partition every Kafka client from ``broker``'s listener until ``heal_client_links``.
+
+        As a network partition looks to a client: its connections (open now or made meanwhile: the
+        operating system still accepts them) stop answering. Nothing sent either way is processed or
+        delivered; requests wait (as TCP's retransmissions would) and are answered after the heal if
+        the client is still there, or the client times out (``request.timeout.ms``) and reconnects.
+        The brokers' links to each other and to the controller are not affected.
+        """
+        self._act(self.served.server.state.drop_client_links, self._broker(broker))
+
+    def heal_client_links(self, broker: int) -> None:
+        """End ``drop_client_links``: held requests are processed in order and answered."""
+        self._act(self.served.server.state.heal_client_links, self._broker(broker))
 
     def crash(self, broker: int) -> None:
         """Kill ``broker`` (its listener and connections close; the controller fails its partitions over)."""

@@ -70,6 +70,8 @@ ACTIONS = (
     "set_link_latency",
     "drop_link",
     "heal_link",
+    "drop_client_links",
+    "heal_client_links",
     "crash",
     "restart",
     "shutdown",

@@ -34,6 +34,14 @@ on the callback that raised there gets no answer and closes at its own timeout. 
 dropped" line is written at most once a second per broker and reason (clients
 reconnect at once), with a count of the lines held back.
 
+A partition between the clients and a broker (``ServerState.drop_client_links``)
+holds its connections, open or new, as a real partition does: a request is
+neither processed nor answered until the heal (the reader keeps at most
+``queue_size`` frames, then stops reading, as a full TCP window would). The client
+sees a connection that stops answering: its request timeout fires and it
+reconnects, to a connection that answers nothing either; after the heal, held
+requests are processed in order and answered if their client is still there.
+
 A crashed broker is not reachable at all, as a killed process is not: the
 moment it crashes its listener and every connection to it close (one log line),
 so clients are refused instead of connecting and being dropped in a loop; when
@@ -236,6 +244,7 @@ class WireServer:
 
     async def _answer(self, conn: Connection, stream: trio.SocketStream, frame: bytes) -> bool:
         """Answer one request; False when the connection must close."""
+        await self.state.wait_client_links(conn.broker_id)
         try:
             request = decode_request(frame)
         except UnsupportedVersion as error:
@@ -272,7 +281,10 @@ class WireServer:
                 conn.log(f"{what}: internal error; closing{_traceback(error)}{_traceback(failed)}")
                 return False
             conn.log(f"{what}: internal error, answered UNKNOWN_SERVER_ERROR{_traceback(error)}")
-        return data is None or await _send(stream, data)
+        if data is None:
+            return True
+        await self.state.wait_client_links(conn.broker_id)
+        return await _send(stream, data)
 
 
 async def _send(stream: trio.SocketStream, data: bytes) -> bool:

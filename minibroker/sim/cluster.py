@@ -10,8 +10,10 @@ Use ``open_cluster`` inside ``trio.run`` (virtual time with
 Topics are assigned like Kafka's default: partition ``p`` is replicated on
 brokers ``p, p+1, ...`` (mod N) and led by the first. Faults can be injected
 at any time: ``pause_fetcher``/``resume_fetcher``, ``set_latency``,
-``drop_link``/``heal_link``, ``crash``/``restart``, ``shutdown`` (controlled),
-``set_broker_config``.
+``drop_link``/``heal_link`` (both ways or one way), ``crash``/``restart``,
+``shutdown`` (controlled), ``set_broker_config``. A broker whose messages to the
+controller are dropped is fenced when its session runs out (the controller's
+``BrokerHeartbeatManager``).
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ class Cluster:
             isr_commit_delay_ms=isr_commit_delay_ms,
             crash_detection_ms=crash_detection_ms,
             unclean_leader_election=self._unclean,
+            session_timeout_ms=lambda: base.broker_session_timeout_ms,
+            heartbeat_interval_ms=lambda b: self.brokers[b].config.broker_heartbeat_interval_ms,
+            heartbeat_latency_ms=lambda b: self.network.latency(b, CONTROLLER),
             tracer=tracer,
         )
         self.topics: dict[str, TopicSpec] = {}
@@ -337,16 +342,36 @@ class Cluster:
         self._fault("latency", src=str(a), dst=str(b), latency_ms=latency_ms)
         self.network.set_latency(a, b, latency_ms)
 
-    def drop_link(self, a: Any, b: Any) -> None:
-        self._fault("drop", src=str(a), dst=str(b))
-        self.network.drop(a, b)
+    def drop_link(self, a: Any, b: Any, one_way: bool = False) -> None:
+        """Lose every message between ``a`` and ``b`` (with ``one_way``, only those from ``a`` to ``b``)."""
+        self._fault("drop", src=str(a), dst=str(b), **({"one_way": True} if one_way else {}))
+        heard = self._heard_brokers(a, b)
+        self.network.drop(a, b, one_way)
+        for broker in heard - self._heard_brokers(a, b):
+            self.controller.heartbeats_lost(broker)
 
-    def heal_link(self, a: Any, b: Any) -> None:
-        self._fault("heal", src=str(a), dst=str(b))
-        self.network.heal(a, b)
+    def heal_link(self, a: Any, b: Any, one_way: bool = False) -> None:
+        """Stop losing messages between ``a`` and ``b`` (with ``one_way``, those from ``a`` to ``b``)."""
+        self._fault("heal", src=str(a), dst=str(b), **({"one_way": True} if one_way else {}))
+        heard = self._heard_brokers(a, b)
+        self.network.heal(a, b, one_way)
+        for broker in self._heard_brokers(a, b) - heard:
+            self.controller.heartbeats_resumed(broker)
         for end, other in ((a, b), (b, a)):
             if end == CONTROLLER and isinstance(other, int) and 0 <= other < len(self.brokers):
                 self.controller.catch_up(other)
+
+    def _heard_brokers(self, a: Any, b: Any) -> set[int]:
+        """Of ``a`` and ``b``, the brokers whose messages reach the controller (on that link) now."""
+        if CONTROLLER not in (a, b):
+            return set()
+        return {
+            node
+            for node in (a, b)
+            if isinstance(node, int)
+            and 0 <= node < len(self.brokers)
+            and not self.network.is_dropped(node, CONTROLLER)
+        }
 
     def crash(self, broker_id: int) -> None:
         """Kill the broker: its waiting requests are lost, its log is kept; the controller fails over."""
@@ -367,6 +392,8 @@ class Cluster:
         self._fault("restart", broker=broker_id)
         await broker.start(self._nursery)
         self.controller.broker_started(broker_id)
+        if self.network.is_dropped(broker_id, CONTROLLER):
+            self.controller.heartbeats_lost(broker_id)
         for hook in self.broker_hooks:
             await hook.broker_started(broker_id)
 

@@ -24,7 +24,8 @@ requester)`` is told (``requester`` is the node whose request failed, or None);
 every other message and link goes on.
 
 Faults: ``set_latency`` (slow a link), ``drop``/``heal`` a link in both
-directions (messages on it are lost, including those in flight), and
+directions, or with ``one_way`` only the direction from ``a`` to ``b`` (messages
+sent that way are lost, including those in flight), and
 ``set_up(node, False)`` for a crashed node (messages to it are lost; messages it
 already sent are still delivered, they are on the wire).
 """
@@ -72,7 +73,8 @@ class Network:
         self._endpoints: dict[Node, Endpoint] = {}
         self._down: set[Node] = set()
         self._latency: dict[tuple[Node, Node], int] = {}
-        self._dropped: set[frozenset[Node]] = set()
+        #: directions (src, dst) on which every message is lost; a two-way drop holds both
+        self._dropped: set[tuple[Node, Node]] = set()
         #: per link, the messages in flight in sending order: (arrival ms, message, arrive); arrival
         #: times never decrease along a queue, so its last one bounds the next message's
         self._in_flight: dict[tuple[Node, Node], deque[tuple[int, Any, Callable[[], None]]]] = {}
@@ -121,14 +123,21 @@ class Network:
         if both_ways:
             self._latency[(b, a)] = latency_ms
 
-    def drop(self, a: Node, b: Node) -> None:
-        self._dropped.add(frozenset((a, b)))
+    def drop(self, a: Node, b: Node, one_way: bool = False) -> None:
+        """Lose every message from ``a`` to ``b`` and (unless ``one_way``) from ``b`` to ``a``."""
+        self._dropped.add((a, b))
+        if not one_way:
+            self._dropped.add((b, a))
 
-    def heal(self, a: Node, b: Node) -> None:
-        self._dropped.discard(frozenset((a, b)))
+    def heal(self, a: Node, b: Node, one_way: bool = False) -> None:
+        """Stop losing messages from ``a`` to ``b`` and (unless ``one_way``) from ``b`` to ``a``."""
+        self._dropped.discard((a, b))
+        if not one_way:
+            self._dropped.discard((b, a))
 
-    def is_dropped(self, a: Node, b: Node) -> bool:
-        return bool(self._dropped) and frozenset((a, b)) in self._dropped
+    def is_dropped(self, src: Node, dst: Node) -> bool:
+        """Whether a message from ``src`` to ``dst`` is lost now."""
+        return bool(self._dropped) and (src, dst) in self._dropped
 
     # --- messages ----------------------------------------------------------------------------
     def send(self, src: Node, dst: Node, message: Any, respond: Respond | None = None) -> bool:

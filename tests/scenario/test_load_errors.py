@@ -122,7 +122,8 @@ def test_base_is_valid():
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
             "x.toml:29: steps[1].settings: unknown setting 'min.insync.replica'; expected one of: "
-            "auto.create.topics.enable, default.replication.factor, "
+            "auto.create.topics.enable, broker.heartbeat.interval.ms, broker.session.timeout.ms, "
+            "default.replication.factor, "
             "delete.records.purgatory.purge.interval.requests, fetch.purgatory.purge.interval.requests, "
             "group.initial.rebalance.delay.ms, group.max.session.timeout.ms, group.max.size, "
             "group.min.session.timeout.ms, log.flush.interval.messages, log.flush.interval.ms, "

@@ -262,6 +262,24 @@ def test_a_link_from_a_node_to_itself_is_refused(api):
         api.cluster.set_link_latency(0, 0, 5)
 
 
+def test_one_way_and_client_links_refuse_what_they_cannot_take(api):
+    refused(
+        api,
+        request("/v1/drop_link", b'{"a": 0, "b": 1, "one_way": 1}'),
+        400,
+        "one_way 1: expected true or false",
+    )
+    refused(
+        api, request("/v1/drop_client_links", b'{"broker": -1}'), 400, "broker -1: expected a broker id 0..2"
+    )
+    refused(
+        api,
+        request("/v1/heal_client_links", b"{}"),
+        400,
+        "heal_client_links: missing a required argument: 'broker'",
+    )
+
+
 def test_routes_methods_heads_and_request_lines(api):
     refused(api, request("/v1/nothing", method="GET", headers=""), 404, "no route GET /v1/nothing")
     refused(api, request("/", method="GET", headers=""), 404, "no route GET /")

@@ -119,6 +119,10 @@ def test_every_action_over_http_takes_effect_and_answers_as_described(api):
     assert api.post("set_link_latency", {"a": 0, "b": "controller", "latency_ms": 5}) == ok
     assert api.post("drop_link", {"a": 0, "b": 1}) == ok
     assert api.post("heal_link", {"a": 0, "b": 1}) == ok
+    assert api.post("drop_link", {"a": 2, "b": "controller", "one_way": True}) == ok
+    assert api.post("heal_link", {"a": 2, "b": "controller", "one_way": True}) == ok
+    assert api.post("drop_client_links", {"broker": 2}) == ok
+    assert api.post("heal_client_links", {"broker": 2}) == ok
     assert api.post("set_config", {"settings": {"min.insync.replicas": 2}}) == ok
     assert api.post("set_config", {"settings": {"replica.fetch.wait.max.ms": 100}, "broker": 0}) == ok
     assert set(api.get("purgatories", "broker=0")) == {"Produce", "Fetch", "DeleteRecords"}

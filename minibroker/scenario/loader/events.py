@@ -54,11 +54,11 @@ KINDS: dict[str, frozenset[str]] = {
         "isr.rejected": ("broker", "partition", "error"),
         "controller.isr": ("partition", "isr", "leader", "epoch"),
         "controller.elect": ("partition", "isr", "leader", "epoch"),
-        "controller.broker": ("broker", "state"),
+        "controller.broker": ("broker", "state", "reason"),
         "leader": ("broker", "partition", "leader", "epoch", "isr"),
         "leader.lost": ("broker", "partition", "leader", "epoch"),
         "replica.stopped": ("broker", "partition", "deleted"),
-        "fault": ("fault", "broker", "src", "dst", "latency_ms", "settings", "partition", "topic"),
+        "fault": ("fault", "broker", "src", "dst", "one_way", "latency_ms", "settings", "partition", "topic"),
         "net.lost": ("src", "dst", "message"),
         # delayed messages (minibroker.delayed_messages, docs/delay.md)
         "delay.assign": ("broker", "partition", "offset"),

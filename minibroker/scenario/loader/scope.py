@@ -168,3 +168,21 @@ def between(table: Table, cluster: ClusterSpec, clients: tuple[ClientSpec, ...])
     return node(table, "between", value[0], cluster, clients), node(
         table, "between", value[1], cluster, clients
     )
+
+
+def directed(table: Table, cluster: ClusterSpec, clients: tuple[ClientSpec, ...]) -> tuple[Node, Node]:
+    """``from`` and ``to``: one direction of a link (a one-way ``drop`` or ``heal``)."""
+    if table.has("between"):
+        raise table.error("between", "expected either between = [a, b] (both ways) or from and to (one way)")
+    if not table.has("from") or not table.has("to"):
+        missing = "to" if table.has("from") else "from"
+        raise table.error(
+            missing, f"expected {missing} beside {'from' if missing == 'to' else 'to'}: a one-way link"
+        )
+    src = node(table, "from", table.raw("from"), cluster, clients)
+    dst = node(table, "to", table.raw("to"), cluster, clients)
+    if src == dst:
+        raise table.error(
+            "to", f"expected a node other than from ({describe(src)}): a node has no link to itself"
+        )
+    return src, dst

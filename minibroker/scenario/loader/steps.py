@@ -24,6 +24,7 @@ from minibroker.scenario.loader.scope import (
     broker,
     check_partition,
     client_of,
+    directed,
     kafka,
     topic_of,
 )
@@ -104,6 +105,8 @@ def _broker_fault(table: Table, scope: Scope, at: int, index: int, action: str) 
 
 
 def _link_fault(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+    if action != "latency" and (table.has("from") or table.has("to")):
+        return LinkFault(at, index, action, directed(table, scope.cluster, scope.clients), one_way=True)
     nodes = between(table, scope.cluster, scope.clients)
     latency = table.ms("latency_ms") if action == "latency" else 0
     return LinkFault(at, index, action, nodes, latency)
