@@ -4,7 +4,7 @@ A local run spends seconds of its JVM's CPU loading, parsing and verifying Spark
 classes (start-up, then every first use of a planner rule, reader or operator).
 Java's application class-data sharing keeps them, parsed and verified, in an archive
 file mapped at start: on a 1M-event analyze the whole command ran 4 to 11 s faster with it,
-in pairs of runs back to back (docs/pipeline.md, README).
+in pairs of runs back to back (docs/pipeline.md).
 
 Java 17 makes the archive only at the exit of a JVM started with
 ``-XX:ArchiveClassesAtExit``: the first local session without an archive

@@ -12,8 +12,11 @@ run projected to take more than a few minutes.
 
 The loader is split by concept: ``document`` (TOML, line numbers, checked tables),
 ``scope`` (what is loaded so far and reference checks), ``cluster`` (cluster, topics,
-links), ``clients``, ``steps`` and ``expectations``. It is the scenario package's loader (rank 8 of
-the layers), named apart from the ``load`` step that generates a produce load.
+links), ``clients``, ``groups`` (subscriptions, member steps), ``admin`` (the ``delete_records``
+step), ``steps``, ``expectations`` and ``events`` (the trace events an expectation may name);
+``delay`` and ``retry`` read the sections the bundled features register. It is the scenario
+package's loader (rank 8 of the layers), named apart from the ``load`` step that generates a produce
+load.
 
 Extension points, each a one-line registration:
 
