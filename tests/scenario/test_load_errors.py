@@ -1,5 +1,8 @@
 """Bad scenarios: one clear line naming the file, the line or key path and the expected form."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from minibroker.scenario import ScenarioError, parse_scenario
@@ -228,3 +231,18 @@ def test_an_assignment_of_nested_lists_is_one_line():
     message = error_of(text)
     assert message.startswith("x.toml:")
     assert "topics[0].assignment: expected 2 lists of 1 distinct broker ids 0..2" in message
+
+
+def test_every_event_kind_the_trace_page_lists_may_be_expected():
+    """docs/trace.md's kinds are the ones an ``event`` expectation accepts (append.duplicate included)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "trace.md").read_text(encoding="utf-8")
+    table = page[page.index("## Kinds") :]
+    kinds = set(re.findall(r"^\| `([a-z_.]+)` \|", table, flags=re.M))
+    assert "append.duplicate" in kinds
+    refused = []
+    for kind in sorted(kinds):
+        try:
+            parse_scenario(BASE + f'\n[[expect]]\nevent = {{ kind = "{kind}" }}\ncount = 1\n', "x.toml")
+        except ScenarioError as error:
+            refused.append(f"{kind}: {error}")
+    assert not refused

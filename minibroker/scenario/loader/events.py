@@ -33,6 +33,7 @@ KINDS: dict[str, frozenset[str]] = {
         "produce.request": ("broker", "op", "keys", "acks", "timeout_ms"),
         "append": ("broker", "op", "partition", "offset", "count", "bytes", "leo", "hw"),
         "append.rejected": ("broker", "op", "partition", "error"),
+        "append.duplicate": ("broker", "op", "partition", "offset"),
         "produce.response": ("broker", "op", "partition", "offset", "error", "cause"),
         "fetch.response": ("broker", "op", "partition", "offset", "error", "cause", "records", "bytes", "hw"),
         "op.create": (*_OP, "keys", "delay_ms"),
