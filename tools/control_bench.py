@@ -48,8 +48,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_baseline import Figure, add_arguments, check, compare_tool  # noqa: E402
 
 from minibroker.server.control_http import MAX_CONNECTIONS  # noqa: E402
+
+#: compared with ``--baseline REV``: this tree ÷ REV
+FIGURES = [
+    Figure("ratio", "lower"),
+    Figure("idle.round_trip_ms", "lower"),
+    Figure("hostile.round_trip_ms", "lower"),
+    Figure("hostile.fds", "lower"),
+    Figure("hostile.rss_kib", "lower"),
+]
 
 #: the first bytes of a request head, never finished
 PARTIAL_HEAD = b"POST /v1/crash HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le"
@@ -248,9 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=1000, help="hostile connections (default 1000)")
     parser.add_argument("--round-trips", type=int, default=7, help="round trips per phase (default 7)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.connections < 1 or args.round_trips < 1:
         parser.error("--connections and --round-trips must be at least 1")
+    commit = check(parser, args)
+    if commit is not None:
+        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     report = run(args.connections, args.round_trips)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -239,6 +239,7 @@ TOOLS = {
     "chaos_bench": [],
     "pipeline_bench": [],
     "spark_floor": [],
+    "control_bench": ["--connections", "1", "--round-trips", "1"],
 }
 
 
