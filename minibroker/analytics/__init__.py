@@ -1,4 +1,4 @@
-"""Front end (rank 8): trace analytics on Spark (``minibroker analyze`` and ``minibroker sweep``).
+"""Front end: trace analytics on Spark (``minibroker analyze`` and ``minibroker sweep``).
 
 Nothing here imports pyspark at module import time except the Spark job modules
 (``analyze``, ``sweep_job``), which the command handlers import lazily, so
@@ -6,7 +6,8 @@ Nothing here imports pyspark at module import time except the Spark job modules
 these two commands. The same jobs run in local mode (the default, embedded, bound
 to 127.0.0.1) and on any Spark cluster (``--master``).
 
-- ``session``: Java and master checks, the quiet SparkSession; ``startup``: its bounded start-up.
+- ``session``: the quiet SparkSession; ``startup``: its bounded start-up; ``spark_checks``: the Java
+  and master checks and Spark's failures in one line.
 - ``settings``: ``--conf`` and ``--spark-defaults``, as spark-submit takes them.
 - ``inputs``: trace paths, globs and directories; the trace schema; files that are no trace.
 - ``reader``: traces read with every file and row checked (bad rows skipped and counted).

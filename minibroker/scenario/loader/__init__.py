@@ -12,8 +12,8 @@ run projected to take more than a few minutes.
 
 The loader is split by concept: ``document`` (TOML, line numbers, checked tables),
 ``scope`` (what is loaded so far and reference checks), ``cluster`` (cluster, topics,
-links), ``clients``, ``steps`` and ``expectations``. It is the scenario package's loader (rank 8 of
-the layers), named apart from the ``load`` step that generates a produce load.
+links), ``clients``, ``steps`` and ``expectations``. It is the scenario package's loader,
+named apart from the ``load`` step that generates a produce load.
 
 Extension points, each a one-line registration:
 
