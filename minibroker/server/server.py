@@ -100,7 +100,7 @@ class WireServer:
         """An exception the cluster contained: logged by the failed request's connection, or here."""
         if requester in self.state.nodes:
             return  # raised again in the connection's handler (Connection.call), which logs it
-        self.state.log(f"cluster: internal error (contained){_traceback(error)}")
+        self.state.log(f"cluster: internal error (contained){traceback_block(error)}")
 
     @property
     def listeners(self) -> dict[int, tuple[str, int]]:
@@ -186,7 +186,7 @@ class WireServer:
 
     async def _serve(self, broker_id: int, stream: trio.SocketStream) -> None:
         state = self.state
-        peer = _peer(stream)
+        peer = peer_address(stream)
         conn = Connection(state, broker_id, f"wire-b{broker_id}-c{next(state.connections)}", peer)
         network = self.cluster.network
         network.register(conn.node, conn)
@@ -264,14 +264,14 @@ class WireServer:
         except Exception as error:
             what = f"{request.name} v{request.api_version} correlation id {request.correlation_id}"
             if request.api_key == 0 and request.body.acks == 0:
-                conn.log(f"{what}: internal error, no answer with acks=0; closing{_traceback(error)}")
+                conn.log(f"{what}: internal error, no answer with acks=0; closing{traceback_block(error)}")
                 return False
             try:
                 data = error_response(request, UNKNOWN_SERVER_ERROR)
             except Exception as failed:
-                conn.log(f"{what}: internal error; closing{_traceback(error)}{_traceback(failed)}")
+                conn.log(f"{what}: internal error; closing{traceback_block(error)}{traceback_block(failed)}")
                 return False
-            conn.log(f"{what}: internal error, answered UNKNOWN_SERVER_ERROR{_traceback(error)}")
+            conn.log(f"{what}: internal error, answered UNKNOWN_SERVER_ERROR{traceback_block(error)}")
         return data is None or await _send(stream, data)
 
 
@@ -283,12 +283,13 @@ async def _send(stream: trio.SocketStream, data: bytes) -> bool:
     return True
 
 
-def _traceback(error: BaseException) -> str:
+def traceback_block(error: BaseException) -> str:
     """A newline, then ``error``'s traceback: the rest of the one log entry that reports it."""
     return "\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
-def _peer(stream: trio.SocketStream) -> str:
+def peer_address(stream: trio.SocketStream) -> str:
+    """``host:port`` of the other end (``[host]:port`` for IPv6), or ``?`` once the socket is closed."""
     try:
         address = stream.socket.getpeername()
     except OSError:
