@@ -114,7 +114,8 @@ def parse_topic(text: str, brokers: int) -> TopicSpecModel:
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
-    """What serve runs: SCENARIO.toml or ``--brokers``; plus ``--config``, ``--topic``, ``--data-dir``."""
+    """What serve runs: SCENARIO.toml or ``--brokers``; plus ``--config``, ``--topic``, ``--data-dir``
+    (ready to serve: ``serve.build_scenario`` applies ``for_serving``)."""
     from minibroker.server.serve import build_scenario
 
     loaded = None
@@ -200,10 +201,10 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
     Ctrl-C is taken as a signal and cancels the server cleanly, rather than as a
     KeyboardInterrupt thrown into whichever socket call happens to be running.
     """
-    from minibroker.server.serve import for_serving, open_served
+    from minibroker.server.serve import open_served
 
     with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with open_served(for_serving(scenario), args.host, args.port) as served:
+        async with open_served(scenario, args.host, args.port) as served:
             for broker, (host, port) in served.listeners.items():
                 print(f"broker {broker} listening on {host}:{port}", flush=True)
             async with _control_api(served, args):
