@@ -7,7 +7,7 @@ needed), and every run is a pure function of its inputs, so the split changes
 nothing but the wall time. Results are yielded as tasks finish; the caller sorts
 them by run index.
 
-The Spark path is ``sweep``'s: the session comes from ``pipeline.session``
+The Spark path is ``sweep``'s: the session comes from ``analytics.session``
 (local mode embedded, any master), run indices are the RDD's elements and each
 partition runs its indices in the executor's Python worker.
 """

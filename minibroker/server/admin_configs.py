@@ -1,4 +1,4 @@
-"""DescribeConfigs and IncrementalAlterConfigs over the wire (``cluster.dynamic_configs`` does the work).
+"""DescribeConfigs and IncrementalAlterConfigs over the wire (``sim.dynamic_configs`` does the work).
 
 Each resource is answered on its own: an unknown topic is UNKNOWN_TOPIC_OR_PARTITION,
 a broker id that does not exist or an unknown resource type INVALID_REQUEST, a bad
