@@ -11,7 +11,7 @@ to 127.0.0.1) and on any Spark cluster (``--master``).
 - ``settings``: ``--conf`` and ``--spark-defaults``, as spark-submit takes them.
 - ``inputs``: trace paths, globs and directories; the trace schema; files that are no trace.
 - ``reader``: traces read with every file and row checked (bad rows skipped and counted).
-- ``analyze``: the trace analytics job, ``audit``: the exactly-once audit.
+- ``analyze``: the trace analytics job; ``operations``: operations, latencies and the exactly-once audit.
 - ``sweepfile``: sweep TOML files; ``sweep_job``: variants as Spark tasks.
 - ``report``: Markdown + matplotlib PNGs; ``summary``: the rich terminal summary.
 - ``commands``: ``add_parsers`` for the CLI.
