@@ -141,9 +141,8 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     except ConfigError as error:  # a Kafka setting's type, or a bound of loader/limits.py
         message = str(error)
         raise UsageError(f"serve: {'--' if message.startswith('config.') else ''}{message}") from None
-    names = [t.name for t in scenario.topics]
-    if len(set(names)) != len(names):
-        raise UsageError(f"serve: a topic is named twice: {', '.join(sorted(names))}")
+    except ValueError as error:  # a topic named twice
+        raise UsageError(f"serve: {error}") from None
     if args.port and args.port + scenario.cluster.brokers - 1 > 65535:
         raise UsageError(
             f"serve: --port {args.port}: broker {scenario.cluster.brokers - 1} would need a port > 65535"
