@@ -58,7 +58,8 @@ def whole_number(
     return parse
 
 
-#: the longest virtual time an argument names: one day, as a scenario's times (loader/limits.py's MAX_MS)
+#: the longest virtual time an argument names: one day, as a scenario's times (loader/limits.py's MAX_MS,
+#: not imported: that would load the scenario package at every command's start; a test keeps them equal)
 MAX_MS = 86_400_000
 #: an argument that is a whole number of ms, 0 .. MAX_MS
 whole_ms = whole_number(0, MAX_MS, "a whole number of ms")

@@ -172,3 +172,18 @@ def test_output_into_a_closed_pipe_ends_without_a_traceback():
     os.close(writer)
     assert done.returncode == 1
     assert done.stderr == ""
+
+
+def test_a_whole_ms_argument_is_bounded_like_a_scenario_time():
+    """``cliutil`` keeps its own copy of the loader's one-day bound (importing the scenario package
+    would slow every command's start); the two stay equal, and the bound is refused in one line."""
+    import argparse
+
+    from minibroker import cliutil
+    from minibroker.scenario.loader import limits
+
+    assert cliutil.MAX_MS == limits.MAX_MS == 86_400_000
+    assert cliutil.whole_ms(str(limits.MAX_MS)) == limits.MAX_MS
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        cliutil.whole_ms(str(limits.MAX_MS + 1))
+    assert str(refused.value) == "expected a whole number of ms 0..86400000, got 86400001"

@@ -3,7 +3,7 @@
 The log and its segments, partitions with the leader's HW and ISR rules, the ReplicaManager and its
 produce, fetch and DeleteRecords paths, the Delayed* operations it parks in its purgatories, the replica
 fetcher, producer state, fetch sessions, the broker and topic configs, and the views a broker reports
-(``views``). Rank 4 of the layers with ``controller`` and ``coordinator``, Kafka's server parts, above
+(``views``). In the layer of Kafka's server parts with ``controller`` and ``coordinator``, above
 both: as Kafka's broker depends on its metadata, controller and group-coordinator modules, the broker
 imports their types, and they import nothing of the broker.
 """

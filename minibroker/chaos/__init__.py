@@ -1,6 +1,6 @@
 """Chaos: random fault schedules, Kafka's guarantees checked after each, failures shrunk to scenarios.
 
-A front end (rank 9 of the layers): schedules are scenario models, played by the scenario
+A front end: schedules are scenario models, played by the scenario
 runner; see docs/chaos.md.
 """
 

@@ -2,7 +2,7 @@
 
 Scenarios, tests, the TUI and the wire front end all go through it. Beside them: the consumer's side
 of the group protocol (``consumer_coordinator``, Kafka's ConsumerCoordinator) and the admin client
-(``admin``). Rank 5 of the layers: above the broker, controller and coordinator whose requests they
+(``admin``). Their layer is above the broker, controller and coordinator whose requests they
 send, below the ``sim`` harness.
 
 Every request a client makes is a ``ClientRequest`` record kept by the cluster:

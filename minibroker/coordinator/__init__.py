@@ -1,4 +1,4 @@
 """Kafka's coordinators: the group coordinator (``group``) and its state on ``__consumer_offsets``.
 
-Rank 4 of the layers, beside ``broker`` and ``controller``: Kafka's server parts.
+In the layer of Kafka's server parts, beside ``broker`` and ``controller`` (docs/architecture.md).
 """

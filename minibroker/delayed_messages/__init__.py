@@ -1,6 +1,6 @@
 """Delayed messages on the emulated cluster: delay levels with a DelayService per broker, the file wheel.
 
-Services beside the brokers (rank 7 of the layers): they use the cluster's client API (``Producer``,
+Services beside the brokers (the services layer): they use the cluster's client API (``Producer``,
 ``Consumer``) and the cluster's clock, never a broker's internals. Not to be confused with Kafka's
 delayed operations (``minibroker.purgatory`` and the broker's Delayed* operations).
 """

@@ -1,4 +1,4 @@
-"""Layer 1: delayed operations and the purgatory that watches and expires them. Pure, no trio."""
+"""Pure core: delayed operations and the purgatory that watches and expires them. Pure, no trio."""
 
 from minibroker.purgatory.keys import TopicPartitionOperationKey
 from minibroker.purgatory.operation import DelayedOperation

@@ -1,4 +1,4 @@
-"""Layer 3: the trio side. Integer-ms clock, the paced clock, the reaper task and its FIFO executor task."""
+"""The trio side: integer-ms clock, the paced clock, the reaper task and its FIFO executor task."""
 
 from minibroker.runtime.clock import MsClock
 from minibroker.runtime.determinism import deterministic_scheduling

@@ -86,8 +86,3 @@ def register(feature: Feature) -> Feature:
 def features() -> tuple[Feature, ...]:
     """The registered features, in registration order."""
     return tuple(_FEATURES.values())
-
-
-def expectation_kinds() -> dict[type, ExpectationKind]:
-    """Every registered expectation kind, by the model type it builds."""
-    return {kind.model: kind for feature in features() for kind in feature.expectations}

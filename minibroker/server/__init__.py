@@ -1,4 +1,4 @@
-"""Front end (rank 9): Kafka's wire protocol in front of the emulated cluster (``minibroker serve``).
+"""Front end: Kafka's wire protocol in front of the emulated cluster (``minibroker serve``).
 
 Real Kafka clients (kafka-python, confluent-kafka / librdkafka, aiokafka) connect to one
 listener per emulated broker; their requests become the cluster's own produce and fetch

@@ -121,7 +121,8 @@ def parse_topic(text: str, brokers: int) -> TopicSpecModel:
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
-    """What serve runs: SCENARIO.toml or ``--brokers``; plus ``--config``, ``--topic``, ``--data-dir``."""
+    """What serve runs: SCENARIO.toml or ``--brokers``; plus ``--config``, ``--topic``, ``--data-dir``
+    (ready to serve: ``serve.build_scenario`` applies ``for_serving``)."""
     from minibroker.server.serve import build_scenario
 
     loaded = None
@@ -147,9 +148,8 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     except ConfigError as error:  # a Kafka setting's type, or a bound of loader/limits.py
         message = str(error)
         raise UsageError(f"serve: {'--' if message.startswith('config.') else ''}{message}") from None
-    names = [t.name for t in scenario.topics]
-    if len(set(names)) != len(names):
-        raise UsageError(f"serve: a topic is named twice: {', '.join(sorted(names))}")
+    except ValueError as error:  # a topic named twice
+        raise UsageError(f"serve: {error}") from None
     if args.port and args.port + scenario.cluster.brokers - 1 > 65535:
         raise UsageError(
             f"serve: --port {args.port}: broker {scenario.cluster.brokers - 1} would need a port > 65535"
@@ -226,10 +226,10 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
     Ctrl-C is taken as a signal and cancels the server cleanly, rather than as a
     KeyboardInterrupt thrown into whichever socket call happens to be running.
     """
-    from minibroker.server.serve import for_serving, open_served
+    from minibroker.server.serve import open_served
 
     with trio.open_signal_receiver(signal.SIGINT) as signals:
-        async with open_served(for_serving(scenario), args.host, args.port, storage=args.storage) as served:
+        async with open_served(scenario, args.host, args.port, storage=args.storage) as served:
             for broker, (host, port) in served.listeners.items():
                 print(f"broker {broker} listening on {host}:{port}", flush=True)
             async with _control_api(served, args):

@@ -52,7 +52,6 @@ import json
 import re
 import socket
 import threading
-import traceback
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -61,7 +60,7 @@ import h11
 import trio
 
 from minibroker.server.control import Control
-from minibroker.server.server import stderr_log
+from minibroker.server.server import peer_address, stderr_log, traceback_block
 
 ACTIONS = (
     "pause_fetcher",
@@ -290,7 +289,7 @@ class ControlServer:
     async def _refuse(self, stream: trio.SocketStream) -> None:
         """503 at once, then close; at most ``max_connections`` refusals linger (to be read) at a time."""
         message = f"{self.max_connections} connections are open, the most the control API serves at once"
-        self.log(f"control API: 503 from {_peer(stream)}: {message}")
+        self.log(f"control API: 503 from {peer_address(stream)}: {message}")
         try:
             with trio.move_on_after(REFUSAL_DRAIN_S):
                 await stream.send_all(_answer(h11.Connection(h11.SERVER), 503, {"error": message}, True))
@@ -304,7 +303,7 @@ class ControlServer:
             self.refusing -= 1
 
     async def _connection(self, control: Control, stream: trio.SocketStream) -> None:
-        peer = _peer(stream)
+        peer = peer_address(stream)
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         try:
             while True:
@@ -317,7 +316,7 @@ class ControlServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
             self.log(f"control API: connection from {peer} lost ({_reason(error)})")
         except Exception as error:  # a bug in minibroker: logged once, the connection closed
-            self.log(f"control API: internal error on a connection from {peer}{_traceback(error)}")
+            self.log(f"control API: internal error on a connection from {peer}{traceback_block(error)}")
         finally:
             self.open -= 1
             await _linger(stream)
@@ -361,7 +360,7 @@ class ControlServer:
             raise
         except Exception as error:
             status, message = 500, f"internal error: {type(error).__name__}: {error}"
-            self.log(f"control API: 500 {route} from {peer}{_traceback(error)}")
+            self.log(f"control API: 500 {route} from {peer}{traceback_block(error)}")
         if status != 200:
             if status != 500:
                 self.log(f"control API: {status} {route or 'request'} from {peer}: {message}")
@@ -475,18 +474,6 @@ def _shortened(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _peer(stream: trio.SocketStream) -> str:
-    try:
-        host, port = stream.socket.getpeername()[:2]
-    except OSError:
-        return "a closed socket"
-    return f"{host}:{port}"
-
-
 def _reason(error: BaseException) -> str:
     cause = error.__cause__ or error.__context__ or error
     return getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
-
-
-def _traceback(error: BaseException) -> str:
-    return "\n" + "".join(traceback.format_exception(error)).rstrip()

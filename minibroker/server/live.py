@@ -22,7 +22,7 @@ from rich.console import Console
 
 from minibroker.cliutil import UsageError
 from minibroker.scenario import Scenario
-from minibroker.server.serve import Served, for_serving, open_served
+from minibroker.server.serve import Served, open_served
 
 #: real seconds between two frames
 FRAME_S = 0.25
@@ -50,7 +50,7 @@ def run_live(scenario: Scenario, args: argparse.Namespace) -> int:
             events({"kind": "wire", "time_ms": now, "message": line})
 
         async with open_served(
-            for_serving(scenario), args.host, args.port, log=log, sinks=[events], storage=args.storage
+            scenario, args.host, args.port, log=log, sinks=[events], storage=args.storage
         ) as served:
             served_box.append(served)
             first, last = served.listeners[0], served.listeners[max(served.listeners)]

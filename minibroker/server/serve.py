@@ -59,12 +59,17 @@ def build_scenario(
 ) -> Scenario:
     """What a serve runs: the ``loaded`` scenario, else ``brokers`` brokers with no topics and no steps
     (named ``name``); plus broker settings ``config`` (Kafka's names, checked: a ``ConfigError`` names
-    ``where``) and the topics ``topics(broker count)`` gives (see ``for_serving``)."""
+    ``where``) and the topics ``topics(broker count)`` gives (see ``for_serving``). A topic named twice
+    (given twice, or given and in the scenario) is a ``ValueError``."""
     base = loaded
     if base is None:
         base = Scenario(name, f"{brokers} brokers", "", 0, None, ClusterSpec(brokers), (), (), (), (), ())
     BrokerConfig.from_kafka({**base.cluster.config, **config}, where)
-    return for_serving(base, config, topics(base.cluster.brokers))
+    scenario = for_serving(base, config, topics(base.cluster.brokers))
+    names = [t.name for t in scenario.topics]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a topic is named twice: {', '.join(sorted(names))}")
+    return scenario
 
 
 @attrs.define

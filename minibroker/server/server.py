@@ -108,7 +108,7 @@ class WireServer:
         """An exception the cluster contained: logged by the failed request's connection, or here."""
         if requester in self.state.nodes:
             return  # raised again in the connection's handler (Connection.call), which logs it
-        self.state.log(f"cluster: internal error (contained){_traceback(error)}")
+        self.state.log(f"cluster: internal error (contained){traceback_block(error)}")
 
     @property
     def listeners(self) -> dict[int, tuple[str, int]]:
@@ -194,7 +194,7 @@ class WireServer:
 
     async def _serve(self, broker_id: int, stream: trio.SocketStream) -> None:
         state = self.state
-        peer = _peer(stream)
+        peer = peer_address(stream)
         conn = Connection(state, broker_id, f"wire-b{broker_id}-c{next(state.connections)}", peer)
         network = self.cluster.network
         network.register(conn.node, conn)
@@ -273,14 +273,14 @@ class WireServer:
         except Exception as error:
             what = f"{request.name} v{request.api_version} correlation id {request.correlation_id}"
             if request.api_key == 0 and request.body.acks == 0:
-                conn.log(f"{what}: internal error, no answer with acks=0; closing{_traceback(error)}")
+                conn.log(f"{what}: internal error, no answer with acks=0; closing{traceback_block(error)}")
                 return False
             try:
                 data = error_response(request, UNKNOWN_SERVER_ERROR)
             except Exception as failed:
-                conn.log(f"{what}: internal error; closing{_traceback(error)}{_traceback(failed)}")
+                conn.log(f"{what}: internal error; closing{traceback_block(error)}{traceback_block(failed)}")
                 return False
-            conn.log(f"{what}: internal error, answered UNKNOWN_SERVER_ERROR{_traceback(error)}")
+            conn.log(f"{what}: internal error, answered UNKNOWN_SERVER_ERROR{traceback_block(error)}")
         if data is None:
             return True
         await self.state.wait_client_links(conn.broker_id)
@@ -295,12 +295,13 @@ async def _send(stream: trio.SocketStream, data: bytes) -> bool:
     return True
 
 
-def _traceback(error: BaseException) -> str:
+def traceback_block(error: BaseException) -> str:
     """A newline, then ``error``'s traceback: the rest of the one log entry that reports it."""
     return "\n" + "".join(traceback.format_exception(error)).rstrip()
 
 
-def _peer(stream: trio.SocketStream) -> str:
+def peer_address(stream: trio.SocketStream) -> str:
+    """``host:port`` of the other end (``[host]:port`` for IPv6), or ``?`` once the socket is closed."""
     try:
         address = stream.socket.getpeername()
     except OSError:

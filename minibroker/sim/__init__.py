@@ -2,7 +2,7 @@
 
 ``open_cluster`` starts a cluster of brokers on trio (``cluster``); ``network`` carries requests between
 them with per-link latency and faults; ``snapshot`` is the read-only view the TUI and the reports use.
-Rank 6 of the layers, above the broker, controller, coordinator and clients it puts together. This
+Its layer is above the broker, controller, coordinator and clients it puts together. This
 package re-exports the harness's public names, with the client and config types a harness user needs.
 
 The names are resolved on first use, so importing one of its modules (``sim.snapshot`` for the views,

@@ -4,7 +4,7 @@
 pytest plugin (``pytest_plugin``) offers them as fixtures; ``Control``, the handle
 on a served cluster's faults, is the server's (``minibroker.server.control``), which
 also exposes its actions to other languages (``serve --control PORT``). A front end
-(rank 9) that wraps the server's control handle.
+that wraps the server's control handle.
 """
 
 from minibroker.server.control import Control

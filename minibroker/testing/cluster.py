@@ -23,6 +23,7 @@ import trio
 
 from minibroker.common.topic_names import topic_error
 from minibroker.scenario import load_scenario
+from minibroker.scenario.loader.budget import check_topics
 from minibroker.scenario.model import Scenario, TopicSpecModel
 from minibroker.server.control import Control
 from minibroker.server.serve import build_scenario, open_served
@@ -66,7 +67,7 @@ def _scenario(
         isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 64
     ):
         raise ValueError(f"brokers {brokers!r}: expected 1..64")
-    return build_scenario(
+    built = build_scenario(
         loaded,
         brokers,
         dict(config or {}),
@@ -74,6 +75,10 @@ def _scenario(
         name="testing",
         where="config",  # a ConfigError names the key
     )
+    problem = check_topics(built, "MiniCluster", serving=True)  # serve's run-size budget
+    if problem is not None:
+        raise ValueError(problem)
+    return built
 
 
 class MiniCluster(Control):

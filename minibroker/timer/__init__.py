@@ -1,4 +1,4 @@
-"""Layer 1: Kafka's hierarchical timing wheel and its baselines. Pure, synchronous, integer ms.
+"""Pure core: Kafka's hierarchical timing wheel and its baselines. Pure, synchronous, integer ms.
 
 Nothing here imports trio: time is whatever integer the caller passes to
 ``advance_clock`` or returns from the ``clock`` callable.

@@ -144,3 +144,37 @@ def test_a_delayed_scenario_traces_the_same_events_twice():
     assert traces[0] == traces[1]
     kinds = {event["kind"] for event in traces[0]}
     assert {"delay.wheel.fire", "delay.delivered", "delay.commit", "delay.held"} <= kinds
+
+
+def test_a_run_with_delayed_messages_and_retries_starts_the_delay_service_before_the_retrying_consumer():
+    """The features start in registration order: the delay service's first request (reading its
+    committed offsets) is traced before the retrying consumer's first fetch, at the same ms."""
+    from minibroker.scenario import parse_scenario, run_scenario
+    from minibroker.trace import ListSink
+
+    text = """
+[scenario]
+end_ms = 100
+
+[cluster]
+brokers = 1
+
+[[topics]]
+name = "orders"
+
+[retry]
+topic = "orders"
+attempts = 2
+delay_ms = 50
+
+[delay_service]
+"delay.levels" = ["5s"]
+"""
+    sink = ListSink()
+    run_scenario(parse_scenario(text), sinks=[sink])
+    fetches = [(e["time_ms"], e["op"]) for e in sink.of_kind("client.fetch")]
+    first_delay = next(i for i, (_, op) in enumerate(fetches) if op.startswith("delay-service-0-"))
+    first_retry = next(i for i, (_, op) in enumerate(fetches) if op.startswith("retry-"))
+    assert fetches[first_delay] == (0, "delay-service-0-offsets#1")
+    assert fetches[first_retry][0] == 0
+    assert first_delay < first_retry

@@ -197,6 +197,7 @@ def test_scenario_steps_play_in_real_time_against_real_clients(tmp_path):
             ["--port", "65000", "--brokers", "1000"],
             "minibroker: serve: --port 65000: broker 999 would need a port > 65535",
         ),
+        (["--topic", "a", "--topic", "a:2"], "minibroker: serve: a topic is named twice: a, a"),
         (
             ["--port", "9" * 5000],
             "minibroker serve: error: argument --port: expected a port, got '9999999999999999999999999999999"

@@ -146,5 +146,14 @@ def test_the_context_manager_starts_and_stops_and_bad_settings_fail_before_start
         MiniCluster(3, ["bad name"])
     with pytest.raises(ValueError, match=r"^brokers 0: expected 1..64$"):
         MiniCluster(0)
+    with pytest.raises(ValueError, match=r"^a topic is named twice: a, a$"):
+        MiniCluster(1, ["a", "a:2"])
+    with pytest.raises(ValueError) as too_big:
+        MiniCluster(1, ["t:100000"])
+    assert str(too_big.value) == (
+        "MiniCluster: 100,050 partition replicas in all, internal topics included (the largest: "
+        "t 100,000 x 1 (topics), __consumer_offsets 50 x 1 (offsets.topic.num.partitions)); "
+        "expected at most 100,000"
+    )
     with pytest.raises(ConfigError, match=r"min\.insync\.replicas"):
         MiniCluster(3, config={"min.insync.replicas": "x"})

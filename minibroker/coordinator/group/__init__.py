@@ -6,8 +6,8 @@
 and an ``OffsetMetadataManager`` (OffsetCommit, OffsetFetch, expiry), both reaching
 the broker through a ``CoordinatorContext``; ``hashing.partition_for`` says which
 partition (hence which broker) coordinates a group; ``coordinator_timer.CoordinatorTimer``
-arms the keyed tasks on the broker's one SystemTimer. Rank 4 of the layers (Kafka's
-server parts). See docs/groups.md.
+arms the keyed tasks on the broker's one SystemTimer. In the layer of Kafka's server
+parts. See docs/groups.md.
 """
 
 from minibroker.coordinator.group.coordinator import GroupCoordinator

@@ -86,11 +86,6 @@ class CoordinatorTimer:
             self.tracer.emit("timer.cancel", broker=self.broker, key=key, deadline_ms=task.deadline_ms)
         return True
 
-    def cancel_all(self, prefix: str = "") -> None:
-        """Disarm every key starting with ``prefix`` (unloading a partition's groups)."""
-        for key in [k for k in self.tasks if k.startswith(prefix)]:
-            self.cancel(key)
-
     def deadline(self, key: str) -> int | None:
         task = self.tasks.get(key)
         return None if task is None else task.deadline_ms

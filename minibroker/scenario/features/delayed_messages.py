@@ -57,7 +57,7 @@ class DelayedMessageDesigns:
     async def start(self, cluster: Cluster) -> None:
         """Start the scenario's designs. In virtual time record timestamps are cluster ms; on a
         running clock (``serve``, ``--realtime``) they are epoch ms, as real clients write them."""
-        designs, scenario = self, self.scenario
+        scenario = self.scenario
         assert scenario is not None
         clock = trio.lowlevel.current_clock()
         virtual = isinstance(clock, trio.testing.MockClock) and clock.rate == 0
@@ -66,19 +66,19 @@ class DelayedMessageDesigns:
         keep = any(isinstance(e, Delivered) for e in scenario.expectations)
         if scenario.delay_service is not None:
             config = DelayConfig.from_kafka(scenario.delay_service)
-            designs.services = DelayServices(cluster, config, epoch_origin_ms=origin)
-            designs.services.stats.keep_deliveries = keep
-            await designs.services.start(cluster.nursery)
+            self.services = DelayServices(cluster, config, epoch_origin_ms=origin)
+            self.services.stats.keep_deliveries = keep
+            await self.services.start(cluster.nursery)
         if scenario.delay_wheel is not None:
             settings = dict(scenario.delay_wheel)
             data_dir = settings.pop("data_dir", None)
             if data_dir is None:
-                data_dir = designs.temp_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
-            designs.wheel = WheelGroup(
+                data_dir = self.temp_dir = tempfile.mkdtemp(prefix="minibroker-wheel-")
+            self.wheel = WheelGroup(
                 cluster, data_dir, WheelConfig.from_kafka(settings), epoch_origin_ms=origin
             )
-            designs.wheel.stats.keep_deliveries = keep
-            await designs.wheel.start(cluster.nursery)
+            self.wheel.stats.keep_deliveries = keep
+            await self.wheel.start(cluster.nursery)
 
     def view(self) -> DelaysView | None:
         """The designs' state now, for the TUI; None without delayed messages."""

@@ -15,7 +15,7 @@ The loader is split by concept: ``document`` (TOML, line numbers, checked tables
 links), ``clients``, ``groups`` (subscriptions, member steps), ``admin`` (the ``delete_records``
 step), ``steps``, ``expectations`` and ``events`` (the trace events an expectation may name);
 ``delay`` and ``retry`` read the sections the bundled features register. It is the scenario
-package's loader (rank 8 of the layers), named apart from the ``load`` step that generates a produce
+package's loader, named apart from the ``load`` step that generates a produce
 load.
 
 Extension points, each a one-line registration:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from minibroker.broker.config import BrokerConfig, ConsumerConfig, ProducerConfig
+from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.scenario.loader.limits import MAX_EVENTS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.loader.retry import retry_events
 from minibroker.scenario.loader.scope import Scope
@@ -70,7 +71,7 @@ def _offsets_topic(scope: Planned, serving: bool) -> Iterable[PlannedTopic]:
     rf = min(config.offsets_topic_replication_factor, scope.cluster.brokers)
     return (
         PlannedTopic(
-            "__consumer_offsets",
+            OFFSETS_TOPIC,
             config.offsets_topic_num_partitions,
             rf,
             "offsets.topic.num.partitions",
@@ -82,6 +83,8 @@ def _delay_topics(scope: Planned, serving: bool) -> Iterable[PlannedTopic]:
     """The delay levels' topics and ``__delay_offsets`` (``[delay_service]``), ``__delay_wheel``
     and ``__delay_offsets`` (``[delay_wheel]``)."""
     from minibroker.delayed_messages.config import DelayConfig
+    from minibroker.delayed_messages.offsets import DELAY_OFFSETS_TOPIC
+    from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC
     from minibroker.delayed_messages.wheel_service import WheelConfig
 
     planned: dict[str, PlannedTopic] = {}
@@ -89,14 +92,14 @@ def _delay_topics(scope: Planned, serving: bool) -> Iterable[PlannedTopic]:
     if scope.delay_wheel is not None:
         settings = {k: v for k, v in scope.delay_wheel.items() if k != "data_dir"}
         copies = WheelConfig.from_kafka(settings).copies(brokers)
-        for name in ("__delay_wheel", "__delay_offsets"):
+        for name in (INGEST_TOPIC, DELAY_OFFSETS_TOPIC):
             planned[name] = PlannedTopic(name, 1, copies, "delay_wheel")
     if scope.delay_service is not None:
         config = DelayConfig.from_kafka(scope.delay_service)
         rf = config.replication_factor(brokers)
         for name in config.levels.topics():
             planned[name] = PlannedTopic(name, config.topic_partitions, rf, "delay.topic.partitions")
-        planned.setdefault("__delay_offsets", PlannedTopic("__delay_offsets", 1, rf, "delay_service"))
+        planned.setdefault(DELAY_OFFSETS_TOPIC, PlannedTopic(DELAY_OFFSETS_TOPIC, 1, rf, "delay_service"))
     return planned.values()
 
 
