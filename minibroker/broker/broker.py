@@ -30,6 +30,12 @@ from minibroker.common.network import NetworkClient
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.coordinator.group import GroupCoordinator
 from minibroker.coordinator.group.messages import GroupRequest
+from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
+from minibroker.coordinator.transaction.messages import (
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+)
 from minibroker.runtime import MsClock
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -61,6 +67,12 @@ class Broker:
         self._request_numbers = itertools.count(1)
         #: the group coordinator of the current life (None while down)
         self.coordinator: GroupCoordinator | None = None
+        #: the transaction coordinator of the current life (None while down)
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        #: the leader of a partition (the cluster points this at its controller)
+        self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
+        #: producer ids this broker's transaction coordinator hands out (a block per broker)
+        self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         #: a topic's config overrides (the cluster points this at its topics)
@@ -93,6 +105,9 @@ class Broker:
         manager.topic_overrides = self.topic_overrides
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         manager.leadership_listeners.append(self.coordinator.on_leadership)
+        context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
+        self.transaction_coordinator = TransactionCoordinator(context)
+        manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -128,6 +143,7 @@ class Broker:
             self._scope.cancel()
         self.replica_manager = None
         self.coordinator = None
+        self.transaction_coordinator = None
         self._scope = None
         self._notify()
 
@@ -148,6 +164,12 @@ class Broker:
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
             assert respond is not None
             self.coordinator.handle(message, respond)
+        elif (
+            isinstance(message, (InitProducerIdRequest, AddPartitionsToTxnRequest, EndTxnRequest))
+            and self.transaction_coordinator is not None
+        ):
+            assert respond is not None
+            self.transaction_coordinator.handle(message, respond)
         elif isinstance(message, BrokerRegistrations):
             manager.apply_registrations(message)
         elif isinstance(message, MetadataCatchUp):

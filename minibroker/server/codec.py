@@ -82,6 +82,12 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
@@ -124,6 +130,11 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        # the transaction coordinator (server/transactions.py): transaction protocol version 1, so
+        # AddPartitionsToTxn stops before the batched v4 (KIP-890) and EndTxn before v5
+        _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+        _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+        _spec(EndTxnRequest, EndTxnResponse, 0, 3),
         # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
         # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
         _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),

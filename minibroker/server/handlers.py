@@ -24,6 +24,7 @@ from minibroker.server.group_admin import (
 from minibroker.server.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
 from minibroker.server.metadata import api_versions, metadata
 from minibroker.server.produce import init_producer_id, produce
+from minibroker.server.transactions import add_offsets_to_txn, add_partitions_to_txn, end_txn
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]
 
@@ -53,6 +54,9 @@ HANDLERS: dict[int, Handler] = {
     43: admin_cluster.elect_leaders,
     44: admin_configs.incremental_alter,
     60: admin_cluster.describe_cluster,
+    24: add_partitions_to_txn,
+    25: add_offsets_to_txn,
+    26: end_txn,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

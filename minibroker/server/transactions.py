@@ -1,0 +1,97 @@
+"""InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn over the wire.
+
+Each becomes one ``coordinator.transaction`` request sent over the emulated network to the
+connection's broker, whose ``TransactionCoordinator`` answers it (NOT_COORDINATOR when it does
+not lead the id's ``__transaction_state`` partition; the client finds the right one with
+FindCoordinator key type 1). AddPartitionsToTxn v0-v3 (one transaction per request) answers
+the coordinator's error for every partition, except that unknown partitions get
+UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka's handler does;
+the batched v4+ (KIP-890) is not served. AddOffsetsToTxn adds the group's ``__consumer_offsets``
+partition to the transaction.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.producer import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
+    InitProducerIdResponse,
+)
+
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
+from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
+from minibroker.coordinator.transaction import messages as m
+from minibroker.server.codec import Request
+from minibroker.server.context import RESPONSE_GRACE_MS, Connection
+
+TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+
+
+def _wait(conn: Connection) -> int:
+    """How long a connection waits for the coordinator (a write to __transaction_state, at most)."""
+    return conn.cluster.brokers[conn.broker_id].config.request_timeout_ms + RESPONSE_GRACE_MS
+
+
+async def init_transactional_producer_id(request: Request, conn: Connection) -> InitProducerIdResponse:
+    body = request.body
+    given = (body.producer_id, body.producer_epoch) if request.api_version >= 3 else (-1, -1)
+    message = m.InitProducerIdRequest(body.transactional_id, body.transaction_timeout_ms, *given)
+    answer: m.InitProducerIdResponse = await conn.call(message, _wait(conn))
+    return InitProducerIdResponse(
+        throttle_time_ms=0,
+        error_code=int(answer.error),
+        producer_id=answer.producer_id,
+        producer_epoch=answer.producer_epoch,
+    )
+
+
+async def add_partitions_to_txn(request: Request, conn: Connection) -> AddPartitionsToTxnResponse:
+    body = request.body
+    wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+    unknown = {tp for tp in wanted if not conn.cluster.known(TopicPartition(*tp))}
+    if unknown:
+        errors = {
+            tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+    else:
+        message = m.AddPartitionsToTxnRequest(
+            body.v3_and_below_transactional_id,
+            body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch,
+            tuple(wanted),
+        )
+        answer: m.TxnResponse = await conn.call(message, _wait(conn))
+        errors = dict.fromkeys(wanted, answer.error)
+    topics: dict[str, list] = {}
+    for (topic, partition), error in errors.items():
+        topics.setdefault(topic, []).append(
+            PartitionResult(partition_index=partition, partition_error_code=int(error))
+        )
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=[
+            TopicResult(name=name, results_by_partition=parts) for name, parts in topics.items()
+        ],
+    )
+
+
+async def add_offsets_to_txn(request: Request, conn: Connection) -> AddOffsetsToTxnResponse:
+    body = request.body
+    spec = conn.cluster.ensure_offsets_topic()
+    partition = (OFFSETS_TOPIC, partition_for(body.group_id, spec.partitions))
+    message = m.AddPartitionsToTxnRequest(
+        body.transactional_id, body.producer_id, body.producer_epoch, (partition,)
+    )
+    answer: m.TxnResponse = await conn.call(message, _wait(conn))
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=int(answer.error))
+
+
+async def end_txn(request: Request, conn: Connection) -> EndTxnResponse:
+    body = request.body
+    message = m.EndTxnRequest(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
+    answer: m.TxnResponse = await conn.call(message, _wait(conn))
+    return EndTxnResponse(throttle_time_ms=0, error_code=int(answer.error))

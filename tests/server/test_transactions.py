@@ -1,0 +1,209 @@
+"""Transactions over the wire: the transaction coordinator's answers and real clients (KIP-98).
+
+One served cluster of three brokers for the module; each test uses its own transactional ids
+and topic partitions, so the tests do not depend on each other's order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import closing
+
+import pytest
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+
+from minibroker.coordinator.transaction import partition_for
+from tests.server.conftest import WAIT_S, RawClient, ServedThread, scenario
+
+TOPICS = (
+    'name = "t"\npartitions = 2\nreplication_factor = 3\n\n'
+    '[[topics]]\nname = "u"\npartitions = 1\nreplication_factor = 3'
+)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServedThread]:
+    served = ServedThread(scenario(3, '"min.insync.replicas" = 2', TOPICS)).start()
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def _coordinator(server: ServedThread, txn_id: str) -> closing[RawClient]:
+    """A raw connection to ``txn_id``'s coordinator, found with FindCoordinator key type 1."""
+    with closing(RawClient(server.port(0))) as client:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            found = client.request(FindCoordinatorRequest(key=txn_id, key_type=1), FindCoordinatorResponse, 3)
+            if found.error_code == 0 or time.monotonic() > deadline:
+                break
+            assert found.error_code == 15  # COORDINATOR_NOT_AVAILABLE while __transaction_state is created
+            time.sleep(0.05)
+    assert found.error_code == 0
+    # Kafka's arithmetic: abs(hashCode) % 50, and partition p of __transaction_state is led by p % 3
+    assert found.node_id == partition_for(txn_id, 50) % 3
+    return closing(RawClient(server.port(found.node_id)))
+
+
+def _init(client: RawClient, txn_id: str, timeout_ms: int = 60_000, pid: int = -1, epoch: int = -1):
+    answer = client.request(
+        InitProducerIdRequest(
+            transactional_id=txn_id, transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch
+        ),
+        InitProducerIdResponse,
+        4,
+    )
+    return answer.error_code, answer.producer_id, answer.producer_epoch
+
+
+def _add(client: RawClient, txn_id: str, pid: int, epoch: int, *partitions: tuple[str, int]):
+    topics: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        topics.setdefault(topic, []).append(p)
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=txn_id,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[
+            AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+            for t, ps in topics.items()
+        ],
+    )
+    answer = client.request(request, AddPartitionsToTxnResponse, 3)
+    return {
+        (t.name, r.partition_index): r.partition_error_code
+        for t in answer.results_by_topic_v3_and_below
+        for r in t.results_by_partition
+    }
+
+
+def _end(client: RawClient, txn_id: str, pid: int, epoch: int, committed: bool) -> int:
+    request = EndTxnRequest(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=committed
+    )
+    return client.request(request, EndTxnResponse, 3).error_code
+
+
+def _until(call, wanted: int, what: str):
+    """Repeat ``call`` while it answers CONCURRENT_TRANSACTIONS (51), as clients retry it."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        result = call()
+        code = result[0] if isinstance(result, tuple) else result
+        if code != 51 or time.monotonic() > deadline:
+            assert code == wanted, f"{what}: {result}"
+            return result
+        time.sleep(0.02)
+
+
+def test_the_coordinator_answers_kafkas_error_codes(server):
+    txn = "codes"
+    with _coordinator(server, txn) as client:
+        assert _init(client, txn, timeout_ms=900_001)[0] == 50  # INVALID_TRANSACTION_TIMEOUT (> max)
+        assert _init(client, txn, timeout_ms=0)[0] == 50
+        error, pid, epoch = _init(client, txn)
+        assert (error, epoch) == (0, 0) and pid >= 1_000_000
+        assert _init(client, txn) == (0, pid, 1)  # a second InitProducerId bumps the epoch
+        assert _end(client, txn, pid, 1, True) == 48  # INVALID_TXN_STATE: nothing is open
+        assert _add(client, txn, pid, 0, ("t", 0)) == {("t", 0): 90}  # PRODUCER_FENCED: old epoch
+        assert _add(client, txn, pid + 1, 1, ("t", 0)) == {("t", 0): 49}  # INVALID_PRODUCER_ID_MAPPING
+        # one unknown partition: it gets UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED
+        assert _add(client, txn, pid, 1, ("t", 0), ("t", 9)) == {("t", 0): 55, ("t", 9): 3}
+        assert _add(client, txn, pid, 1, ("t", 0), ("t", 1)) == {("t", 0): 0, ("t", 1): 0}
+        assert _add(client, txn, pid, 1, ("t", 1)) == {("t", 1): 0}  # already in: answered at once
+        offsets = client.request(
+            AddOffsetsToTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=1, group_id="g"),
+            AddOffsetsToTxnResponse,
+            3,
+        )
+        assert offsets.error_code == 0
+        assert _end(client, txn, pid, 0, True) == 90  # PRODUCER_FENCED
+        assert _until(lambda: _end(client, txn, pid, 1, True), 0, "commit") == 0
+        # a retried commit is answered NONE (once complete); an abort of it is INVALID_TXN_STATE
+        assert _until(lambda: _end(client, txn, pid, 1, True), 0, "retried commit") == 0
+        assert _end(client, txn, pid, 1, False) == 48
+    other = (partition_for(txn, 50) % 3 + 1) % 3
+    with closing(RawClient(server.port(other))) as elsewhere:
+        assert _init(elsewhere, txn)[0] == 16  # NOT_COORDINATOR
+
+
+def test_a_new_init_producer_id_fences_an_open_transaction(server):
+    txn = "fencing"
+    with _coordinator(server, txn) as client:
+        error, pid, epoch = _init(client, txn)
+        assert (error, epoch) == (0, 0)
+        assert _add(client, txn, pid, 0, ("u", 0)) == {("u", 0): 0}
+        # the open transaction is aborted with epoch 1; the caller is told to retry until it completes
+        assert _init(client, txn)[0] == 51  # CONCURRENT_TRANSACTIONS
+        assert _until(lambda: _init(client, txn), 0, "init") == (0, pid, 2)
+        assert _end(client, txn, pid, 0, True) == 90  # the zombie is fenced
+        # KIP-360: the current id and epoch may ask for the bump; an older pair is fenced
+        assert _init(client, txn, pid=pid, epoch=2) == (0, pid, 3)
+        assert _init(client, txn, pid=pid, epoch=1)[0] == 90
+
+
+def _consume(bootstrap: str, isolation: str, partitions: list[tuple[str, int]]) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{isolation}",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
+    got: list[bytes] = []
+    ends = 0
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while ends < len(partitions) and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                ends += 1
+                continue
+            got.append(message.value())
+    finally:
+        consumer.close()
+    assert ends == len(partitions), "the consumer did not reach the end of every partition"
+    return sorted(got)
+
+
+def test_confluent_kafka_commits_and_aborts_and_read_committed_sees_only_commits(server):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "confluent"})
+    producer.init_transactions(WAIT_S)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce("t", value=b"committed-%d" % i, partition=i % 2)
+    producer.commit_transaction(WAIT_S)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("t", value=b"aborted-%d" % i, partition=i % 2)
+    producer.flush(WAIT_S)
+    producer.abort_transaction(WAIT_S)
+    producer.begin_transaction()
+    producer.produce("t", value=b"committed-last", partition=1)
+    producer.commit_transaction(WAIT_S)
+    partitions = [("t", 0), ("t", 1)]
+    committed = sorted([b"committed-%d" % i for i in range(4)] + [b"committed-last"])
+    assert _consume(server.bootstrap, "read_committed", partitions) == committed
+    every = sorted(committed + [b"aborted-%d" % i for i in range(3)])
+    assert _consume(server.bootstrap, "read_uncommitted", partitions) == every
