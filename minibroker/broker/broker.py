@@ -18,6 +18,7 @@ from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.views import BrokerView, PurgatoryView
+from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     DeleteRecordsRequest,
     FetchRequest,
@@ -27,8 +28,9 @@ from minibroker.common.messages import (
     TopicPartition,
 )
 from minibroker.common.network import NetworkClient
+from minibroker.common.record_batch import COMMIT_MARKER
 from minibroker.controller.broker_registrations import BrokerRegistrations
-from minibroker.coordinator.group import GroupCoordinator
+from minibroker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
 from minibroker.coordinator.group.messages import GroupRequest
 from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
 from minibroker.coordinator.transaction.messages import (
@@ -152,7 +154,7 @@ class Broker:
         if manager is None:
             return
         if isinstance(message, ProduceRequest):
-            manager.append_records(message, respond)
+            manager.append_records(message, self._marker_listener(message, respond))
         elif isinstance(message, FetchRequest):
             assert respond is not None
             manager.fetch_messages(message, respond)
@@ -180,6 +182,29 @@ class Broker:
                     manager.apply_leader_and_isr(state)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
+
+    def _marker_listener(self, request: ProduceRequest, respond: Callable[[Any], None] | None) -> Any:
+        """``respond``, telling the group coordinator first of the transaction markers written to its
+        ``__consumer_offsets`` partitions (Kafka's WriteTxnMarkers handler calls onTransactionCompleted)."""
+        markers = [
+            (tp.partition, batch.producer_id, batch.control == COMMIT_MARKER)
+            for tp, data in request.data.items()
+            if tp.topic == OFFSETS_TOPIC
+            for batch in data.producers
+            if batch.control >= 0
+        ]
+        if not markers or respond is None:
+            return respond
+
+        def answer(response: Any) -> None:
+            coordinator = self.coordinator
+            for partition, producer_id, committed in markers:
+                tp = TopicPartition(OFFSETS_TOPIC, partition)
+                if coordinator is not None and response.partitions[tp].error is Errors.NONE:
+                    coordinator.on_transaction_completed(partition, producer_id, committed)
+            respond(response)
+
+        return answer
 
     def purgatory_totals(self) -> dict[str, dict[str, int]]:
         """Completions, expirations, purges and purged per purgatory, over every life of the broker."""

@@ -92,6 +92,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 
 from minibroker.server.nulls import non_nullable_null
@@ -135,6 +137,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
         _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
         _spec(EndTxnRequest, EndTxnResponse, 0, 3),
+        _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
         # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
         # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
         _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),

@@ -231,6 +231,26 @@ def _offset_commit(request: Request, error: int) -> Any:
     return _per_partition(lambda b: b.topics, topic, part, "name", "partition_index")(request, error)
 
 
+def _txn_offset_commit(request: Request, error: int) -> Any:
+    topic = request.spec.response.TxnOffsetCommitResponseTopic
+    part = topic.TxnOffsetCommitResponsePartition
+    return _per_partition(lambda b: b.topics, topic, part, "name", "partition_index")(request, error)
+
+
+def _add_partitions_to_txn(request: Request, error: int) -> Any:
+    """AddPartitionsToTxn v0-v3 has no top-level error: every partition named carries it."""
+    topic = request.spec.response.AddPartitionsToTxnTopicResult
+    part = topic.AddPartitionsToTxnPartitionResult
+    results = [
+        topic(
+            name=t.name,
+            results_by_partition=[part(partition_index=p, partition_error_code=error) for p in t.partitions],
+        )
+        for t in request.body.v3_and_below_topics
+    ]
+    return _response(request, results_by_topic_v3_and_below=results)
+
+
 #: api key -> Kafka's error response for a whole request; keys not here answer with a top-level error code
 ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     0: _produce,
@@ -243,6 +263,8 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     15: _describe_groups,
     18: _api_versions,
     23: _offset_for_leader_epoch,
+    24: _add_partitions_to_txn,
+    28: _txn_offset_commit,
     42: _delete_groups,
     **ADMIN_ERROR_RESPONSES,
 }

@@ -24,7 +24,12 @@ from minibroker.server.group_admin import (
 from minibroker.server.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
 from minibroker.server.metadata import api_versions, metadata
 from minibroker.server.produce import init_producer_id, produce
-from minibroker.server.transactions import add_offsets_to_txn, add_partitions_to_txn, end_txn
+from minibroker.server.transactions import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    end_txn,
+    txn_offset_commit,
+)
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]
 
@@ -57,6 +62,7 @@ HANDLERS: dict[int, Handler] = {
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,
     26: end_txn,
+    28: txn_offset_commit,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

@@ -8,6 +8,10 @@ the coordinator's error for every partition, except that unknown partitions get
 UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka's handler does;
 the batched v4+ (KIP-890) is not served. AddOffsetsToTxn adds the group's ``__consumer_offsets``
 partition to the transaction.
+
+TxnOffsetCommit goes to the group coordinator (``coordinator.group``), which holds the offsets
+pending until the transaction's marker reaches the group's partition; v3+ carries the member and
+generation (KIP-447), checked when given.
 """
 
 from __future__ import annotations
@@ -17,17 +21,20 @@ from kafka.protocol.producer import (
     AddPartitionsToTxnResponse,
     EndTxnResponse,
     InitProducerIdResponse,
+    TxnOffsetCommitResponse,
 )
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
+from minibroker.coordinator.group import messages as groups
 from minibroker.coordinator.transaction import messages as m
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+TxnCommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 
 
 def _wait(conn: Connection) -> int:
@@ -95,3 +102,39 @@ async def end_txn(request: Request, conn: Connection) -> EndTxnResponse:
     message = m.EndTxnRequest(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
     answer: m.TxnResponse = await conn.call(message, _wait(conn))
     return EndTxnResponse(throttle_time_ms=0, error_code=int(answer.error))
+
+
+async def txn_offset_commit(request: Request, conn: Connection) -> TxnOffsetCommitResponse:
+    body = request.body
+    version = request.api_version
+    offsets = tuple(
+        groups.CommitOffset(
+            t.name,
+            p.partition_index,
+            p.committed_offset,
+            p.committed_leader_epoch if version >= 2 else -1,
+            p.committed_metadata,
+        )
+        for t in body.topics
+        for p in t.partitions
+    )
+    message = groups.TxnOffsetCommitRequest(
+        body.group_id,
+        body.producer_id,
+        body.producer_epoch,
+        offsets,
+        body.generation_id if version >= 3 else -1,
+        body.member_id if version >= 3 else "",
+        body.group_instance_id if version >= 3 else None,
+    )
+    wait = conn.cluster.brokers[conn.broker_id].config.offsets_commit_timeout_ms + RESPONSE_GRACE_MS
+    answer: groups.OffsetCommitResponse = await conn.call(message, wait)
+    topics: dict[str, list] = {}
+    for topic, partition, error in answer.partitions:
+        topics.setdefault(topic, []).append(
+            TxnCommitTopic.TxnOffsetCommitResponsePartition(partition_index=partition, error_code=int(error))
+        )
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[TxnCommitTopic(name=name, partitions=parts) for name, parts in topics.items()],
+    )

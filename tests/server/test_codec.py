@@ -73,6 +73,7 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "AddPartitionsToTxn": (0, 3),
         "AddOffsetsToTxn": (0, 3),
         "EndTxn": (0, 3),
+        "TxnOffsetCommit": (0, 3),
         # the admin APIs at Kafka 4's version ranges
         "CreateTopics": (2, 7),
         "DeleteTopics": (1, 6),

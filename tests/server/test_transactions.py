@@ -28,7 +28,9 @@ from tests.server.conftest import WAIT_S, RawClient, ServedThread, scenario
 
 TOPICS = (
     'name = "t"\npartitions = 2\nreplication_factor = 3\n\n'
-    '[[topics]]\nname = "u"\npartitions = 1\nreplication_factor = 3'
+    '[[topics]]\nname = "u"\npartitions = 1\nreplication_factor = 3\n\n'
+    '[[topics]]\nname = "in"\npartitions = 1\nreplication_factor = 3\n\n'
+    '[[topics]]\nname = "out"\npartitions = 1\nreplication_factor = 3'
 )
 
 
@@ -207,3 +209,60 @@ def test_confluent_kafka_commits_and_aborts_and_read_committed_sees_only_commits
     assert _consume(server.bootstrap, "read_committed", partitions) == committed
     every = sorted(committed + [b"aborted-%d" % i for i in range(3)])
     assert _consume(server.bootstrap, "read_uncommitted", partitions) == every
+
+
+def test_consume_transform_produce_processes_every_input_exactly_once(server):
+    """confluent-kafka: read "in", write "out" and the offsets in one transaction; an aborted round
+    leaves nothing behind, and a new consumer of the group starts after the committed input."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    source = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(10):
+        source.produce("in", value=b"%d" % i, partition=0)
+    assert source.flush(WAIT_S) == 0
+
+    def consumer() -> Consumer:
+        made = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": "transform",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        made.subscribe(["in"])
+        return made
+
+    def round_of(reader: Consumer, producer: Producer, count: int, commit: bool) -> list[bytes]:
+        taken: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        producer.begin_transaction()
+        while len(taken) < count and time.monotonic() < deadline:
+            message = reader.poll(0.2)
+            if message is None or message.error():
+                continue
+            taken.append(message.value())
+            producer.produce("out", value=b"x" + message.value(), partition=0)
+        producer.send_offsets_to_transaction(
+            reader.position(reader.assignment()), reader.consumer_group_metadata(), WAIT_S
+        )
+        if commit:
+            producer.commit_transaction(WAIT_S)
+        else:
+            producer.abort_transaction(WAIT_S)
+        return taken
+
+    producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "transform"})
+    producer.init_transactions(WAIT_S)
+    reader = consumer()
+    assert round_of(reader, producer, 4, True) == [b"0", b"1", b"2", b"3"]
+    assert round_of(reader, producer, 3, False) == [b"4", b"5", b"6"]
+    reader.close()  # the aborted round's offsets were dropped: a new member starts again at 4
+    reader = consumer()
+    assert round_of(reader, producer, 6, True) == [b"%d" % i for i in range(4, 10)]
+    committed = reader.committed([TopicPartition("in", 0)], WAIT_S)
+    assert [(tp.topic, tp.offset) for tp in committed] == [("in", 10)]
+    reader.close()
+    outputs = [v.removeprefix(b"x") for v in _consume(server.bootstrap, "read_committed", [("out", 0)])]
+    assert sorted(outputs) == sorted(b"%d" % i for i in range(10))  # each input exactly once
