@@ -266,3 +266,29 @@ def test_consume_transform_produce_processes_every_input_exactly_once(server):
     reader.close()
     outputs = [v.removeprefix(b"x") for v in _consume(server.bootstrap, "read_committed", [("out", 0)])]
     assert sorted(outputs) == sorted(b"%d" % i for i in range(10))  # each input exactly once
+
+
+def test_kafka_python_transactional_producer_commits_offsets_and_records_atomically(server):
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    producer = KafkaProducer(bootstrap_servers=server.bootstrap, transactional_id="kafka-python")
+    producer.init_transactions()
+    source = KafkaTopicPartition("t", 0)
+    producer.begin_transaction()
+    producer.send("u", value=b"kept", partition=0)
+    producer.send_offsets_to_transaction({source: OffsetAndMetadata(7, "", -1)}, "kp-group")
+    producer.commit_transaction()
+    producer.begin_transaction()
+    producer.send("u", value=b"dropped", partition=0)
+    producer.send_offsets_to_transaction({source: OffsetAndMetadata(9, "", -1)}, "kp-group")
+    producer.flush()
+    producer.abort_transaction()
+    producer.close()
+    reader = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="kp-group", enable_auto_commit=False)
+    try:
+        assert reader.committed(source) == 7  # the aborted transaction's offset 9 was dropped
+    finally:
+        reader.close()
+    values = _consume(server.bootstrap, "read_committed", [("u", 0)])
+    assert values == [b"kept"]
