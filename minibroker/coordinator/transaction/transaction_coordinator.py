@@ -228,26 +228,29 @@ class TransactionCoordinator:
         self._write(meta, transit, done)
 
     def _send_markers(self, meta: TransactionMetadata) -> None:
-        txn_id = meta.transactional_id
-        self.markers[txn_id] = {TopicPartition(topic, p) for topic, p in meta.partitions}
-        self._send_pending_markers(meta)
+        remaining = {TopicPartition(topic, p) for topic, p in meta.partitions}
+        self.markers[meta.transactional_id] = remaining
+        self._send_markers_to(meta, remaining, sorted(remaining))
 
-    def _send_pending_markers(self, meta: TransactionMetadata) -> None:
+    def _send_markers_to(
+        self, meta: TransactionMetadata, remaining: set[TopicPartition], tps: list[TopicPartition]
+    ) -> None:
+        """Send the marker to the leaders of ``tps``; ``remaining`` is this round's set of partitions
+        still without it (a response to an earlier round finds another set and is ignored)."""
         txn_id = meta.transactional_id
-        if self.transactions.get(txn_id) is not meta or meta.state not in (PREPARE_COMMIT, PREPARE_ABORT):
+        if self.markers.get(txn_id) is not remaining or self.transactions.get(txn_id) is not meta:
             return  # no longer coordinated here, or already completed
-        remaining = self.markers.get(txn_id, set())
         by_leader: dict[int, list[TopicPartition]] = {}
-        retry = False
-        for tp in sorted(remaining):
+        later: list[TopicPartition] = []
+        for tp in tps:
             if not self.context.known(tp):
                 remaining.discard(tp)  # a deleted topic gets no marker
                 continue
             leader = self.context.leader_of(tp)
             if leader < 0:
-                retry = True
-                continue
-            by_leader.setdefault(leader, []).append(tp)
+                later.append(tp)
+            else:
+                by_leader.setdefault(leader, []).append(tp)
         if not remaining:
             return self._complete(meta)
         marker = COMMIT_MARKER if meta.state == PREPARE_COMMIT else ABORT_MARKER
@@ -257,38 +260,52 @@ class TransactionCoordinator:
         )
         producers = (ProducerBatch(meta.producer_id, meta.producer_epoch, -1, -1, 0, 0, True, marker),)
         timeout = self.context.config.request_timeout_ms
-        for leader, tps in by_leader.items():
-            data = {tp: ProduceData(1, len(raw), raw=raw, producers=producers) for tp in tps}
+        for leader, sent in by_leader.items():
+            data = {tp: ProduceData(1, len(raw), raw=raw, producers=producers) for tp in sent}
             request = ProduceRequest(-1, timeout, data, self.context.next_request_id("txn-marker"))
             self.context.emit(
-                "txn.markers", txn=txn_id, leader=leader, partitions=[str(tp) for tp in tps], marker=marker
+                "txn.markers", txn=txn_id, leader=leader, partitions=[str(tp) for tp in sent], marker=marker
             )
             self.context.send(
-                leader, request, timeout, lambda response, tps=tps: self._on_markers(meta, tps, response)
+                leader,
+                request,
+                timeout,
+                lambda response, sent=sent: self._on_markers(meta, remaining, sent, response),
             )
-        if retry:
-            self.context.schedule(MARKER_RETRY_BACKOFF_MS, lambda: self._send_pending_markers(meta))
+        if later:
+            self._retry_markers(meta, remaining, later)
 
-    def _on_markers(self, meta: TransactionMetadata, tps: list[TopicPartition], response: Any) -> None:
-        remaining = self.markers.get(meta.transactional_id)
-        if remaining is None or self.transactions.get(meta.transactional_id) is not meta:
+    def _retry_markers(
+        self, meta: TransactionMetadata, remaining: set[TopicPartition], tps: list[TopicPartition]
+    ) -> None:
+        self.context.schedule(MARKER_RETRY_BACKOFF_MS, lambda: self._send_markers_to(meta, remaining, tps))
+
+    def _on_markers(
+        self,
+        meta: TransactionMetadata,
+        remaining: set[TopicPartition],
+        sent: list[TopicPartition],
+        response: Any,
+    ) -> None:
+        txn_id = meta.transactional_id
+        if self.markers.get(txn_id) is not remaining or self.transactions.get(txn_id) is not meta:
             return
-        failed = False
-        for tp in tps:
+        failed = []
+        for tp in sent:
             error = (
                 Errors.NETWORK_EXCEPTION
                 if isinstance(response, NetworkError)
                 else response.partitions[tp].error
             )
-            # a marker older than the partition's epoch for the producer: a newer one superseded it
+            # INVALID_PRODUCER_EPOCH: the partition has a newer epoch of the producer, a newer marker
             if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION):
                 remaining.discard(tp)
             else:
-                failed = True
+                failed.append(tp)
         if not remaining:
             self._complete(meta)
         elif failed:
-            self.context.schedule(MARKER_RETRY_BACKOFF_MS, lambda: self._send_pending_markers(meta))
+            self._retry_markers(meta, remaining, failed)
 
     def _complete(self, meta: TransactionMetadata) -> None:
         """Every marker is written: CompleteCommit/CompleteAbort (retried while the write fails)."""

@@ -146,3 +146,36 @@ async def test_a_new_coordinator_reloads_the_state_and_finishes_the_markers(auto
             await cluster.clock.sleep_until(cluster.now() + 1)
         log = _leader_log(cluster, T0)
         assert (log.last_stable_offset, log.producer_state.ongoing) == (log.high_watermark, {})
+
+
+async def test_a_marker_waits_for_a_leader_retrying_every_100_ms(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        cluster.create_topic(TopicSpec("w", 1, 1, assignment=((1,),)))  # one replica: offline while 1 is down
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        w0 = TopicPartition("w", 0)
+        raw = Raw(cluster, "client")
+        pid = (await raw.call(0, m.InitProducerIdRequest("retry", 60_000))).producer_id
+        assert (
+            await raw.call(0, m.AddPartitionsToTxnRequest("retry", pid, 0, (("w", 0),)))
+        ).error is Errors.NONE
+        records = ProduceRequest(-1, 30_000, {w0: _records(pid, 0, 0).data[T0]}, "records-w")
+        assert (await raw.call(1, records)).partitions[w0].error is Errors.NONE
+        cluster.crash(1)
+        ended = cluster.now()
+        assert (await raw.call(0, m.EndTxnRequest("retry", pid, 0, True))).error is Errors.NONE
+        await cluster.clock.sleep_until(ended + 250)
+        await cluster.restart(1)
+        restarted = cluster.now()
+        meta = cluster.brokers[0].transaction_coordinator.transactions["retry"]
+        while meta.state != COMPLETE_COMMIT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        sends = [e["time_ms"] - ended for e in sink.of_kind("txn.markers") if e["txn"] == "retry"]
+        # w-0 has no leader from the crash until the restart at 250: the coordinator looks again every
+        # 100 ms (at 100, 200, 300) and sends the marker at the first look after the restart
+        assert (restarted - ended, sends) == (250, [300])
+        (complete,) = [
+            e for e in sink.of_kind("txn.state") if e["txn"] == "retry" and e["state"] == COMPLETE_COMMIT
+        ]
+        assert complete["time_ms"] - ended == 300
+        log = cluster.brokers[1].replica_manager.partition(w0).log
+        assert (log.last_stable_offset, log.high_watermark, log.producer_state.ongoing) == (2, 2, {})
