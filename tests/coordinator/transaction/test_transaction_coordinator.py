@@ -6,7 +6,15 @@ import contextlib
 
 from minibroker.broker.producer_state import AbortedTxn
 from minibroker.common.errors import Errors
-from minibroker.common.messages import ProduceData, ProduceRequest, TopicPartition
+from minibroker.common.messages import (
+    HIGH_WATERMARK,
+    TXN_COMMITTED,
+    FetchPartition,
+    FetchRequest,
+    ProduceData,
+    ProduceRequest,
+    TopicPartition,
+)
 from minibroker.common.record_batch import ProducerBatch
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import messages as m
@@ -179,3 +187,33 @@ async def test_a_marker_waits_for_a_leader_retrying_every_100_ms(autojump_clock)
         assert complete["time_ms"] - ended == 300
         log = cluster.brokers[1].replica_manager.partition(w0).log
         assert (log.last_stable_offset, log.high_watermark, log.producer_state.ongoing) == (2, 2, {})
+
+
+async def test_a_read_committed_delayed_fetch_waits_for_the_lso_not_the_hw(autojump_clock):
+    async with _cluster() as (cluster, _):
+        raw = Raw(cluster, "client")
+        pid = (await raw.call(0, m.InitProducerIdRequest("held", 60_000))).producer_id
+        assert (
+            await raw.call(0, m.AddPartitionsToTxnRequest("held", pid, 0, (("t", 0),)))
+        ).error is Errors.NONE
+        assert (await raw.call(0, _records(pid, 0, 0, 3))).partitions[T0].error is Errors.NONE
+        wanted = {T0: FetchPartition(0, 1_048_576)}
+        start = cluster.now()
+        # READ_UNCOMMITTED: the three records are below the HW, answered at once
+        uncommitted = raw.send(0, FetchRequest(-1, 5_000, 1, 1_048_576, wanted, HIGH_WATERMARK, "ru"))
+        # READ_COMMITTED: below the LSO (0) there is nothing; the DelayedFetch waits
+        committed = raw.send(0, FetchRequest(-1, 5_000, 1, 1_048_576, wanted, TXN_COMMITTED, "rc"))
+        await cluster.clock.sleep_until(start + 1_000)
+        assert uncommitted.at == start and [b.count for b in uncommitted.response.partitions[T0].batches] == [
+            3
+        ]
+        assert committed.response is None
+        assert (await raw.call(0, m.EndTxnRequest("held", pid, 0, True))).error is Errors.NONE
+        meta = cluster.brokers[0].transaction_coordinator.transactions["held"]
+        while meta.state != COMPLETE_COMMIT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        # the COMMIT marker moved the LSO past the records: the parked fetch completed then, not at 5 000
+        assert committed.at == start + 1_000
+        assert committed.response.cause != "expired"
+        # the marker (offset 3) closed the transaction when appended, below the HW: the LSO is the HW, 3
+        assert [b.count for b in committed.response.partitions[T0].batches] == [3]
