@@ -23,6 +23,7 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
 )
 
+from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.transaction import partition_for
 from tests.server.conftest import WAIT_S, RawClient, ServedThread, scenario
 
@@ -30,7 +31,8 @@ TOPICS = (
     'name = "t"\npartitions = 2\nreplication_factor = 3\n\n'
     '[[topics]]\nname = "u"\npartitions = 1\nreplication_factor = 3\n\n'
     '[[topics]]\nname = "in"\npartitions = 1\nreplication_factor = 3\n\n'
-    '[[topics]]\nname = "out"\npartitions = 1\nreplication_factor = 3'
+    '[[topics]]\nname = "out"\npartitions = 1\nreplication_factor = 3\n\n'
+    '[[topics]]\nname = "v"\npartitions = 1\nreplication_factor = 3'
 )
 
 
@@ -292,3 +294,55 @@ def test_kafka_python_transactional_producer_commits_offsets_and_records_atomica
         reader.close()
     values = _consume(server.bootstrap, "read_committed", [("u", 0)])
     assert values == [b"kept"]
+
+
+def _transactional_produce(port: int, pid: int, epoch: int, seq: int, *values: bytes) -> tuple[int, int]:
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 0, True, pid, epoch, seq, 2**31 - 1)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=0, key=None, value=value, headers=[])
+    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(builder.build()))
+    request = ProduceRequest(
+        transactional_id="offsets",
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[ProduceRequest.TopicProduceData(name="v", partition_data=[data])],
+    )
+    with closing(RawClient(port)) as client:
+        part = client.request(request, ProduceResponse, 9).responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def _latest(port: int, isolation: int) -> int:
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+    topic = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[topic(name="v", partitions=[topic.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
+    )
+    with closing(RawClient(port)) as client:
+        (part,) = client.request(request, ListOffsetsResponse, 6).topics[0].partitions
+    assert part.error_code == 0
+    return part.offset
+
+
+def test_list_offsets_read_committed_answers_the_lso_while_a_transaction_is_open(server):
+    txn = "offsets"
+    leader = server.cluster.leader_of(TopicPartition("v", 0))
+    port = server.port(leader)
+    with _coordinator(server, txn) as client:
+        _, pid, epoch = _init(client, txn)
+        assert _add(client, txn, pid, epoch, ("v", 0)) == {("v", 0): 0}
+        first = _transactional_produce(port, pid, epoch, 0, b"a", b"b")
+        assert first[0] == 0
+        # records up to first + 2 are below the HW, but the open transaction holds the LSO at its start
+        assert (_latest(port, 0), _latest(port, 1)) == (first[1] + 2, first[1])
+        assert _until(lambda: _end(client, txn, pid, epoch, False), 0, "abort") == 0
+        deadline = time.monotonic() + WAIT_S
+        while _latest(port, 1) != first[1] + 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (_latest(port, 0), _latest(port, 1)) == (first[1] + 3, first[1] + 3)  # the marker is offset +2
