@@ -346,3 +346,26 @@ def test_list_offsets_read_committed_answers_the_lso_while_a_transaction_is_open
         while _latest(port, 1) != first[1] + 3 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert (_latest(port, 0), _latest(port, 1)) == (first[1] + 3, first[1] + 3)  # the marker is offset +2
+
+
+def test_confluent_kafka_commits_across_a_crash_of_the_transaction_coordinator(serve):
+    """The coordinator's broker crashes mid-transaction: the new leader of the id's __transaction_state
+    partition reloads it, and the commit (retried by the client against it) writes every marker."""
+    from confluent_kafka import Producer
+
+    crashing = serve(
+        scenario(3, '"min.insync.replicas" = 2', 'name = "c"\npartitions = 3\nreplication_factor = 3')
+    )
+    txn = "survivor"
+    producer = Producer({"bootstrap.servers": crashing.bootstrap, "transactional.id": txn})
+    producer.init_transactions(WAIT_S)
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce("c", value=b"%d" % i, partition=i % 3)
+    assert producer.flush(WAIT_S) == 0
+    coordinator = partition_for(txn, 50) % 3
+    crashing.call(crashing.cluster.crash, coordinator)
+    producer.commit_transaction(WAIT_S)
+    crashing.call_async(crashing.cluster.restart, coordinator)
+    partitions = [("c", p) for p in range(3)]
+    assert _consume(crashing.bootstrap, "read_committed", partitions) == [b"%d" % i for i in range(6)]
