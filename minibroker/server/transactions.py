@@ -31,6 +31,7 @@ from minibroker.coordinator.group import messages as groups
 from minibroker.coordinator.transaction import messages as m
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
+from minibroker.server.group_admin import commit_offsets
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
@@ -107,17 +108,7 @@ async def end_txn(request: Request, conn: Connection) -> EndTxnResponse:
 async def txn_offset_commit(request: Request, conn: Connection) -> TxnOffsetCommitResponse:
     body = request.body
     version = request.api_version
-    offsets = tuple(
-        groups.CommitOffset(
-            t.name,
-            p.partition_index,
-            p.committed_offset,
-            p.committed_leader_epoch if version >= 2 else -1,
-            p.committed_metadata,
-        )
-        for t in body.topics
-        for p in t.partitions
-    )
+    offsets = commit_offsets(body.topics, version >= 2)
     message = groups.TxnOffsetCommitRequest(
         body.group_id,
         body.producer_id,

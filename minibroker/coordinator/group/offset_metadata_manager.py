@@ -51,6 +51,7 @@ from minibroker.coordinator.group.group import (
     ClassicGroup,
 )
 from minibroker.coordinator.group.messages import (
+    CommitOffset,
     FetchedOffset,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -111,19 +112,7 @@ class OffsetMetadataManager:
             self.groups.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
         now = self.context.now()
         expire = None if request.retention_ms < 0 else now + request.retention_ms
-        errors: dict[TopicPartition, Errors] = {}
-        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        limit = self.context.config.offset_metadata_max_bytes
-        for commit in request.offsets:
-            tp = TopicPartition(commit.topic, commit.partition)
-            if not self.context.known(tp):
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            elif commit.metadata is not None and len(commit.metadata.encode()) > limit:
-                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = OffsetAndMetadata(
-                    commit.offset, commit.leader_epoch, commit.metadata, now, expire
-                )
+        errors, accepted = self._check_offsets(request.offsets, now, expire)
         if not accepted:
             return answer(commit_response(request, errors))
         values = [records.offset_record(gid, tp.topic, tp.partition, value) for tp, value in accepted.items()]
@@ -154,20 +143,7 @@ class OffsetMetadataManager:
             return answer(commit_response(request, {}, error))
         if self.groups.group(gid) is None:
             self.groups.create_group(gid)
-        now = self.context.now()
-        errors: dict[TopicPartition, Errors] = {}
-        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        limit = self.context.config.offset_metadata_max_bytes
-        for commit in request.offsets:
-            tp = TopicPartition(commit.topic, commit.partition)
-            if not self.context.known(tp):
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            elif commit.metadata is not None and len(commit.metadata.encode()) > limit:
-                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = OffsetAndMetadata(
-                    commit.offset, commit.leader_epoch, commit.metadata, now, None
-                )
+        errors, accepted = self._check_offsets(request.offsets, self.context.now(), None)
         if not accepted:
             return answer(commit_response(request, errors))
         pid = request.producer_id
@@ -222,6 +198,25 @@ class OffsetMetadataManager:
                 committed=committed,
                 partitions=len(offsets),
             )
+
+    def _check_offsets(
+        self, offsets: tuple[CommitOffset, ...], now: int, expire: int | None
+    ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, OffsetAndMetadata]]:
+        """Each offset's error (unknown partition, metadata too large), and the accepted ones."""
+        errors: dict[TopicPartition, Errors] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        limit = self.context.config.offset_metadata_max_bytes
+        for commit in offsets:
+            tp = TopicPartition(commit.topic, commit.partition)
+            if not self.context.known(tp):
+                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif commit.metadata is not None and len(commit.metadata.encode()) > limit:
+                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = OffsetAndMetadata(
+                    commit.offset, commit.leader_epoch, commit.metadata, now, expire
+                )
+        return errors, accepted
 
     def _validate_commit(self, request: OffsetCommitRequest) -> Errors | None:
         """Kafka's validateOffsetCommit: the error of every partition, or None."""

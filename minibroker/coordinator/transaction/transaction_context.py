@@ -30,23 +30,6 @@ def partition_for(transactional_id: str, partitions: int) -> int:
     return kafka_abs(java_string_hash(transactional_id)) % partitions
 
 
-def write_error(error: Errors) -> Errors:
-    """What a failed ``__transaction_state`` append answers (Kafka's TransactionStateManager)."""
-    if error in (
-        Errors.UNKNOWN_TOPIC_OR_PARTITION,
-        Errors.NOT_ENOUGH_REPLICAS,
-        Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        Errors.REQUEST_TIMED_OUT,
-        Errors.NETWORK_EXCEPTION,
-    ):
-        return Errors.COORDINATOR_NOT_AVAILABLE
-    if error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR):
-        return Errors.NOT_COORDINATOR
-    if error is Errors.NONE:
-        return error
-    return Errors.UNKNOWN_SERVER_ERROR
-
-
 class TransactionContext:
     """One broker's services to its transaction coordinator (lives as long as its ReplicaManager)."""
 

@@ -44,11 +44,11 @@ import attrs
 from minibroker.common.errors import Errors
 from minibroker.common.messages import NetworkError, ProduceData, ProduceRequest, TopicPartition
 from minibroker.common.record_batch import ABORT_MARKER, COMMIT_MARKER, ProducerBatch, build_control_batch
+from minibroker.coordinator.group.coordinator_context import write_error
 from minibroker.coordinator.transaction import messages as m
 from minibroker.coordinator.transaction.transaction_context import (
     TRANSACTION_STATE_TOPIC,
     TransactionContext,
-    write_error,
 )
 from minibroker.coordinator.transaction.transaction_metadata import (
     COMPLETE_ABORT,
