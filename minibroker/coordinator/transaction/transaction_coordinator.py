@@ -27,8 +27,9 @@ task is armed when the broker first leads a ``__transaction_state`` partition.
 
 Failover: a broker that becomes leader of a ``__transaction_state`` partition reads its
 records (the last one per id wins) and finishes the markers of every Prepare* transaction
-(Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). Deviations: the
-load is instantaneous (no COORDINATOR_LOAD_IN_PROGRESS window), producer ids come from a
+(Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
+``minibroker.coordinator.load.ms.per.record`` per record, as the group coordinator's; its ids
+answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Deviations: producer ids come from a
 per-broker block instead of the controller's, transactional ids never expire
 (``transactional.id.expiration.ms``), and the transaction protocol is version 1 (no KIP-890
 epoch bump at each EndTxn, no partition verification).
@@ -77,6 +78,8 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         #: __transaction_state partition led here -> its leader epoch (Kafka's coordinator epoch)
         self.led: dict[int, int] = {}
+        #: __transaction_state partition being read -> its leader epoch and the task that ends the read
+        self.loading: dict[int, tuple[int, Any]] = {}
         #: transactional id -> partitions still waiting for their marker
         self.markers: dict[str, set[TopicPartition]] = {}
         self._cleanup: Any = None
@@ -92,8 +95,12 @@ class TransactionCoordinator:
         else:
             raise TypeError(f"the transaction coordinator cannot handle {type(message).__name__}")
 
-    def _not_here(self, transactional_id: str) -> bool:
-        return self.context.partition_of(transactional_id) not in self.led
+    def _not_here(self, transactional_id: str) -> Errors | None:
+        """NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when this broker cannot answer for the id now."""
+        partition = self.context.partition_of(transactional_id)
+        if partition in self.loading:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        return None if partition in self.led else Errors.NOT_COORDINATOR
 
     def _init_producer_id(self, request: m.InitProducerIdRequest, respond: Respond) -> None:
         def fail(error: Errors) -> None:
@@ -102,8 +109,9 @@ class TransactionCoordinator:
         txn_id = request.transactional_id
         if not 0 < request.timeout_ms <= self.context.config.transaction_max_timeout_ms:
             return fail(Errors.INVALID_TRANSACTION_TIMEOUT)
-        if self._not_here(txn_id):
-            return fail(Errors.NOT_COORDINATOR)
+        refused = self._not_here(txn_id)
+        if refused is not None:
+            return fail(refused)
         now = self.context.now()
         meta = self.transactions.get(txn_id)
         if meta is None:
@@ -148,8 +156,9 @@ class TransactionCoordinator:
         self._write(meta, transit, done)
 
     def _check_producer(self, txn_id: str, producer_id: int, epoch: int) -> TransactionMetadata | Errors:
-        if self._not_here(txn_id):
-            return Errors.NOT_COORDINATOR
+        refused = self._not_here(txn_id)
+        if refused is not None:
+            return refused
         meta = self.transactions.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return Errors.INVALID_PRODUCER_ID_MAPPING
@@ -359,14 +368,33 @@ class TransactionCoordinator:
             return
         partition = tp.partition
         if not leader:
+            reading = self.loading.pop(partition, None)
+            if reading is not None:
+                reading[1].cancel()
             if self.led.pop(partition, None) is not None:
                 for txn_id in [t for t in self.transactions if self.context.partition_of(t) == partition]:
                     del self.transactions[txn_id]
                     self.markers.pop(txn_id, None)
             return
+        if partition in self.led or partition in self.loading:
+            return  # still the leader (a new leader epoch): the state in memory is current
+        values = self.context.state_values(partition)
+        delay = len(values) * self.context.config.coordinator_load_ms_per_record
+        self.context.emit("txn.load.start", partition=partition, records=len(values), load_ms=delay)
+        if delay <= 0:
+            self._load(partition, epoch, values)
+        else:
+            task = self.context.schedule(delay, lambda: self._load(partition, epoch, values))
+            self.loading[partition] = (epoch, task)
+        if self._cleanup is None:
+            self._arm_cleanup()
+
+    def _load(self, partition: int, epoch: int, values: list[bytes]) -> None:
+        """The partition is read: serve its ids and finish the markers of their Prepare* transactions."""
+        self.loading.pop(partition, None)
         self.led[partition] = epoch
         loaded: dict[str, TransactionMetadata] = {}
-        for value in self.context.state_values(partition):
+        for value in values:
             try:
                 meta = TransactionMetadata.from_record(value)
             except (ValueError, KeyError, TypeError):
@@ -377,8 +405,6 @@ class TransactionCoordinator:
         for meta in loaded.values():
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 self._send_markers(meta)
-        if self._cleanup is None:
-            self._arm_cleanup()
 
     def _arm_cleanup(self) -> None:
         interval = self.context.config.transaction_abort_timed_out_transaction_cleanup_interval_ms

@@ -37,9 +37,9 @@ def _records(pid: int, epoch: int, seq: int, count: int = 1) -> ProduceRequest:
 
 
 @contextlib.asynccontextmanager
-async def _cluster():
+async def _cluster(**settings: int):
     tracer, sink = traced()
-    async with open_cluster(3, config=CONFIG, tracer=tracer) as cluster:
+    async with open_cluster(3, config={**CONFIG, **settings}, tracer=tracer) as cluster:
         tracer.clock = cluster.now
         cluster.create_topic(TopicSpec("t", 1, 3))
         cluster.ensure_transaction_state_topic()
@@ -136,7 +136,7 @@ async def test_the_timeout_aborts_an_open_transaction_with_an_epoch_bump_at_the_
 
 
 async def test_a_new_coordinator_reloads_the_state_and_finishes_the_markers(autojump_clock):
-    async with _cluster() as (cluster, _):
+    async with _cluster() as (cluster, sink):
         raw = Raw(cluster, "client")
         pid = (await raw.call(0, m.InitProducerIdRequest("moving", 60_000))).producer_id
         assert (
@@ -147,6 +147,10 @@ async def test_a_new_coordinator_reloads_the_state_and_finishes_the_markers(auto
         await cluster.clock.sleep_until(cluster.now() + 1_000)
         new = cluster.leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
         assert new in (1, 2)
+        # the new coordinator read the partition's 2 records (Empty, Ongoing) at 1 ms each
+        (start,) = [e for e in sink.of_kind("txn.load.start") if e["broker"] == new]
+        (load,) = [e for e in sink.of_kind("txn.load") if e["broker"] == new]
+        assert (start["records"], load["time_ms"] - start["time_ms"], load["transactions"]) == (2, 2, 1)
         meta = cluster.brokers[new].transaction_coordinator.transactions["moving"]
         assert (meta.producer_id, meta.producer_epoch, meta.state) == (pid, 0, ONGOING)
         assert (await raw.call(new, m.EndTxnRequest("moving", pid, 0, True))).error is Errors.NONE
@@ -217,3 +221,23 @@ async def test_a_read_committed_delayed_fetch_waits_for_the_lso_not_the_hw(autoj
         assert committed.response.cause != "expired"
         # the marker (offset 3) closed the transaction when appended, below the HW: the LSO is the HW, 3
         assert [b.count for b in committed.response.partitions[T0].batches] == [3]
+
+
+async def test_a_loading_coordinator_answers_coordinator_load_in_progress_until_read(autojump_clock):
+    async with _cluster(**{"minibroker.coordinator.load.ms.per.record": 500}) as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid = (await raw.call(0, m.InitProducerIdRequest("loading", 60_000))).producer_id
+        assert (
+            await raw.call(0, m.AddPartitionsToTxnRequest("loading", pid, 0, (("t", 0),)))
+        ).error is Errors.NONE
+        cluster.crash(0)
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        new = cluster.leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
+        (start,) = [e for e in sink.of_kind("txn.load.start") if e["broker"] == new]
+        assert (start["records"], start["load_ms"]) == (2, 1_000)
+        await cluster.clock.sleep_until(start["time_ms"] + 999)
+        refused = await raw.call(new, m.EndTxnRequest("loading", pid, 0, False))
+        assert refused.error is Errors.COORDINATOR_LOAD_IN_PROGRESS
+        await cluster.clock.sleep_until(start["time_ms"] + 1_000)
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        assert (await raw.call(new, m.EndTxnRequest("loading", pid, 0, False))).error is Errors.NONE
