@@ -35,8 +35,10 @@ from minibroker.coordinator.group.messages import GroupRequest
 from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
 from minibroker.coordinator.transaction.messages import (
     AddPartitionsToTxnRequest,
+    DescribeTransactionsRequest,
     EndTxnRequest,
     InitProducerIdRequest,
+    ListTransactionsRequest,
 )
 from minibroker.runtime import MsClock
 from minibroker.trace import NULL_TRACER, Tracer
@@ -167,7 +169,16 @@ class Broker:
             assert respond is not None
             self.coordinator.handle(message, respond)
         elif (
-            isinstance(message, (InitProducerIdRequest, AddPartitionsToTxnRequest, EndTxnRequest))
+            isinstance(
+                message,
+                (
+                    InitProducerIdRequest,
+                    AddPartitionsToTxnRequest,
+                    EndTxnRequest,
+                    DescribeTransactionsRequest,
+                    ListTransactionsRequest,
+                ),
+            )
             and self.transaction_coordinator is not None
         ):
             assert respond is not None

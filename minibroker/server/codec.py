@@ -45,12 +45,16 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -138,6 +142,9 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
         _spec(EndTxnRequest, EndTxnResponse, 0, 3),
         _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+        # KIP-664; ListTransactions stops before v2 (a transactional id pattern, KIP-1152)
+        _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+        _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
         # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
         # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
         _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),

@@ -251,6 +251,24 @@ def _add_partitions_to_txn(request: Request, error: int) -> Any:
     return _response(request, results_by_topic_v3_and_below=results)
 
 
+def _describe_transactions(request: Request, error: int) -> Any:
+    state = request.spec.response.TransactionState
+    states = [
+        state(
+            error_code=error,
+            transactional_id=t,
+            transaction_state="",
+            transaction_timeout_ms=0,
+            transaction_start_time_ms=-1,
+            producer_id=-1,
+            producer_epoch=-1,
+            topics=[],
+        )
+        for t in request.body.transactional_ids
+    ]
+    return _response(request, transaction_states=states)
+
+
 #: api key -> Kafka's error response for a whole request; keys not here answer with a top-level error code
 ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     0: _produce,
@@ -266,6 +284,7 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     24: _add_partitions_to_txn,
     28: _txn_offset_commit,
     42: _delete_groups,
+    65: _describe_transactions,
     **ADMIN_ERROR_RESPONSES,
 }
 

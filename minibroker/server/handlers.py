@@ -27,7 +27,9 @@ from minibroker.server.produce import init_producer_id, produce
 from minibroker.server.transactions import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    describe_transactions,
     end_txn,
+    list_transactions,
     txn_offset_commit,
 )
 
@@ -63,6 +65,8 @@ HANDLERS: dict[int, Handler] = {
     25: add_offsets_to_txn,
     26: end_txn,
     28: txn_offset_commit,
+    65: describe_transactions,
+    66: list_transactions,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

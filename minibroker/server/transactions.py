@@ -9,6 +9,10 @@ UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, as Kafka's ha
 the batched v4+ (KIP-890) is not served. AddOffsetsToTxn adds the group's ``__consumer_offsets``
 partition to the transaction.
 
+DescribeTransactions and ListTransactions (KIP-664) read the coordinator's state: a transactional
+id's coordinator describes it (TRANSACTIONAL_ID_NOT_FOUND when it has no state), each broker lists
+the ids it coordinates (admin clients ask every broker); start times are wall-clock ms.
+
 TxnOffsetCommit goes to the group coordinator (``coordinator.group``), which holds the offsets
 pending until the transaction's marker reaches the group's partition; v3+ carries the member and
 generation (KIP-447), checked when given.
@@ -16,6 +20,7 @@ generation (KIP-447), checked when given.
 
 from __future__ import annotations
 
+from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
 from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -128,4 +133,49 @@ async def txn_offset_commit(request: Request, conn: Connection) -> TxnOffsetComm
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,
         topics=[TxnCommitTopic(name=name, partitions=parts) for name, parts in topics.items()],
+    )
+
+
+async def describe_transactions(request: Request, conn: Connection) -> DescribeTransactionsResponse:
+    message = m.DescribeTransactionsRequest(tuple(request.body.transactional_ids))
+    answer: m.DescribeTransactionsResponse = await conn.call(message, _wait(conn))
+    state_cls = DescribeTransactionsResponse.TransactionState
+    origin = conn.state.epoch_origin_ms
+    states = []
+    for t in answer.transactions:
+        topics: dict[str, list[int]] = {}
+        for topic, partition in t.partitions:
+            topics.setdefault(topic, []).append(partition)
+        states.append(
+            state_cls(
+                error_code=int(t.error),
+                transactional_id=t.transactional_id,
+                transaction_state=t.state,
+                transaction_timeout_ms=t.timeout_ms,
+                transaction_start_time_ms=t.start_ms + origin if t.start_ms >= 0 else -1,
+                producer_id=t.producer_id,
+                producer_epoch=t.producer_epoch,
+                topics=[state_cls.TopicData(topic=name, partitions=ps) for name, ps in topics.items()],
+            )
+        )
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
+
+
+async def list_transactions(request: Request, conn: Connection) -> ListTransactionsResponse:
+    body = request.body
+    message = m.ListTransactionsRequest(
+        tuple(body.state_filters),
+        tuple(body.producer_id_filters),
+        body.duration_filter if request.api_version >= 1 else -1,
+    )
+    answer: m.ListTransactionsResponse = await conn.call(message, _wait(conn))
+    state_cls = ListTransactionsResponse.TransactionState
+    return ListTransactionsResponse(
+        throttle_time_ms=0,
+        error_code=int(answer.error),
+        unknown_state_filters=list(answer.unknown_states),
+        transaction_states=[
+            state_cls(transactional_id=tid, producer_id=pid, transaction_state=state)
+            for tid, pid, state in answer.transactions
+        ],
     )

@@ -369,3 +369,45 @@ def test_confluent_kafka_commits_across_a_crash_of_the_transaction_coordinator(s
     crashing.call_async(crashing.cluster.restart, coordinator)
     partitions = [("c", p) for p in range(3)]
     assert _consume(crashing.bootstrap, "read_committed", partitions) == [b"%d" % i for i in range(6)]
+
+
+def test_describe_and_list_transactions_read_the_coordinators_state(server):
+    from kafka.protocol.admin import (
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+    )
+
+    txn = "described"
+    here = partition_for(txn, 50) % 3
+    nobody = next(f"nobody-{i}" for i in range(100) if partition_for(f"nobody-{i}", 50) % 3 == here)
+    with _coordinator(server, txn) as client:
+        _, pid, epoch = _init(client, txn, timeout_ms=45_000)
+        assert _add(client, txn, pid, epoch, ("u", 0)) == {("u", 0): 0}
+        described = client.request(
+            DescribeTransactionsRequest(transactional_ids=[txn, nobody]), DescribeTransactionsResponse, 0
+        ).transaction_states
+        assert [(d.transactional_id, d.error_code) for d in described] == [(txn, 0), (nobody, 105)]
+        ongoing = described[0]
+        assert (ongoing.transaction_state, ongoing.transaction_timeout_ms) == ("Ongoing", 45_000)
+        assert (ongoing.producer_id, ongoing.producer_epoch) == (pid, epoch)
+        assert [(t.topic, list(t.partitions)) for t in ongoing.topics] == [("u", [0])]
+        assert ongoing.transaction_start_time_ms > 0
+        listed = client.request(
+            ListTransactionsRequest(
+                state_filters=["Ongoing", "Bogus"], producer_id_filters=[pid], duration_filter=-1
+            ),
+            ListTransactionsResponse,
+            1,
+        )
+        assert listed.error_code == 0 and list(listed.unknown_state_filters) == ["Bogus"]
+        assert [
+            (t.transactional_id, t.producer_id, t.transaction_state) for t in listed.transaction_states
+        ] == [(txn, pid, "Ongoing")]
+        assert _until(lambda: _end(client, txn, pid, epoch, False), 0, "abort") == 0
+    with closing(RawClient(server.port((here + 1) % 3))) as elsewhere:
+        (refused,) = elsewhere.request(
+            DescribeTransactionsRequest(transactional_ids=[txn]), DescribeTransactionsResponse, 0
+        ).transaction_states
+        assert refused.error_code == 16  # NOT_COORDINATOR

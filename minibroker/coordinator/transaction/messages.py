@@ -51,4 +51,50 @@ class TxnResponse:
     error: Errors
 
 
-TxnRequest = InitProducerIdRequest | AddPartitionsToTxnRequest | EndTxnRequest
+@attrs.frozen
+class DescribeTransactionsRequest:
+    transactional_ids: tuple[str, ...]
+
+
+@attrs.frozen
+class DescribedTransaction:
+    transactional_id: str
+    error: Errors
+    state: str = ""
+    timeout_ms: int = 0
+    #: when the open transaction began (virtual ms), -1 when none is open
+    start_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    partitions: tuple[tuple[str, int], ...] = ()
+
+
+@attrs.frozen
+class DescribeTransactionsResponse:
+    transactions: tuple[DescribedTransaction, ...]
+
+
+@attrs.frozen
+class ListTransactionsRequest:
+    #: empty: every state; else the states to list (Kafka's names, ``Ongoing``, ...)
+    states: tuple[str, ...] = ()
+    producer_ids: tuple[int, ...] = ()
+    #: v1+: only transactions open for at least this long (ms); -1 for all
+    duration_ms: int = -1
+
+
+@attrs.frozen
+class ListTransactionsResponse:
+    error: Errors
+    unknown_states: tuple[str, ...] = ()
+    #: (transactional id, producer id, state)
+    transactions: tuple[tuple[str, int, str], ...] = ()
+
+
+TxnRequest = (
+    InitProducerIdRequest
+    | AddPartitionsToTxnRequest
+    | EndTxnRequest
+    | DescribeTransactionsRequest
+    | ListTransactionsRequest
+)

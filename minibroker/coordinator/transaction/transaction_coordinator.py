@@ -92,6 +92,12 @@ class TransactionCoordinator:
             self._add_partitions(message, respond)
         elif isinstance(message, m.EndTxnRequest):
             self._end_txn(message, respond)
+        elif isinstance(message, m.DescribeTransactionsRequest):
+            respond(
+                m.DescribeTransactionsResponse(tuple(self._describe(t) for t in message.transactional_ids))
+            )
+        elif isinstance(message, m.ListTransactionsRequest):
+            respond(self._list(message))
         else:
             raise TypeError(f"the transaction coordinator cannot handle {type(message).__name__}")
 
@@ -101,6 +107,43 @@ class TransactionCoordinator:
         if partition in self.loading:
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
         return None if partition in self.led else Errors.NOT_COORDINATOR
+
+    def _describe(self, txn_id: str) -> m.DescribedTransaction:
+        """DescribeTransactions (KIP-664) for one id: its state, or why it cannot be described here."""
+        refused = self._not_here(txn_id)
+        if refused is not None:
+            return m.DescribedTransaction(txn_id, refused)
+        meta = self.transactions.get(txn_id)
+        if meta is None:
+            return m.DescribedTransaction(txn_id, Errors.TRANSACTIONAL_ID_NOT_FOUND)
+        return m.DescribedTransaction(
+            txn_id,
+            Errors.NONE,
+            meta.state,
+            meta.timeout_ms,
+            meta.start_ms,
+            meta.producer_id,
+            meta.producer_epoch,
+            tuple(sorted(meta.partitions)),
+        )
+
+    def _list(self, request: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
+        """ListTransactions (KIP-664): the ids coordinated here that pass every filter given."""
+        if self.loading:
+            return m.ListTransactionsResponse(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        known = set(VALID_PREVIOUS)
+        unknown = tuple(s for s in request.states if s not in known)
+        now = self.context.now()
+        listed = []
+        for txn_id, meta in sorted(self.transactions.items()):
+            if request.states and meta.state not in request.states:
+                continue
+            if request.producer_ids and meta.producer_id not in request.producer_ids:
+                continue
+            if request.duration_ms >= 0 and (meta.start_ms < 0 or now - meta.start_ms < request.duration_ms):
+                continue
+            listed.append((txn_id, meta.producer_id, meta.state))
+        return m.ListTransactionsResponse(Errors.NONE, unknown, tuple(listed))
 
     def _init_producer_id(self, request: m.InitProducerIdRequest, respond: Respond) -> None:
         def fail(error: Errors) -> None:
