@@ -45,6 +45,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     ElectLeadersRequest,
@@ -143,6 +145,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(EndTxnRequest, EndTxnResponse, 0, 3),
         _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
         # KIP-664; ListTransactions stops before v2 (a transactional id pattern, KIP-1152)
+        _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
         _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
         _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
         # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop

@@ -269,6 +269,13 @@ def _describe_transactions(request: Request, error: int) -> Any:
     return _response(request, transaction_states=states)
 
 
+def _describe_producers(request: Request, error: int) -> Any:
+    topic = request.spec.response.TopicResponse
+    return _per_partition(lambda b: b.topics, topic, topic.PartitionResponse, "name", "partition_index")(
+        request, error
+    )
+
+
 #: api key -> Kafka's error response for a whole request; keys not here answer with a top-level error code
 ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     0: _produce,
@@ -284,6 +291,7 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     24: _add_partitions_to_txn,
     28: _txn_offset_commit,
     42: _delete_groups,
+    61: _describe_producers,
     65: _describe_transactions,
     **ADMIN_ERROR_RESPONSES,
 }

@@ -27,6 +27,7 @@ from minibroker.server.produce import init_producer_id, produce
 from minibroker.server.transactions import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    describe_producers,
     describe_transactions,
     end_txn,
     list_transactions,
@@ -65,6 +66,7 @@ HANDLERS: dict[int, Handler] = {
     25: add_offsets_to_txn,
     26: end_txn,
     28: txn_offset_commit,
+    61: describe_producers,
     65: describe_transactions,
     66: list_transactions,
 }

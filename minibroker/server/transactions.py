@@ -12,6 +12,9 @@ partition to the transaction.
 DescribeTransactions and ListTransactions (KIP-664) read the coordinator's state: a transactional
 id's coordinator describes it (TRANSACTIONAL_ID_NOT_FOUND when it has no state), each broker lists
 the ids it coordinates (admin clients ask every broker); start times are wall-clock ms.
+DescribeProducers reads each partition leader's producer state: id, epoch, last sequence and the
+first offset of its open transaction (-1 when none); last timestamps and coordinator epochs are
+not kept (-1).
 
 TxnOffsetCommit goes to the group coordinator (``coordinator.group``), which holds the offsets
 pending until the transaction's marker reaches the group's partition; v3+ carries the member and
@@ -20,7 +23,11 @@ generation (KIP-447), checked when given.
 
 from __future__ import annotations
 
-from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
+from kafka.protocol.admin import (
+    DescribeProducersResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
+)
 from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -29,6 +36,7 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse,
 )
 
+from minibroker.broker.partition import PartitionError
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
@@ -179,3 +187,43 @@ async def list_transactions(request: Request, conn: Connection) -> ListTransacti
             for tid, pid, state in answer.transactions
         ],
     )
+
+
+async def describe_producers(request: Request, conn: Connection) -> DescribeProducersResponse:
+    topic_cls = DescribeProducersResponse.TopicResponse
+    part_cls = topic_cls.PartitionResponse
+    state_cls = part_cls.ProducerState
+    manager = conn.replica_manager()
+    topics = []
+    for topic in request.body.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            tp = TopicPartition(topic.name, index)
+            partition = manager.partition(tp)
+            try:
+                if partition is None:
+                    known = conn.cluster.known(tp)
+                    raise PartitionError(
+                        Errors.NOT_LEADER_OR_FOLLOWER if known else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    )
+                partition.require_leader()
+            except PartitionError as failure:
+                parts.append(
+                    part_cls(partition_index=index, error_code=int(failure.error), active_producers=[])
+                )
+                continue
+            state = partition.log.producer_state
+            producers = [
+                state_cls(
+                    producer_id=pid,
+                    producer_epoch=entry.epoch,
+                    last_sequence=entry.last_seq,
+                    last_timestamp=-1,
+                    coordinator_epoch=-1,
+                    current_txn_start_offset=state.ongoing.get(pid, -1),
+                )
+                for pid, entry in sorted(state.entries.items())
+            ]
+            parts.append(part_cls(partition_index=index, error_code=0, active_producers=producers))
+        topics.append(topic_cls(name=topic.name, partitions=parts))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

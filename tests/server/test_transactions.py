@@ -330,6 +330,21 @@ def _latest(port: int, isolation: int) -> int:
     return part.offset
 
 
+def _producers(port: int):
+    from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+    topic = DescribeProducersRequest.TopicRequest(name="v", partition_indexes=[0])
+    with closing(RawClient(port)) as client:
+        answer = client.request(DescribeProducersRequest(topics=[topic]), DescribeProducersResponse, 0)
+    (part,) = answer.topics[0].partitions
+    if part.error_code == 6:
+        return "NOT_LEADER"
+    return [
+        (p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset)
+        for p in part.active_producers
+    ]
+
+
 def test_list_offsets_read_committed_answers_the_lso_while_a_transaction_is_open(server):
     txn = "offsets"
     leader = server.cluster.leader_of(TopicPartition("v", 0))
@@ -341,6 +356,9 @@ def test_list_offsets_read_committed_answers_the_lso_while_a_transaction_is_open
         assert first[0] == 0
         # records up to first + 2 are below the HW, but the open transaction holds the LSO at its start
         assert (_latest(port, 0), _latest(port, 1)) == (first[1] + 2, first[1])
+        # DescribeProducers (KIP-664) shows the open transaction's first offset on the partition's leader
+        assert _producers(port) == [(pid, epoch, 1, first[1])]
+        assert _producers(server.port((leader + 1) % 3)) == "NOT_LEADER"
         assert _until(lambda: _end(client, txn, pid, epoch, False), 0, "abort") == 0
         deadline = time.monotonic() + WAIT_S
         while _latest(port, 1) != first[1] + 3 and time.monotonic() < deadline:
