@@ -155,6 +155,11 @@ class BrokerConfig(_KafkaNamed):
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _int_field(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1
     )
+    #: an id idle this long in Empty or Complete* is forgotten, checked every ...cleanup.interval.ms
+    transactional_id_expiration_ms: int = _int_field("transactional.id.expiration.ms", 604_800_000, 1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _int_field(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1
+    )
     #: how long the transaction coordinator's writes (state and markers) may wait for the ISR
     request_timeout_ms: int = _int_field("request.timeout.ms", 30_000, 1)
 

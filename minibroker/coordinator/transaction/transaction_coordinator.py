@@ -20,6 +20,9 @@ a bumped epoch first, which fences the old producer: its writes and EndTxn meet 
 epoch (INVALID_PRODUCER_EPOCH on Produce, PRODUCER_FENCED here), and the new one is answered
 CONCURRENT_TRANSACTIONS until the abort completes (it retries).
 
+Expiry: every ``transaction.remove.expired.transaction.cleanup.interval.ms`` an id idle for
+``transactional.id.expiration.ms`` in Empty or Complete* is forgotten, by a tombstone.
+
 Timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` a task on the
 broker's SystemTimer aborts, with an epoch bump, each Ongoing transaction whose start plus
 its timeout lies before now (Kafka's ``abortTimedOutTransactions``, strictly before). The
@@ -30,8 +33,7 @@ records (the last one per id wins) and finishes the markers of every Prepare* tr
 (Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
 ``minibroker.coordinator.load.ms.per.record`` per record, as the group coordinator's; its ids
 answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Deviations: producer ids come from a
-per-broker block instead of the controller's, transactional ids never expire
-(``transactional.id.expiration.ms``), and the transaction protocol is version 1 (no KIP-890
+per-broker block instead of the controller's, and the transaction protocol is version 1 (no KIP-890
 epoch bump at each EndTxn, no partition verification).
 """
 
@@ -54,6 +56,7 @@ from minibroker.coordinator.transaction.transaction_context import (
 from minibroker.coordinator.transaction.transaction_metadata import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
+    DEAD,
     EMPTY,
     MAX_EPOCH,
     ONGOING,
@@ -440,9 +443,12 @@ class TransactionCoordinator:
         for value in values:
             try:
                 meta = TransactionMetadata.from_record(value)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # not a record the coordinator wrote
-            loaded[meta.transactional_id] = meta
+            if isinstance(meta, str):
+                loaded.pop(meta, None)  # a tombstone: the id expired
+            else:
+                loaded[meta.transactional_id] = meta
         self.transactions.update(loaded)
         self.context.emit("txn.load", partition=partition, transactions=len(loaded))
         for meta in loaded.values():
@@ -450,8 +456,33 @@ class TransactionCoordinator:
                 self._send_markers(meta)
 
     def _arm_cleanup(self) -> None:
-        interval = self.context.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        config = self.context.config
+        interval = config.transaction_abort_timed_out_transaction_cleanup_interval_ms
         self._cleanup = self.context.schedule(interval, self._abort_timed_out)
+        self._arm_expiry(config.transaction_remove_expired_transaction_cleanup_interval_ms)
+
+    def _arm_expiry(self, interval: int) -> None:
+        self.context.schedule(interval, lambda: (self._remove_expired(), self._arm_expiry(interval)))
+
+    def _remove_expired(self) -> None:
+        """Kafka's ``removeExpiredTransactionalIds``: forget ids idle ``transactional.id.expiration.ms``
+        in Empty or Complete*, each by a tombstone written acks=-1 (kept if the write fails)."""
+        now = self.context.now()
+        expiration = self.context.config.transactional_id_expiration_ms
+        for meta in sorted(self.transactions.values(), key=lambda t: t.transactional_id):
+            idle = meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and meta.pending is None
+            if not idle or meta.update_ms > now - expiration:
+                continue
+            meta.pending = DEAD
+            txn_id = meta.transactional_id
+
+            def removed(error: Errors, meta: TransactionMetadata = meta, txn_id: str = txn_id) -> None:
+                meta.pending = None
+                if error is Errors.NONE and self.transactions.get(txn_id) is meta:
+                    del self.transactions[txn_id]
+                    self.context.emit("txn.expire", txn=txn_id, producer_id=meta.producer_id)
+
+            self.context.write(self.context.partition_of(txn_id), meta.tombstone(), removed)
 
     def _abort_timed_out(self) -> None:
         """Kafka's ``abortTimedOutTransactions``: fence and abort every expired Ongoing transaction."""

@@ -11,7 +11,8 @@ States and the transitions Kafka allows (``TransactionState.validPreviousStates`
 
 ``pending`` is the state a write to ``__transaction_state`` is bringing the id to (Kafka's
 ``pendingState``); while it is set, requests that would change the state answer
-CONCURRENT_TRANSACTIONS. ``record``/``from_record`` are the value written for every change.
+CONCURRENT_TRANSACTIONS. ``record``/``from_record`` are the value written for every change;
+``tombstone`` is the one that forgets an expired id (DEAD).
 Kafka writes its ``TransactionLogValue`` schema; minibroker writes the same fields as JSON
 (the topic is internal: only minibroker reads it back).
 """
@@ -29,6 +30,8 @@ PREPARE_ABORT = "PrepareAbort"
 COMPLETE_COMMIT = "CompleteCommit"
 COMPLETE_ABORT = "CompleteAbort"
 PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+#: an expired id on its way out (pending only: its tombstone is being written)
+DEAD = "Dead"
 
 #: state -> the states it may be entered from
 VALID_PREVIOUS: dict[str, frozenset[str]] = {
@@ -82,9 +85,16 @@ class TransactionMetadata:
             separators=(",", ":"),
         ).encode()
 
+    def tombstone(self) -> bytes:
+        """The value that removes this id (Kafka writes a null value under the id's key)."""
+        return json.dumps({"id": self.transactional_id, "state": DEAD}, separators=(",", ":")).encode()
+
     @classmethod
-    def from_record(cls, value: bytes) -> TransactionMetadata:
+    def from_record(cls, value: bytes) -> TransactionMetadata | str:
+        """The metadata a value holds, or the transactional id a tombstone removes."""
         data = json.loads(value)
+        if data.get("state") == DEAD:
+            return str(data["id"])
         return cls(
             data["id"],
             data["pid"],

@@ -241,3 +241,26 @@ async def test_a_loading_coordinator_answers_coordinator_load_in_progress_until_
         await cluster.clock.sleep_until(start["time_ms"] + 1_000)
         await cluster.clock.sleep_until(cluster.now() + 1)
         assert (await raw.call(new, m.EndTxnRequest("loading", pid, 0, False))).error is Errors.NONE
+
+
+async def test_an_idle_transactional_id_expires_at_the_first_check_after_its_expiration(autojump_clock):
+    settings = {
+        "transactional.id.expiration.ms": 60_000,
+        "transaction.remove.expired.transaction.cleanup.interval.ms": 10_000,
+    }
+    async with _cluster(**settings) as (cluster, sink):
+        raw = Raw(cluster, "client")
+        first = await raw.call(0, m.InitProducerIdRequest("idle", 60_000))
+        updated = cluster.brokers[0].transaction_coordinator.transactions["idle"].update_ms
+        # checks every 10 s from the first leadership (time 0); due once updated <= now - 60 000
+        await cluster.clock.sleep_until(80_000)
+        (expired,) = sink.of_kind("txn.expire")
+        assert (updated, expired["time_ms"]) == (1, 70_000)  # 1 <= 70 000 - 60 000; at 60 000 it was not
+        assert "idle" not in cluster.brokers[0].transaction_coordinator.transactions
+        described = await raw.call(0, m.DescribeTransactionsRequest(("idle",)))
+        assert described.transactions[0].error is Errors.TRANSACTIONAL_ID_NOT_FOUND
+        again = await raw.call(0, m.InitProducerIdRequest("idle", 60_000))
+        assert (again.error, again.producer_epoch) == (
+            Errors.NONE,
+            0,
+        ) and again.producer_id != first.producer_id
