@@ -100,6 +100,8 @@ from kafka.protocol.producer import (
     ProduceResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from minibroker.server.nulls import non_nullable_null
@@ -144,6 +146,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
         _spec(EndTxnRequest, EndTxnResponse, 0, 3),
         _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+        _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
         # KIP-664; ListTransactions stops before v2 (a transactional id pattern, KIP-1152)
         _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
         _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),

@@ -276,6 +276,26 @@ def _describe_producers(request: Request, error: int) -> Any:
     )
 
 
+def _write_txn_markers(request: Request, error: int) -> Any:
+    result = request.spec.response.WritableTxnMarkerResult
+    topic = result.WritableTxnMarkerTopicResult
+    part = topic.WritableTxnMarkerPartitionResult
+    markers = [
+        result(
+            producer_id=m.producer_id,
+            topics=[
+                topic(
+                    name=t.name,
+                    partitions=[part(partition_index=p, error_code=error) for p in t.partition_indexes],
+                )
+                for t in m.topics
+            ],
+        )
+        for m in request.body.markers
+    ]
+    return _response(request, markers=markers)
+
+
 #: api key -> Kafka's error response for a whole request; keys not here answer with a top-level error code
 ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     0: _produce,
@@ -289,6 +309,7 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     18: _api_versions,
     23: _offset_for_leader_epoch,
     24: _add_partitions_to_txn,
+    27: _write_txn_markers,
     28: _txn_offset_commit,
     42: _delete_groups,
     61: _describe_producers,

@@ -32,6 +32,7 @@ from minibroker.server.transactions import (
     end_txn,
     list_transactions,
     txn_offset_commit,
+    write_txn_markers,
 )
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]
@@ -65,6 +66,7 @@ HANDLERS: dict[int, Handler] = {
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,
     26: end_txn,
+    27: write_txn_markers,
     28: txn_offset_commit,
     61: describe_producers,
     65: describe_transactions,

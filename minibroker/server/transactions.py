@@ -16,6 +16,10 @@ DescribeProducers reads each partition leader's producer state: id, epoch, last 
 first offset of its open transaction (-1 when none); last timestamps and coordinator epochs are
 not kept (-1).
 
+WriteTxnMarkers (the request a transaction coordinator sends, and Kafka's admin client for
+KIP-664's abortTransaction) has the connection's broker append each marker, acks=-1 with
+``request.timeout.ms``, to the partitions it leads; each partition answers the append's error.
+
 TxnOffsetCommit goes to the group coordinator (``coordinator.group``), which holds the offsets
 pending until the transaction's marker reaches the group's partition; v3+ carries the member and
 generation (KIP-447), checked when given.
@@ -34,14 +38,16 @@ from kafka.protocol.producer import (
     EndTxnResponse,
     InitProducerIdResponse,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersResponse,
 )
 
 from minibroker.broker.partition import PartitionError
 from minibroker.common.errors import Errors
-from minibroker.common.messages import TopicPartition
+from minibroker.common.messages import ProduceRequest, TopicPartition
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
 from minibroker.coordinator.group import messages as groups
 from minibroker.coordinator.transaction import messages as m
+from minibroker.coordinator.transaction.transaction_coordinator import marker_data
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 from minibroker.server.group_admin import commit_offsets
@@ -227,3 +233,38 @@ async def describe_producers(request: Request, conn: Connection) -> DescribeProd
             parts.append(part_cls(partition_index=index, error_code=0, active_producers=producers))
         topics.append(topic_cls(name=topic.name, partitions=parts))
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
+async def write_txn_markers(request: Request, conn: Connection) -> WriteTxnMarkersResponse:
+    result_cls = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    topic_cls = result_cls.WritableTxnMarkerTopicResult
+    part_cls = topic_cls.WritableTxnMarkerPartitionResult
+    config = conn.cluster.brokers[conn.broker_id].config
+    now = conn.cluster.now()
+    results = []
+    for marker in request.body.markers:
+        tps = [TopicPartition(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        one = marker_data(
+            marker.producer_id,
+            marker.producer_epoch,
+            marker.transaction_result,
+            marker.coordinator_epoch,
+            now,
+        )
+        append = ProduceRequest(
+            -1, config.request_timeout_ms, dict.fromkeys(tps, one), conn.request_id(request.correlation_id)
+        )
+        answer = await conn.call(append, config.request_timeout_ms + RESPONSE_GRACE_MS)
+        topics: dict[str, list] = {}
+        for tp in tps:
+            error = answer.partitions[tp].error
+            topics.setdefault(tp.topic, []).append(
+                part_cls(partition_index=tp.partition, error_code=int(error))
+            )
+        results.append(
+            result_cls(
+                producer_id=marker.producer_id,
+                topics=[topic_cls(name=name, partitions=parts) for name, parts in topics.items()],
+            )
+        )
+    return WriteTxnMarkersResponse(markers=results)

@@ -74,6 +74,7 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "AddOffsetsToTxn": (0, 3),
         "EndTxn": (0, 3),
         "TxnOffsetCommit": (0, 3),
+        "WriteTxnMarkers": (1, 1),
         "DescribeProducers": (0, 0),
         "DescribeTransactions": (0, 0),
         "ListTransactions": (0, 1),

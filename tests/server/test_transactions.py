@@ -429,3 +429,43 @@ def test_describe_and_list_transactions_read_the_coordinators_state(server):
             DescribeTransactionsRequest(transactional_ids=[txn]), DescribeTransactionsResponse, 0
         ).transaction_states
         assert refused.error_code == 16  # NOT_COORDINATOR
+
+
+def test_write_txn_markers_aborts_a_hanging_transaction_on_the_partition_leader(server):
+    """KIP-664's abortTransaction: an admin sends the ABORT marker to the leader itself."""
+    from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+    txn = "hanging"
+    leader = server.cluster.leader_of(TopicPartition("v", 0))
+
+    def abort(broker: int, pid: int, epoch: int) -> int:
+        marker = WriteTxnMarkersRequest.WritableTxnMarker
+        request = WriteTxnMarkersRequest(
+            markers=[
+                marker(
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    transaction_result=False,
+                    topics=[marker.WritableTxnMarkerTopic(name="v", partition_indexes=[0])],
+                    coordinator_epoch=-1,
+                )
+            ]
+        )
+        with closing(RawClient(server.port(broker))) as client:
+            (result,) = client.request(request, WriteTxnMarkersResponse, 1).markers
+        assert result.producer_id == pid
+        return result.topics[0].partitions[0].error_code
+
+    with _coordinator(server, txn) as client:
+        _, pid, epoch = _init(client, txn)
+        assert _add(client, txn, pid, epoch, ("v", 0)) == {("v", 0): 0}
+        error, first = _transactional_produce(server.port(leader), pid, epoch, 0, b"stuck")
+        assert error == 0 and _latest(server.port(leader), 1) == first
+        assert abort((leader + 1) % 3, pid, epoch) == 6  # NOT_LEADER_OR_FOLLOWER
+        assert abort(leader, pid, epoch) == 0
+        # the marker is offset first + 1: the LSO passes it, the producer has no open transaction there
+        assert _latest(server.port(leader), 1) == first + 2
+        assert [p for p in _producers(server.port(leader)) if p[0] == pid] == [(pid, epoch, 0, -1)]
+        values = _consume(server.bootstrap, "read_committed", [("v", 0)])
+        assert b"stuck" not in values
+        assert _until(lambda: _end(client, txn, pid, epoch, False), 0, "abort") == 0

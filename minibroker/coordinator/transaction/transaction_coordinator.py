@@ -73,6 +73,16 @@ MARKER_RETRY_BACKOFF_MS = 100
 Respond = Callable[[Any], None]
 
 
+def marker_data(
+    producer_id: int, epoch: int, committed: bool, coordinator_epoch: int, now_ms: int
+) -> ProduceData:
+    """One partition's transaction marker as a leader appends it: a control batch of one record."""
+    marker = COMMIT_MARKER if committed else ABORT_MARKER
+    raw = build_control_batch(producer_id, epoch, marker, coordinator_epoch, now_ms)
+    producers = (ProducerBatch(producer_id, epoch, -1, -1, 0, 0, True, marker),)
+    return ProduceData(1, len(raw), raw=raw, producers=producers)
+
+
 class TransactionCoordinator:
     """Transactional id -> ``TransactionMetadata`` for the ``__transaction_state`` partitions led here."""
 
@@ -308,15 +318,15 @@ class TransactionCoordinator:
                 by_leader.setdefault(leader, []).append(tp)
         if not remaining:
             return self._complete(meta)
-        marker = COMMIT_MARKER if meta.state == PREPARE_COMMIT else ABORT_MARKER
+        committed = meta.state == PREPARE_COMMIT
+        marker = COMMIT_MARKER if committed else ABORT_MARKER
         coordinator_epoch = self.led.get(self.context.partition_of(txn_id), 0)
-        raw = build_control_batch(
-            meta.producer_id, meta.producer_epoch, marker, coordinator_epoch, self.context.now()
+        one = marker_data(
+            meta.producer_id, meta.producer_epoch, committed, coordinator_epoch, self.context.now()
         )
-        producers = (ProducerBatch(meta.producer_id, meta.producer_epoch, -1, -1, 0, 0, True, marker),)
         timeout = self.context.config.request_timeout_ms
         for leader, sent in by_leader.items():
-            data = {tp: ProduceData(1, len(raw), raw=raw, producers=producers) for tp in sent}
+            data = dict.fromkeys(sent, one)
             request = ProduceRequest(-1, timeout, data, self.context.next_request_id("txn-marker"))
             self.context.emit(
                 "txn.markers", txn=txn_id, leader=leader, partitions=[str(tp) for tp in sent], marker=marker
