@@ -18,6 +18,7 @@ from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.views import BrokerView, PurgatoryView
+from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     DeleteRecordsRequest,
     FetchRequest,
@@ -27,9 +28,18 @@ from minibroker.common.messages import (
     TopicPartition,
 )
 from minibroker.common.network import NetworkClient
+from minibroker.common.record_batch import COMMIT_MARKER
 from minibroker.controller.broker_registrations import BrokerRegistrations
-from minibroker.coordinator.group import GroupCoordinator
+from minibroker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
 from minibroker.coordinator.group.messages import GroupRequest
+from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
+from minibroker.coordinator.transaction.messages import (
+    AddPartitionsToTxnRequest,
+    DescribeTransactionsRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ListTransactionsRequest,
+)
 from minibroker.runtime import MsClock
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -61,6 +71,12 @@ class Broker:
         self._request_numbers = itertools.count(1)
         #: the group coordinator of the current life (None while down)
         self.coordinator: GroupCoordinator | None = None
+        #: the transaction coordinator of the current life (None while down)
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        #: the leader of a partition (the cluster points this at its controller)
+        self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
+        #: producer ids this broker's transaction coordinator hands out (a block per broker)
+        self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         #: a topic's config overrides (the cluster points this at its topics)
@@ -93,6 +109,9 @@ class Broker:
         manager.topic_overrides = self.topic_overrides
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         manager.leadership_listeners.append(self.coordinator.on_leadership)
+        context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
+        self.transaction_coordinator = TransactionCoordinator(context)
+        manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -128,6 +147,7 @@ class Broker:
             self._scope.cancel()
         self.replica_manager = None
         self.coordinator = None
+        self.transaction_coordinator = None
         self._scope = None
         self._notify()
 
@@ -136,7 +156,7 @@ class Broker:
         if manager is None:
             return
         if isinstance(message, ProduceRequest):
-            manager.append_records(message, respond)
+            manager.append_records(message, self._marker_listener(message, respond))
         elif isinstance(message, FetchRequest):
             assert respond is not None
             manager.fetch_messages(message, respond)
@@ -148,6 +168,21 @@ class Broker:
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
             assert respond is not None
             self.coordinator.handle(message, respond)
+        elif (
+            isinstance(
+                message,
+                (
+                    InitProducerIdRequest,
+                    AddPartitionsToTxnRequest,
+                    EndTxnRequest,
+                    DescribeTransactionsRequest,
+                    ListTransactionsRequest,
+                ),
+            )
+            and self.transaction_coordinator is not None
+        ):
+            assert respond is not None
+            self.transaction_coordinator.handle(message, respond)
         elif isinstance(message, BrokerRegistrations):
             manager.apply_registrations(message)
         elif isinstance(message, MetadataCatchUp):
@@ -158,6 +193,29 @@ class Broker:
                     manager.apply_leader_and_isr(state)
         else:
             raise TypeError(f"broker {self.broker_id} cannot handle {type(message).__name__}")
+
+    def _marker_listener(self, request: ProduceRequest, respond: Callable[[Any], None] | None) -> Any:
+        """``respond``, telling the group coordinator first of the transaction markers written to its
+        ``__consumer_offsets`` partitions (Kafka's WriteTxnMarkers handler calls onTransactionCompleted)."""
+        markers = [
+            (tp.partition, batch.producer_id, batch.control == COMMIT_MARKER)
+            for tp, data in request.data.items()
+            if tp.topic == OFFSETS_TOPIC
+            for batch in data.producers
+            if batch.control >= 0
+        ]
+        if not markers or respond is None:
+            return respond
+
+        def answer(response: Any) -> None:
+            coordinator = self.coordinator
+            for partition, producer_id, committed in markers:
+                tp = TopicPartition(OFFSETS_TOPIC, partition)
+                if coordinator is not None and response.partitions[tp].error is Errors.NONE:
+                    coordinator.on_transaction_completed(partition, producer_id, committed)
+            respond(response)
+
+        return answer
 
     def purgatory_totals(self) -> dict[str, dict[str, int]]:
         """Completions, expirations, purges and purged per purgatory, over every life of the broker."""

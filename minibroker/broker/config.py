@@ -159,6 +159,24 @@ class BrokerConfig(_KafkaNamed):
     #: virtual time to read one record of a __consumer_offsets partition when a broker becomes its
     #: coordinator (COORDINATOR_LOAD_IN_PROGRESS meanwhile); 0 loads at once
     coordinator_load_ms_per_record: int = _int_field("minibroker.coordinator.load.ms.per.record", 1)
+    #: the transaction coordinator (minibroker.coordinator.transaction): its internal topic and timers
+    transaction_state_log_num_partitions: int = _int_field("transaction.state.log.num.partitions", 50, 1)
+    #: used as min(this, brokers), and the min ISR as min(transaction.state.log.min.isr, that)
+    transaction_state_log_replication_factor: int = _int_field(
+        "transaction.state.log.replication.factor", 3, 1
+    )
+    transaction_state_log_min_isr: int = _int_field("transaction.state.log.min.isr", 2, 1)
+    transaction_max_timeout_ms: int = _int_field("transaction.max.timeout.ms", 900_000, 1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _int_field(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1
+    )
+    #: an id idle this long in Empty or Complete* is forgotten, checked every ...cleanup.interval.ms
+    transactional_id_expiration_ms: int = _int_field("transactional.id.expiration.ms", 604_800_000, 1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _int_field(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1
+    )
+    #: how long the transaction coordinator's writes (state and markers) may wait for the ISR
+    request_timeout_ms: int = _int_field("request.timeout.ms", 30_000, 1)
 
     @property
     def isr_expiration_period_ms(self) -> int:

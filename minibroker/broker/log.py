@@ -11,6 +11,9 @@ compares to tell "same segment" from "older segment".
 - log end offset (LEO): the next offset to be written;
 - high watermark (HW): the first offset not yet known to be replicated to the
   ISR; consumers read below it. ``0 <= HW <= LEO`` always.
+- last stable offset (LSO): the first offset of the earliest open transaction, or the
+  HW when it is lower or none is open; READ_COMMITTED consumers read below it.
+  ``LSO <= HW`` always.
 
 Each log keeps its producers' last batches (``producer_state``), updated on every
 append and rebuilt on truncation, so every replica can deduplicate once it leads.
@@ -248,6 +251,12 @@ class Log:
             self.high_watermark = candidate
             return True
         return False
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's ``lastStableOffset``: min(first offset of the earliest open transaction, HW)."""
+        first = self.producer_state.first_unstable_offset()
+        return self.high_watermark if first is None else min(first, self.high_watermark)
 
     def set_high_watermark(self, offset: int) -> None:
         """Follower rule: the HW from the leader, capped at our own LEO."""

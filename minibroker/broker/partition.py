@@ -39,7 +39,7 @@ import attrs
 from minibroker.broker.log import Log, LogOffsetMetadata
 from minibroker.broker.producer_state import ProducerStateError
 from minibroker.common.errors import Errors
-from minibroker.common.messages import HIGH_WATERMARK, LOG_END, TopicPartition
+from minibroker.common.messages import HIGH_WATERMARK, LOG_END, TXN_COMMITTED, TopicPartition
 from minibroker.common.record_batch import ProducerBatch, RecordBatch
 
 
@@ -351,13 +351,16 @@ class Partition:
 
     # --- reads -----------------------------------------------------------------------------
     def end_offset_metadata(self, isolation: str) -> LogOffsetMetadata:
-        """Where a fetch of this isolation may read up to: the LEO for followers, else the HW."""
-        if isolation == LOG_END:
-            return self.log.offset_metadata(self.log.log_end_offset)
-        return self.log.offset_metadata(self.log.high_watermark)
+        """Where a fetch of this isolation may read up to (``max_offset``)."""
+        return self.log.offset_metadata(self.max_offset(isolation))
 
     def max_offset(self, isolation: str) -> int:
-        return self.log.log_end_offset if isolation == LOG_END else self.log.high_watermark
+        """The LEO for followers, the LSO for READ_COMMITTED, else the HW."""
+        if isolation == LOG_END:
+            return self.log.log_end_offset
+        if isolation == TXN_COMMITTED:
+            return self.log.last_stable_offset
+        return self.log.high_watermark
 
     def isolation_for(self, from_follower: bool, requested: str) -> str:
         return LOG_END if from_follower else (requested if requested != LOG_END else HIGH_WATERMARK)

@@ -24,10 +24,21 @@ so a follower that becomes leader already knows the producers' last batches and
 deduplication survives a failover. A truncated log rebuilds its state from the
 batches it still holds (Kafka reloads from a snapshot and the log; we keep no
 snapshots, the log is in memory). Producer ids never expire here
-(``producer.id.expiration.ms`` is not modelled) and transactions are not.
+(``producer.id.expiration.ms`` is not modelled).
+
+Transactions (KIP-98): a transactional batch opens its producer's transaction on
+this partition at its first offset (``ongoing``) unless one is open already; a
+transaction marker (a control batch the transaction coordinator has the leader
+append, ``ABORT_MARKER`` or ``COMMIT_MARKER``) closes it, and an aborted one goes to
+the aborted-transaction index (``aborted``: producer id, first offset, last offset =
+the marker's offset; Kafka's ``TransactionIndex``). The first offset of the earliest
+open transaction bounds the last stable offset (``first_unstable_offset``). Markers
+skip the sequence checks (Kafka's ``AppendOrigin.COORDINATOR``) but not the epoch one:
+a marker older than the producer's epoch is INVALID_PRODUCER_EPOCH.
 
 Invariant: ``entries[pid].batches`` holds at most ``BATCHES_TO_RETAIN`` batches of
-the entry's epoch, in append order.
+the entry's epoch, in append order; ``ongoing[pid]`` is an offset of this log at or
+above every aborted transaction's first offset that ``pid`` had before it.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from collections.abc import Iterable
 import attrs
 
 from minibroker.common.errors import Errors
-from minibroker.common.record_batch import ProducerBatch
+from minibroker.common.record_batch import ABORT_MARKER, ProducerBatch
 
 #: Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 BATCHES_TO_RETAIN = 5
@@ -84,6 +95,15 @@ class ProducerEntry:
         return None
 
 
+@attrs.frozen(slots=True)
+class AbortedTxn:
+    """An aborted transaction on this partition: Kafka's ``AbortedTxn`` of the transaction index."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
 class ProducerStateError(Exception):
     """A batch the leader must refuse; ``error`` is what the producer is told."""
 
@@ -97,6 +117,10 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self.entries: dict[int, ProducerEntry] = {}
+        #: producer id -> first offset of its open transaction here
+        self.ongoing: dict[int, int] = {}
+        #: the aborted-transaction index, by marker offset
+        self.aborted: list[AbortedTxn] = []
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -111,6 +135,14 @@ class ProducerStateManager:
         expected: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) after earlier batches here
         for batch in batches:
             entry = self.entries.get(batch.producer_id)
+            if batch.control >= 0:
+                if entry is not None and batch.epoch < entry.epoch:
+                    raise ProducerStateError(
+                        Errors.INVALID_PRODUCER_EPOCH,
+                        f"a marker for producer {batch.producer_id} has epoch {batch.epoch}, "
+                        f"older than its epoch {entry.epoch}",
+                    )
+                continue
             if entry is not None and batch.producer_id not in expected:
                 duplicate = entry.find_duplicate(batch)
                 if duplicate is not None:
@@ -148,14 +180,22 @@ class ProducerStateManager:
     def record(self, base_offset: int, batches: Iterable[ProducerBatch]) -> None:
         """Remember batches appended at ``base_offset`` (leader or follower; no checks)."""
         for batch in batches:
-            entry = self.entries.get(batch.producer_id)
+            pid = batch.producer_id
+            entry = self.entries.get(pid)
             if entry is None:
-                entry = self.entries[batch.producer_id] = ProducerEntry(batch.epoch)
+                entry = self.entries[pid] = ProducerEntry(batch.epoch)
             elif batch.epoch != entry.epoch:
                 if batch.epoch < entry.epoch:
                     continue  # a replicated stale batch (Kafka only warns): keep the newer epoch
                 entry.epoch = batch.epoch
                 entry.batches.clear()
+            if batch.control >= 0:
+                first = self.ongoing.pop(pid, None)
+                if first is not None and batch.control == ABORT_MARKER:
+                    self.aborted.append(AbortedTxn(pid, first, base_offset + batch.first_delta))
+                continue
+            if batch.transactional and pid not in self.ongoing:
+                self.ongoing[pid] = base_offset + batch.first_delta
             entry.batches.append(
                 BatchMetadata(
                     batch.first_seq,
@@ -168,9 +208,19 @@ class ProducerStateManager:
     def rebuild(self, appended: Iterable[tuple[int, Iterable[ProducerBatch]]]) -> None:
         """Forget everything and replay (base offset, batches) pairs, e.g. after a truncation."""
         self.entries.clear()
+        self.ongoing.clear()
+        self.aborted.clear()
         for base_offset, batches in appended:
             self.record(base_offset, batches)
 
     def last_batch(self, producer_id: int) -> BatchMetadata | None:
         entry = self.entries.get(producer_id)
         return entry.batches[-1] if entry is not None and entry.batches else None
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction here (None when none is open)."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions a read of ``[start, end)`` overlaps (Kafka's ``collectAbortedTxns``)."""
+        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]

@@ -9,9 +9,14 @@ module loads neither the emulator nor kafka-python.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator
 
 import attrs
+
+#: Kafka's ControlRecordType codes, the key of a transaction marker's one record
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
 
 
 @attrs.frozen(slots=True)
@@ -20,6 +25,8 @@ class ProducerBatch:
 
     ``first_delta``/``last_delta``: its first and last record's offsets relative to the
     ``RecordBatch``'s base offset (a Produce may carry several batches for one partition).
+    ``transactional``: the batch belongs to a transaction (isTransactional); ``control``: a
+    transaction marker's type (``ABORT_MARKER`` or ``COMMIT_MARKER``), -1 for data.
     """
 
     producer_id: int
@@ -28,6 +35,8 @@ class ProducerBatch:
     last_seq: int
     first_delta: int = 0
     last_delta: int = 0
+    transactional: bool = False
+    control: int = -1
 
 
 @attrs.frozen(slots=True)
@@ -66,6 +75,29 @@ def build_batch(records: Iterable[tuple[int, bytes | None, bytes | None, list[tu
     for i, (timestamp, key, value, headers) in enumerate(records):
         builder.append(i, timestamp=timestamp, key=key, value=value, headers=headers)
     return bytes(builder.build())
+
+
+def build_control_batch(
+    producer_id: int, epoch: int, marker: int, coordinator_epoch: int, timestamp_ms: int
+) -> bytes:
+    """A transaction marker: one v2 control batch (isTransactional, isControl) of one record.
+
+    Kafka's ``EndTransactionMarker``: key = version 0 and the ControlRecordType (``marker``),
+    value = version 0 and the coordinator epoch.
+    """
+    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+    from kafka.record.util import calc_crc32c
+
+    builder = DefaultRecordBatchBuilder(2, 0, True, producer_id, epoch, -1, 2**31 - 1)
+    key = struct.pack(">hh", 0, marker)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    builder.append(0, timestamp=timestamp_ms, key=key, value=value, headers=[])
+    out = bytearray(builder.build())
+    at = DefaultRecordBatch.ATTRIBUTES_OFFSET
+    (attributes,) = struct.unpack_from(">h", out, at)
+    struct.pack_into(">h", out, at, attributes | DefaultRecordBatch.CONTROL_MASK)
+    struct.pack_into(">I", out, DefaultRecordBatch.CRC_OFFSET, calc_crc32c(bytes(out[at:])))
+    return bytes(out)
 
 
 def records(raw: bytes) -> Iterator:

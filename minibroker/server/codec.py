@@ -45,12 +45,18 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -82,10 +88,20 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from minibroker.server.nulls import non_nullable_null
@@ -124,6 +140,17 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        # the transaction coordinator (server/transactions.py): transaction protocol version 1, so
+        # AddPartitionsToTxn stops before the batched v4 (KIP-890) and EndTxn before v5
+        _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+        _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+        _spec(EndTxnRequest, EndTxnResponse, 0, 3),
+        _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+        _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
+        # KIP-664; ListTransactions stops before v2 (a transactional id pattern, KIP-1152)
+        _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
+        _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+        _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
         # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
         # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
         _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),

@@ -231,6 +231,71 @@ def _offset_commit(request: Request, error: int) -> Any:
     return _per_partition(lambda b: b.topics, topic, part, "name", "partition_index")(request, error)
 
 
+def _txn_offset_commit(request: Request, error: int) -> Any:
+    topic = request.spec.response.TxnOffsetCommitResponseTopic
+    part = topic.TxnOffsetCommitResponsePartition
+    return _per_partition(lambda b: b.topics, topic, part, "name", "partition_index")(request, error)
+
+
+def _add_partitions_to_txn(request: Request, error: int) -> Any:
+    """AddPartitionsToTxn v0-v3 has no top-level error: every partition named carries it."""
+    topic = request.spec.response.AddPartitionsToTxnTopicResult
+    part = topic.AddPartitionsToTxnPartitionResult
+    results = [
+        topic(
+            name=t.name,
+            results_by_partition=[part(partition_index=p, partition_error_code=error) for p in t.partitions],
+        )
+        for t in request.body.v3_and_below_topics
+    ]
+    return _response(request, results_by_topic_v3_and_below=results)
+
+
+def _describe_transactions(request: Request, error: int) -> Any:
+    state = request.spec.response.TransactionState
+    states = [
+        state(
+            error_code=error,
+            transactional_id=t,
+            transaction_state="",
+            transaction_timeout_ms=0,
+            transaction_start_time_ms=-1,
+            producer_id=-1,
+            producer_epoch=-1,
+            topics=[],
+        )
+        for t in request.body.transactional_ids
+    ]
+    return _response(request, transaction_states=states)
+
+
+def _describe_producers(request: Request, error: int) -> Any:
+    topic = request.spec.response.TopicResponse
+    return _per_partition(lambda b: b.topics, topic, topic.PartitionResponse, "name", "partition_index")(
+        request, error
+    )
+
+
+def _write_txn_markers(request: Request, error: int) -> Any:
+    result = request.spec.response.WritableTxnMarkerResult
+    topic = result.WritableTxnMarkerTopicResult
+    part = topic.WritableTxnMarkerPartitionResult
+    markers = [
+        result(
+            producer_id=m.producer_id,
+            topics=[
+                topic(
+                    name=t.name,
+                    partitions=[part(partition_index=p, error_code=error) for p in t.partition_indexes],
+                )
+                for t in m.topics
+            ],
+        )
+        for m in request.body.markers
+    ]
+    return _response(request, markers=markers)
+
+
 #: api key -> Kafka's error response for a whole request; keys not here answer with a top-level error code
 ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     0: _produce,
@@ -243,7 +308,12 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     15: _describe_groups,
     18: _api_versions,
     23: _offset_for_leader_epoch,
+    24: _add_partitions_to_txn,
+    27: _write_txn_markers,
+    28: _txn_offset_commit,
     42: _delete_groups,
+    61: _describe_producers,
+    65: _describe_transactions,
     **ADMIN_ERROR_RESPONSES,
 }
 

@@ -3,8 +3,11 @@
 Fetch becomes one emulated consumer ``FetchRequest`` (replica id -1) with the
 request's ``max_wait_ms``, ``min_bytes``, ``max_bytes`` and per-partition
 offsets and limits; isolation READ_COMMITTED reads up to the LSO
-(TXN_COMMITTED, which is the HW here: no transactions), READ_UNCOMMITTED up to
-the HW. Not enough bytes parks a DelayedFetch in the broker's fetch purgatory
+(TXN_COMMITTED: the first offset of the earliest open transaction, never above
+the HW) and its answer lists the aborted transactions the records returned
+overlap (from the leader's aborted-transaction index, Kafka's
+``collectAbortedTransactions``), so the client drops their records;
+READ_UNCOMMITTED reads up to the HW. Not enough bytes parks a DelayedFetch in the broker's fetch purgatory
 until ``min_bytes`` arrive or ``max_wait_ms`` passes. Batches come back as the
 producer's bytes at their log offsets (``records.encode_batches``).
 
@@ -13,12 +16,14 @@ creates one, an incremental fetch reads every partition of its session and the
 answer carries only those with news.
 
 ListOffsets: -2 (earliest) is the log start offset, -1 (latest) the HW (the
-LSO for READ_COMMITTED, the same here), a timestamp the first record stamped
+LSO for READ_COMMITTED, v2+), a timestamp the first record stamped
 at or after it below the HW. OffsetForLeaderEpoch answers from the leader's
 epoch cache. Both read the leader's state directly (no purgatory is involved).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 
@@ -41,6 +46,7 @@ from minibroker.server.records import encode_batches, offset_for_timestamp
 
 FetchTopic = FetchResponse.FetchableTopicResponse
 FetchData = FetchResponse.FetchableTopicResponse.PartitionData
+AbortedTransaction = FetchData.AbortedTransaction
 OffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 OffsetsPartition = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
@@ -74,14 +80,15 @@ async def fetch(request: Request, conn: Connection) -> FetchResponse:
     for tp in carried:
         part = response.partitions[tp]
         ok = part.error is Errors.NONE
+        lso, aborted = _transactions(conn, tp, part.batches, read_committed) if ok else (-1, None)
         topics.setdefault(tp.topic, []).append(
             FetchData(
                 partition_index=tp.partition,
                 error_code=int(part.error),
                 high_watermark=part.high_watermark if ok else -1,
-                last_stable_offset=part.high_watermark if ok else -1,
+                last_stable_offset=min(lso, part.high_watermark) if ok else -1,
                 log_start_offset=part.log_start_offset if ok else -1,
-                aborted_transactions=[] if read_committed else None,
+                aborted_transactions=aborted,
                 preferred_read_replica=-1,
                 records=encode_batches(part.batches, origin) if ok else b"",
             )
@@ -92,6 +99,25 @@ async def fetch(request: Request, conn: Connection) -> FetchResponse:
         session_id=session_id,
         responses=[FetchTopic(topic=name, partitions=parts) for name, parts in topics.items()],
     )
+
+
+def _transactions(
+    conn: Connection, tp: TopicPartition, batches: Any, read_committed: bool
+) -> tuple[int, list | None]:
+    """The leader's LSO and, for READ_COMMITTED, the aborted transactions ``batches`` overlap."""
+    manager = conn.cluster.brokers[conn.broker_id].replica_manager
+    partition = manager.partition(tp) if manager is not None else None
+    if partition is None:
+        return -1, [] if read_committed else None
+    log = partition.log
+    if not read_committed:
+        return log.last_stable_offset, None
+    if not batches:
+        return log.last_stable_offset, []
+    found = log.producer_state.aborted_between(batches[0].base_offset, batches[-1].next_offset)
+    return log.last_stable_offset, [
+        AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset) for t in found
+    ]
 
 
 def _leader(conn: Connection, tp: TopicPartition, current_leader_epoch: int) -> Partition:
@@ -122,7 +148,8 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
                 if part.timestamp == EARLIEST:
                     offset = log.log_start_offset
                 elif part.timestamp == LATEST:
-                    offset = log.high_watermark
+                    committed = version >= 2 and body.isolation_level == 1
+                    offset = log.last_stable_offset if committed else log.high_watermark
                 elif part.timestamp >= 0:
                     below_hw = log.read(log.log_start_offset, 2**62, log.high_watermark).batches
                     found = offset_for_timestamp(below_hw, part.timestamp, conn.state.epoch_origin_ms)

@@ -54,20 +54,25 @@ def _row(cls: Any, item: object, fields: str, **extra: Any) -> Any:
     return cls(**{name: getattr(item, attribute or name) for name, _, attribute in pairs}, **extra)
 
 
-async def offset_commit(request: Request, conn: Connection) -> OffsetCommitResponse:
-    body = request.body
-    version = request.api_version
-    offsets = tuple(
+def commit_offsets(topics: Any, with_leader_epoch: bool) -> tuple[m.CommitOffset, ...]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit body's topics."""
+    return tuple(
         m.CommitOffset(
             t.name,
             p.partition_index,
             p.committed_offset,
-            p.committed_leader_epoch if version >= 6 else -1,
+            p.committed_leader_epoch if with_leader_epoch else -1,
             p.committed_metadata,
         )
-        for t in body.topics
+        for t in topics
         for p in t.partitions
     )
+
+
+async def offset_commit(request: Request, conn: Connection) -> OffsetCommitResponse:
+    body = request.body
+    version = request.api_version
+    offsets = commit_offsets(body.topics, version >= 6)
     message = m.OffsetCommitRequest(
         body.group_id,
         offsets,

@@ -5,7 +5,7 @@ the group's partition, or COORDINATOR_NOT_AVAILABLE while it has none. The reque
 that finds no ``__consumer_offsets`` creates it and answers COORDINATOR_NOT_AVAILABLE
 for its group keys, as Kafka does (its creation is asynchronous there; clients ask
 again after their backoff). v4+ takes a batch of keys. Transactional ids (key type
-1) get COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator.
+1) are located the same way on ``__transaction_state``, created by the first such request.
 
 The group requests travel to the connection's broker over the emulated network
 (latency, dropped links and crashes apply) and its ``GroupCoordinator`` answers,
@@ -28,11 +28,13 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from minibroker.common.errors import Errors
 from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.group import messages as m
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
 Coordinator = FindCoordinatorResponse.Coordinator
 GROUP_KEY = 0
+TRANSACTION_KEY = 1
 
 
 def client_host(conn: Connection) -> str:
@@ -45,9 +47,14 @@ async def find_coordinator(request: Request, conn: Connection) -> FindCoordinato
     version = request.api_version
     key_type = body.key_type if version >= 1 else GROUP_KEY
     keys = list(body.coordinator_keys) if version >= 4 else [body.key]
-    creating = key_type == GROUP_KEY and OFFSETS_TOPIC not in conn.cluster.topics
-    if creating:
-        conn.cluster.ensure_offsets_topic()
+    if key_type == GROUP_KEY:
+        creating = OFFSETS_TOPIC not in conn.cluster.topics
+        if creating:
+            conn.cluster.ensure_offsets_topic()
+    else:
+        creating = TRANSACTION_STATE_TOPIC not in conn.cluster.topics
+        if creating and key_type == TRANSACTION_KEY:
+            conn.cluster.ensure_transaction_state_topic()
     found = [_locate(conn, key, key_type, creating) for key in keys]
     if version >= 4:
         coordinators = [
@@ -66,14 +73,18 @@ def _locate(
 ) -> tuple[int, str | None, int, str, int]:
     """(error, message, node, host, port) for one key."""
     unavailable = Errors.COORDINATOR_NOT_AVAILABLE
-    if key_type != GROUP_KEY:
-        return unavailable, "minibroker has no transaction coordinator", -1, "", -1
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        return Errors.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    topic = OFFSETS_TOPIC if key_type == GROUP_KEY else TRANSACTION_STATE_TOPIC
     if creating:
-        return unavailable, "__consumer_offsets is being created", -1, "", -1
-    broker = conn.cluster.coordinator_for(key)
+        return unavailable, f"{topic} is being created", -1, "", -1
+    if key_type == GROUP_KEY:
+        broker = conn.cluster.coordinator_for(key)
+    else:
+        broker = conn.cluster.transaction_coordinator_for(key)
     listener = conn.state.listeners.get(broker)
     if broker < 0 or listener is None or not conn.cluster.brokers[broker].alive:
-        return unavailable, "the group's __consumer_offsets partition has no leader", -1, "", -1
+        return unavailable, f"the key's {topic} partition has no leader", -1, "", -1
     return Errors.NONE, None, broker, listener[0], listener[1]
 
 

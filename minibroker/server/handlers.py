@@ -24,6 +24,16 @@ from minibroker.server.group_admin import (
 from minibroker.server.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
 from minibroker.server.metadata import api_versions, metadata
 from minibroker.server.produce import init_producer_id, produce
+from minibroker.server.transactions import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    describe_producers,
+    describe_transactions,
+    end_txn,
+    list_transactions,
+    txn_offset_commit,
+    write_txn_markers,
+)
 
 Handler = Callable[[Request, Connection], Awaitable[Any]]
 
@@ -53,6 +63,14 @@ HANDLERS: dict[int, Handler] = {
     43: admin_cluster.elect_leaders,
     44: admin_configs.incremental_alter,
     60: admin_cluster.describe_cluster,
+    24: add_partitions_to_txn,
+    25: add_offsets_to_txn,
+    26: end_txn,
+    27: write_txn_markers,
+    28: txn_offset_commit,
+    61: describe_producers,
+    65: describe_transactions,
+    66: list_transactions,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

@@ -37,6 +37,7 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.common.topic_names import topic_error
 from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.server.codec import Request, api_versions_body
 from minibroker.server.context import INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, Connection
 from minibroker.sim.cluster import TopicSpec
@@ -92,7 +93,7 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
         error = _maybe_create(conn, name, allow_create)
         if error is not None:
             return Topic(error_code=error, name=name, topic_id=topic_id(name), partitions=[])
-        if name != OFFSETS_TOPIC:
+        if name not in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             return Topic(
                 error_code=Errors.LEADER_NOT_AVAILABLE, name=name, topic_id=topic_id(name), partitions=[]
             )
@@ -115,7 +116,7 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
         error_code=Errors.NONE,
         name=name,
         topic_id=topic_id(name),
-        is_internal=name == OFFSETS_TOPIC,
+        is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
         partitions=partitions,
     )
 
@@ -124,6 +125,9 @@ def _maybe_create(conn: Connection, name: str, allow_create: bool) -> int | None
     """Create ``name`` if this broker and the request allow it; the topic's error code otherwise."""
     if name == OFFSETS_TOPIC:  # internal: made with its own settings, as FindCoordinator makes it
         conn.cluster.ensure_offsets_topic()
+        return None
+    if name == TRANSACTION_STATE_TOPIC:
+        conn.cluster.ensure_transaction_state_topic()
         return None
     config = conn.cluster.brokers[conn.broker_id].config
     invalid = topic_error(name)

@@ -20,8 +20,9 @@ answers any non-transactional producer. Idempotence is
 enforced by the partition leader as Kafka does (``broker.producer_state``): a
 retried batch is answered with its first offset and not appended again, a gap
 in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch
-INVALID_PRODUCER_EPOCH. Transactional ids are refused with INVALID_REQUEST
-(no transaction coordinator).
+INVALID_PRODUCER_EPOCH. A transactional id goes to the transaction coordinator
+(``transactions.py``); a transactional Produce's batches open their producer's
+transaction on each partition (``broker.producer_state``).
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ from minibroker.common.messages import (
 )
 from minibroker.server.codec import Request
 from minibroker.server.context import (
-    INVALID_REQUEST,
     RESPONSE_GRACE_MS,
     UNKNOWN_SERVER_ERROR,
     CloseConnection,
     Connection,
 )
 from minibroker.server.records import InvalidRecords, WholeRequest, validate_records
+from minibroker.server.transactions import init_transactional_producer_id
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
@@ -55,11 +56,6 @@ PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceRespons
 async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
     body = request.body
     order = [TopicPartition(t.name, p.index) for t in body.topic_data for p in t.partition_data]
-    if body.transactional_id is not None:
-        conn.log(f"Produce with transactional id {body.transactional_id!r}: transactions are not supported")
-        if body.acks == 0:  # Kafka has no answer to send with acks=0: it closes the connection
-            raise CloseConnection("acks=0 Produce with a transactional id failed with INVALID_REQUEST")
-        return _response([(tp, None) for tp in order], error=INVALID_REQUEST)
     local: dict[TopicPartition, PartitionProduceResponse] = {}
     data: dict[TopicPartition, ProduceData] = {}
     limit = conn.cluster.brokers[conn.broker_id].config.socket_request_max_bytes
@@ -143,12 +139,7 @@ def _response(
 async def init_producer_id(request: Request, conn: Connection) -> InitProducerIdResponse:
     body = request.body
     if body.transactional_id is not None:
-        conn.log(
-            f"InitProducerId for transactional id {body.transactional_id!r}: transactions are not supported"
-        )
-        return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=INVALID_REQUEST, producer_id=-1, producer_epoch=-1
-        )
+        return await init_transactional_producer_id(request, conn)
     # no transactional id: Kafka's coordinator always hands out a fresh producer id at epoch 0, even when
     # the request names the producer's current id and epoch (v3+, KIP-360)
     return InitProducerIdResponse(

@@ -38,7 +38,10 @@ of ``count`` records, timestamped at their append time on the wall clock.
 
 Idempotence: the producer id, epoch and sequence range of each batch an
 idempotent producer wrote go with the records (``ProducedRecords.producers``)
-to the leader, which deduplicates and checks them (``broker.producer_state``).
+to the leader, which deduplicates and checks them (``broker.producer_state``);
+a transactional batch (isTransactional) opens its producer's transaction on the
+partition. A control batch from a client is INVALID_RECORD: only the transaction
+coordinator writes markers.
 
 Not done (say so to users): compressed batches are kept as sent (checked,
 not recompressed).
@@ -153,6 +156,8 @@ def validate_records(
                 Errors.CORRUPT_MESSAGE,
                 f"batch at {start} has {records} records but lastOffsetDelta {batch.last_offset_delta}",
             )
+        if batch.is_control_batch:  # only a transaction coordinator writes markers (Kafka's LogValidator)
+            raise InvalidRecords(Errors.INVALID_RECORD, f"batch at {start} is a control batch")
         codec = batch.attributes & _CODEC_MASK
         if codec:
             _check_compressed(raw[start:end], start, codec, produce_version, decompressed_limit)
@@ -166,6 +171,7 @@ def validate_records(
                     last_sequence(first, batch.last_offset_delta),
                     count,
                     count + records - 1,
+                    batch.is_transactional,
                 )
             )
         count += records

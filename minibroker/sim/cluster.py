@@ -32,6 +32,8 @@ from minibroker.clients.admin import AdminClient
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER, Controller
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
+from minibroker.coordinator.transaction import partition_for as transaction_partition_for
 from minibroker.runtime import MsClock, Scheduler
 from minibroker.sim.network import Network
 from minibroker.sim.snapshot import ClusterView, PartitionView, ReplicaView
@@ -80,6 +82,7 @@ class Cluster:
             overrides = (broker_configs or {}).get(broker_id)
             broker_config = base.with_kafka(overrides, f"broker {broker_id}") if overrides else base
             broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
+            broker.leader_of = self.leader_of
             broker.topic_overrides = self.topic_overrides
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
@@ -278,6 +281,38 @@ class Cluster:
         """The broker coordinating ``group_id`` (leader of its partition), -1 when it has none."""
         spec = self.ensure_offsets_topic()
         return self.leader_of(TopicPartition(OFFSETS_TOPIC, partition_for(group_id, spec.partitions)))
+
+    # --- transactions ------------------------------------------------------------------------
+    def ensure_transaction_state_topic(self) -> TopicSpec:
+        """Create ``__transaction_state`` on first use, as Kafka does.
+
+        Partitions: ``transaction.state.log.num.partitions``; replication factor:
+        min(``transaction.state.log.replication.factor``, brokers); min ISR:
+        min(``transaction.state.log.min.isr``, that replication factor).
+        """
+        spec = self.topics.get(TRANSACTION_STATE_TOPIC)
+        if spec is None:
+            config = self.brokers[0].config
+            rf = min(config.transaction_state_log_replication_factor, len(self.brokers))
+            min_isr = min(config.transaction_state_log_min_isr, rf)
+            spec = TopicSpec(
+                TRANSACTION_STATE_TOPIC,
+                config.transaction_state_log_num_partitions,
+                rf,
+                configs={"min.insync.replicas": str(min_isr)},
+            )
+            if self.tracer.enabled:
+                self.tracer.emit(
+                    "topic.create", topic=TRANSACTION_STATE_TOPIC, partitions=spec.partitions, rf=rf
+                )
+            self.create_topic(spec)
+        return spec
+
+    def transaction_coordinator_for(self, transactional_id: str) -> int:
+        """The broker coordinating ``transactional_id`` (leader of its partition), -1 when it has none."""
+        spec = self.ensure_transaction_state_topic()
+        partition = transaction_partition_for(transactional_id, spec.partitions)
+        return self.leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
 
     # --- clients -----------------------------------------------------------------------------
     def producer(

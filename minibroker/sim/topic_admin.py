@@ -28,6 +28,7 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.common.topic_names import topic_error
 from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.sim.cluster import Cluster, TopicSpec
 
 PREFERRED = 0
@@ -138,7 +139,7 @@ def _existing(cluster: Cluster, name: str) -> TopicSpec:
 def delete_topic(cluster: Cluster, name: str) -> None:
     """Stop and delete every replica of ``name``; forget the topic."""
     spec = _existing(cluster, name)
-    if name == OFFSETS_TOPIC:
+    if name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
         raise AdminError(Errors.INVALID_REQUEST, f"the internal topic {name} cannot be deleted")
     del cluster.topics[name]
     for p in range(spec.partitions):

@@ -69,6 +69,15 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "ListGroups": (0, 5),
         "DeleteGroups": (0, 2),
         "OffsetForLeaderEpoch": (2, 4),
+        # the transaction coordinator, transaction protocol version 1
+        "AddPartitionsToTxn": (0, 3),
+        "AddOffsetsToTxn": (0, 3),
+        "EndTxn": (0, 3),
+        "TxnOffsetCommit": (0, 3),
+        "WriteTxnMarkers": (1, 1),
+        "DescribeProducers": (0, 0),
+        "DescribeTransactions": (0, 0),
+        "ListTransactions": (0, 1),
         # the admin APIs at Kafka 4's version ranges
         "CreateTopics": (2, 7),
         "DeleteTopics": (1, 6),

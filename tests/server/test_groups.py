@@ -335,7 +335,11 @@ def test_find_coordinator_batched_and_single_and_the_internal_topic_in_metadata(
         )
         assert (single.error_code, single.node_id, single.port) == (0, 0, server.port(0))
         txn = client.request(FindCoordinatorRequest(key="tx", key_type=1), FindCoordinatorResponse, 3)
-        assert (txn.error_code, txn.node_id) == (15, -1)  # COORDINATOR_NOT_AVAILABLE: no transactions
+        # the first transactional key creates __transaction_state: COORDINATOR_NOT_AVAILABLE meanwhile
+        assert (txn.error_code, txn.node_id) == (15, -1)
+        # partition_for("tx") = abs(3716) % 50 = 16, led by broker 16 % 3 = 1
+        txn = client.request(FindCoordinatorRequest(key="tx", key_type=1), FindCoordinatorResponse, 3)
+        assert (txn.error_code, txn.node_id, txn.port) == (0, 1, server.port(1))
         topics = [MetadataRequest.MetadataRequestTopic(name=OFFSETS_TOPIC)]
         meta = client.request(
             MetadataRequest(topics=topics, allow_auto_topic_creation=True), MetadataResponse, 9

@@ -69,6 +69,7 @@ from minibroker.coordinator.group.messages import (
     OffsetFetchResult,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 from minibroker.coordinator.group.offset_metadata_manager import OffsetMetadataManager, commit_response
 from minibroker.coordinator.group.records import OffsetAndMetadata
@@ -131,7 +132,14 @@ class GroupCoordinator:
         groups, offsets = self.group_metadata_manager, self.offset_metadata_manager
         if isinstance(
             message,
-            (JoinGroupRequest, SyncGroupRequest, HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest),
+            (
+                JoinGroupRequest,
+                SyncGroupRequest,
+                HeartbeatRequest,
+                LeaveGroupRequest,
+                OffsetCommitRequest,
+                TxnOffsetCommitRequest,
+            ),
         ):
             gid = message.group_id
             refused = self.refusal(gid) if gid else None
@@ -145,6 +153,8 @@ class GroupCoordinator:
                 groups.heartbeat(message, answer)
             elif isinstance(message, LeaveGroupRequest):
                 groups.leave_group(message, answer)
+            elif isinstance(message, TxnOffsetCommitRequest):
+                offsets.commit_transactional_offsets(message, answer)
             else:
                 offsets.commit_offsets(message, answer)
         elif isinstance(message, OffsetFetchRequest):
@@ -153,7 +163,7 @@ class GroupCoordinator:
                     tuple(
                         OffsetFetchResult(g.group_id, refused)
                         if g.group_id and (refused := self.refusal(g.group_id)) is not None
-                        else offsets.fetch_offsets(g)
+                        else offsets.fetch_offsets(g, message.require_stable)
                         for g in message.groups
                     )
                 )
@@ -278,6 +288,9 @@ class GroupCoordinator:
         self.loading.pop(partition, None)
         replayed = 0
         for batch in self._batches(partition):
+            for marker in batch.producers:
+                if marker.control >= 0:  # a transaction marker: its producer's pending offsets end
+                    self.offset_metadata_manager.complete_transaction(marker.producer_id, marker.control == 1)
             for value in batch.values or ():
                 self.replay(records.decode(value))
                 replayed += 1
@@ -296,6 +309,11 @@ class GroupCoordinator:
         dropped = self.group_metadata_manager.unload(partition)
         self.offset_metadata_manager.unload(dropped)
         self.context.emit("group.unload", partition=partition)
+
+    def on_transaction_completed(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker reached ``__consumer_offsets-partition`` (Kafka's onTransactionCompleted)."""
+        if partition in self.loaded:
+            self.offset_metadata_manager.complete_transaction(producer_id, committed)
 
     def replay(self, record: dict[str, Any]) -> None:
         """Apply one record of ``__consumer_offsets`` to the manager it belongs to."""
@@ -330,5 +348,5 @@ def _refused(message: GroupRequest, error: Errors) -> Any:
         return HeartbeatResponse(error)
     if isinstance(message, LeaveGroupRequest):
         return LeaveGroupResponse(error)
-    assert isinstance(message, OffsetCommitRequest)
+    assert isinstance(message, (OffsetCommitRequest, TxnOffsetCommitRequest))
     return commit_response(message, {}, error)

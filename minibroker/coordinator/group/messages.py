@@ -131,6 +131,20 @@ class OffsetCommitRequest(GroupRequest):
 
 
 @attrs.frozen
+class TxnOffsetCommitRequest(GroupRequest):
+    """Offsets a transactional producer commits for ``group_id``: pending until its transaction ends."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[CommitOffset, ...]
+    #: KIP-447 (v3+): the consumer's group generation and member, checked when given
+    generation_id: int = -1
+    member_id: str = ""
+    instance_id: str | None = None
+
+
+@attrs.frozen
 class OffsetCommitResponse:
     #: (topic, partition, error) per partition, in request order
     partitions: tuple[tuple[str, int, Errors], ...]

@@ -8,7 +8,13 @@
   applied) when it completes. A failed write answers as Kafka maps it:
   COORDINATOR_NOT_AVAILABLE (not enough replicas, timeout) or NOT_COORDINATOR.
 - OffsetFetch reads the applied offsets; an unknown partition or group gives -1.
-  ``require_stable`` has nothing to wait for: there are no transactional offsets.
+  With ``require_stable`` (KIP-447) a partition with a pending transactional offset
+  answers UNSTABLE_OFFSET_COMMIT (the consumer asks again later).
+- TxnOffsetCommit (KIP-98, KIP-447): a transactional producer's offsets are validated
+  like a commit (the member and generation when given), written acks=-1 tagged with
+  the producer id, and held pending per producer id; the transaction's marker on the
+  group's partition applies them (COMMIT) or drops them (ABORT): ``complete_transaction``.
+  Replaying the log does the same with the markers it meets.
 - every ``offsets.retention.check.interval.ms`` the ``expire-offsets-<partition>``
   task removes offsets older than ``offsets.retention.minutes`` of Empty groups
   (counted from when the group became Empty) and of groups without a protocol type
@@ -45,11 +51,13 @@ from minibroker.coordinator.group.group import (
     ClassicGroup,
 )
 from minibroker.coordinator.group.messages import (
+    CommitOffset,
     FetchedOffset,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchGroup,
     OffsetFetchResult,
+    TxnOffsetCommitRequest,
 )
 from minibroker.coordinator.group.records import OffsetAndMetadata
 
@@ -82,6 +90,8 @@ class OffsetMetadataManager:
         self.context = context
         self.groups = groups
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        #: producer id -> group -> offsets of its open transaction (pendingTransactionalOffsetCommits)
+        self.pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         #: offsets removed by the retention checks so far
         self.expired_offsets = 0
 
@@ -102,19 +112,7 @@ class OffsetMetadataManager:
             self.groups.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
         now = self.context.now()
         expire = None if request.retention_ms < 0 else now + request.retention_ms
-        errors: dict[TopicPartition, Errors] = {}
-        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
-        limit = self.context.config.offset_metadata_max_bytes
-        for commit in request.offsets:
-            tp = TopicPartition(commit.topic, commit.partition)
-            if not self.context.known(tp):
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            elif commit.metadata is not None and len(commit.metadata.encode()) > limit:
-                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = OffsetAndMetadata(
-                    commit.offset, commit.leader_epoch, commit.metadata, now, expire
-                )
+        errors, accepted = self._check_offsets(request.offsets, now, expire)
         if not accepted:
             return answer(commit_response(request, errors))
         values = [records.offset_record(gid, tp.topic, tp.partition, value) for tp, value in accepted.items()]
@@ -136,6 +134,89 @@ class OffsetMetadataManager:
             answer(commit_response(request, errors))
 
         self.context.write(gid, values, done)
+
+    def commit_transactional_offsets(self, request: TxnOffsetCommitRequest, answer: Answer) -> None:
+        """TxnOffsetCommit: write the offsets tagged with the producer id; pending until the marker."""
+        gid = request.group_id
+        error = self._validate_txn_commit(request)
+        if error is not None:
+            return answer(commit_response(request, {}, error))
+        if self.groups.group(gid) is None:
+            self.groups.create_group(gid)
+        errors, accepted = self._check_offsets(request.offsets, self.context.now(), None)
+        if not accepted:
+            return answer(commit_response(request, errors))
+        pid = request.producer_id
+        values = [
+            records.txn_offset_record(gid, tp.topic, tp.partition, value, pid)
+            for tp, value in accepted.items()
+        ]
+
+        def done(write: Errors) -> None:
+            if write is Errors.NONE:
+                self.pending.setdefault(pid, {}).setdefault(gid, {}).update(accepted)
+            for tp in accepted:
+                errors[tp] = write_error(write)
+            self.context.emit(
+                "group.txn_commit",
+                group=gid,
+                producer_id=pid,
+                error=write_error(write).name,
+                offsets={str(tp): v.offset for tp, v in accepted.items()},
+            )
+            answer(commit_response(request, errors))
+
+        self.context.write(gid, values, done)
+
+    def _validate_txn_commit(self, request: TxnOffsetCommitRequest) -> Errors | None:
+        """Kafka's validateTxnOffsetCommit: the member and generation are checked only when given."""
+        if not request.group_id:
+            return Errors.INVALID_GROUP_ID
+        group = self.groups.group(request.group_id)
+        if group is None:
+            return None
+        if group.state == DEAD:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if request.generation_id < 0 and not request.member_id:
+            return None
+        error = group.validate_member(request.member_id, request.instance_id)
+        if error is not None:
+            return error
+        if request.generation_id >= 0 and request.generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        return None
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> None:
+        """A transaction marker reached a group partition: apply (COMMIT) or drop (ABORT) its offsets."""
+        for gid, offsets in self.pending.pop(producer_id, {}).items():
+            if committed:
+                self.offsets.setdefault(gid, {}).update(offsets)
+            self.context.emit(
+                "group.txn_offsets",
+                group=gid,
+                producer_id=producer_id,
+                committed=committed,
+                partitions=len(offsets),
+            )
+
+    def _check_offsets(
+        self, offsets: tuple[CommitOffset, ...], now: int, expire: int | None
+    ) -> tuple[dict[TopicPartition, Errors], dict[TopicPartition, OffsetAndMetadata]]:
+        """Each offset's error (unknown partition, metadata too large), and the accepted ones."""
+        errors: dict[TopicPartition, Errors] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        limit = self.context.config.offset_metadata_max_bytes
+        for commit in offsets:
+            tp = TopicPartition(commit.topic, commit.partition)
+            if not self.context.known(tp):
+                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif commit.metadata is not None and len(commit.metadata.encode()) > limit:
+                errors[tp] = Errors.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = OffsetAndMetadata(
+                    commit.offset, commit.leader_epoch, commit.metadata, now, expire
+                )
+        return errors, accepted
 
     def _validate_commit(self, request: OffsetCommitRequest) -> Errors | None:
         """Kafka's validateOffsetCommit: the error of every partition, or None."""
@@ -166,7 +247,7 @@ class OffsetMetadataManager:
     # ==========================================================================================
     # OffsetFetch
     # ==========================================================================================
-    def fetch_offsets(self, request: OffsetFetchGroup) -> OffsetFetchResult:
+    def fetch_offsets(self, request: OffsetFetchGroup, require_stable: bool = False) -> OffsetFetchResult:
         gid = request.group_id
         if not gid:
             return OffsetFetchResult(gid, Errors.INVALID_GROUP_ID)
@@ -176,9 +257,16 @@ class OffsetMetadataManager:
         else:
             wanted = [TopicPartition(topic, p) for topic, partitions in request.topics for p in partitions]
         result = []
+        unstable = (
+            {tp for groups in self.pending.values() for tp in groups.get(gid, {})}
+            if require_stable
+            else set()
+        )
         for tp in wanted:
             value = committed.get(tp)
-            if value is None:
+            if tp in unstable:
+                result.append(FetchedOffset(tp.topic, tp.partition, error=Errors.UNSTABLE_OFFSET_COMMIT))
+            elif value is None:
                 result.append(FetchedOffset(tp.topic, tp.partition))
             else:
                 result.append(
@@ -199,6 +287,11 @@ class OffsetMetadataManager:
         gid = record["group"]
         value = record["value"]
         tp = TopicPartition(record["topic"], record["partition"])
+        if "producer_id" in record:
+            self.pending.setdefault(record["producer_id"], {}).setdefault(gid, {})[tp] = OffsetAndMetadata(
+                **value
+            )
+            return
         if value is None:
             committed = self.offsets.get(gid, {})
             committed.pop(tp, None)

@@ -35,6 +35,23 @@ def offset_record(group: str, topic: str, partition: int, value: OffsetAndMetada
     return _dump({"type": "offset", "group": group, "topic": topic, "partition": partition, "value": body})
 
 
+def txn_offset_record(
+    group: str, topic: str, partition: int, value: OffsetAndMetadata, producer_id: int
+) -> bytes:
+    """A transactional producer's offset: it counts once its transaction's commit marker follows."""
+    body = attrs.asdict(value)
+    return _dump(
+        {
+            "type": "offset",
+            "group": group,
+            "topic": topic,
+            "partition": partition,
+            "value": body,
+            "producer_id": producer_id,
+        }
+    )
+
+
 def group_record(group: str, value: dict[str, Any] | None) -> bytes:
     return _dump({"type": "group", "group": group, "value": value})
 
