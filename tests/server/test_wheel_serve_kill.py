@@ -23,9 +23,7 @@ once the last due time and a few ticks have passed, ``orders`` is read from the 
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import subprocess
 import time
 from collections import Counter
 
@@ -34,7 +32,7 @@ from kafka.errors import KafkaError
 
 from tests.server.conftest import WAIT_S
 from tests.server.test_delay_serve import WHEEL_SCENARIO
-from tests.server.test_serve_cli import LISTENING, SERVE
+from tests.server.test_serve_cli import start
 from tests.server.test_serve_kill import free_base_port
 
 SEED = 20_261_128
@@ -50,30 +48,6 @@ DUE_AHEAD_MS = (200, 3_000)
 def _notes(err: str) -> list[str]:
     """stderr's lines."""
     return err.splitlines()
-
-
-def start(*args: str) -> tuple[subprocess.Popen, list[int]]:
-    """``serve`` as tests/server/test_serve_cli.py's ``start`` runs it; a start that ends early is
-    reported with its exit status and stderr."""
-    process = subprocess.Popen(
-        [*SERVE, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    ports: list[int] = []
-    deadline = time.monotonic() + 2 * WAIT_S
-    while len(ports) < 3 and time.monotonic() < deadline:
-        line = process.stdout.readline()
-        match = LISTENING.fullmatch(line.strip())
-        if not match:
-            process.kill()
-            out, err = process.communicate(timeout=WAIT_S)
-            raise AssertionError(f"serve did not start: {line!r} exit {process.returncode}\n{out}\n{err}")
-        ports.append(int(match.group(2)))
-    return process, ports
 
 
 def _send_until(producer, deadline: float, rng: random.Random, sent: list) -> None:
@@ -136,11 +110,11 @@ def test_the_file_wheel_under_serve_delivers_every_acknowledged_message_across_s
     try:
         while kills < KILLS:
             if sent and rng.random() < 0.2:  # a kill while the process starts and recovers its files
-                process, ports = start(*args)
+                process, ports, _ = start(*args)
                 time.sleep(rng.uniform(0.0, 0.3))
                 early_kills += 1
             else:
-                process, ports = start(*args)
+                process, ports, _ = start(*args)
                 producer = KafkaProducer(
                     bootstrap_servers=[f"127.0.0.1:{p}" for p in ports],
                     acks="all",
@@ -162,7 +136,7 @@ def test_the_file_wheel_under_serve_delivers_every_acknowledged_message_across_s
                 with contextlib.suppress(KafkaError):  # its unanswered sends fail: never acknowledged
                     producer.close(timeout=4)
                 producer = None
-        process, ports = start(*args)
+        process, ports, _ = start(*args)
         assert ports == [port, port + 1, port + 2]
         acked = _acknowledged(sent)
         last_due = max(acked.values())
