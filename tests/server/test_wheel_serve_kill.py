@@ -9,7 +9,8 @@ recovering, mostly while messages are being sent, written to the wheel and fired
 once the last due time and a few ticks have passed, ``orders`` is read from the beginning:
 
 - the wheel started every time: each start printed its listening lines on the same ports, was still
-  running when killed, and wrote no traceback to stderr (only docs/delay.md's one-line notes);
+  running when killed, and wrote no traceback to stderr (only one-line ``minibroker...`` notes, such as
+  docs/delay.md's ``minibroker: delay wheel: <path>: ..., removed``);
 - every acknowledged message was delivered, with the ``delay.due.ms`` it was sent with;
 - none early: docs/delay.md promises a message is never early (tick *k* holds the messages due in
   ((k-1)·tick, k·tick] and fires at k·tick) and the delivered record is stamped with the time it was
@@ -43,11 +44,6 @@ TICK_MS = 100
 EARLY_TOLERANCE_MS = 2
 #: every due time lies this far ahead of its send
 DUE_AHEAD_MS = (200, 3_000)
-
-
-def _notes(err: str) -> list[str]:
-    """stderr's lines."""
-    return err.splitlines()
 
 
 def _send_until(producer, deadline: float, rng: random.Random, sent: list) -> None:
@@ -130,7 +126,7 @@ def test_the_file_wheel_under_serve_delivers_every_acknowledged_message_across_s
             assert process.poll() is None, process.communicate(timeout=WAIT_S)
             process.kill()  # SIGKILL
             _, err = process.communicate(timeout=WAIT_S)
-            errors += _notes(err)
+            errors += err.splitlines()
             kills += 1
             if producer is not None:
                 with contextlib.suppress(KafkaError):  # its unanswered sends fail: never acknowledged
@@ -149,7 +145,7 @@ def test_the_file_wheel_under_serve_delivers_every_acknowledged_message_across_s
                 producer.close(timeout=4)
         if process is not None and process.poll() is None:
             process.kill()
-            errors += _notes(process.communicate(timeout=WAIT_S)[1])
+            errors += process.communicate(timeout=WAIT_S)[1].splitlines()
     elapsed = time.monotonic() - started
 
     # one-line notes only (a recovered segment tail, say), never a traceback
