@@ -160,6 +160,7 @@ class WheelGroup:
     async def start(self, nursery: trio.Nursery) -> None:
         now = self._now()
         kept_files = any(wheel.pointer is not None for wheel in self.copies.values())
+        self._align_kept_copies()
         for wheel in self.copies.values():
             wheel.start(now)
         self.cluster.delay_routers["wheel"] = self
@@ -175,6 +176,28 @@ class WheelGroup:
             self.cluster, self.write, self._invalid, self.config.retry_backoff_ms, self.incarnation
         )
         nursery.start_soon(ingest.run)
+
+    def _align_kept_copies(self) -> None:
+        """Replace each kept copy whose pointer differs from the first copy's by the first copy's files.
+
+        A process killed between two copies' completion of a tick (each copy writes its own pointer),
+        or after an append that reached some copies only (never acknowledged), leaves the copies' pointers
+        apart; every tick fires on all copies at once, so they must start from one pointer. The first
+        copy is the one that forwards, and every acknowledged write is in every copy: its files hold
+        everything the others do.
+        """
+        source = min(self.copies)
+        if self.copies[source].pointer is None:
+            return  # a new wheel
+        for broker_id, wheel in list(self.copies.items()):
+            if broker_id == source or wheel.pointer == self.copies[source].pointer:
+                continue
+            wheel.close()
+            target = self._directory(broker_id)
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(self._directory(source), target)
+            self.copies[broker_id] = self._open_copy(broker_id)
+            self._emit("delay.wheel.in_sync", broker=broker_id, copied_from=source)
 
     def _incarnation(self, new_topic: bool) -> int:
         """The wheel's incarnation (``wheel_ingest``): kept in each copy's ``incarnation`` file, one

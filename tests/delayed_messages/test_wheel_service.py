@@ -167,3 +167,26 @@ async def test_a_parked_message_is_delivered_once_its_topic_exists(autojump_cloc
         await cluster.clock.sleep_until(1_000)
         assert [(d.message_id, d.delivered_ms) for d in group.stats.deliveries] == [("m0", 500)]
         assert delivered_ids(cluster, "late") == ["m0"]
+
+
+async def test_kept_copies_with_different_pointers_start_from_the_first_copys_files(autojump_clock, tmp_path):
+    """A kill between two copies' pointer writes leaves them apart; every tick fires on all copies, so
+    on start a copy whose pointer differs from the first copy's is replaced by the first copy's files."""
+    from minibroker.delayed_messages.file_wheel import FileWheel
+
+    for b in range(3):
+        copy = FileWheel(tmp_path / f"broker-{b}" / "wheel", 20, 100)
+        copy.start(0)
+        copy.append([_to("orders", 0, 450)])  # tick 5
+        copy.close()
+    (tmp_path / "broker-0" / "wheel" / "pointer").write_text("2")  # copy 0 handled ticks 1 and 2
+    async with wheel_cluster(3, ORDERS, tmp_path, SMALL) as (cluster, group, _):
+        assert [(e["broker"], e["copied_from"]) for e in events(group, "delay.wheel.in_sync")] == [
+            (1, 0),
+            (2, 0),
+        ]
+        await cluster.clock.sleep_until(501)
+        assert [(d.message_id, d.due_ms, d.delivered_ms) for d in group.stats.deliveries] == [
+            ("m0", 450, 500)
+        ]
+        assert [v.pointer for v in group.view().values()] == [5, 5, 5]

@@ -36,6 +36,8 @@ def start(*args: str) -> tuple[subprocess.Popen, list[int], float]:
     while len(ports) < 3 and time.monotonic() < deadline:
         line = process.stdout.readline()
         match = LISTENING.fullmatch(line.strip())
+        if not line:  # stdout closed: the process is ending, and its status and stderr say why
+            process.wait(timeout=WAIT_S)
         assert match, (line, process.poll(), process.stderr.read() if process.poll() is not None else "")
         assert int(match.group(1)) == len(ports)
         ports.append(int(match.group(2)))
