@@ -195,9 +195,11 @@ def serve(args: argparse.Namespace) -> int:
         if trio.run(_serve, scenario, args):
             print("minibroker: interrupted", file=sys.stderr)
             return 130
-    except (OSError, BaseExceptionGroup) as error:
-        failure = _listen_error(error)
-        if failure is None:
+    except (OSError, ConfigError, BaseExceptionGroup) as error:
+        failure = _only(error)
+        if isinstance(failure, ConfigError):  # e.g. an internal topic whose stored layout differs
+            raise UsageError(f"serve: {failure}") from None
+        if not isinstance(failure, OSError):
             raise
         raise UsageError(f"serve: cannot listen on {args.host}:{args.port}: {failure}") from None
     return 0
@@ -213,11 +215,11 @@ def _bind_control(args: argparse.Namespace) -> Any:
         raise UsageError(f"serve: --control {args.control}: cannot listen on {args.host}: {error}") from None
 
 
-def _listen_error(error: BaseException) -> OSError | None:
-    """The OSError inside ``error`` (trio may wrap it in exception groups), if that is all it holds."""
+def _only(error: BaseException) -> BaseException:
+    """The one exception inside ``error`` (trio may wrap it in exception groups), or ``error`` itself."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
-    return error if isinstance(error, OSError) else None
+    return error
 
 
 async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:

@@ -191,3 +191,19 @@ def test_a_corrupt_segment_tail_is_cut_with_one_line_and_the_rest_is_served(tmp_
         "minibroker serve: broker-0/t-0/00000000000000000000.log: 16 bytes, less than a batch header; "
         f"truncated to the last valid batch (position {len(whole)}, 16 bytes dropped)"
     )
+
+
+def test_delay_levels_of_another_layout_than_the_data_dir_holds_are_refused_in_one_line(tmp_path):
+    data, levels = tmp_path / "data", tmp_path / "levels.toml"
+    text = (
+        '[cluster]\nbrokers = 1\n\n[[topics]]\nname = "orders"\n\n'
+        '[delay_service]\n"delay.topic.partitions" = 1\n'
+    )
+    levels.write_text(text)
+    assert serve_once(str(levels), "--data-dir", str(data)).returncode == 0
+    levels.write_text(text.replace('"delay.topic.partitions" = 1', '"delay.topic.partitions" = 2'))
+    other = serve_once(str(levels), "--data-dir", str(data))
+    assert other.returncode == 2, other.stderr
+    assert other.stderr.count("\n") == 1 and "Traceback" not in other.stderr
+    assert other.stderr.startswith("minibroker: serve: topic '__delay_")
+    assert "the data dir holds 1 partitions with replication factor 1" in other.stderr
