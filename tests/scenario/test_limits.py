@@ -147,7 +147,7 @@ CASES = {
     "unknown event kind": (
         BASE + '\n[[expect]]\nevent = { kind = "timer.fired" }\n',
         "x.toml:27: expect[0].event.kind: unknown event kind 'timer.fired'; expected one of: append, "
-        "append.rejected, client.delete_records,",
+        "append.duplicate, append.rejected, client.delete_records,",
     ),
     "unknown event field": (
         BASE + '\n[[expect]]\nevent = { kind = "timer.fire", levle = 2 }\n',
