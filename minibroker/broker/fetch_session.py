@@ -90,7 +90,7 @@ class FetchSession:
     last_used_ms: int
     epoch: int = 1
     partitions: dict[TopicPartition, CachedPartition] = attrs.Factory(dict)
-    #: fixed by ``FetchSessionCache.touch``: which newcomers may evict this session
+    #: fixed by ``FetchSessionCache.touch``: which newcomers may evict the session
     evictable_by_privileged: bool = False
     evictable_by_all: bool = False
 
