@@ -34,7 +34,17 @@ the aborted-transaction index (``aborted``: producer id, first offset, last offs
 the marker's offset; Kafka's ``TransactionIndex``). The first offset of the earliest
 open transaction bounds the last stable offset (``first_unstable_offset``). Markers
 skip the sequence checks (Kafka's ``AppendOrigin.COORDINATOR``) but not the epoch one:
-a marker older than the producer's epoch is INVALID_PRODUCER_EPOCH.
+a marker older than the producer's epoch is INVALID_PRODUCER_EPOCH. Each producer keeps
+the coordinator epoch of the last marker written for it (Kafka's
+``ProducerStateEntry.coordinatorEpoch``); a marker from an older coordinator epoch, a
+coordinator that lost its ``__transaction_state`` partition and does not know it yet, is
+TRANSACTION_COORDINATOR_FENCED (``ProducerAppendInfo.checkCoordinatorEpoch``).
+
+Partition verification (KIP-890): ``has_ongoing`` tells the leader whether a producer's
+transaction is known to be open here at that epoch (then no verification is needed);
+``verifying`` holds the guard of a verification in flight, which a marker for that producer
+clears (Kafka's ``VerificationStateEntry``): a batch verified before the marker must not
+open a transaction after it.
 
 Invariant: ``entries[pid].batches`` holds at most ``BATCHES_TO_RETAIN`` batches of
 the entry's epoch, in append order; ``ongoing[pid]`` is an offset of this log at or
@@ -78,6 +88,8 @@ class BatchMetadata:
 @attrs.define(slots=True)
 class ProducerEntry:
     epoch: int
+    #: the coordinator epoch of the last marker written for this producer, -1 before any
+    coordinator_epoch: int = -1
     batches: collections.deque[BatchMetadata] = attrs.Factory(
         lambda: collections.deque(maxlen=BATCHES_TO_RETAIN)
     )
@@ -121,6 +133,8 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         #: the aborted-transaction index, by marker offset
         self.aborted: list[AbortedTxn] = []
+        #: producer id -> the guard of its partition verification in flight (KIP-890)
+        self.verifying: dict[int, object] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -141,6 +155,12 @@ class ProducerStateManager:
                         Errors.INVALID_PRODUCER_EPOCH,
                         f"a marker for producer {batch.producer_id} has epoch {batch.epoch}, "
                         f"older than its epoch {entry.epoch}",
+                    )
+                if entry is not None and batch.coordinator_epoch < entry.coordinator_epoch:
+                    raise ProducerStateError(
+                        Errors.TRANSACTION_COORDINATOR_FENCED,
+                        f"a marker for producer {batch.producer_id} comes from coordinator epoch "
+                        f"{batch.coordinator_epoch}, older than {entry.coordinator_epoch}",
                     )
                 continue
             if entry is not None and batch.producer_id not in expected:
@@ -190,6 +210,8 @@ class ProducerStateManager:
                 entry.epoch = batch.epoch
                 entry.batches.clear()
             if batch.control >= 0:
+                entry.coordinator_epoch = max(entry.coordinator_epoch, batch.coordinator_epoch)
+                self.verifying.pop(pid, None)
                 first = self.ongoing.pop(pid, None)
                 if first is not None and batch.control == ABORT_MARKER:
                     self.aborted.append(AbortedTxn(pid, first, base_offset + batch.first_delta))
@@ -212,6 +234,12 @@ class ProducerStateManager:
         self.aborted.clear()
         for base_offset, batches in appended:
             self.record(base_offset, batches)
+
+    def has_ongoing(self, producer_id: int, epoch: int) -> bool:
+        """Whether ``producer_id`` at ``epoch`` has a transaction open here (Kafka's
+        ``hasOngoingTransaction``): its next transactional batch needs no verification."""
+        entry = self.entries.get(producer_id)
+        return producer_id in self.ongoing and entry is not None and entry.epoch == epoch
 
     def last_batch(self, producer_id: int) -> BatchMetadata | None:
         entry = self.entries.get(producer_id)

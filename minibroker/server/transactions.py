@@ -13,8 +13,8 @@ DescribeTransactions and ListTransactions (KIP-664) read the coordinator's state
 id's coordinator describes it (TRANSACTIONAL_ID_NOT_FOUND when it has no state), each broker lists
 the ids it coordinates (admin clients ask every broker); start times are wall-clock ms.
 DescribeProducers reads each partition leader's producer state: id, epoch, last sequence and the
-first offset of its open transaction (-1 when none); last timestamps and coordinator epochs are
-not kept (-1).
+first offset of its open transaction (-1 when none) and the coordinator epoch of its last marker;
+last timestamps are not kept (-1).
 
 WriteTxnMarkers (the request a transaction coordinator sends, and Kafka's admin client for
 KIP-664's abortTransaction) has the connection's broker append each marker, acks=-1 with
@@ -225,7 +225,7 @@ async def describe_producers(request: Request, conn: Connection) -> DescribeProd
                     producer_epoch=entry.epoch,
                     last_sequence=entry.last_seq,
                     last_timestamp=-1,
-                    coordinator_epoch=-1,
+                    coordinator_epoch=entry.coordinator_epoch,
                     current_txn_start_offset=state.ongoing.get(pid, -1),
                 )
                 for pid, entry in sorted(state.entries.items())

@@ -79,7 +79,7 @@ def marker_data(
     """One partition's transaction marker as a leader appends it: a control batch of one record."""
     marker = COMMIT_MARKER if committed else ABORT_MARKER
     raw = build_control_batch(producer_id, epoch, marker, coordinator_epoch, now_ms)
-    producers = (ProducerBatch(producer_id, epoch, -1, -1, 0, 0, True, marker),)
+    producers = (ProducerBatch(producer_id, epoch, -1, -1, 0, 0, True, marker, coordinator_epoch),)
     return ProduceData(1, len(raw), raw=raw, producers=producers)
 
 
@@ -362,6 +362,12 @@ class TransactionCoordinator:
                 if isinstance(response, NetworkError)
                 else response.partitions[tp].error
             )
+            if error is Errors.TRANSACTION_COORDINATOR_FENCED:
+                # a newer coordinator wrote this producer's marker there: this one is stale and stops
+                # (Kafka's marker handler drops the transaction; the new coordinator completes it)
+                self.markers.pop(txn_id, None)
+                self.context.emit("txn.markers.fenced", txn=txn_id, partition=str(tp))
+                return
             # INVALID_PRODUCER_EPOCH: the partition has a newer epoch of the producer, a newer marker
             if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION):
                 remaining.discard(tp)

@@ -18,6 +18,7 @@ from minibroker.common.messages import (
 from minibroker.common.record_batch import ProducerBatch
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import messages as m
+from minibroker.coordinator.transaction.transaction_coordinator import marker_data
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
 from minibroker.sim import TopicSpec, open_cluster
 from tests.coordinator.group.helpers import Raw, traced
@@ -264,3 +265,35 @@ async def test_an_idle_transactional_id_expires_at_the_first_check_after_its_exp
             Errors.NONE,
             0,
         ) and again.producer_id != first.producer_id
+
+
+async def test_a_stale_coordinator_s_marker_is_fenced_by_the_coordinator_epoch_after_failover(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        state_tp = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
+        old_epoch = cluster.brokers[0].transaction_coordinator.led[0]
+        pid = (await raw.call(0, m.InitProducerIdRequest("stale", 60_000))).producer_id
+        assert (
+            await raw.call(0, m.AddPartitionsToTxnRequest("stale", pid, 0, (("t", 0),)))
+        ).error is Errors.NONE
+        assert (await raw.call(0, _records(pid, 0, 0))).partitions[T0].error is Errors.NONE
+        cluster.crash(0)
+        await cluster.clock.sleep_until(cluster.now() + 1_000)
+        new = cluster.leader_of(state_tp)
+        coordinator = cluster.brokers[new].transaction_coordinator
+        new_epoch = coordinator.led[0]
+        assert new_epoch > old_epoch
+        assert (await raw.call(new, m.EndTxnRequest("stale", pid, 0, False))).error is Errors.NONE
+        while coordinator.transactions["stale"].state != COMPLETE_ABORT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        leader = cluster.leader_of(T0)
+        log = _leader_log(cluster, T0)
+        assert log.producer_state.entries[pid].coordinator_epoch == new_epoch
+        end = log.log_end_offset
+        # the old coordinator, not yet aware it lost __transaction_state-0, sends its COMMIT marker late
+        late = marker_data(pid, 0, True, old_epoch, cluster.now())
+        answer = await raw.call(leader, ProduceRequest(-1, 30_000, {T0: late}, "stale-marker"))
+        assert answer.partitions[T0].error is Errors.TRANSACTION_COORDINATOR_FENCED
+        assert (log.log_end_offset, log.producer_state.aborted) == (end, [AbortedTxn(pid, 0, end - 1)])
+        (rejected,) = [e for e in sink.of_kind("append.rejected") if e["op"] == "stale-marker"]
+        assert rejected["error"] == "TRANSACTION_COORDINATOR_FENCED"
