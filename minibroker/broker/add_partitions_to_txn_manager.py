@@ -110,13 +110,12 @@ class AddPartitionsToTxnManager:
             tuple((tp.topic, tp.partition) for tp in tps),
             verify_only=operation != ADD_PARTITION,
         )
-        coordinator = self.coordinator_of(txn_id)
         if manager.tracer.enabled:
             manager.emit(
                 "txn.verify",
                 op=request.request_id,
                 txn=txn_id,
-                coordinator=coordinator,
+                coordinator=self.coordinator_of(txn_id),
                 partitions=[str(tp) for tp in tps],
                 add=not message.verify_only,
             )
@@ -156,6 +155,31 @@ class AddPartitionsToTxnManager:
                 )
             then(refused)
 
+        self._ask(message, answered)
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: tuple[tuple[str, int], ...],
+        then: Callable[[Errors], None],
+    ) -> None:
+        """Add ``partitions`` to the open transaction for another request of transaction version 2
+        (TxnOffsetCommit v5+ adds the group's ``__consumer_offsets`` partition so); ``then(error)``."""
+        message = AddPartitionsToTxnRequest(transactional_id, producer_id, epoch, partitions)
+
+        def answered(response: Any) -> None:
+            if isinstance(response, NetworkError):
+                return then(Errors.NETWORK_EXCEPTION)
+            error = response.error if isinstance(response, TxnResponse) else Errors.UNKNOWN_SERVER_ERROR
+            then(Errors.INVALID_PRODUCER_EPOCH if error is Errors.PRODUCER_FENCED else error)
+
+        self._ask(message, answered)
+
+    def _ask(self, message: AddPartitionsToTxnRequest, answered: Callable[[Any], None]) -> None:
+        manager = self._manager
+        coordinator = self.coordinator_of(message.transactional_id)
         if coordinator < 0:
             return answered(TxnResponse(Errors.COORDINATOR_NOT_AVAILABLE))
         manager.network.request(
