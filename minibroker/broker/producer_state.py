@@ -33,7 +33,8 @@ append, ``ABORT_MARKER`` or ``COMMIT_MARKER``) closes it, and an aborted one goe
 the aborted-transaction index (``aborted``: producer id, first offset, last offset =
 the marker's offset; Kafka's ``TransactionIndex``). The first offset of the earliest
 open transaction bounds the last stable offset (``first_unstable_offset``). Markers
-skip the sequence checks (Kafka's ``AppendOrigin.COORDINATOR``) but not the epoch one:
+and a group coordinator's transactional batch of TxnOffsetCommit offsets (sequence
+``NO_SEQUENCE``) skip the sequence checks (Kafka's ``AppendOrigin.COORDINATOR``) but not the epoch one:
 a marker older than the producer's epoch is INVALID_PRODUCER_EPOCH. Each producer keeps
 the coordinator epoch of the last marker written for it (Kafka's
 ``ProducerStateEntry.coordinatorEpoch``); a marker from an older coordinator epoch, a
@@ -65,6 +66,8 @@ from minibroker.common.record_batch import ABORT_MARKER, ProducerBatch
 BATCHES_TO_RETAIN = 5
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+#: the sequence of a batch the coordinator writes for a producer (Kafka's RecordBatch.NO_SEQUENCE)
+NO_SEQUENCE = -1
 _MAX_SEQUENCE = 2**31 - 1
 
 
@@ -161,6 +164,16 @@ class ProducerStateManager:
                         Errors.TRANSACTION_COORDINATOR_FENCED,
                         f"a marker for producer {batch.producer_id} comes from coordinator epoch "
                         f"{batch.coordinator_epoch}, older than {entry.coordinator_epoch}",
+                    )
+                continue
+            if batch.first_seq == NO_SEQUENCE:
+                # a coordinator's transactional write (TxnOffsetCommit's offsets): Kafka checks only the
+                # epoch of an AppendOrigin.COORDINATOR batch
+                if entry is not None and batch.epoch < entry.epoch:
+                    raise ProducerStateError(
+                        Errors.INVALID_PRODUCER_EPOCH,
+                        f"producer {batch.producer_id} writes with epoch {batch.epoch}, "
+                        f"older than its epoch {entry.epoch}",
                     )
                 continue
             if entry is not None and batch.producer_id not in expected:

@@ -16,6 +16,8 @@ from minibroker.common.messages import (
     TopicPartition,
 )
 from minibroker.common.record_batch import ProducerBatch
+from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.group import messages as groups
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import messages as m
 from minibroker.coordinator.transaction.transaction_coordinator import marker_data
@@ -297,3 +299,37 @@ async def test_a_stale_coordinator_s_marker_is_fenced_by_the_coordinator_epoch_a
         assert (log.log_end_offset, log.producer_state.aborted) == (end, [AbortedTxn(pid, 0, end - 1)])
         (rejected,) = [e for e in sink.of_kind("append.rejected") if e["op"] == "stale-marker"]
         assert rejected["error"] == "TRANSACTION_COORDINATOR_FENCED"
+
+
+async def test_transactional_offsets_are_a_transactional_batch_holding_the_offsets_lso(autojump_clock):
+    async with _cluster(**{"offsets.topic.num.partitions": 1}) as (cluster, _):
+        cluster.ensure_offsets_topic()
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        raw = Raw(cluster, "client")
+        offsets_tp = TopicPartition(OFFSETS_TOPIC, 0)
+        pid = (await raw.call(0, m.InitProducerIdRequest("eos", 60_000))).producer_id
+        added = await raw.call(0, m.AddPartitionsToTxnRequest("eos", pid, 0, ((OFFSETS_TOPIC, 0),)))
+        assert added.error is Errors.NONE
+        coordinator = cluster.leader_of(offsets_tp)
+        log = _leader_log(cluster, offsets_tp)
+        before = log.log_end_offset
+        commit = groups.TxnOffsetCommitRequest("g", pid, 0, (groups.CommitOffset("t", 0, 7),))
+        assert [e for *_, e in (await raw.call(coordinator, commit)).partitions] == [Errors.NONE]
+        # the offsets record is replicated (HW past it) but belongs to the open transaction
+        assert (log.high_watermark, log.last_stable_offset) == (before + 1, before)
+        assert log.producer_state.ongoing == {pid: before}
+        # a fenced epoch cannot write offsets there any more
+        stale = groups.TxnOffsetCommitRequest("g", pid, 0, (groups.CommitOffset("t", 0, 8),))
+        assert (
+            await raw.call(0, m.InitProducerIdRequest("eos", 60_000))
+        ).error is Errors.CONCURRENT_TRANSACTIONS
+        meta = cluster.brokers[0].transaction_coordinator.transactions["eos"]
+        while meta.state != COMPLETE_ABORT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        # the ABORT marker (epoch 1) closed it: the LSO is the HW again and the index has it
+        assert (log.high_watermark, log.last_stable_offset) == (before + 2, before + 2)
+        assert log.producer_state.aborted[-1] == AbortedTxn(pid, before, before + 1)
+        assert [e for *_, e in (await raw.call(coordinator, stale)).partitions] == [
+            Errors.INVALID_PRODUCER_EPOCH
+        ]
+        assert log.log_end_offset == before + 2
