@@ -109,6 +109,7 @@ class AddPartitionsToTxnManager:
             epoch,
             tuple((tp.topic, tp.partition) for tp in tps),
             verify_only=operation != ADD_PARTITION,
+            transaction_version=2 if operation == ADD_PARTITION else 1,
         )
         if manager.tracer.enabled:
             manager.emit(
@@ -167,7 +168,9 @@ class AddPartitionsToTxnManager:
     ) -> None:
         """Add ``partitions`` to the open transaction for another request of transaction version 2
         (TxnOffsetCommit v5+ adds the group's ``__consumer_offsets`` partition so); ``then(error)``."""
-        message = AddPartitionsToTxnRequest(transactional_id, producer_id, epoch, partitions)
+        message = AddPartitionsToTxnRequest(
+            transactional_id, producer_id, epoch, partitions, transaction_version=2
+        )
 
         def answered(response: Any) -> None:
             if isinstance(response, NetworkError):

@@ -129,6 +129,8 @@ async def _add_partitions_batched(one, conn: Connection) -> BatchedResult:
         one.producer_epoch,
         tuple((t.name, p) for t in one.topics for p in t.partitions),
         verify_only=one.verify_only,
+        # a broker adding partitions (not verifying) does it for a transaction-version-2 write
+        transaction_version=1 if one.verify_only else 2,
     )
     topics = await _add_partitions(message, conn)
     return BatchedResult(

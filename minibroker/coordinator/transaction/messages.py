@@ -37,6 +37,8 @@ class AddPartitionsToTxnRequest:
     #: KIP-890: a partition leader asks whether the partitions are in the open transaction; the
     #: answer's ``partition_errors`` say so (NONE, or TRANSACTION_ABORTABLE), nothing is added
     verify_only: bool = False
+    #: 2 when a partition leader adds the partition for a transaction-version-2 write (Produce v12+)
+    transaction_version: int = 1
 
 
 @attrs.frozen

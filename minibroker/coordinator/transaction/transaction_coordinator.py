@@ -253,12 +253,18 @@ class TransactionCoordinator:
         if meta.state == ONGOING and wanted <= meta.partitions:
             return respond(m.TxnResponse(Errors.NONE))
         now = self.context.now()
+        ongoing = meta.state == ONGOING
         transit = attrs.evolve(
             meta,
             state=ONGOING,
             partitions=meta.partitions | wanted,
-            start_ms=meta.start_ms if meta.state == ONGOING else now,
+            start_ms=meta.start_ms if ongoing else now,
             update_ms=now,
+            transaction_version=(
+                max(meta.transaction_version, request.transaction_version)
+                if ongoing
+                else request.transaction_version
+            ),
         )
         self._write(meta, transit, lambda error: respond(m.TxnResponse(error)))
 

@@ -151,3 +151,29 @@ async def test_transaction_version_2_bumps_the_epoch_at_every_end_and_the_produc
         )
         assert states == ["Empty", *commit, *abort, *commit]
         assert [e["fenced"] for e in sink.of_kind("txn.end") if e["txn"] == "tv2"] == [False] * 3
+
+
+async def test_a_version_2_transaction_aborted_by_its_timeout_takes_the_client_s_abort_as_a_retry(
+    autojump_clock,
+):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        coordinator = cluster.brokers[0].transaction_coordinator
+        pid = (await raw.call(0, m.InitProducerIdRequest("slow2", 25_000))).producer_id
+        written = await raw.call(1, _records("slow2", pid, 0, 0, ADD_PARTITION))
+        assert written.partitions[V0].error is Errors.NONE
+        meta = coordinator.transactions["slow2"]
+        assert (meta.state, meta.transaction_version) == (ONGOING, 2)  # the produce added v-0 for version 2
+        started = meta.start_ms
+        (loaded,) = [e for e in sink.of_kind("txn.load") if e["broker"] == 0]
+        await _until(cluster, meta, COMPLETE_ABORT)
+        (timeout,) = [e for e in sink.of_kind("txn.timeout") if e["txn"] == "slow2"]
+        # the first 10 s check strictly after start + 25 000 aborts it, bumping the epoch
+        due = next(t for t in range(loaded["time_ms"], 10**6, 10_000) if t > started + 25_000)
+        assert (timeout["started"], timeout["time_ms"]) == (started, due)
+        assert meta.producer_epoch == 1
+        # the client, still at epoch 0, aborts: the coordinator takes it as the retry of the bumping end
+        aborted = await raw.call(0, m.EndTxnRequest("slow2", pid, 0, False, transaction_version=2))
+        assert (aborted.error, aborted.producer_epoch) == (Errors.NONE, 1)
+        committed = await raw.call(0, m.EndTxnRequest("slow2", pid, 0, True, transaction_version=2))
+        assert committed.error is Errors.INVALID_TXN_STATE
