@@ -152,29 +152,8 @@ class ProducerStateManager:
         expected: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) after earlier batches here
         for batch in batches:
             entry = self.entries.get(batch.producer_id)
-            if batch.control >= 0:
-                if entry is not None and batch.epoch < entry.epoch:
-                    raise ProducerStateError(
-                        Errors.INVALID_PRODUCER_EPOCH,
-                        f"a marker for producer {batch.producer_id} has epoch {batch.epoch}, "
-                        f"older than its epoch {entry.epoch}",
-                    )
-                if entry is not None and batch.coordinator_epoch < entry.coordinator_epoch:
-                    raise ProducerStateError(
-                        Errors.TRANSACTION_COORDINATOR_FENCED,
-                        f"a marker for producer {batch.producer_id} comes from coordinator epoch "
-                        f"{batch.coordinator_epoch}, older than {entry.coordinator_epoch}",
-                    )
-                continue
-            if batch.first_seq == NO_SEQUENCE:
-                # a coordinator's transactional write (TxnOffsetCommit's offsets): Kafka checks only the
-                # epoch of an AppendOrigin.COORDINATOR batch
-                if entry is not None and batch.epoch < entry.epoch:
-                    raise ProducerStateError(
-                        Errors.INVALID_PRODUCER_EPOCH,
-                        f"producer {batch.producer_id} writes with epoch {batch.epoch}, "
-                        f"older than its epoch {entry.epoch}",
-                    )
+            if batch.control >= 0 or batch.first_seq == NO_SEQUENCE:
+                self._check_coordinator_origin(batch, entry)
                 continue
             if entry is not None and batch.producer_id not in expected:
                 duplicate = entry.find_duplicate(batch)
@@ -187,6 +166,25 @@ class ProducerStateManager:
             self._check_one(batch, epoch, last)
             expected[batch.producer_id] = (batch.epoch, batch.last_seq)
         return None
+
+    @staticmethod
+    def _check_coordinator_origin(batch: ProducerBatch, entry: ProducerEntry | None) -> None:
+        """A marker, or a coordinator's transactional batch without a sequence (TxnOffsetCommit's
+        offsets): Kafka's ``AppendOrigin.COORDINATOR`` checks the epoch and a marker's coordinator epoch."""
+        if entry is None:
+            return
+        what = "a marker for producer" if batch.control >= 0 else "a coordinator's batch for producer"
+        if batch.epoch < entry.epoch:
+            raise ProducerStateError(
+                Errors.INVALID_PRODUCER_EPOCH,
+                f"{what} {batch.producer_id} has epoch {batch.epoch}, older than its epoch {entry.epoch}",
+            )
+        if batch.control >= 0 and batch.coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                Errors.TRANSACTION_COORDINATOR_FENCED,
+                f"{what} {batch.producer_id} comes from coordinator epoch {batch.coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}",
+            )
 
     @staticmethod
     def _check_one(batch: ProducerBatch, epoch: int, last: int) -> None:

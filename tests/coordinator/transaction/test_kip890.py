@@ -41,6 +41,10 @@ async def _cluster(**settings):
         yield cluster, sink
 
 
+async def _producer_id(raw, txn: str, timeout_ms: int = 60_000) -> int:
+    return (await raw.call(0, m.InitProducerIdRequest(txn, timeout_ms))).producer_id
+
+
 async def _until(cluster, meta, state: str) -> None:
     while meta.state != state:
         await cluster.clock.sleep_until(cluster.now() + 1)
@@ -49,7 +53,7 @@ async def _until(cluster, meta, state: str) -> None:
 async def _aborted_then_late_write(cluster, raw) -> tuple[int, ProduceRequest]:
     """A transaction writes v-0 and aborts; a retry of its write (same epoch, a later sequence)
     arrives only after the ABORT marker. Returns the producer id and that late write."""
-    pid = (await raw.call(0, m.InitProducerIdRequest("late", 60_000))).producer_id
+    pid = await _producer_id(raw, "late")
     assert (await raw.call(0, m.AddPartitionsToTxnRequest("late", pid, 0, (("v", 0),)))).error is Errors.NONE
     assert (await raw.call(1, _records("late", pid, 0, 0))).partitions[V0].error is Errors.NONE
     assert (await raw.call(0, m.EndTxnRequest("late", pid, 0, False))).error is Errors.NONE
@@ -98,7 +102,7 @@ async def test_verification_refuses_the_late_write_with_invalid_txn_state_after_
 async def test_a_verified_transaction_verifies_only_its_first_write_on_a_partition(autojump_clock):
     async with _cluster() as (cluster, sink):
         raw = Raw(cluster, "client")
-        pid = (await raw.call(0, m.InitProducerIdRequest("once", 60_000))).producer_id
+        pid = await _producer_id(raw, "once")
         # not added yet: the leader is told TRANSACTION_ABORTABLE, INVALID_TXN_STATE for a Produce <= v10
         refused = await raw.call(1, _records("once", pid, 0, 0))
         assert refused.partitions[V0].error is Errors.INVALID_TXN_STATE
@@ -123,7 +127,7 @@ async def test_transaction_version_2_bumps_the_epoch_at_every_end_and_the_produc
     async with _cluster() as (cluster, sink):
         raw = Raw(cluster, "client")
         coordinator = cluster.brokers[0].transaction_coordinator
-        pid = (await raw.call(0, m.InitProducerIdRequest("tv2", 60_000))).producer_id
+        pid = await _producer_id(raw, "tv2")
         log = cluster.brokers[1].replica_manager.partition(V0).log
         for epoch, commit in enumerate((True, False, True)):
             # no AddPartitionsToTxn: a Produce v12+ has the leader add v-0 to the transaction
@@ -159,7 +163,7 @@ async def test_a_version_2_transaction_aborted_by_its_timeout_takes_the_client_s
     async with _cluster() as (cluster, sink):
         raw = Raw(cluster, "client")
         coordinator = cluster.brokers[0].transaction_coordinator
-        pid = (await raw.call(0, m.InitProducerIdRequest("slow2", 25_000))).producer_id
+        pid = await _producer_id(raw, "slow2", 25_000)
         written = await raw.call(1, _records("slow2", pid, 0, 0, ADD_PARTITION))
         assert written.partitions[V0].error is Errors.NONE
         meta = coordinator.transactions["slow2"]

@@ -50,6 +50,14 @@ async def _cluster(**settings: int):
         yield cluster, sink
 
 
+async def _open_on_t0(raw, txn: str) -> int:
+    """A transaction of ``txn`` (coordinated by broker 0) with one record on t-0; its producer id."""
+    pid = (await raw.call(0, m.InitProducerIdRequest(txn, 60_000))).producer_id
+    assert (await raw.call(0, m.AddPartitionsToTxnRequest(txn, pid, 0, (("t", 0),)))).error is Errors.NONE
+    assert (await raw.call(0, _records(pid, 0, 0))).partitions[T0].error is Errors.NONE
+    return pid
+
+
 def _leader_log(cluster, tp: TopicPartition):
     return cluster.brokers[cluster.leader_of(tp)].replica_manager.partition(tp).log
 
@@ -141,11 +149,7 @@ async def test_the_timeout_aborts_an_open_transaction_with_an_epoch_bump_at_the_
 async def test_a_new_coordinator_reloads_the_state_and_finishes_the_markers(autojump_clock):
     async with _cluster() as (cluster, sink):
         raw = Raw(cluster, "client")
-        pid = (await raw.call(0, m.InitProducerIdRequest("moving", 60_000))).producer_id
-        assert (
-            await raw.call(0, m.AddPartitionsToTxnRequest("moving", pid, 0, (("t", 0),)))
-        ).error is Errors.NONE
-        assert (await raw.call(0, _records(pid, 0, 0))).partitions[T0].error is Errors.NONE
+        pid = await _open_on_t0(raw, "moving")
         cluster.crash(0)
         await cluster.clock.sleep_until(cluster.now() + 1_000)
         new = cluster.leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
@@ -274,11 +278,7 @@ async def test_a_stale_coordinator_s_marker_is_fenced_by_the_coordinator_epoch_a
         raw = Raw(cluster, "client")
         state_tp = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
         old_epoch = cluster.brokers[0].transaction_coordinator.led[0]
-        pid = (await raw.call(0, m.InitProducerIdRequest("stale", 60_000))).producer_id
-        assert (
-            await raw.call(0, m.AddPartitionsToTxnRequest("stale", pid, 0, (("t", 0),)))
-        ).error is Errors.NONE
-        assert (await raw.call(0, _records(pid, 0, 0))).partitions[T0].error is Errors.NONE
+        pid = await _open_on_t0(raw, "stale")
         cluster.crash(0)
         await cluster.clock.sleep_until(cluster.now() + 1_000)
         new = cluster.leader_of(state_tp)
