@@ -243,6 +243,7 @@ class ProducerStateManager:
         self.entries.clear()
         self.ongoing.clear()
         self.aborted.clear()
+        self.verifying.clear()
         for base_offset, batches in appended:
             self.record(base_offset, batches)
 
