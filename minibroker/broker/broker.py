@@ -32,7 +32,11 @@ from minibroker.common.record_batch import COMMIT_MARKER
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
 from minibroker.coordinator.group.messages import GroupRequest
-from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
+from minibroker.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionContext,
+    TransactionCoordinator,
+)
 from minibroker.coordinator.transaction.messages import (
     AddPartitionsToTxnRequest,
     DescribeTransactionsRequest,
@@ -111,6 +115,9 @@ class Broker:
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
         self.transaction_coordinator = TransactionCoordinator(context)
+        manager.add_partitions_to_txn.coordinator_of = lambda txn_id: self.leader_of(
+            TopicPartition(TRANSACTION_STATE_TOPIC, context.partition_of(txn_id))
+        )
         manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer

@@ -175,6 +175,10 @@ class BrokerConfig(_KafkaNamed):
     transaction_remove_expired_transaction_cleanup_interval_ms: int = _int_field(
         "transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1
     )
+    #: KIP-890: a leader asks the transaction coordinator before a transaction's first batch on a partition
+    transaction_partition_verification_enable: bool = _bool_field(
+        "transaction.partition.verification.enable", True
+    )
     #: how long the transaction coordinator's writes (state and markers) may wait for the ISR
     request_timeout_ms: int = _int_field("request.timeout.ms", 30_000, 1)
 

@@ -33,8 +33,19 @@ append, ``ABORT_MARKER`` or ``COMMIT_MARKER``) closes it, and an aborted one goe
 the aborted-transaction index (``aborted``: producer id, first offset, last offset =
 the marker's offset; Kafka's ``TransactionIndex``). The first offset of the earliest
 open transaction bounds the last stable offset (``first_unstable_offset``). Markers
-skip the sequence checks (Kafka's ``AppendOrigin.COORDINATOR``) but not the epoch one:
-a marker older than the producer's epoch is INVALID_PRODUCER_EPOCH.
+and a group coordinator's transactional batch of TxnOffsetCommit offsets (sequence
+``NO_SEQUENCE``) skip the sequence checks (Kafka's ``AppendOrigin.COORDINATOR``) but not the epoch one:
+a marker older than the producer's epoch is INVALID_PRODUCER_EPOCH. Each producer keeps
+the coordinator epoch of the last marker written for it (Kafka's
+``ProducerStateEntry.coordinatorEpoch``); a marker from an older coordinator epoch, a
+coordinator that lost its ``__transaction_state`` partition and does not know it yet, is
+TRANSACTION_COORDINATOR_FENCED (``ProducerAppendInfo.checkCoordinatorEpoch``).
+
+Partition verification (KIP-890): ``has_ongoing`` tells the leader whether a producer's
+transaction is known to be open here at that epoch (then no verification is needed);
+``verifying`` holds the guard of a verification in flight, which a marker for that producer
+clears (Kafka's ``VerificationStateEntry``): a batch verified before the marker must not
+open a transaction after it.
 
 Invariant: ``entries[pid].batches`` holds at most ``BATCHES_TO_RETAIN`` batches of
 the entry's epoch, in append order; ``ongoing[pid]`` is an offset of this log at or
@@ -55,6 +66,8 @@ from minibroker.common.record_batch import ABORT_MARKER, ProducerBatch
 BATCHES_TO_RETAIN = 5
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+#: the sequence of a batch the coordinator writes for a producer (Kafka's RecordBatch.NO_SEQUENCE)
+NO_SEQUENCE = -1
 _MAX_SEQUENCE = 2**31 - 1
 
 
@@ -78,6 +91,8 @@ class BatchMetadata:
 @attrs.define(slots=True)
 class ProducerEntry:
     epoch: int
+    #: the coordinator epoch of the last marker written for this producer, -1 before any
+    coordinator_epoch: int = -1
     batches: collections.deque[BatchMetadata] = attrs.Factory(
         lambda: collections.deque(maxlen=BATCHES_TO_RETAIN)
     )
@@ -121,6 +136,8 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         #: the aborted-transaction index, by marker offset
         self.aborted: list[AbortedTxn] = []
+        #: producer id -> the guard of its partition verification in flight (KIP-890)
+        self.verifying: dict[int, object] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -135,13 +152,8 @@ class ProducerStateManager:
         expected: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) after earlier batches here
         for batch in batches:
             entry = self.entries.get(batch.producer_id)
-            if batch.control >= 0:
-                if entry is not None and batch.epoch < entry.epoch:
-                    raise ProducerStateError(
-                        Errors.INVALID_PRODUCER_EPOCH,
-                        f"a marker for producer {batch.producer_id} has epoch {batch.epoch}, "
-                        f"older than its epoch {entry.epoch}",
-                    )
+            if batch.control >= 0 or batch.first_seq == NO_SEQUENCE:
+                self._check_coordinator_origin(batch, entry)
                 continue
             if entry is not None and batch.producer_id not in expected:
                 duplicate = entry.find_duplicate(batch)
@@ -154,6 +166,25 @@ class ProducerStateManager:
             self._check_one(batch, epoch, last)
             expected[batch.producer_id] = (batch.epoch, batch.last_seq)
         return None
+
+    @staticmethod
+    def _check_coordinator_origin(batch: ProducerBatch, entry: ProducerEntry | None) -> None:
+        """A marker, or a coordinator's transactional batch without a sequence (TxnOffsetCommit's
+        offsets): Kafka's ``AppendOrigin.COORDINATOR`` checks the epoch and a marker's coordinator epoch."""
+        if entry is None:
+            return
+        what = "a marker for producer" if batch.control >= 0 else "a coordinator's batch for producer"
+        if batch.epoch < entry.epoch:
+            raise ProducerStateError(
+                Errors.INVALID_PRODUCER_EPOCH,
+                f"{what} {batch.producer_id} has epoch {batch.epoch}, older than its epoch {entry.epoch}",
+            )
+        if batch.control >= 0 and batch.coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                Errors.TRANSACTION_COORDINATOR_FENCED,
+                f"{what} {batch.producer_id} comes from coordinator epoch {batch.coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}",
+            )
 
     @staticmethod
     def _check_one(batch: ProducerBatch, epoch: int, last: int) -> None:
@@ -190,6 +221,8 @@ class ProducerStateManager:
                 entry.epoch = batch.epoch
                 entry.batches.clear()
             if batch.control >= 0:
+                entry.coordinator_epoch = max(entry.coordinator_epoch, batch.coordinator_epoch)
+                self.verifying.pop(pid, None)
                 first = self.ongoing.pop(pid, None)
                 if first is not None and batch.control == ABORT_MARKER:
                     self.aborted.append(AbortedTxn(pid, first, base_offset + batch.first_delta))
@@ -210,8 +243,15 @@ class ProducerStateManager:
         self.entries.clear()
         self.ongoing.clear()
         self.aborted.clear()
+        self.verifying.clear()
         for base_offset, batches in appended:
             self.record(base_offset, batches)
+
+    def has_ongoing(self, producer_id: int, epoch: int) -> bool:
+        """Whether ``producer_id`` at ``epoch`` has a transaction open here (Kafka's
+        ``hasOngoingTransaction``): its next transactional batch needs no verification."""
+        entry = self.entries.get(producer_id)
+        return producer_id in self.ongoing and entry is not None and entry.epoch == epoch
 
     def last_batch(self, producer_id: int) -> BatchMetadata | None:
         entry = self.entries.get(producer_id)

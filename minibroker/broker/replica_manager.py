@@ -45,6 +45,7 @@ from typing import Any
 
 import trio
 
+from minibroker.broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsPartitionStatus
 from minibroker.broker.delayed_fetch import DelayedFetch
@@ -152,6 +153,8 @@ class ReplicaManager:
         self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with (partition, is_leader, leader epoch) after each leadership change
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
+        #: KIP-890's partition verification of transactional batches
+        self.add_partitions_to_txn = AddPartitionsToTxnManager(self)
 
     # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -210,10 +213,9 @@ class ReplicaManager:
     # An append that raised the HW checks the produce, fetch and delete-records purgatories; one that
     # only moved the LEO checks the fetch purgatory; both after the request's DelayedProduce is watched.
     def append_records(self, request: ProduceRequest, respond: Callable[[Any], None] | None) -> None:
-        """Append to the leader logs; answer now, or park a DelayedProduce (acks=-1)."""
-        now = self.now()
-        tracing = self.tracer.enabled
-        if tracing:
+        """Append to the leader logs; answer now, or park a DelayedProduce (acks=-1). A transaction's
+        first batch on a partition waits for its coordinator's verification first (KIP-890)."""
+        if self.tracer.enabled:
             self.emit(
                 "produce.request",
                 op=request.request_id,
@@ -221,6 +223,22 @@ class ReplicaManager:
                 acks=request.acks,
                 timeout_ms=request.timeout_ms,
             )
+        unverified = self.add_partitions_to_txn.unverified(request) if request.acks in (-1, 0, 1) else {}
+        if unverified:
+            self.add_partitions_to_txn.verify(
+                request, unverified, lambda refused: self._append_records(request, respond, refused)
+            )
+        else:
+            self._append_records(request, respond, {})
+
+    def _append_records(
+        self,
+        request: ProduceRequest,
+        respond: Callable[[Any], None] | None,
+        refused: dict[TopicPartition, Errors],
+    ) -> None:
+        now = self.now()
+        tracing = self.tracer.enabled
         if request.acks not in (-1, 0, 1):
             responses = {tp: PartitionProduceResponse(Errors.INVALID_REQUIRED_ACKS) for tp in request.data}
             self._respond_produce(request, respond, ProduceResponse(responses))
@@ -238,6 +256,8 @@ class ReplicaManager:
                 pushed = request_error or self.pushed_errors.take("produce", tp)
                 if pushed is not None:
                     raise PartitionError(pushed, "pushed by a test")
+                if tp in refused:
+                    raise PartitionError(refused[tp], "refused by the transaction coordinator's verification")
                 batch, raised, duplicate = partition.append_records_to_leader(
                     data.count, data.size, request.acks, now, data.values, data.raw, data.producers
                 )

@@ -44,6 +44,23 @@ class ProduceRequest:
     timeout_ms: int
     data: dict[TopicPartition, ProduceData]
     request_id: str = ""
+    #: a transactional producer's id: its leader verifies a transaction's first batch (KIP-890)
+    transactional_id: str | None = None
+    #: what the leader may do for a transactional batch, by Produce version (``transaction_operation``)
+    transaction_operation: int = 0
+
+
+#: Kafka's ``TransactionSupportedOperation``: a Produce up to v10 is told INVALID_TXN_STATE when its
+#: partition is not in the transaction, v11 TRANSACTION_ABORTABLE, and v12+ (transaction version 2)
+#: adds the partition to the transaction itself
+DEFAULT_ERROR, GENERIC_ERROR_SUPPORTED, ADD_PARTITION = 0, 1, 2
+
+
+def transaction_operation(produce_version: int) -> int:
+    """Kafka's ``produceRequestVersionToTransactionSupportedOperation``."""
+    if produce_version > 11:
+        return ADD_PARTITION
+    return GENERIC_ERROR_SUPPORTED if produce_version > 10 else DEFAULT_ERROR
 
 
 @attrs.frozen(slots=True)

@@ -26,7 +26,9 @@ class ProducerBatch:
     ``first_delta``/``last_delta``: its first and last record's offsets relative to the
     ``RecordBatch``'s base offset (a Produce may carry several batches for one partition).
     ``transactional``: the batch belongs to a transaction (isTransactional); ``control``: a
-    transaction marker's type (``ABORT_MARKER`` or ``COMMIT_MARKER``), -1 for data.
+    transaction marker's type (``ABORT_MARKER`` or ``COMMIT_MARKER``), -1 for data;
+    ``coordinator_epoch``: a marker's transaction coordinator epoch (the leader epoch of its
+    ``__transaction_state`` partition), -1 for data.
     """
 
     producer_id: int
@@ -37,6 +39,7 @@ class ProducerBatch:
     last_delta: int = 0
     transactional: bool = False
     control: int = -1
+    coordinator_epoch: int = -1
 
 
 @attrs.frozen(slots=True)

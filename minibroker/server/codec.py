@@ -133,19 +133,19 @@ def _spec(request: type[ApiMessage], response: type[ApiMessage], low: int, high:
 SUPPORTED: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
-        _spec(ProduceRequest, ProduceResponse, 3, 9),
+        _spec(ProduceRequest, ProduceResponse, 3, 12),
         _spec(FetchRequest, FetchResponse, 4, 12),
         _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 6),
         _spec(MetadataRequest, MetadataResponse, 0, 12),
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
-        # the transaction coordinator (server/transactions.py): transaction protocol version 1, so
-        # AddPartitionsToTxn stops before the batched v4 (KIP-890) and EndTxn before v5
-        _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
-        _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
-        _spec(EndTxnRequest, EndTxnResponse, 0, 3),
-        _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+        # the transaction coordinator (server/transactions.py), transaction protocol versions 1 and 2
+        # (KIP-890: the batched AddPartitionsToTxn v4+, EndTxn v5+ and Produce v12+ of version 2)
+        _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
+        _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4),
+        _spec(EndTxnRequest, EndTxnResponse, 0, 5),
+        _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
         _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
         # KIP-664; ListTransactions stops before v2 (a transactional id pattern, KIP-1152)
         _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
@@ -279,13 +279,34 @@ def encode_response(request: Request, body: ApiMessage) -> bytes:
     return bytes(body.encode(header=True, framed=True))
 
 
+#: feature -> (lowest supported, highest supported, finalized level) that ApiVersions v3+ advertises,
+#: as a Kafka 4.0 cluster does: ``transaction.version`` 2 lets clients use KIP-890's protocol
+FEATURES: dict[str, tuple[int, int, int]] = {"transaction.version": (0, 2, 2)}
+
+
 def api_versions_body(version: int, error_code: int = 0) -> ApiVersionsResponse:
-    """The ApiVersions response: ``SUPPORTED``, with ``error_code``, at ``version``."""
+    """The ApiVersions response: ``SUPPORTED`` and ``FEATURES``, with ``error_code``, at ``version``."""
     keys = [
         ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
         for s in sorted(SUPPORTED.values(), key=lambda s: s.key)
     ]
-    return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+    supported = [
+        ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+        for name, (low, high, _) in FEATURES.items()
+    ]
+    finalized = [
+        ApiVersionsResponse.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+        for name, (_, _, level) in FEATURES.items()
+    ]
+    return ApiVersionsResponse(
+        version=version,
+        error_code=error_code,
+        api_keys=keys,
+        throttle_time_ms=0,
+        supported_features=supported,
+        finalized_features_epoch=0,
+        finalized_features=finalized,
+    )
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:

@@ -238,7 +238,10 @@ def _txn_offset_commit(request: Request, error: int) -> Any:
 
 
 def _add_partitions_to_txn(request: Request, error: int) -> Any:
-    """AddPartitionsToTxn v0-v3 has no top-level error: every partition named carries it."""
+    """AddPartitionsToTxn v0-v3 has no top-level error: every partition named carries it; the batched
+    v4+ (KIP-890) answers the top-level error alone."""
+    if request.api_version >= 4:
+        return _response(request, error_code=error, results_by_transaction=[])
     topic = request.spec.response.AddPartitionsToTxnTopicResult
     part = topic.AddPartitionsToTxnPartitionResult
     results = [

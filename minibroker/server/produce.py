@@ -35,6 +35,7 @@ from minibroker.common.messages import (
     ProduceData,
     ProduceRequest,
     TopicPartition,
+    transaction_operation,
 )
 from minibroker.common.messages import (
     ProduceResponse as ClusterProduceResponse,
@@ -81,7 +82,14 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
                 data[tp] = ProduceData(
                     records.count, len(records.raw), raw=records.raw, producers=records.producers
                 )
-    message = ProduceRequest(body.acks, body.timeout_ms, data, conn.request_id(request.correlation_id))
+    message = ProduceRequest(
+        body.acks,
+        body.timeout_ms,
+        data,
+        conn.request_id(request.correlation_id),
+        body.transactional_id,
+        transaction_operation(request.api_version),
+    )
     if body.acks == 0:
         _check_acks_zero(conn, local, data)
         if data:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from minibroker.broker.log import Log
@@ -14,6 +15,7 @@ from minibroker.broker.producer_state import (
     last_sequence,
 )
 from minibroker.common.errors import Errors
+from minibroker.common.record_batch import ABORT_MARKER, COMMIT_MARKER
 
 
 def batch(seq: int, records: int = 1, pid: int = 1000, epoch: int = 0) -> ProducerBatch:
@@ -107,3 +109,19 @@ def test_a_follower_records_replicated_batches_and_a_truncation_rebuilds_the_sta
     # the batch at offset 2 is gone: its retry is now the next batch in sequence, not a duplicate
     assert follower.producer_state.check([batch(2)]) is None
     assert follower.producer_state.check([batch(1)]) == BatchMetadata(1, 1, 1, 1)
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_transaction_coordinator_fenced():
+    state = ProducerStateManager()
+    data = ProducerBatch(1000, 0, 0, 0, transactional=True)
+    state.record(0, [data])
+    state.record(1, [ProducerBatch(1000, 0, -1, -1, 0, 0, True, ABORT_MARKER, coordinator_epoch=4)])
+    assert state.entries[1000].coordinator_epoch == 4
+    stale = ProducerBatch(1000, 0, -1, -1, 0, 0, True, COMMIT_MARKER, coordinator_epoch=3)
+    error, reason = refusal(state, stale)
+    assert (error, reason) == (
+        Errors.TRANSACTION_COORDINATOR_FENCED,
+        "a marker for producer 1000 comes from coordinator epoch 3, older than 4",
+    )
+    # the same or a newer coordinator epoch passes
+    assert state.check([attrs.evolve(stale, coordinator_epoch=4)]) is None

@@ -19,7 +19,9 @@ from minibroker.server.codec import (
     RequestError,
     UnknownApiKey,
     UnsupportedVersion,
+    api_versions_body,
     decode_request,
+    encode_response,
     unsupported_api_versions_response,
 )
 
@@ -52,7 +54,7 @@ def _fetch() -> FetchRequest:
 
 def test_the_table_advertises_each_api_at_its_version_range():
     assert {s.name: (s.min_version, s.max_version) for s in SUPPORTED.values()} == {
-        "Produce": (3, 9),
+        "Produce": (3, 12),
         "Fetch": (4, 12),
         "ListOffsets": (1, 6),
         "Metadata": (0, 12),
@@ -70,10 +72,10 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "DeleteGroups": (0, 2),
         "OffsetForLeaderEpoch": (2, 4),
         # the transaction coordinator, transaction protocol version 1
-        "AddPartitionsToTxn": (0, 3),
-        "AddOffsetsToTxn": (0, 3),
-        "EndTxn": (0, 3),
-        "TxnOffsetCommit": (0, 3),
+        "AddPartitionsToTxn": (0, 5),
+        "AddOffsetsToTxn": (0, 4),
+        "EndTxn": (0, 5),
+        "TxnOffsetCommit": (0, 5),
         "WriteTxnMarkers": (1, 1),
         "DescribeProducers": (0, 0),
         "DescribeTransactions": (0, 0),
@@ -121,7 +123,7 @@ def test_unknown_key_and_unsupported_versions_are_told_apart():
     with pytest.raises(UnknownApiKey) as unknown:
         decode_request(struct.pack(">hhi", 1000, 0, 42) + b"\xff\xff")
     assert (unknown.value.api_key, unknown.value.correlation_id) == (1000, 42)
-    with pytest.raises(UnsupportedVersion, match=r"Produce v13 is not supported \(v3-v9\)"):
+    with pytest.raises(UnsupportedVersion, match=r"Produce v13 is not supported \(v3-v12\)"):
         decode_request(struct.pack(">hhi", 0, 13, 1))
     with pytest.raises(UnsupportedVersion):
         decode_request(_encode(ListOffsetsRequest(replica_id=-1, topics=[]), 7))
@@ -145,6 +147,18 @@ def test_unsupported_api_versions_answer_is_v0_with_error_35_and_our_table():
     assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == {
         s.key: (s.min_version, s.max_version) for s in SUPPORTED.values()
     }
+
+
+def test_api_versions_v3_finalizes_transaction_version_2_as_kafka_4_0_does():
+    frame = encode_response(Request(18, 3, 5, None, None), api_versions_body(3))
+    response = ApiVersionsResponse.decode(frame[4:], version=3, header=True)
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        ("transaction.version", 0, 2)
+    ]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
+        ("transaction.version", 2, 2)
+    ]
+    assert response.finalized_features_epoch == 0
 
 
 def test_api_versions_v3_request_carries_the_client_software():

@@ -32,7 +32,8 @@ TOPICS = (
     '[[topics]]\nname = "u"\npartitions = 1\nreplication_factor = 3\n\n'
     '[[topics]]\nname = "in"\npartitions = 1\nreplication_factor = 3\n\n'
     '[[topics]]\nname = "out"\npartitions = 1\nreplication_factor = 3\n\n'
-    '[[topics]]\nname = "v"\npartitions = 1\nreplication_factor = 3'
+    '[[topics]]\nname = "v"\npartitions = 1\nreplication_factor = 3\n\n'
+    '[[topics]]\nname = "w"\npartitions = 1\nreplication_factor = 3'
 )
 
 
@@ -158,6 +159,15 @@ def test_a_new_init_producer_id_fences_an_open_transaction(server):
         assert _init(client, txn, pid=pid, epoch=1)[0] == 90
 
 
+def _protocol(server: ServedThread, txn_id: str) -> tuple[int, int]:
+    """The transaction protocol version ``txn_id``'s last EndTxn used, and its producer epoch now."""
+    state = TopicPartition("__transaction_state", partition_for(txn_id, 50))
+    meta = server.cluster.brokers[server.cluster.leader_of(state)].transaction_coordinator.transactions[
+        txn_id
+    ]
+    return meta.transaction_version, meta.producer_epoch
+
+
 def _consume(bootstrap: str, isolation: str, partitions: list[tuple[str, int]]) -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -206,6 +216,8 @@ def test_confluent_kafka_commits_and_aborts_and_read_committed_sees_only_commits
     producer.begin_transaction()
     producer.produce("t", value=b"committed-last", partition=1)
     producer.commit_transaction(WAIT_S)
+    # librdkafka 2.16 ignores the advertised transaction.version 2: EndTxn v4 or below, no epoch bump
+    assert _protocol(server, "confluent") == (1, 0)
     partitions = [("t", 0), ("t", 1)]
     committed = sorted([b"committed-%d" % i for i in range(4)] + [b"committed-last"])
     assert _consume(server.bootstrap, "read_committed", partitions) == committed
@@ -287,6 +299,7 @@ def test_kafka_python_transactional_producer_commits_offsets_and_records_atomica
     producer.flush()
     producer.abort_transaction()
     producer.close()
+    assert _protocol(server, "kafka-python") == (1, 0)  # kafka-python speaks transaction version 1
     reader = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="kp-group", enable_auto_commit=False)
     try:
         assert reader.committed(source) == 7  # the aborted transaction's offset 9 was dropped
@@ -296,7 +309,9 @@ def test_kafka_python_transactional_producer_commits_offsets_and_records_atomica
     assert values == [b"kept"]
 
 
-def _transactional_produce(port: int, pid: int, epoch: int, seq: int, *values: bytes) -> tuple[int, int]:
+def _transactional_produce(
+    port: int, txn: str, pid: int, epoch: int, seq: int, *values: bytes, topic: str = "v", version: int = 9
+) -> tuple[int, int]:
     from kafka.protocol.producer import ProduceRequest, ProduceResponse
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -305,13 +320,13 @@ def _transactional_produce(port: int, pid: int, epoch: int, seq: int, *values: b
         builder.append(i, timestamp=0, key=None, value=value, headers=[])
     data = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=bytes(builder.build()))
     request = ProduceRequest(
-        transactional_id="offsets",
+        transactional_id=txn,
         acks=-1,
         timeout_ms=5000,
-        topic_data=[ProduceRequest.TopicProduceData(name="v", partition_data=[data])],
+        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[data])],
     )
     with closing(RawClient(port)) as client:
-        part = client.request(request, ProduceResponse, 9).responses[0].partition_responses[0]
+        part = client.request(request, ProduceResponse, version).responses[0].partition_responses[0]
     return part.error_code, part.base_offset
 
 
@@ -352,7 +367,7 @@ def test_list_offsets_read_committed_answers_the_lso_while_a_transaction_is_open
     with _coordinator(server, txn) as client:
         _, pid, epoch = _init(client, txn)
         assert _add(client, txn, pid, epoch, ("v", 0)) == {("v", 0): 0}
-        first = _transactional_produce(port, pid, epoch, 0, b"a", b"b")
+        first = _transactional_produce(port, txn, pid, epoch, 0, b"a", b"b")
         assert first[0] == 0
         # records up to first + 2 are below the HW, but the open transaction holds the LSO at its start
         assert (_latest(port, 0), _latest(port, 1)) == (first[1] + 2, first[1])
@@ -459,7 +474,7 @@ def test_write_txn_markers_aborts_a_hanging_transaction_on_the_partition_leader(
     with _coordinator(server, txn) as client:
         _, pid, epoch = _init(client, txn)
         assert _add(client, txn, pid, epoch, ("v", 0)) == {("v", 0): 0}
-        error, first = _transactional_produce(server.port(leader), pid, epoch, 0, b"stuck")
+        error, first = _transactional_produce(server.port(leader), txn, pid, epoch, 0, b"stuck")
         assert error == 0 and _latest(server.port(leader), 1) == first
         assert abort((leader + 1) % 3, pid, epoch) == 6  # NOT_LEADER_OR_FOLLOWER
         assert abort(leader, pid, epoch) == 0
@@ -469,3 +484,44 @@ def test_write_txn_markers_aborts_a_hanging_transaction_on_the_partition_leader(
         values = _consume(server.bootstrap, "read_committed", [("v", 0)])
         assert b"stuck" not in values
         assert _until(lambda: _end(client, txn, pid, epoch, False), 0, "abort") == 0
+
+
+def test_transaction_version_2_over_the_wire_bumps_the_epoch_at_each_end_txn_v5(server):
+    """KIP-890: ApiVersions finalizes transaction.version 2; Produce v12 adds the partition itself,
+    EndTxn v5 answers the bumped epoch, and the next transaction writes with it."""
+    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+    txn = "tv2-wire"
+    leader = server.cluster.leader_of(TopicPartition("w", 0))
+    with closing(RawClient(server.port(leader))) as client:
+        versions = client.request(ApiVersionsRequest(), ApiVersionsResponse, 3)
+    assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [
+        ("transaction.version", 2)
+    ]
+    with _coordinator(server, txn) as client:
+        _, pid, epoch = _init(client, txn)
+
+        def end(epoch: int, committed: bool):
+            request = EndTxnRequest(
+                transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=committed
+            )
+            answer = client.request(request, EndTxnResponse, 5)
+            return answer.error_code, answer.producer_id, answer.producer_epoch
+
+        for value, committed in ((b"first", True), (b"second", False), (b"third", True)):
+            deadline = time.monotonic() + WAIT_S
+            # NOT_ENOUGH_REPLICAS (19) while the last transaction's markers are written: clients retry it
+            while (
+                error := _transactional_produce(
+                    server.port(leader), txn, pid, epoch, 0, value, topic="w", version=12
+                )[0]
+            ) == 19 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert error == 0
+            assert _until(lambda epoch=epoch, c=committed: end(epoch, c), 0, "end") == (0, pid, epoch + 1)
+            epoch += 1
+        # the first transaction's epoch is fenced at the partition (INVALID_PRODUCER_EPOCH)
+        late, _ = _transactional_produce(server.port(leader), txn, pid, 0, 1, b"late", topic="w", version=12)
+        assert late == 47
+    assert _protocol(server, txn) == (2, 3)
+    assert _consume(server.bootstrap, "read_committed", [("w", 0)]) == [b"first", b"third"]

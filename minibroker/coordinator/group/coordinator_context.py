@@ -25,6 +25,7 @@ from typing import Any
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, ProduceRequest, TopicPartition
+from minibroker.common.record_batch import ProducerBatch
 from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minibroker.coordinator.group.hashing import OFFSETS_TOPIC, partition_for
 from minibroker.trace import NULL_TRACER, Tracer
@@ -83,10 +84,20 @@ class CoordinatorContext:
     def known(self, tp: TopicPartition) -> bool:
         return bool(self._manager.known(tp))
 
-    def write(self, group_id: str, values: list[bytes], on_done: Callable[[Errors], Any]) -> None:
-        """Append ``values`` to the group's partition with acks=-1; ``on_done(error)`` when answered."""
+    def write(
+        self,
+        group_id: str,
+        values: list[bytes],
+        on_done: Callable[[Errors], Any],
+        producer: tuple[int, int] | None = None,
+    ) -> None:
+        """Append ``values`` to the group's partition with acks=-1; ``on_done(error)`` when answered.
+        With a ``producer`` (id, epoch) they are one transactional batch of that producer, without a
+        sequence (as Kafka's coordinator writes TxnOffsetCommit): it holds the partition's LSO until
+        the transaction's marker."""
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
-        data = ProduceData(len(values), sum(len(v) for v in values), values=tuple(values))
+        batches = () if producer is None else (ProducerBatch(*producer, -1, -1, 0, len(values) - 1, True),)
+        data = ProduceData(len(values), sum(len(v) for v in values), values=tuple(values), producers=batches)
         request = ProduceRequest(
             -1, self.config.offsets_commit_timeout_ms, {tp: data}, self._manager.next_request_id("offsets")
         )

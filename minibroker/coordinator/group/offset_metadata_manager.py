@@ -11,8 +11,9 @@
   With ``require_stable`` (KIP-447) a partition with a pending transactional offset
   answers UNSTABLE_OFFSET_COMMIT (the consumer asks again later).
 - TxnOffsetCommit (KIP-98, KIP-447): a transactional producer's offsets are validated
-  like a commit (the member and generation when given), written acks=-1 tagged with
-  the producer id, and held pending per producer id; the transaction's marker on the
+  like a commit (the member and generation when given), written acks=-1 as one
+  transactional batch of the producer (it holds the partition's LSO until the marker),
+  and held pending per producer id; the transaction's marker on the
   group's partition applies them (COMMIT) or drops them (ABORT): ``complete_transaction``.
   Replaying the log does the same with the markers it meets.
 - every ``offsets.retention.check.interval.ms`` the ``expire-offsets-<partition>``
@@ -166,7 +167,7 @@ class OffsetMetadataManager:
             )
             answer(commit_response(request, errors))
 
-        self.context.write(gid, values, done)
+        self.context.write(gid, values, done, (pid, request.producer_epoch))
 
     def _validate_txn_commit(self, request: TxnOffsetCommitRequest) -> Errors | None:
         """Kafka's validateTxnOffsetCommit: the member and generation are checked only when given."""

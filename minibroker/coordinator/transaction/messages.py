@@ -34,6 +34,11 @@ class AddPartitionsToTxnRequest:
     producer_id: int
     producer_epoch: int
     partitions: tuple[tuple[str, int], ...]
+    #: KIP-890: a partition leader asks whether the partitions are in the open transaction; the
+    #: answer's ``partition_errors`` say so (NONE, or TRANSACTION_ABORTABLE), nothing is added
+    verify_only: bool = False
+    #: 2 when a partition leader adds the partition for a transaction-version-2 write (Produce v12+)
+    transaction_version: int = 1
 
 
 @attrs.frozen
@@ -42,6 +47,8 @@ class EndTxnRequest:
     producer_id: int
     producer_epoch: int
     committed: bool
+    #: the client's transaction protocol version: 2 (EndTxn v5+, KIP-890) bumps the epoch at every end
+    transaction_version: int = 1
 
 
 @attrs.frozen
@@ -49,6 +56,11 @@ class TxnResponse:
     """The answer to AddPartitionsToTxn, AddOffsetsToTxn and EndTxn."""
 
     error: Errors
+    #: a verify-only AddPartitionsToTxn: each partition's error
+    partition_errors: tuple[tuple[tuple[str, int], Errors], ...] = ()
+    #: EndTxn with transaction version 2: the producer id and epoch the client continues with
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @attrs.frozen

@@ -33,8 +33,15 @@ records (the last one per id wins) and finishes the markers of every Prepare* tr
 (Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
 ``minibroker.coordinator.load.ms.per.record`` per record, as the group coordinator's; its ids
 answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Deviations: producer ids come from a
-per-broker block instead of the controller's, and the transaction protocol is version 1 (no KIP-890
-epoch bump at each EndTxn, no partition verification).
+per-broker block instead of the controller's.
+
+KIP-890: with transaction protocol version 2 (EndTxn v5+) every EndTxn bumps the epoch at
+PrepareCommit/PrepareAbort, the markers carry the bumped epoch (which fences a late write of the
+old one on each partition) and the client is answered the producer id and epoch to continue with;
+a retried EndTxn with the epoch before the bump gets the same answer. A verify-only
+AddPartitionsToTxn (a partition leader's, before a transaction's first batch there) answers per
+partition whether it is in the open transaction, adding nothing; a partition leader serving a
+Produce v12+ sends a plain one, which adds the partition as a client's would.
 """
 
 from __future__ import annotations
@@ -79,7 +86,7 @@ def marker_data(
     """One partition's transaction marker as a leader appends it: a control batch of one record."""
     marker = COMMIT_MARKER if committed else ABORT_MARKER
     raw = build_control_batch(producer_id, epoch, marker, coordinator_epoch, now_ms)
-    producers = (ProducerBatch(producer_id, epoch, -1, -1, 0, 0, True, marker),)
+    producers = (ProducerBatch(producer_id, epoch, -1, -1, 0, 0, True, marker, coordinator_epoch),)
     return ProduceData(1, len(raw), raw=raw, producers=producers)
 
 
@@ -186,7 +193,7 @@ class TransactionCoordinator:
         if meta.state == ONGOING:
             # fence the producer of the open transaction: abort it with a bumped epoch; the caller retries
             busy = Errors.CONCURRENT_TRANSACTIONS
-            return self._prepare_end(meta, False, lambda error: fail(error or busy), True)
+            return self._prepare_end(meta, False, lambda error: fail(error or busy), bump=True, fence=True)
         pid, epoch = meta.producer_id, meta.producer_epoch + 1
         last_pid, last_epoch = meta.producer_id, meta.producer_epoch
         if epoch > MAX_EPOCH:
@@ -229,33 +236,72 @@ class TransactionCoordinator:
         meta = found
         if meta.pending is not None or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
             return respond(m.TxnResponse(Errors.CONCURRENT_TRANSACTIONS))
+        if request.verify_only:
+            # Kafka's handleVerifyPartitionsInTransaction: a partition not in the open transaction is
+            # TRANSACTION_ABORTABLE (its leader translates that for older clients)
+            errors = tuple(
+                (
+                    tp,
+                    Errors.NONE
+                    if meta.state == ONGOING and tp in meta.partitions
+                    else Errors.TRANSACTION_ABORTABLE,
+                )
+                for tp in request.partitions
+            )
+            return respond(m.TxnResponse(Errors.NONE, errors))
         wanted = set(request.partitions)
         if meta.state == ONGOING and wanted <= meta.partitions:
             return respond(m.TxnResponse(Errors.NONE))
         now = self.context.now()
+        ongoing = meta.state == ONGOING
         transit = attrs.evolve(
             meta,
             state=ONGOING,
             partitions=meta.partitions | wanted,
-            start_ms=meta.start_ms if meta.state == ONGOING else now,
+            start_ms=meta.start_ms if ongoing else now,
             update_ms=now,
+            transaction_version=(
+                max(meta.transaction_version, request.transaction_version)
+                if ongoing
+                else request.transaction_version
+            ),
         )
         self._write(meta, transit, lambda error: respond(m.TxnResponse(error)))
 
     def _end_txn(self, request: m.EndTxnRequest, respond: Respond) -> None:
+        tv2 = request.transaction_version >= 2
         found = self._check_producer(request.transactional_id, request.producer_id, request.producer_epoch)
-        if isinstance(found, Errors):
+        meta = self.transactions.get(request.transactional_id)
+        # transaction version 2: a retry of the EndTxn that bumped the epoch comes with the epoch before it
+        retried = (
+            tv2
+            and found is Errors.PRODUCER_FENCED
+            and meta is not None
+            and meta.transaction_version >= 2
+            and request.producer_epoch + 1 == meta.producer_epoch
+            and meta.state in (PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
+        )
+        if isinstance(found, Errors) and not retried:
             return respond(m.TxnResponse(found))
-        meta = found
+        assert meta is not None
         commit = request.committed
+
+        def answer(error: Errors) -> None:
+            if tv2 and error is Errors.NONE:  # the client continues with the bumped epoch
+                return respond(
+                    m.TxnResponse(error, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch)
+                )
+            respond(m.TxnResponse(error))
+
         if meta.pending is not None:
             return respond(m.TxnResponse(Errors.CONCURRENT_TRANSACTIONS))
         state = meta.state
-        if state == ONGOING:
-            return self._prepare_end(meta, commit, lambda error: respond(m.TxnResponse(error)), False)
+        if state == ONGOING and not retried:
+            meta.transaction_version = request.transaction_version
+            return self._prepare_end(meta, commit, answer, bump=tv2, fence=False)
         if state in (COMPLETE_COMMIT, COMPLETE_ABORT):  # a retried EndTxn: the same outcome is fine
             same = (state == COMPLETE_COMMIT) == commit
-            return respond(m.TxnResponse(Errors.NONE if same else Errors.INVALID_TXN_STATE))
+            return answer(Errors.NONE if same else Errors.INVALID_TXN_STATE)
         if state in (PREPARE_COMMIT, PREPARE_ABORT):
             same = (state == PREPARE_COMMIT) == commit
             error = Errors.CONCURRENT_TRANSACTIONS if same else Errors.INVALID_TXN_STATE
@@ -264,13 +310,21 @@ class TransactionCoordinator:
 
     # --- ending a transaction ----------------------------------------------------------------
     def _prepare_end(
-        self, meta: TransactionMetadata, commit: bool, on_done: Callable[[Errors], Any], bump: bool
+        self,
+        meta: TransactionMetadata,
+        commit: bool,
+        on_done: Callable[[Errors], Any],
+        *,
+        bump: bool,
+        fence: bool,
     ) -> None:
-        """Write PrepareCommit/PrepareAbort (a fencing abort bumps the epoch); then send the markers."""
+        """Write PrepareCommit/PrepareAbort, with the epoch bumped for a fencing abort (``fence``) and
+        for every end with transaction version 2; then send the markers (they carry that epoch)."""
         epoch = meta.producer_epoch
         before = meta.state
         if bump and epoch < MAX_EPOCH:
-            meta.state = PREPARE_EPOCH_FENCE  # in memory only, as Kafka's prepareFenceProducerEpoch
+            if fence:
+                meta.state = PREPARE_EPOCH_FENCE  # in memory only, as Kafka's prepareFenceProducerEpoch
             epoch += 1
         transit = attrs.evolve(
             meta,
@@ -288,7 +342,7 @@ class TransactionCoordinator:
             self._send_markers(meta)
 
         self.context.emit(
-            "txn.end", txn=meta.transactional_id, state=transit.state, fenced=bump, previous=before
+            "txn.end", txn=meta.transactional_id, state=transit.state, fenced=fence, previous=before
         )
         self._write(meta, transit, done)
 
@@ -362,6 +416,12 @@ class TransactionCoordinator:
                 if isinstance(response, NetworkError)
                 else response.partitions[tp].error
             )
+            if error is Errors.TRANSACTION_COORDINATOR_FENCED:
+                # a newer coordinator wrote this producer's marker there: this one is stale and stops
+                # (Kafka's marker handler drops the transaction; the new coordinator completes it)
+                self.markers.pop(txn_id, None)
+                self.context.emit("txn.markers.fenced", txn=txn_id, partition=str(tp))
+                return
             # INVALID_PRODUCER_EPOCH: the partition has a newer epoch of the producer, a newer marker
             if error in (Errors.NONE, Errors.INVALID_PRODUCER_EPOCH, Errors.UNKNOWN_TOPIC_OR_PARTITION):
                 remaining.discard(tp)
@@ -500,5 +560,5 @@ class TransactionCoordinator:
         for meta in sorted(self.transactions.values(), key=lambda t: t.transactional_id):
             if meta.state == ONGOING and meta.pending is None and meta.start_ms + meta.timeout_ms < now:
                 self.context.emit("txn.timeout", txn=meta.transactional_id, started=meta.start_ms)
-                self._prepare_end(meta, False, lambda error: None, True)
+                self._prepare_end(meta, False, lambda error: None, bump=True, fence=True)
         self._arm_cleanup()

@@ -66,9 +66,12 @@ class TransactionMetadata:
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     pending: str | None = None
+    #: the protocol version of the client's last EndTxn (2: KIP-890's epoch bump at every end)
+    transaction_version: int = 1
 
     def record(self) -> bytes:
-        """The value written to ``__transaction_state`` for this state."""
+        """The value written to ``__transaction_state`` for this state (``tv`` only when not 1)."""
+        version = {"tv": self.transaction_version} if self.transaction_version != 1 else {}
         return json.dumps(
             {
                 "id": self.transactional_id,
@@ -81,6 +84,7 @@ class TransactionMetadata:
                 "partitions": sorted(self.partitions),
                 "start_ms": self.start_ms,
                 "update_ms": self.update_ms,
+                **version,
             },
             separators=(",", ":"),
         ).encode()
@@ -106,4 +110,5 @@ class TransactionMetadata:
             data["update_ms"],
             data["last_pid"],
             data["last_epoch"],
+            transaction_version=data.get("tv", 1),
         )

@@ -16,8 +16,11 @@ from minibroker.common.messages import (
     TopicPartition,
 )
 from minibroker.common.record_batch import ProducerBatch
+from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.group import messages as groups
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import messages as m
+from minibroker.coordinator.transaction.transaction_coordinator import marker_data
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
 from minibroker.sim import TopicSpec, open_cluster
 from tests.coordinator.group.helpers import Raw, traced
@@ -45,6 +48,14 @@ async def _cluster(**settings: int):
         cluster.ensure_transaction_state_topic()
         await cluster.clock.sleep_until(cluster.now() + 1)  # the leaders take over
         yield cluster, sink
+
+
+async def _open_on_t0(raw, txn: str) -> int:
+    """A transaction of ``txn`` (coordinated by broker 0) with one record on t-0; its producer id."""
+    pid = (await raw.call(0, m.InitProducerIdRequest(txn, 60_000))).producer_id
+    assert (await raw.call(0, m.AddPartitionsToTxnRequest(txn, pid, 0, (("t", 0),)))).error is Errors.NONE
+    assert (await raw.call(0, _records(pid, 0, 0))).partitions[T0].error is Errors.NONE
+    return pid
 
 
 def _leader_log(cluster, tp: TopicPartition):
@@ -138,11 +149,7 @@ async def test_the_timeout_aborts_an_open_transaction_with_an_epoch_bump_at_the_
 async def test_a_new_coordinator_reloads_the_state_and_finishes_the_markers(autojump_clock):
     async with _cluster() as (cluster, sink):
         raw = Raw(cluster, "client")
-        pid = (await raw.call(0, m.InitProducerIdRequest("moving", 60_000))).producer_id
-        assert (
-            await raw.call(0, m.AddPartitionsToTxnRequest("moving", pid, 0, (("t", 0),)))
-        ).error is Errors.NONE
-        assert (await raw.call(0, _records(pid, 0, 0))).partitions[T0].error is Errors.NONE
+        pid = await _open_on_t0(raw, "moving")
         cluster.crash(0)
         await cluster.clock.sleep_until(cluster.now() + 1_000)
         new = cluster.leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, 0))
@@ -264,3 +271,65 @@ async def test_an_idle_transactional_id_expires_at_the_first_check_after_its_exp
             Errors.NONE,
             0,
         ) and again.producer_id != first.producer_id
+
+
+async def test_a_stale_coordinator_s_marker_is_fenced_by_the_coordinator_epoch_after_failover(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        state_tp = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
+        old_epoch = cluster.brokers[0].transaction_coordinator.led[0]
+        pid = await _open_on_t0(raw, "stale")
+        cluster.crash(0)
+        await cluster.clock.sleep_until(cluster.now() + 1_000)
+        new = cluster.leader_of(state_tp)
+        coordinator = cluster.brokers[new].transaction_coordinator
+        new_epoch = coordinator.led[0]
+        assert new_epoch > old_epoch
+        assert (await raw.call(new, m.EndTxnRequest("stale", pid, 0, False))).error is Errors.NONE
+        while coordinator.transactions["stale"].state != COMPLETE_ABORT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        leader = cluster.leader_of(T0)
+        log = _leader_log(cluster, T0)
+        assert log.producer_state.entries[pid].coordinator_epoch == new_epoch
+        end = log.log_end_offset
+        # the old coordinator, not yet aware it lost __transaction_state-0, sends its COMMIT marker late
+        late = marker_data(pid, 0, True, old_epoch, cluster.now())
+        answer = await raw.call(leader, ProduceRequest(-1, 30_000, {T0: late}, "stale-marker"))
+        assert answer.partitions[T0].error is Errors.TRANSACTION_COORDINATOR_FENCED
+        assert (log.log_end_offset, log.producer_state.aborted) == (end, [AbortedTxn(pid, 0, end - 1)])
+        (rejected,) = [e for e in sink.of_kind("append.rejected") if e["op"] == "stale-marker"]
+        assert rejected["error"] == "TRANSACTION_COORDINATOR_FENCED"
+
+
+async def test_transactional_offsets_are_a_transactional_batch_holding_the_offsets_lso(autojump_clock):
+    async with _cluster(**{"offsets.topic.num.partitions": 1}) as (cluster, _):
+        cluster.ensure_offsets_topic()
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        raw = Raw(cluster, "client")
+        offsets_tp = TopicPartition(OFFSETS_TOPIC, 0)
+        pid = (await raw.call(0, m.InitProducerIdRequest("eos", 60_000))).producer_id
+        added = await raw.call(0, m.AddPartitionsToTxnRequest("eos", pid, 0, ((OFFSETS_TOPIC, 0),)))
+        assert added.error is Errors.NONE
+        coordinator = cluster.leader_of(offsets_tp)
+        log = _leader_log(cluster, offsets_tp)
+        before = log.log_end_offset
+        commit = groups.TxnOffsetCommitRequest("g", pid, 0, (groups.CommitOffset("t", 0, 7),))
+        assert [e for *_, e in (await raw.call(coordinator, commit)).partitions] == [Errors.NONE]
+        # the offsets record is replicated (HW past it) but belongs to the open transaction
+        assert (log.high_watermark, log.last_stable_offset) == (before + 1, before)
+        assert log.producer_state.ongoing == {pid: before}
+        # a fenced epoch cannot write offsets there any more
+        stale = groups.TxnOffsetCommitRequest("g", pid, 0, (groups.CommitOffset("t", 0, 8),))
+        assert (
+            await raw.call(0, m.InitProducerIdRequest("eos", 60_000))
+        ).error is Errors.CONCURRENT_TRANSACTIONS
+        meta = cluster.brokers[0].transaction_coordinator.transactions["eos"]
+        while meta.state != COMPLETE_ABORT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        # the ABORT marker (epoch 1) closed it: the LSO is the HW again and the index has it
+        assert (log.high_watermark, log.last_stable_offset) == (before + 2, before + 2)
+        assert log.producer_state.aborted[-1] == AbortedTxn(pid, before, before + 1)
+        assert [e for *_, e in (await raw.call(coordinator, stale)).partitions] == [
+            Errors.INVALID_PRODUCER_EPOCH
+        ]
+        assert log.log_end_offset == before + 2

@@ -1,0 +1,183 @@
+"""KIP-890 in virtual time: partition verification against KIP-664's hanging transaction, and
+transaction protocol version 2 (an epoch bump at every EndTxn, partitions added by the produce)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from minibroker.common.errors import Errors
+from minibroker.common.messages import ADD_PARTITION, ProduceData, ProduceRequest, TopicPartition
+from minibroker.common.record_batch import ProducerBatch
+from minibroker.coordinator.transaction import messages as m
+from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
+from minibroker.sim import TopicSpec, open_cluster
+from tests.coordinator.group.helpers import Raw, traced
+
+V0 = TopicPartition("v", 0)
+CONFIG = {
+    "transaction.state.log.num.partitions": 1,
+    "min.insync.replicas": 2,
+}
+#: one way between v-0's leader (1) and the transaction coordinator (0)
+LATENCY = 5
+
+
+def _records(txn: str | None, pid: int, epoch: int, seq: int, operation: int = 0) -> ProduceRequest:
+    producers = (ProducerBatch(pid, epoch, seq, seq, 0, 0, True),)
+    data = ProduceData(1, 10, values=(b"v",), producers=producers)
+    return ProduceRequest(-1, 30_000, {V0: data}, f"records-{pid}-{epoch}-{seq}", txn, operation)
+
+
+@contextlib.asynccontextmanager
+async def _cluster(**settings):
+    tracer, sink = traced()
+    async with open_cluster(3, config={**CONFIG, **settings}, tracer=tracer) as cluster:
+        tracer.clock = cluster.now
+        cluster.create_topic(TopicSpec("v", 1, 3, assignment=((1, 2, 0),)))
+        cluster.ensure_transaction_state_topic()
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        assert cluster.leader_of(V0) == 1
+        cluster.network.set_latency(1, 0, LATENCY)
+        yield cluster, sink
+
+
+async def _producer_id(raw, txn: str, timeout_ms: int = 60_000) -> int:
+    return (await raw.call(0, m.InitProducerIdRequest(txn, timeout_ms))).producer_id
+
+
+async def _until(cluster, meta, state: str) -> None:
+    while meta.state != state:
+        await cluster.clock.sleep_until(cluster.now() + 1)
+
+
+async def _aborted_then_late_write(cluster, raw) -> tuple[int, ProduceRequest]:
+    """A transaction writes v-0 and aborts; a retry of its write (same epoch, a later sequence)
+    arrives only after the ABORT marker. Returns the producer id and that late write."""
+    pid = await _producer_id(raw, "late")
+    assert (await raw.call(0, m.AddPartitionsToTxnRequest("late", pid, 0, (("v", 0),)))).error is Errors.NONE
+    assert (await raw.call(1, _records("late", pid, 0, 0))).partitions[V0].error is Errors.NONE
+    assert (await raw.call(0, m.EndTxnRequest("late", pid, 0, False))).error is Errors.NONE
+    await _until(cluster, cluster.brokers[0].transaction_coordinator.transactions["late"], COMPLETE_ABORT)
+    return pid, _records("late", pid, 0, 1)
+
+
+async def test_without_verification_a_late_write_hangs_the_lso_past_the_transaction_timeout(autojump_clock):
+    async with _cluster(**{"transaction.partition.verification.enable": False}) as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid, late = await _aborted_then_late_write(cluster, raw)
+        log = cluster.brokers[1].replica_manager.partition(V0).log
+        assert (log.high_watermark, log.last_stable_offset) == (2, 2)  # the record and its ABORT marker
+        assert (await raw.call(1, late)).partitions[V0].error is Errors.NONE
+        # offset 2 opened a transaction the coordinator does not know (it is CompleteAbort): no marker
+        # and no timeout will close it, so the LSO stays at 2 for good (KIP-664's hanging transaction)
+        await cluster.clock.sleep_until(cluster.now() + 120_000)
+        assert (log.high_watermark, log.last_stable_offset, log.producer_state.ongoing) == (3, 2, {pid: 2})
+        assert sink.of_kind("txn.verify") == [] and sink.of_kind("txn.timeout") == []
+
+
+async def test_verification_refuses_the_late_write_with_invalid_txn_state_after_one_round_trip(
+    autojump_clock,
+):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        _, late = await _aborted_then_late_write(cluster, raw)
+        log = cluster.brokers[1].replica_manager.partition(V0).log
+        sent = cluster.now()
+        answer = raw.send(1, late)
+        await cluster.clock.sleep_until(sent + 100)
+        # the leader asked the coordinator (0) and had its answer one round trip later
+        assert answer.response.partitions[V0].error is Errors.INVALID_TXN_STATE
+        assert answer.at == sent + 2 * LATENCY
+        assert (log.log_end_offset, log.last_stable_offset, log.producer_state.ongoing) == (2, 2, {})
+        first, late_verify = [e for e in sink.of_kind("txn.verify") if e["txn"] == "late"]
+        (_, verified) = [e for e in sink.of_kind("txn.verified") if e["txn"] == "late"]
+        assert (late_verify["time_ms"], late_verify["coordinator"], late_verify["add"]) == (sent, 0, False)
+        assert (verified["time_ms"], verified["refused"]) == (
+            sent + 2 * LATENCY,
+            {"v-0": "INVALID_TXN_STATE"},
+        )
+        assert first["partitions"] == ["v-0"]  # the transaction's own first write was verified too
+
+
+async def test_a_verified_transaction_verifies_only_its_first_write_on_a_partition(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid = await _producer_id(raw, "once")
+        # not added yet: the leader is told TRANSACTION_ABORTABLE, INVALID_TXN_STATE for a Produce <= v10
+        refused = await raw.call(1, _records("once", pid, 0, 0))
+        assert refused.partitions[V0].error is Errors.INVALID_TXN_STATE
+        assert (
+            await raw.call(0, m.AddPartitionsToTxnRequest("once", pid, 0, (("v", 0),)))
+        ).error is Errors.NONE
+        for seq in range(3):
+            assert (await raw.call(1, _records("once", pid, 0, seq))).partitions[V0].error is Errors.NONE
+        assert len([e for e in sink.of_kind("txn.verify") if e["txn"] == "once"]) == 2
+        # a write with an older epoch is fenced by the coordinator: INVALID_PRODUCER_EPOCH
+        assert (
+            await raw.call(0, m.InitProducerIdRequest("once", 60_000))
+        ).error is Errors.CONCURRENT_TRANSACTIONS
+        await _until(cluster, cluster.brokers[0].transaction_coordinator.transactions["once"], COMPLETE_ABORT)
+        stale = await raw.call(1, _records("once", pid, 0, 3))
+        assert stale.partitions[V0].error is Errors.INVALID_PRODUCER_EPOCH
+
+
+async def test_transaction_version_2_bumps_the_epoch_at_every_end_and_the_produce_adds_the_partition(
+    autojump_clock,
+):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        coordinator = cluster.brokers[0].transaction_coordinator
+        pid = await _producer_id(raw, "tv2")
+        log = cluster.brokers[1].replica_manager.partition(V0).log
+        for epoch, commit in enumerate((True, False, True)):
+            # no AddPartitionsToTxn: a Produce v12+ has the leader add v-0 to the transaction
+            written = await raw.call(1, _records("tv2", pid, epoch, 0, ADD_PARTITION))
+            assert written.partitions[V0].error is Errors.NONE
+            meta = coordinator.transactions["tv2"]
+            assert (meta.state, meta.partitions) == (ONGOING, {("v", 0)})
+            ended = await raw.call(0, m.EndTxnRequest("tv2", pid, epoch, commit, transaction_version=2))
+            assert (ended.error, ended.producer_id, ended.producer_epoch) == (Errors.NONE, pid, epoch + 1)
+            await _until(cluster, meta, COMPLETE_COMMIT if commit else COMPLETE_ABORT)
+            # the marker carries the bumped epoch: the partition knows the producer at epoch + 1
+            assert log.producer_state.entries[pid].epoch == epoch + 1
+            # a retry of that EndTxn (the epoch before the bump) gets the same answer
+            again = await raw.call(0, m.EndTxnRequest("tv2", pid, epoch, commit, transaction_version=2))
+            assert (again.error, again.producer_epoch) == (Errors.NONE, epoch + 1)
+        assert (log.log_end_offset, log.last_stable_offset) == (6, 6)
+        # a late write of the first epoch is fenced at the partition
+        late = await raw.call(1, _records("tv2", pid, 0, 1, ADD_PARTITION))
+        assert late.partitions[V0].error is Errors.INVALID_PRODUCER_EPOCH
+        assert log.log_end_offset == 6
+        states = [e["state"] for e in sink.of_kind("txn.state") if e["txn"] == "tv2"]
+        commit, abort = (
+            ["Ongoing", "PrepareCommit", "CompleteCommit"],
+            ["Ongoing", "PrepareAbort", "CompleteAbort"],
+        )
+        assert states == ["Empty", *commit, *abort, *commit]
+        assert [e["fenced"] for e in sink.of_kind("txn.end") if e["txn"] == "tv2"] == [False] * 3
+
+
+async def test_a_version_2_transaction_aborted_by_its_timeout_takes_the_client_s_abort_as_a_retry(
+    autojump_clock,
+):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        coordinator = cluster.brokers[0].transaction_coordinator
+        pid = await _producer_id(raw, "slow2", 25_000)
+        written = await raw.call(1, _records("slow2", pid, 0, 0, ADD_PARTITION))
+        assert written.partitions[V0].error is Errors.NONE
+        meta = coordinator.transactions["slow2"]
+        assert (meta.state, meta.transaction_version) == (ONGOING, 2)  # the produce added v-0 for version 2
+        started = meta.start_ms
+        (loaded,) = [e for e in sink.of_kind("txn.load") if e["broker"] == 0]
+        await _until(cluster, meta, COMPLETE_ABORT)
+        (timeout,) = [e for e in sink.of_kind("txn.timeout") if e["txn"] == "slow2"]
+        # the first 10 s check strictly after start + 25 000 aborts it, bumping the epoch
+        due = next(t for t in range(loaded["time_ms"], 10**6, 10_000) if t > started + 25_000)
+        assert (timeout["started"], timeout["time_ms"]) == (started, due)
+        assert meta.producer_epoch == 1
+        # the client, still at epoch 0, aborts: the coordinator takes it as the retry of the bumping end
+        aborted = await raw.call(0, m.EndTxnRequest("slow2", pid, 0, False, transaction_version=2))
+        assert (aborted.error, aborted.producer_epoch) == (Errors.NONE, 1)
+        committed = await raw.call(0, m.EndTxnRequest("slow2", pid, 0, True, transaction_version=2))
+        assert committed.error is Errors.INVALID_TXN_STATE
