@@ -184,8 +184,10 @@ class TransactionalProducer(Producer):
     def _operation(
         self, kind: str, tps: tuple[TopicPartition, ...], name: str | None, fields: dict[str, Any]
     ) -> ClientRequest:
-        """A request record for an operation (its broker is known once it is sent)."""
-        request = self._new_request(kind, -1, tps, name, False)
+        """A request record for an operation, with the broker it would go to now (a send's leader, else
+        the coordinator); ``broker`` becomes the one it is sent to."""
+        broker = self.cluster.leader_of(tps[0]) if kind == "produce" else self._coordinator()
+        request = self._new_request(kind, broker, tps, name, False)
         self._trace(f"client.{kind}", request, lambda: {"keys": self._keys(request), **fields})
         return request
 
