@@ -1,0 +1,31 @@
+"""The bundled transaction scenarios: every expectation holds, at the times their comments work out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from minibroker.scenario import load_scenario, run_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def _run(name: str):
+    scenario = load_scenario(SCENARIOS / f"{name}.toml")
+    result = run_scenario(scenario)
+    failed = [f"{r.where}: expected {r.expected}; seen {r.seen}" for r in result.results if not r.passed]
+    assert not failed, failed
+    return result
+
+
+def _done(result, name: str) -> tuple[int | None, dict[str, str]]:
+    (request,) = result.named[name]
+    return request.completed_ms, request.errors
+
+
+def test_end_txn_waits_for_the_prepare_commit_write_to_reach_the_hw():
+    result = _run("txn_end_txn_waits_for_isr")
+    # every __transaction_state write: 2 x 40 ms to the follower on broker 2 and back
+    assert _done(result, "init") == (1080, {"tx": "NONE"})
+    assert _done(result, "send") == (1280, {"t-0": "NONE"})
+    assert _done(result, "commit") == (1580, {"tx": "NONE"})
+    assert _done(result, "read") == (1580, {"t-0": "NONE"})
