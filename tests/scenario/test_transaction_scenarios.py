@@ -29,3 +29,13 @@ def test_end_txn_waits_for_the_prepare_commit_write_to_reach_the_hw():
     assert _done(result, "send") == (1280, {"t-0": "NONE"})
     assert _done(result, "commit") == (1580, {"tx": "NONE"})
     assert _done(result, "read") == (1580, {"t-0": "NONE"})
+
+
+def test_a_read_committed_consumer_stalls_until_the_timeout_check_aborts_the_crashed_producers_transaction():
+    result = _run("txn_read_committed_stalled")
+    rounds = result.named["reader"]
+    # every round before 19700 expired empty after fetch.max.wait.ms; round 39 ended with the abort
+    stalled = [r for r in rounds if r.completed_ms is not None and r.completed_ms < 20000]
+    assert len(stalled) == 38 and all(r.cause == "expiry" and not any(r.records.values()) for r in stalled)
+    (aborted,) = [r for r in rounds if r.id == "reader#39"]
+    assert (aborted.created_ms, aborted.completed_ms, aborted.records) == (19700, 20000, {"t-0": 2})
