@@ -39,3 +39,13 @@ def test_a_read_committed_consumer_stalls_until_the_timeout_check_aborts_the_cra
     assert len(stalled) == 38 and all(r.cause == "expiry" and not any(r.records.values()) for r in stalled)
     (aborted,) = [r for r in rounds if r.id == "reader#39"]
     assert (aborted.created_ms, aborted.completed_ms, aborted.records) == (19700, 20000, {"t-0": 2})
+
+
+def test_a_zombie_is_fenced_by_a_new_init_of_its_transactional_id():
+    result = _run("txn_zombie_fenced")
+    assert _done(result, "successor-init") == (1120, {"tx": "NONE"})
+    assert _done(result, "zombie-send-2") == (1500, {"t-0": "INVALID_PRODUCER_EPOCH"})
+    assert _done(result, "zombie-commit") == (1600, {"tx": "INVALID_PRODUCER_EPOCH"})
+    assert _done(result, "zombie-abort") == (1700, {"tx": "PRODUCER_FENCED"})
+    (read,) = result.named["read"]
+    assert read.records == {"t-0": 3}  # the successor's records; the zombie's aborted 2 and 2 markers are not

@@ -99,7 +99,7 @@ def test_the_transactional_keys_become_kafka_settings_and_steps():
     [
         (
             '[[steps]]\nat = 1600\naction = "send"\nclient = "p"\ntopic = "t"\n',
-            "x.toml:{n}: steps[5]: send by 'p' at 1600 ms comes outside a transaction; "
+            "x.toml:{n}: steps[5]: send by 'p' at 1600 ms comes after a commit; "
             "expected it between its begin and its commit or abort",
         ),
         (

@@ -121,20 +121,21 @@ def refuse_transactional(table: Table, scope: Scope, client: str) -> None:
 
 
 def check_order(scope: Scope) -> None:
-    """Each transactional producer's steps in time order: init first, sends and one end inside a
-    begin, nothing after a crash (the first misplaced step is reported)."""
+    """Each transactional producer's steps in time order: init first, sends and one commit or abort
+    inside a begin (an abort may follow a commit: the commit may fail), nothing after a crash (the
+    first misplaced step is reported)."""
     state: dict[str, str] = {}
     steps = sorted((s for s in scope.steps if isinstance(s, TransactionStep)), key=lambda s: (s.at, s.index))
     for step in steps:
         now = state.get(step.client, "new")
         expected = {
-            "init": ("new", "ready"),
-            "begin": ("ready",),
+            "init": ("new", "ready", "committed"),
+            "begin": ("ready", "committed"),
             "send": ("open",),
             "send_offsets": ("open",),
             "commit": ("open",),
-            "abort": ("open",),
-            "crash": ("new", "ready", "open"),
+            "abort": ("open", "committed"),  # a commit that fails leaves the transaction to abort
+            "crash": ("new", "ready", "open", "committed"),
         }[step.action]
         if now not in expected:
             wanted = {
@@ -145,18 +146,19 @@ def check_order(scope: Scope) -> None:
             seen = {
                 "new": "before any init",
                 "ready": "outside a transaction",
+                "committed": "after a commit",
                 "open": "inside a transaction",
+                "crashed": "after its crash",
             }
-            where = "after its crash" if now == "crashed" else seen[now]
             raise scope.ctx.error(
                 f"steps[{step.index}]",
-                f"{step.action} by {describe(step.client)} at {step.at} ms comes {where}; "
+                f"{step.action} by {describe(step.client)} at {step.at} ms comes {seen[now]}; "
                 f"expected it {wanted}",
             )
         state[step.client] = {
             "init": "ready",
             "begin": "open",
-            "commit": "ready",
+            "commit": "committed",
             "abort": "ready",
             "crash": "crashed",
         }.get(step.action, now)
