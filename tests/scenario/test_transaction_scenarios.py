@@ -49,3 +49,10 @@ def test_a_zombie_is_fenced_by_a_new_init_of_its_transactional_id():
     assert _done(result, "zombie-abort") == (1700, {"tx": "PRODUCER_FENCED"})
     (read,) = result.named["read"]
     assert read.records == {"t-0": 3}  # the successor's records; the zombie's aborted 2 and 2 markers are not
+
+
+def test_a_new_coordinator_reloads_a_prepare_commit_and_completes_its_markers():
+    result = _run("txn_coordinator_failover")
+    assert _done(result, "commit") == (1960, {"tx": "NONE"})
+    (read,) = result.named["read"]
+    assert (read.completed_ms, read.records) == (1890, {"t-0": 3})
