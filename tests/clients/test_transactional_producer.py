@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from minibroker.broker.config import ConfigError
@@ -11,22 +9,14 @@ from minibroker.clients import TransactionalProducer
 from minibroker.clients import transactional_producer as tp_states
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
-from minibroker.sim import TopicSpec, open_cluster
-from tests.coordinator.group.helpers import traced
+from tests.coordinator.transaction.test_transaction_coordinator import _cluster as coordinator_cluster
 
 T0 = TopicPartition("t", 0)
-CONFIG = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1}
 
 
-@contextlib.asynccontextmanager
-async def _cluster(**settings):
-    tracer, sink = traced()
-    async with open_cluster(3, config={**CONFIG, **settings}, tracer=tracer) as cluster:
-        tracer.clock = cluster.now
-        cluster.create_topic(TopicSpec("t", 1, 3))
-        cluster.ensure_transaction_state_topic()
-        await cluster.clock.sleep_until(cluster.now() + 1)  # the leaders take over
-        yield cluster, sink
+def _cluster():
+    """Three brokers, t-0 on all three, __transaction_state-0 and __consumer_offsets-0 led by broker 0."""
+    return coordinator_cluster(**{"offsets.topic.num.partitions": 1})
 
 
 def _txn(cluster, txn_id: str):

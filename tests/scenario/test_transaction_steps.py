@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.scenario import ScenarioError, parse_scenario, run_scenario
+from minibroker.scenario import parse_scenario, run_scenario
 from minibroker.scenario.model import PartitionState, TransactionState, TransactionStep
+from tests.scenario.test_load_errors import error_of
 
 BASE = """\
 [scenario]
@@ -70,14 +71,6 @@ client = "p"
 id = "commit"
 """
 LINES = BASE.count("\n")
-
-
-def error_of(text: str) -> str:
-    with pytest.raises(ScenarioError) as raised:
-        parse_scenario(text, "x.toml")
-    message = str(raised.value)
-    assert "\n" not in message
-    return message
 
 
 def test_the_transactional_keys_become_kafka_settings_and_steps():
