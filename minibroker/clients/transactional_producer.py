@@ -21,10 +21,10 @@ cluster's nursery; each but ``begin_transaction`` returns a ``ClientRequest`` co
 Coordinator requests refused with NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS or CONCURRENT_TRANSACTIONS, or lost on the network, are sent again
 after ``retry.backoff.ms`` (the coordinator is looked up again each time), until ``max.block.ms``
-from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``). PRODUCER_FENCED and
-INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are fatal: every later
-operation fails at once with that error. A failed send makes the transaction abortable: commit
-fails at once with the send's error, abort is sent (INVALID_PRODUCER_EPOCH on a send is abortable,
+from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``, at that instant at the latest).
+PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are
+fatal: every later operation fails at once with that error. A failed send makes the transaction
+abortable: commit fails at once with the send's error, abort is sent (INVALID_PRODUCER_EPOCH on a send is abortable,
 KIP-588; the abort's EndTxn then learns whether the producer was fenced).
 
 Deviations from the Java client: the coordinator is read from the controller's state instead of
@@ -390,12 +390,16 @@ class TransactionalProducer(Producer):
                 answer: Any = Errors.COORDINATOR_NOT_AVAILABLE
             else:
                 request.broker = broker
-                wait = config.request_timeout_ms + config.response_grace_ms
-                answer = await self.cluster.network.call(self.client_id, broker, make(), wait)
+                # an answer is awaited until max.block.ms from the call at the latest
+                wait = min(
+                    config.request_timeout_ms + config.response_grace_ms, deadline - self.cluster.now()
+                )
+                answer = await self.cluster.network.call(self.client_id, broker, make(), max(wait, 1))
             error = self._error_of(answer)
+            if error is not Errors.NONE:
+                self.errors.append((self.cluster.now(), api, error.name))
             if error not in retriable:
                 return answer
-            self.errors.append((self.cluster.now(), api, error.name))
             if self.cluster.now() + config.retry_backoff_ms > deadline:
                 return Errors.REQUEST_TIMED_OUT
             self._trace(
@@ -417,11 +421,13 @@ class TransactionalProducer(Producer):
         return answer.error
 
     def _end_in(self, request: ClientRequest, error: Errors, fatal: bool) -> None:
-        """The operation failed with ``error``: the producer becomes unusable or its transaction abortable."""
-        if error is not Errors.REQUEST_TIMED_OUT:
-            self.errors.append((self.cluster.now(), request.kind, error.name))
+        """The operation failed with ``error``: the producer becomes unusable or its transaction abortable;
+        after ``max.block.ms`` (REQUEST_TIMED_OUT) it is where it was before the call, to call again."""
         if error is Errors.REQUEST_TIMED_OUT:
-            self.state = READY if self.state == INITIALIZING else self.state
+            if self.state == INITIALIZING:
+                self.state = READY if self.producer_id >= 0 else UNINITIALIZED
+            elif self.state in (COMMITTING, ABORTING):
+                self.state = ABORTABLE_ERROR if self.error is not None else IN_TRANSACTION
             return self._fail(request, error, "expiry")
         if fatal:
             self._become_fatal(error)

@@ -153,3 +153,24 @@ def test_a_transactional_producer_needs_acks_all_and_refuses_plain_produce():
     producer = TransactionalProducer(Ctx(), "p", ProducerConfig(transactional_id="tx"))
     with pytest.raises(TypeError, match="send records with send"):
         producer.produce({})
+
+
+async def test_a_call_the_coordinator_never_answers_fails_at_max_block_ms(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        settings = {
+            "transactional.id": "tx",
+            "request.timeout.ms": 1000,
+            "minibroker.response.grace.ms": 1000,
+            "max.block.ms": 5000,
+        }
+        producer = cluster.producer("p", settings)
+        cluster.drop_link("p", 0)
+        start = cluster.now()
+        init = await producer.init_transactions().wait()
+        # tries at +0 and +2100 time out after 2000 ms; the one at +4200 is cut at +5000
+        assert (init.errors, init.cause, init.latency_ms) == ({"tx": "REQUEST_TIMED_OUT"}, "expiry", 5000)
+        retries = [e["time_ms"] - start for e in sink.of_kind("client.txn.retry")]
+        assert retries == [2000, 4100]
+        assert producer.state == tp_states.UNINITIALIZED
+        cluster.heal_link("p", 0)
+        assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
