@@ -24,8 +24,8 @@ after ``retry.backoff.ms`` (the coordinator is looked up again each time), until
 from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``, at that instant at the latest).
 PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are
 fatal: every later operation fails at once with that error. A failed send makes the transaction
-abortable: commit fails at once with the send's error, abort is sent (INVALID_PRODUCER_EPOCH on a send is abortable,
-KIP-588; the abort's EndTxn then learns whether the producer was fenced).
+abortable: commit fails at once with the send's error, abort is sent (INVALID_PRODUCER_EPOCH on a
+send is abortable, KIP-588; the abort's EndTxn then learns whether the producer was fenced).
 
 Deviations from the Java client: the coordinator is read from the controller's state instead of
 being asked with FindCoordinator key type 1 (as the emulator's other clients learn leaders), the
