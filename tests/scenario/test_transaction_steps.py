@@ -191,3 +191,24 @@ def test_a_commit_waits_for_the_state_writes_to_reach_the_hw_and_read_committed_
     failed = [f"{r.where}: expected {r.expected}; seen {r.seen}" for r in result.results if not r.passed]
     assert not failed, failed
     assert len(result.results) == 9
+
+
+def test_send_offsets_commits_the_groups_offsets_at_the_commit_marker():
+    text = BASE.replace(
+        '"transaction.state.log.num.partitions" = 1 }',
+        '"transaction.state.log.num.partitions" = 1, "offsets.topic.num.partitions" = 1 }',
+    ) + (
+        '\n[[steps]]\nat = 1300\naction = "send_offsets"\nclient = "p"\ngroup = "g"\n'
+        'offsets = { "t-0" = 5 }\nid = "offsets"\n'
+        '\n[[expect]]\nrequest = "offsets"\nerror = "NONE"\n'
+        '\n[[expect]]\ngroup = "g"\nat = 1659\ncommitted = {}\n'
+        '\n[[expect]]\ntransaction = "tx"\nat = 1579\nstate = "Ongoing"\npartitions = ["__consumer_offsets-0", "t-0"]\n'
+        '\n[[expect]]\ngroup = "g"\nat = 1660\ncommitted = { "t-0" = 5 }\n'
+    )
+    result = run_scenario(parse_scenario(text, "x.toml"))
+    failed = [f"{r.where}: expected {r.expected}; seen {r.seen}" for r in result.results if not r.passed]
+    assert not failed, failed
+    (offsets,) = result.named["offsets"]
+    # AddOffsetsToTxn's write (80 ms: the follower on broker 2), then TxnOffsetCommit's on broker 0 (80 ms
+    # too); the offset counts once the COMMIT marker sent at 1580 is on __consumer_offsets-0's HW: 1660
+    assert (offsets.completed_ms, offsets.errors) == (1460, {"t-0": "NONE"})
