@@ -202,7 +202,8 @@ def test_send_offsets_commits_the_groups_offsets_at_the_commit_marker():
         'offsets = { "t-0" = 5 }\nid = "offsets"\n'
         '\n[[expect]]\nrequest = "offsets"\nerror = "NONE"\n'
         '\n[[expect]]\ngroup = "g"\nat = 1659\ncommitted = {}\n'
-        '\n[[expect]]\ntransaction = "tx"\nat = 1579\nstate = "Ongoing"\npartitions = ["__consumer_offsets-0", "t-0"]\n'
+        '\n[[expect]]\ntransaction = "tx"\nat = 1579\nstate = "Ongoing"\n'
+        'partitions = ["__consumer_offsets-0", "t-0"]\n'
         '\n[[expect]]\ngroup = "g"\nat = 1660\ncommitted = { "t-0" = 5 }\n'
     )
     result = run_scenario(parse_scenario(text, "x.toml"))
