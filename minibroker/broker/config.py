@@ -195,6 +195,13 @@ class ProducerConfig(_KafkaNamed):
     acks: int = attrs.field(default=-1, metadata={"kafka": "acks", "type": int, "min": -(2**31)})
     request_timeout_ms: int = _int_field("request.timeout.ms", 30_000)
     response_grace_ms: int = _int_field("minibroker.response.grace.ms", 1000)
+    #: a transactional producer's id (minibroker.clients.transactional_producer); "" for none
+    transactional_id: str = _text_field("transactional.id", "")
+    transaction_timeout_ms: int = _int_field("transaction.timeout.ms", 60_000, 1)
+    #: how long a transactional producer waits before it sends a refused coordinator request again
+    retry_backoff_ms: int = _int_field("retry.backoff.ms", 100)
+    #: how long a transactional producer's call may take before it fails with REQUEST_TIMED_OUT
+    max_block_ms: int = _int_field("max.block.ms", 60_000)
 
 
 @attrs.define(frozen=True)

@@ -58,6 +58,7 @@ from minibroker.broker.topic_configs import deletes_records
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     LOG_END,
+    TXN_COMMITTED,
     AlterPartitionRequest,
     AlterPartitionResponse,
     DeleteRecordsRequest,
@@ -437,8 +438,19 @@ class ReplicaManager:
                 offsets[tp] = data.fetch_offset_metadata
                 if request.is_from_follower and update_follower:
                     self._update_follower(partition, request.replica_id, wanted, now)
+                aborted: tuple[tuple[int, int], ...] = ()
+                if isolation == TXN_COMMITTED and data.batches:
+                    found = log.producer_state.aborted_between(
+                        data.batches[0].base_offset, data.batches[-1].next_offset
+                    )
+                    aborted = tuple((txn.producer_id, txn.first_offset) for txn in found)
                 results[tp] = PartitionFetchResponse(
-                    Errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset, data.batches
+                    Errors.NONE,
+                    log.high_watermark,
+                    log.log_start_offset,
+                    log.log_end_offset,
+                    data.batches,
+                    aborted=aborted,
                 )
             except PartitionError as failure:
                 results[tp] = PartitionFetchResponse(failure.error)

@@ -11,11 +11,13 @@ names), and *why* it completed: ``immediate``, ``condition`` (its delayed
 operation's condition held), ``expiry`` (the purgatory timed it out),
 ``leadership`` (the leader lost leadership), or ``network`` (connection reset
 or no answer). Clients learn leaders from the controller's current state (no
-stale metadata) and do not retry.
+stale metadata) and do not retry, except the transactional producer's coordinator requests
+(``transactional_producer``; its consumers read with ``read_committed``).
 """
 
 from minibroker.clients.consumer import Consumer
 from minibroker.clients.producer import Producer
 from minibroker.clients.request import ClientRequest
+from minibroker.clients.transactional_producer import TransactionalProducer
 
-__all__ = ["ClientRequest", "Consumer", "Producer"]
+__all__ = ["ClientRequest", "Consumer", "Producer", "TransactionalProducer"]

@@ -1,5 +1,9 @@
 """The emulated Consumer: assign()-based fetches from each partition's leader, or a group
-member through ``subscribe`` (``minibroker.clients.consumer_coordinator``)."""
+member through ``subscribe`` (``minibroker.clients.consumer_coordinator``).
+
+``isolation.level`` = ``read_committed`` fetches up to the last stable offset and drops aborted
+transactions' records; markers never reach ``received`` (``minibroker.clients.read_committed``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from minibroker.broker.config import ConfigError, ConsumerConfig
 from minibroker.clients.consumer_coordinator import GroupMembership
+from minibroker.clients.read_committed import deliverable
 from minibroker.clients.request import Client, ClientContext, ClientRequest
 from minibroker.common import messages
 from minibroker.common.messages import NetworkError, TopicPartition
@@ -118,10 +123,12 @@ class Consumer(Client):
         if isinstance(response, NetworkError):
             self._fail_all(request, response.error, "network")
             return
+        read_committed = self.config.isolation_level == "read_committed"
         for tp, part in response.partitions.items():
             label = str(tp)
+            counts = deliverable(part.batches, part.aborted, read_committed)
             request.errors[label] = part.error.name
-            request.records[label] = sum(batch.count for batch in part.batches)
+            request.records[label] = sum(counts)
             request.bytes[label] = part.size
             request.high_watermarks[label] = part.high_watermark
             if part.batches:
@@ -130,13 +137,15 @@ class Consumer(Client):
                 if tp in self.dropped:
                     continue  # unassigned while the fetch was out
                 fresh = []
-                for batch in part.batches:
+                for batch, records in zip(part.batches, counts, strict=True):
                     if batch.next_offset > position:
-                        self.received[tp].append((batch.base_offset, batch.count))
+                        position = batch.next_offset
+                        if not records:
+                            continue  # a transaction marker or an aborted transaction's batch
+                        self.received[tp].append((batch.base_offset, records))
                         if self.on_batch is not None:
                             self.on_batch(tp, batch, part.high_watermark)
                         fresh.append(batch)
-                        position = batch.next_offset
                 self.positions[tp] = position
                 if fresh and self.on_batches is not None:
                     self.on_batches(tp, fresh)

@@ -52,6 +52,13 @@ class ClientContext(Protocol):
 
     def coordinator_for(self, group_id: str) -> int: ...
 
+    def transaction_coordinator_for(self, transactional_id: str) -> int: ...
+
+    def ensure_offsets_topic(self) -> TopicMetadata: ...
+
+    @property
+    def nursery(self) -> trio.Nursery: ...
+
 
 @attrs.define(eq=False)
 class ClientRequest:
@@ -59,7 +66,9 @@ class ClientRequest:
 
     id: str
     client: str
-    kind: str  # "produce", "fetch" or "delete_records"
+    #: "produce", "fetch", "delete_records", or a transactional producer's "init_producer_id",
+    #: "send_offsets", "end_txn"
+    kind: str
     broker: int
     created_ms: int
     partitions: tuple[TopicPartition, ...]

@@ -126,6 +126,8 @@ class PartitionFetchResponse:
     log_end_offset: int = -1
     batches: tuple[RecordBatch, ...] = ()
     diverging_epoch: EpochEndOffset | None = None
+    #: READ_COMMITTED: (producer id, first offset) of each aborted transaction the batches overlap
+    aborted: tuple[tuple[int, int], ...] = ()
 
     @property
     def size(self) -> int:

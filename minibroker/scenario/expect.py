@@ -28,7 +28,10 @@ def _compare(checks: Iterable[tuple[str, Any, Any]]) -> tuple[str, bool, str]:
     return expected, all(want == got for _, want, got in asked), seen
 
 
-def check_partition(expectation: PartitionState, view: ClusterView) -> ExpectationResult:
+def check_partition(
+    expectation: PartitionState, view: ClusterView, lso: int | None = None
+) -> ExpectationResult:
+    """``lso``: the leader's last stable offset (the caller reads it when the expectation asks)."""
     partition = view.partition(expectation.partition)
     replica = expectation.replica if expectation.replica is not None else partition.leader
     state = partition.replica(replica) if replica in [r.broker for r in partition.replicas] else None
@@ -40,6 +43,7 @@ def check_partition(expectation: PartitionState, view: ClusterView) -> Expectati
             ("hw", expectation.hw, state.high_watermark if state else None),
             ("leo", expectation.leo, state.log_end_offset if state else None),
             ("log start", expectation.log_start, state.log_start_offset if state else None),
+            ("lso", expectation.lso, lso),
         ]
     )
     per_replica = (expectation.hw, expectation.leo, expectation.log_start)

@@ -192,6 +192,23 @@ class MemberAction(Step):
     duration_ms: int | None = None
 
 
+@attrs.frozen
+class TransactionStep(Step):
+    """A transactional producer's call (``minibroker.clients.transactional_producer``): init, begin,
+    send (``topic``, ``partition``, ``records``, ``bytes``), send_offsets (``group``, ``offsets``:
+    "t-0" -> offset), commit, abort, or crash (the producer dies without EndTxn)."""
+
+    action: str
+    client: str
+    id: str | None = None
+    topic: str = ""
+    partition: int = 0
+    records: int = 1
+    bytes: int = 100
+    group: str = ""
+    offsets: dict[str, int] = attrs.Factory(dict)
+
+
 # --- expectations ------------------------------------------------------------------------------
 @attrs.frozen
 class Expectation:
@@ -221,6 +238,8 @@ class PartitionState(Expectation):
     hw: int | None = None
     leo: int | None = None
     log_start: int | None = None
+    #: the leader's last stable offset
+    lso: int | None = None
 
 
 @attrs.frozen
@@ -325,7 +344,21 @@ class RetryCounts(Expectation):
     records: dict[str, int] | None = None
 
 
-TimedExpectation = PartitionState | PurgatoryFigures | GroupState | DelayHeld | WheelFigures | RetryCounts
+@attrs.frozen
+class TransactionState(Expectation):
+    """A transactional id on its coordinator at the end of ``at`` (Kafka's state names)."""
+
+    at: int
+    transaction: str
+    state: str | None = None
+    epoch: int | None = None
+    partitions: tuple[str, ...] | None = None
+    coordinator: int | None = None
+
+
+TimedExpectation = (
+    TransactionState | PartitionState | PurgatoryFigures | GroupState | DelayHeld | WheelFigures | RetryCounts
+)
 
 
 @attrs.frozen

@@ -25,11 +25,12 @@ import attrs
 import trio
 import trio.testing
 
-from minibroker.clients import ClientRequest, Consumer, Producer
+from minibroker.clients import ClientRequest, Consumer, Producer, TransactionalProducer
 from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
 from minibroker.scenario.expect_groups import check_group, check_member
+from minibroker.scenario.expect_transactions import check_transaction, last_stable_offset
 from minibroker.scenario.feature import FeatureRun, features
 from minibroker.scenario.model import (
     BrokerFault,
@@ -51,6 +52,8 @@ from minibroker.scenario.model import (
     Scenario,
     SetConfig,
     Step,
+    TransactionState,
+    TransactionStep,
 )
 from minibroker.sim.cluster import Cluster, TopicSpec, open_cluster
 from minibroker.sim.snapshot import ClusterView
@@ -177,6 +180,9 @@ class ScenarioRunner:
                     for topic, partition, offset in client.assign:
                         consumer.assign([TopicPartition(topic, partition)], offset)
                     self.clients[client.id] = consumer
+            if any(isinstance(c, TransactionalProducer) for c in self.clients.values()):
+                # made at the start (Kafka: at the first FindCoordinator): its leaders are ready early
+                cluster.ensure_transaction_state_topic()
             for link in self.scenario.links:
                 cluster.network.set_latency(link.between[0], link.between[1], link.latency_ms)
             for feature in self.features.values():
@@ -204,7 +210,7 @@ class ScenarioRunner:
             (s.at, 0, s.index, s) for s in self.scenario.steps
         ]
         features_timed = [model for model, (kind, _) in self._feature_checks.items() if kind.timed]
-        checked_at = (PartitionState, PurgatoryFigures, GroupState, *features_timed)
+        checked_at = (PartitionState, PurgatoryFigures, GroupState, TransactionState, *features_timed)
         timed += [(e.at, 1, e.index, e) for e in self.scenario.expectations if isinstance(e, checked_at)]
         clock = self.cluster.clock
         for at, _, _, item in sorted(timed, key=lambda x: x[:3]):
@@ -217,13 +223,17 @@ class ScenarioRunner:
                 if isinstance(item, GroupState):
                     self.results[item.index] = check_group(item, self.cluster)
                     continue
+                if isinstance(item, TransactionState):
+                    self.results[item.index] = check_transaction(item, self.cluster)
+                    continue
                 if type(item) in self._feature_checks:
                     kind, feature = self._feature_checks[type(item)]
                     self.results[item.index] = kind.check(item, feature)
                     continue
                 view = self.cluster.snapshot()
                 if isinstance(item, PartitionState):
-                    self.results[item.index] = expect.check_partition(item, view)
+                    lso = None if item.lso is None else last_stable_offset(self.cluster, item.partition)
+                    self.results[item.index] = expect.check_partition(item, view, lso)
                 else:
                     assert isinstance(item, PurgatoryFigures)
                     self.results[item.index] = expect.check_purgatory(item, view)
@@ -294,10 +304,38 @@ class ScenarioRunner:
                 cluster.heal_link(a, b, one_way=step.one_way)
         elif isinstance(step, MemberAction):
             await self._member(step)
+        elif isinstance(step, TransactionStep):
+            self._transaction(step)
         elif isinstance(step, SetConfig):
             targets = [step.broker] if step.broker is not None else range(len(cluster.brokers))
             for broker in targets:
                 cluster.set_broker_config(broker, step.settings)
+
+    def _transaction(self, step: TransactionStep) -> None:
+        """A transactional producer's call; it runs after the producer's earlier calls have."""
+        producer = self.clients[step.client]
+        assert isinstance(producer, TransactionalProducer)
+        action = step.action
+        if action == "begin":
+            producer.begin_transaction()
+        elif action == "crash":
+            producer.crash()
+        else:
+            if action == "init":
+                request = producer.init_transactions(step.id)
+            elif action == "send":
+                request = producer.send(step.topic, step.partition, step.records, step.bytes, step.id)
+            elif action == "send_offsets":
+                offsets = {}
+                for label, offset in step.offsets.items():
+                    topic, _, number = label.rpartition("-")
+                    offsets[TopicPartition(topic, int(number))] = offset
+                request = producer.send_offsets_to_transaction(offsets, step.group, step.id)
+            elif action == "commit":
+                request = producer.commit_transaction(step.id)
+            else:
+                request = producer.abort_transaction(step.id)
+            self._name([request], step.id)
 
     async def _member(self, step: MemberAction) -> None:
         consumer = self.clients[step.client]

@@ -29,6 +29,7 @@ from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
 from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.clients.admin import AdminClient
+from minibroker.clients.transactional_producer import TransactionalProducer
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER, Controller
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
@@ -323,6 +324,8 @@ class Cluster:
         )
         if settings:
             producer_config = attrs.evolve(producer_config, **settings)
+        if producer_config.transactional_id:
+            return self._add_client(TransactionalProducer(self, client_id, producer_config))
         return self._add_client(Producer(self, client_id, producer_config))
 
     def consumer(

@@ -65,7 +65,7 @@ def test_base_is_valid():
             '[[steps]]\nat = 5\naction = "explode"\n',
             "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
             "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, "
-            "delete_records, got 'explode'",
+            "delete_records, init, begin, send, send_offsets, abort, got 'explode'",
         ),
         (
             '[[steps]]\nat = 5\naction = "delete_records"\ntopic = "t"\noffset = -2\n',
@@ -120,7 +120,7 @@ def test_base_is_valid():
         (
             "[[expect]]\nat = 5\n",
             "x.toml:26: expect[0]: expected exactly one of the keys request, partition, purgatory, "
-            "count, event, delivered, delay_held, wheel, group, member or retry",
+            "count, event, delivered, delay_held, wheel, group, member, retry or transaction",
         ),
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',

@@ -11,7 +11,8 @@ takes at most a few minutes.
 
 Memory is bounded by the partition replicas a run creates: ``planned_topics`` lists every
 topic a run (or ``serve``) creates before its clients ask for more, internal topics included
-(``__consumer_offsets``, the delay levels' topics, ``__delay_wheel``, ``__delay_offsets``;
+(``__consumer_offsets``, ``__transaction_state``, the delay levels' topics, ``__delay_wheel``,
+``__delay_offsets``;
 the retry section's topics are scenario topics by then), and ``check_topics`` refuses more
 than ``MAX_PARTITION_REPLICAS`` of them in all. A feature that creates topics of its own
 registers a function in ``INTERNAL_TOPICS``.
@@ -25,6 +26,7 @@ import attrs
 
 from minibroker.broker.config import BrokerConfig, ConsumerConfig, ProducerConfig
 from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.scenario.loader.limits import MAX_EVENTS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.loader.retry import retry_events
 from minibroker.scenario.loader.scope import Scope
@@ -37,13 +39,14 @@ from minibroker.scenario.model import (
     Produce,
     Scenario,
     SetConfig,
+    TransactionStep,
 )
 
 #: a Scenario, or the Scope it is loaded from (the same fields)
 Planned = Scenario | Scope
 
 #: steps that make client requests
-REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords)
+REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords, TransactionStep)
 
 
 @attrs.frozen
@@ -103,9 +106,39 @@ def _delay_topics(scope: Planned, serving: bool) -> Iterable[PlannedTopic]:
     return planned.values()
 
 
+def _transaction_topics(scope: Planned, serving: bool) -> Iterable[PlannedTopic]:
+    """``__transaction_state``, created at a transactional producer's first lookup, and
+    ``__consumer_offsets`` for its ``send_offsets`` when no group makes it."""
+    if not any(c.type == "producer" and c.config.get("transactional.id") for c in scope.clients):
+        return ()
+    config = BrokerConfig.from_kafka(scope.cluster.config)
+    rf = min(config.transaction_state_log_replication_factor, scope.cluster.brokers)
+    planned = [
+        PlannedTopic(
+            TRANSACTION_STATE_TOPIC,
+            config.transaction_state_log_num_partitions,
+            rf,
+            "transaction.state.log.num.partitions",
+        )
+    ]
+    offsets = any(isinstance(s, TransactionStep) and s.action == "send_offsets" for s in scope.steps)
+    if offsets and not _offsets_topic(scope, serving):
+        offsets_rf = min(config.offsets_topic_replication_factor, scope.cluster.brokers)
+        planned.append(
+            PlannedTopic(
+                OFFSETS_TOPIC, config.offsets_topic_num_partitions, offsets_rf, "offsets.topic.num.partitions"
+            )
+        )
+    return planned
+
+
 #: features' internal topics: ``(scenario or scope, serving) -> topics``; a feature that creates
 #: topics of its own (``__transaction_state``, ``__share_group_state``, ...) adds its function here
-INTERNAL_TOPICS: list[Callable[[Planned, bool], Iterable[PlannedTopic]]] = [_offsets_topic, _delay_topics]
+INTERNAL_TOPICS: list[Callable[[Planned, bool], Iterable[PlannedTopic]]] = [
+    _offsets_topic,
+    _delay_topics,
+    _transaction_topics,
+]
 
 
 def planned_topics(scope: Planned, serving: bool = False) -> list[PlannedTopic]:
@@ -174,7 +207,7 @@ def projected_events(scope: Planned) -> tuple[int, int, int]:
     records = 0  # records produced to the retrying consumer's topic
     retried = scope.retry.topic if scope.retry is not None else None
     for step in scope.steps:
-        if isinstance(step, Produce):
+        if isinstance(step, Produce) or (isinstance(step, TransactionStep) and step.action == "send"):
             requests += factor[step.topic]
             records += step.records if step.topic == retried else 0
         elif isinstance(step, Load):

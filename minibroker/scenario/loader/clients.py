@@ -1,4 +1,5 @@
-"""The ``[[clients]]`` section: producers and consumers, their Kafka settings and assignments."""
+"""The ``[[clients]]`` section: producers and consumers, their Kafka settings and assignments
+(a transactional producer's and a READ_COMMITTED consumer's keys: ``transactions``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.groups import read_subscribe
 from minibroker.scenario.loader.scope import Scope, check_partition, kafka, unique
+from minibroker.scenario.loader.transactions import transactional_settings
 from minibroker.scenario.model import ClientSpec, TopicSpecModel
 
 
@@ -40,9 +42,10 @@ def _client(table: Table, topics: tuple[TopicSpecModel, ...]) -> ClientSpec:
         if config["acks"] not in (-1, 0, 1):
             config_path = table.sub("config.acks")
             raise table.ctx.error(config_path, f"expected all, -1, 0 or 1, got {describe(config['acks'])}")
+        config = transactional_settings(table, kind, config)
         assign: tuple[tuple[str, int, int], ...] = ()
     else:
-        config = kafka(table, "config", ConsumerConfig.from_kafka)
+        config = transactional_settings(table, kind, kafka(table, "config", ConsumerConfig.from_kafka))
         assign = tuple(_assignment(table, i, value, topics) for i, value in enumerate(table.array("assign")))
     spec = ClientSpec(client_id, kind, config, assign)
     if kind == "consumer" and table.has("subscribe"):

@@ -17,11 +17,12 @@ _TIMER = ("broker", "op", "expiration", "level", "slot", "bucket", "left_ms")
 _KEYED = ("broker", "key", "deadline_ms")  # the group coordinator's keyed tasks
 _GROUP = ("broker", "group")  # the group coordinator's events
 _MEMBER = ("client", "group")  # the emulator's own group members
+_TXN_CLIENT = ("client", "txn")  # the emulator's own transactional producers
 
 KINDS: dict[str, frozenset[str]] = {
     kind: frozenset(fields)
     for kind, fields in {
-        "client.produce": (*_CLIENT, "acks", "records"),
+        "client.produce": (*_CLIENT, "acks", "records", "txn"),
         "client.fetch": (*_CLIENT, "offset"),
         "client.produce.done": _DONE,
         "client.fetch.done": _DONE,
@@ -116,5 +117,25 @@ KINDS: dict[str, frozenset[str]] = {
         "member.stall": _MEMBER,
         "member.hang": _MEMBER,
         "member.resume": _MEMBER,
+        # transactions (minibroker.coordinator.transaction, minibroker.clients.transactional_producer)
+        "txn.state": ("broker", "txn", "state", "producer_id", "epoch", "partitions"),
+        "txn.end": ("broker", "txn", "state", "fenced", "previous"),
+        "txn.markers": ("broker", "txn", "leader", "partitions", "marker"),
+        "txn.load.start": ("broker", "partition", "records", "load_ms"),
+        "txn.load": ("broker", "partition", "transactions"),
+        "txn.timeout": ("broker", "txn", "started"),
+        "txn.expire": ("broker", "txn", "producer_id"),
+        "group.txn_commit": (*_GROUP, "producer_id", "error", "offsets"),
+        "group.txn_offsets": (*_GROUP, "producer_id", "committed", "partitions"),
+        "client.init_producer_id": (*_CLIENT, "txn"),
+        "client.init_producer_id.done": _DONE,
+        "client.send_offsets": (*_CLIENT, "txn", "group"),
+        "client.send_offsets.done": _DONE,
+        "client.end_txn": (*_CLIENT, "txn", "commit"),
+        "client.end_txn.done": _DONE,
+        "client.txn.begin": _TXN_CLIENT,
+        "client.txn.retry": (*_CLIENT, "api", "error", "backoff_ms"),
+        "client.txn.error": (*_TXN_CLIENT, "error", "fatal"),
+        "client.txn.crash": (*_TXN_CLIENT, "state"),
     }.items()
 }

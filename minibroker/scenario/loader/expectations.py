@@ -21,6 +21,7 @@ from minibroker.scenario.loader.document import Table, describe, listing
 from minibroker.scenario.loader.events import COMMON, KINDS
 from minibroker.scenario.loader.groups import group_expectation, member_expectation
 from minibroker.scenario.loader.scope import Scope, broker, check_partition, is_broker
+from minibroker.scenario.loader.transactions import transaction_expectation
 from minibroker.scenario.model import (
     Count,
     Event,
@@ -43,6 +44,15 @@ ERRORS = (
     "INVALID_REQUIRED_ACKS",
     "FENCED_LEADER_EPOCH",
     "UNKNOWN_LEADER_EPOCH",
+    # a transactional producer's (minibroker.clients.transactional_producer)
+    "PRODUCER_FENCED",
+    "INVALID_PRODUCER_EPOCH",
+    "INVALID_TXN_STATE",
+    "CONCURRENT_TRANSACTIONS",
+    "INVALID_PRODUCER_ID_MAPPING",
+    "INVALID_TRANSACTION_TIMEOUT",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
 )
 #: the purgatories a ``purgatory`` expectation or a count may name
 PURGATORIES = ("Produce", "Fetch", "DeleteRecords")
@@ -128,6 +138,7 @@ def _partition(table: Table, scope: Scope, index: int) -> Expectation:
         table.int("hw", None),
         table.int("leo", None),
         table.int("log_start", None),
+        table.int("lso", None),
     )
 
 
@@ -207,6 +218,7 @@ EXPECTATIONS: dict[str, ExpectationParser] = {
     "event": _event,
     "group": group_expectation,
     "member": member_expectation,
+    "transaction": transaction_expectation,
 }
 #: kinds that are also filters of a count: they name the kind only alone (the first found wins)
 FILTERS = ("event", "purgatory")

@@ -28,6 +28,12 @@ from minibroker.scenario.loader.scope import (
     kafka,
     topic_of,
 )
+from minibroker.scenario.loader.transactions import (
+    check_order,
+    is_transactional,
+    refuse_transactional,
+    transaction_step,
+)
 from minibroker.scenario.model import (
     BrokerFault,
     Fetch,
@@ -44,6 +50,7 @@ StepParser = Callable[[Table, Scope, int, int, str], Step]
 
 def _produce(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
     client = client_of(table, scope.clients, "producer")
+    refuse_transactional(table, scope, client)
     topic, partition = check_partition(
         table, "topic", table.str("topic"), table.int("partition", 0), scope.topics
     )
@@ -71,6 +78,7 @@ def _poll(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
 
 def _load(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
     client = client_of(table, scope.clients, "producer")
+    refuse_transactional(table, scope, client)
     topic = table.str("topic")
     spec = topic_of(table, "topic", topic, scope.topics)
     partitions = None
@@ -112,6 +120,27 @@ def _link_fault(table: Table, scope: Scope, at: int, index: int, action: str) ->
     return LinkFault(at, index, action, nodes, latency)
 
 
+def _commit(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+    """A transactional producer's commit (EndTxn), or a group member's (OffsetCommit)."""
+    client = table.raw("client", None)
+    if is_transactional(next((c for c in scope.clients if c.id == client), None)):
+        return transaction_step(table, scope, at, index, action)
+    if table.has("id") and not any(c.id == client and c.subscribe for c in scope.clients):
+        return transaction_step(table, scope, at, index, action)  # names the transactional producers
+    return member_step(table, scope, at, index, action)
+
+
+def _crash(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+    """A broker's crash (``broker``), or a transactional producer's (``client``)."""
+    if table.has("client"):
+        if table.has("broker"):
+            raise table.error(
+                "client", "expected either broker (a broker crashes) or client (a producer does)"
+            )
+        return transaction_step(table, scope, at, index, action)
+    return _broker_fault(table, scope, at, index, action)
+
+
 def _config(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
     target = broker(table, scope.cluster) if table.has("broker") else None
     settings = kafka(table, "settings", BrokerConfig.from_kafka)
@@ -130,7 +159,7 @@ STEPS: dict[str, StepParser] = {
     "load": _load,
     "pause": _broker_fault,
     "resume": _broker_fault,
-    "crash": _broker_fault,
+    "crash": _crash,
     "restart": _broker_fault,
     "shutdown": _broker_fault,
     "latency": _link_fault,
@@ -141,8 +170,13 @@ STEPS: dict[str, StepParser] = {
     "leave": member_step,
     "stall": member_step,
     "hang": member_step,
-    "commit": member_step,
+    "commit": _commit,
     "delete_records": delete_records_step,
+    "init": transaction_step,
+    "begin": transaction_step,
+    "send": transaction_step,
+    "send_offsets": transaction_step,
+    "abort": transaction_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 
@@ -164,6 +198,7 @@ def read_steps(root: Table, scope: Scope) -> None:
                     f"request name {describe(request_id)} is used twice; expected a new name",
                 )
             scope.made[request_id] = step.at
+    check_order(scope)
 
 
 def _step(table: Table, scope: Scope, index: int) -> Step:

@@ -1,0 +1,176 @@
+"""The emulator's transactional producer and READ_COMMITTED consumer against the transaction coordinator."""
+
+from __future__ import annotations
+
+import pytest
+
+from minibroker.broker.config import ConfigError
+from minibroker.clients import TransactionalProducer
+from minibroker.clients import transactional_producer as tp_states
+from minibroker.common.messages import TopicPartition
+from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
+from tests.coordinator.transaction.test_transaction_coordinator import _cluster as coordinator_cluster
+
+T0 = TopicPartition("t", 0)
+
+
+def _cluster():
+    """Three brokers, t-0 on all three, __transaction_state-0 and __consumer_offsets-0 led by broker 0."""
+    return coordinator_cluster(**{"offsets.topic.num.partitions": 1})
+
+
+def _txn(cluster, txn_id: str):
+    broker = cluster.transaction_coordinator_for(txn_id)
+    return cluster.brokers[broker].transaction_coordinator.transactions[txn_id]
+
+
+def _log(cluster, tp=T0):
+    return cluster.brokers[cluster.leader_of(tp)].replica_manager.partition(tp).log
+
+
+async def test_a_committed_transaction_is_read_by_a_read_committed_consumer_after_its_marker(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        assert isinstance(producer, TransactionalProducer)
+        init = await producer.init_transactions().wait()
+        assert init.errors == {"tx": "NONE"} and producer.epoch == 0
+        producer.begin_transaction()
+        sent = await producer.send("t", 0, 3).wait()
+        assert sent.errors == {"t-0": "NONE"}
+        assert _txn(cluster, "tx").state == ONGOING
+        log = _log(cluster)
+        assert (log.high_watermark, log.last_stable_offset) == (3, 0)
+        consumer = cluster.consumer("c", {"isolation.level": "read_committed"})
+        consumer.assign([T0])
+        (fetch,) = await consumer.poll()
+        assert fetch.records == {"t-0": 0}
+        ended = await producer.commit_transaction().wait()
+        assert ended.errors == {"tx": "NONE"} and producer.state == tp_states.READY
+        while _txn(cluster, "tx").state != COMPLETE_COMMIT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        (fetch,) = await consumer.poll()
+        # the 3 records; the COMMIT marker (offset 3) is not handed to the application
+        assert fetch.records == {"t-0": 3}
+        assert consumer.received[T0] == [(0, 3)] and consumer.positions[T0] == 4
+        kinds = [e["kind"] for e in sink if e["kind"].startswith("client.") and e["client"] == "p"]
+        assert kinds == [
+            "client.init_producer_id",
+            "client.init_producer_id.done",
+            "client.txn.begin",
+            "client.produce",
+            "client.produce.done",
+            "client.end_txn",
+            "client.end_txn.done",
+        ]
+
+
+async def test_a_read_committed_consumer_skips_an_aborted_transaction_a_plain_one_reads_it(autojump_clock):
+    async with _cluster() as (cluster, _):
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        plain = cluster.producer("q")
+        await producer.init_transactions().wait()
+        producer.begin_transaction()
+        await producer.send("t", 0, 2).wait()
+        await plain.send_and_wait("t", 0, 1)  # offset 2, outside the transaction
+        assert (await producer.abort_transaction().wait()).errors == {"tx": "NONE"}
+        while _txn(cluster, "tx").state != COMPLETE_ABORT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        committed = cluster.consumer("rc", {"isolation.level": "read_committed"})
+        uncommitted = cluster.consumer("ru")
+        for consumer in (committed, uncommitted):
+            consumer.assign([T0])
+            await consumer.poll()
+            assert consumer.positions[T0] == 4
+        assert committed.received[T0] == [(2, 1)]
+        assert uncommitted.received[T0] == [(0, 2), (2, 1)]
+
+
+async def test_send_offsets_commits_the_groups_offsets_with_the_transaction(autojump_clock):
+    async with _cluster() as (cluster, _):
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        await producer.init_transactions().wait()
+        producer.begin_transaction()
+        producer.send("t", 0, 1)
+        offsets = await producer.send_offsets_to_transaction({T0: 7}, "g").wait()
+        assert offsets.errors == {"t-0": "NONE"}
+        assert TopicPartition("__consumer_offsets", 0) in producer.partitions
+        await producer.commit_transaction().wait()
+        while _txn(cluster, "tx").state != COMPLETE_COMMIT:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        coordinator = cluster.brokers[cluster.coordinator_for("g")].coordinator
+        assert coordinator.offsets["g"][T0].offset == 7
+
+
+async def test_a_zombie_is_fenced_by_a_new_init_of_its_transactional_id(autojump_clock):
+    async with _cluster() as (cluster, _):
+        zombie = cluster.producer("z", {"transactional.id": "tx"})
+        await zombie.init_transactions().wait()
+        zombie.begin_transaction()
+        await zombie.send("t", 0, 1).wait()
+        successor = cluster.producer("s", {"transactional.id": "tx"})
+        init = await successor.init_transactions().wait()
+        # the zombie's open transaction is aborted with epoch 1; the retried init then gets epoch 2
+        assert init.errors == {"tx": "NONE"} and successor.epoch == 2
+        assert [error for _, api, error in successor.errors] == ["CONCURRENT_TRANSACTIONS"] * len(
+            successor.errors
+        )
+        assert successor.errors
+        late = await zombie.send("t", 0, 1).wait()
+        assert late.errors == {"t-0": "INVALID_PRODUCER_EPOCH"}
+        assert zombie.state == tp_states.ABORTABLE_ERROR
+        commit = await zombie.commit_transaction().wait()
+        assert (commit.errors, commit.cause) == ({"tx": "INVALID_PRODUCER_EPOCH"}, "immediate")
+        abort = await zombie.abort_transaction().wait()
+        assert abort.errors == {"tx": "PRODUCER_FENCED"} and zombie.state == tp_states.FATAL_ERROR
+        after = await zombie.init_transactions().wait()
+        assert after.errors == {"tx": "PRODUCER_FENCED"}
+
+
+async def test_a_crashed_producer_sends_nothing_more_and_its_pending_calls_fail(autojump_clock):
+    async with _cluster() as (cluster, _):
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        await producer.init_transactions().wait()
+        producer.begin_transaction()
+        await producer.send("t", 0, 1).wait()
+        producer.crash()
+        commit = producer.commit_transaction()
+        assert (commit.errors, commit.cause) == ({"tx": "NETWORK_EXCEPTION"}, "network")
+        await cluster.clock.sleep_until(cluster.now() + 1000)
+        assert _txn(cluster, "tx").state == ONGOING  # left to the transaction timeout
+
+
+def test_a_transactional_producer_needs_acks_all_and_refuses_plain_produce():
+    class Ctx:
+        class network:
+            @staticmethod
+            def register(*args):
+                pass
+
+    from minibroker.broker.config import ProducerConfig
+
+    with pytest.raises(ConfigError, match="acks = all"):
+        TransactionalProducer(Ctx(), "p", ProducerConfig(acks=1, transactional_id="tx"))
+    producer = TransactionalProducer(Ctx(), "p", ProducerConfig(transactional_id="tx"))
+    with pytest.raises(TypeError, match="send records with send"):
+        producer.produce({})
+
+
+async def test_a_call_the_coordinator_never_answers_fails_at_max_block_ms(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        settings = {
+            "transactional.id": "tx",
+            "request.timeout.ms": 1000,
+            "minibroker.response.grace.ms": 1000,
+            "max.block.ms": 5000,
+        }
+        producer = cluster.producer("p", settings)
+        cluster.drop_link("p", 0)
+        start = cluster.now()
+        init = await producer.init_transactions().wait()
+        # tries at +0 and +2100 time out after 2000 ms; the one at +4200 is cut at +5000
+        assert (init.errors, init.cause, init.latency_ms) == ({"tx": "REQUEST_TIMED_OUT"}, "expiry", 5000)
+        retries = [e["time_ms"] - start for e in sink.of_kind("client.txn.retry")]
+        assert retries == [2000, 4100]
+        assert producer.state == tp_states.UNINITIALIZED
+        cluster.heal_link("p", 0)
+        assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
