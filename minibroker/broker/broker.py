@@ -17,6 +17,7 @@ import trio
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.share import ShareAcknowledgeRequest, ShareFetchRequest, SharePartitionManager
 from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
@@ -73,6 +74,10 @@ class Broker:
         self.coordinator: GroupCoordinator | None = None
         #: the transaction coordinator of the current life (None while down)
         self.transaction_coordinator: TransactionCoordinator | None = None
+        #: the share partitions, share sessions and ShareFetch purgatory of the current life (None while down)
+        self.share_partition_manager: SharePartitionManager | None = None
+        #: a group's config overrides (the cluster points this at its group configs)
+        self.group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}
         #: the leader of a partition (the cluster points this at its controller)
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
         #: producer ids this broker's transaction coordinator hands out (a block per broker)
@@ -112,6 +117,8 @@ class Broker:
         context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
         self.transaction_coordinator = TransactionCoordinator(context)
         manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
+        self.share_partition_manager = SharePartitionManager(manager)
+        self.share_partition_manager.group_configs = lambda group_id: self.group_configs(group_id)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -148,6 +155,7 @@ class Broker:
         self.replica_manager = None
         self.coordinator = None
         self.transaction_coordinator = None
+        self.share_partition_manager = None
         self._scope = None
         self._notify()
 
@@ -183,6 +191,9 @@ class Broker:
         ):
             assert respond is not None
             self.transaction_coordinator.handle(message, respond)
+        elif isinstance(message, (ShareFetchRequest, ShareAcknowledgeRequest)):
+            assert respond is not None and self.share_partition_manager is not None
+            self.share_partition_manager.handle(message, respond)
         elif isinstance(message, BrokerRegistrations):
             manager.apply_registrations(message)
         elif isinstance(message, MetadataCatchUp):

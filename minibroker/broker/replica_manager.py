@@ -152,6 +152,8 @@ class ReplicaManager:
         self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with (partition, is_leader, leader epoch) after each leadership change
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
+        #: called with a partition whose high watermark rose (the ShareFetch purgatory watches this)
+        self.high_watermark_listeners: list[Callable[[TopicPartition], None]] = []
 
     # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -195,6 +197,8 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
+        for listener in self.high_watermark_listeners:
+            listener(tp)
 
     def trace_hw(self, partition: Partition, before: int) -> None:
         if self.tracer.enabled:
@@ -288,6 +292,8 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
             self.delete_records_purgatory.check_and_complete(tp)
+            for listener in self.high_watermark_listeners:
+                listener(tp)
         for tp in leo_moved:
             self.fetch_purgatory.check_and_complete(tp)
 
