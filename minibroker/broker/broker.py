@@ -33,6 +33,11 @@ from minibroker.common.record_batch import COMMIT_MARKER
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
 from minibroker.coordinator.group.messages import GroupRequest
+from minibroker.coordinator.share import (
+    ShareGroupCoordinator,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
 from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
 from minibroker.coordinator.transaction.messages import (
     AddPartitionsToTxnRequest,
@@ -76,6 +81,10 @@ class Broker:
         self.transaction_coordinator: TransactionCoordinator | None = None
         #: the share partitions, share sessions and ShareFetch purgatory of the current life (None while down)
         self.share_partition_manager: SharePartitionManager | None = None
+        #: the share groups of the current life's group coordinator (None while down)
+        self.share_coordinator: ShareGroupCoordinator | None = None
+        #: a topic's partition count, 0 when it does not exist (the cluster points this at its topics)
+        self.topic_partitions: Callable[[str], int] = lambda topic: 0
         #: a group's config overrides (the cluster points this at its group configs)
         self.group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}
         #: the leader of a partition (the cluster points this at its controller)
@@ -119,6 +128,10 @@ class Broker:
         manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
         self.share_partition_manager = SharePartitionManager(manager)
         self.share_partition_manager.group_configs = lambda group_id: self.group_configs(group_id)
+        self.share_coordinator = ShareGroupCoordinator(
+            self.coordinator, lambda topic: self.topic_partitions(topic)
+        )
+        manager.leadership_listeners.append(self.share_coordinator.on_leadership)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -156,6 +169,7 @@ class Broker:
         self.coordinator = None
         self.transaction_coordinator = None
         self.share_partition_manager = None
+        self.share_coordinator = None
         self._scope = None
         self._notify()
 
@@ -191,6 +205,9 @@ class Broker:
         ):
             assert respond is not None
             self.transaction_coordinator.handle(message, respond)
+        elif isinstance(message, (ShareGroupHeartbeatRequest, ShareGroupDescribeRequest)):
+            assert respond is not None and self.share_coordinator is not None
+            self.share_coordinator.handle(message, respond)
         elif isinstance(message, (ShareFetchRequest, ShareAcknowledgeRequest)):
             assert respond is not None and self.share_partition_manager is not None
             self.share_partition_manager.handle(message, respond)

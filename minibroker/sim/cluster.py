@@ -84,6 +84,9 @@ class Cluster:
             broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
             broker.leader_of = self.leader_of
             broker.topic_overrides = self.topic_overrides
+            broker.topic_partitions = lambda topic: (
+                self.topics[topic].partitions if topic in self.topics else 0
+            )
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}

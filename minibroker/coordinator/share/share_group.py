@@ -1,0 +1,36 @@
+"""ShareGroup and its members, as the group coordinator keeps them (KIP-932).
+
+Kafka's classes: https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/modern/share/ShareGroup.java
+and ``ShareGroupMember``. The group epoch rises whenever membership, a subscription or the partitions of a
+subscribed topic change; the simple assignor then runs at once and the assignment epoch follows it, and
+every member's epoch becomes the group epoch (share groups revoke nothing: a partition may be shared, so
+the new assignment needs no handshake).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.define(slots=True)
+class ShareGroupMember:
+    member_id: str
+    member_epoch: int = 0
+    client_id: str = ""
+    client_host: str = ""
+    rack_id: str | None = None
+    subscribed_topics: tuple[str, ...] = ()
+    assignment: dict[str, tuple[int, ...]] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareGroupMember] = attrs.field(factory=dict)
+
+    @property
+    def state(self) -> str:
+        """Kafka's share group states: Empty without members, else Stable."""
+        return "Stable" if self.members else "Empty"
