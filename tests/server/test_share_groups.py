@@ -1,0 +1,101 @@
+"""confluent-kafka ``ShareConsumer``s (librdkafka 2.16, KIP-932) against ``minibroker serve``.
+
+Two share consumers of one group share a partition: the records the first one acquired and never
+acknowledged come back to the second once their acquisition locks expire, with delivery count 2; a REJECTed
+record and one RELEASEd at the delivery-count limit are archived; the share partition's start offset ends past
+every record.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from minibroker.common.messages import TopicPartition
+from tests.server.conftest import WAIT_S, scenario
+
+pytest.importorskip("confluent_kafka")
+
+TP = TopicPartition("t", 0)
+LOCK_MS = 1500
+CONFIG = f'"group.share.record.lock.duration.ms" = {LOCK_MS}, "group.share.delivery.count.limit" = 2'
+VALUES = [b"a", b"poison", b"retry", b"b", b"c", b"d"]
+
+
+def _share_partition(server):
+    def find():
+        leader = server.cluster.brokers[server.cluster.leader_of(TP)]
+        manager = leader.share_partition_manager
+        return manager.share_partitions.get(("sg", TP)) if manager is not None else None
+
+    return server.call(find)
+
+
+def _consumer(server, errors):
+    from confluent_kafka import ShareConsumer
+
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": "sg",
+            "share.acknowledgement.mode": "explicit",
+            "error_cb": errors.append,
+        }
+    )
+    consumer.subscribe(["t"])
+    return consumer
+
+
+def _poll_until(consumer, condition, what):
+    got = []
+    deadline = time.monotonic() + WAIT_S
+    while not condition(got):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; got {got}"
+        got.extend(m for m in consumer.poll(0.2) if m.error() is None)
+    return got
+
+
+def test_share_consumers_share_a_partition(serve):
+    from confluent_kafka import AcknowledgeType, Producer
+
+    server = serve(scenario(brokers=3, config=CONFIG))
+    errors: list = []
+    first = _consumer(server, errors)
+    deadline = time.monotonic() + WAIT_S
+    while _share_partition(server) is None:  # the first ShareFetch starts the window at the HW (latest)
+        assert time.monotonic() < deadline, "no ShareFetch reached the leader"
+        first.poll(0.1)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+    for value in VALUES:
+        producer.produce("t", value=value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+
+    held = _poll_until(first, lambda got: len(got) == len(VALUES), "the first consumer's records")
+    assert [(m.offset(), m.delivery_count()) for m in held] == [(i, 1) for i in range(len(VALUES))]
+    # the first consumer stalls: it never acknowledges, so its locks expire LOCK_MS after acquisition
+
+    second = _consumer(server, errors)
+    seen = []
+
+    def settle(got):
+        for message in got[len(seen) :]:
+            seen.append(message)
+            kind = {b"poison": AcknowledgeType.REJECT, b"retry": AcknowledgeType.RELEASE}.get(
+                message.value(), AcknowledgeType.ACCEPT
+            )
+            second.acknowledge(message, kind)
+        return len(seen) >= len(VALUES)
+
+    redelivered = _poll_until(second, settle, "the redeliveries")
+    second.commit_sync(WAIT_S)
+    assert sorted((m.offset(), m.delivery_count()) for m in redelivered) == [(i, 2) for i in range(len(VALUES))]
+
+    sp = _share_partition(server)
+    server.wait_for(lambda: sp.start_offset == len(VALUES), "the start offset past every record")
+    assert sp.records == {} and sp.lock_expiries >= 1
+    assert sp.archived_total == 2  # REJECTed "poison"; "retry" RELEASEd at the delivery-count limit (2)
+    assert (sp.acknowledged["ACCEPT"], sp.acknowledged["REJECT"], sp.acknowledged["RELEASE"]) == (4, 1, 1)
+    for consumer in (first, second):
+        consumer.close()
+    assert not [e for e in errors if "Preview" not in str(e)]
