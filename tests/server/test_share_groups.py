@@ -89,7 +89,9 @@ def test_share_consumers_share_a_partition(serve):
 
     redelivered = _poll_until(second, settle, "the redeliveries")
     second.commit_sync(WAIT_S)
-    assert sorted((m.offset(), m.delivery_count()) for m in redelivered) == [(i, 2) for i in range(len(VALUES))]
+    assert sorted((m.offset(), m.delivery_count()) for m in redelivered) == [
+        (i, 2) for i in range(len(VALUES))
+    ]
 
     sp = _share_partition(server)
     server.wait_for(lambda: sp.start_offset == len(VALUES), "the start offset past every record")
