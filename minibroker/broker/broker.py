@@ -18,6 +18,7 @@ from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.share import ShareAcknowledgeRequest, ShareFetchRequest, SharePartitionManager
+from minibroker.broker.share.persister import Persister
 from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
@@ -38,6 +39,8 @@ from minibroker.coordinator.share import (
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
+from minibroker.coordinator.share.messages import ReadShareGroupStateRequest, WriteShareGroupStateRequest
+from minibroker.coordinator.share.share_coordinator import ShareCoordinator, share_key
 from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
 from minibroker.coordinator.transaction.messages import (
     AddPartitionsToTxnRequest,
@@ -83,6 +86,11 @@ class Broker:
         self.share_partition_manager: SharePartitionManager | None = None
         #: the share groups of the current life's group coordinator (None while down)
         self.share_coordinator: ShareGroupCoordinator | None = None
+        #: the share coordinator (``__share_group_state``) of the current life (None while down)
+        self.share_state_coordinator: ShareCoordinator | None = None
+        #: the broker coordinating a share-partition key (the cluster points this at its topics, making
+        #: ``__share_group_state`` on first use); None keeps share-partition state in memory only
+        self.share_coordinator_of: Callable[[str], int] | None = None
         #: a topic's partition count, 0 when it does not exist (the cluster points this at its topics)
         self.topic_partitions: Callable[[str], int] = lambda topic: 0
         #: a group's config overrides (the cluster points this at its group configs)
@@ -132,6 +140,13 @@ class Broker:
             self.coordinator, lambda topic: self.topic_partitions(topic)
         )
         manager.leadership_listeners.append(self.share_coordinator.on_leadership)
+        self.share_state_coordinator = ShareCoordinator(manager)
+        manager.leadership_listeners.append(self.share_state_coordinator.on_leadership)
+        if self.share_coordinator_of is not None:
+            locate = self.share_coordinator_of
+            self.share_partition_manager.persister = Persister(
+                manager, self.network, lambda group, tp: locate(share_key(group, tp.topic, tp.partition))
+            )
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -170,6 +185,7 @@ class Broker:
         self.transaction_coordinator = None
         self.share_partition_manager = None
         self.share_coordinator = None
+        self.share_state_coordinator = None
         self._scope = None
         self._notify()
 
@@ -208,6 +224,9 @@ class Broker:
         elif isinstance(message, (ShareGroupHeartbeatRequest, ShareGroupDescribeRequest)):
             assert respond is not None and self.share_coordinator is not None
             self.share_coordinator.handle(message, respond)
+        elif isinstance(message, (ReadShareGroupStateRequest, WriteShareGroupStateRequest)):
+            assert respond is not None and self.share_state_coordinator is not None
+            self.share_state_coordinator.handle(message, respond)
         elif isinstance(message, (ShareFetchRequest, ShareAcknowledgeRequest)):
             assert respond is not None and self.share_partition_manager is not None
             self.share_partition_manager.handle(message, respond)

@@ -32,6 +32,7 @@ from minibroker.clients.admin import AdminClient
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER, Controller
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
+from minibroker.coordinator.share.share_coordinator import SHARE_STATE_TOPIC, state_partition_for
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import partition_for as transaction_partition_for
 from minibroker.runtime import MsClock, Scheduler
@@ -87,6 +88,7 @@ class Cluster:
             broker.topic_partitions = lambda topic: (
                 self.topics[topic].partitions if topic in self.topics else 0
             )
+            broker.share_coordinator_of = self.share_coordinator_for
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
@@ -316,6 +318,32 @@ class Cluster:
         spec = self.ensure_transaction_state_topic()
         partition = transaction_partition_for(transactional_id, spec.partitions)
         return self.leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
+
+    # --- share groups ------------------------------------------------------------------------
+    def ensure_share_state_topic(self) -> TopicSpec:
+        """Create ``__share_group_state`` on first use: ``share.coordinator.state.topic.num.partitions``
+        partitions, replication factor min(``...replication.factor``, brokers), min ISR
+        min(``share.coordinator.state.topic.min.isr``, that)."""
+        spec = self.topics.get(SHARE_STATE_TOPIC)
+        if spec is None:
+            config = self.brokers[0].config
+            rf = min(config.share_coordinator_state_topic_replication_factor, len(self.brokers))
+            min_isr = min(config.share_coordinator_state_topic_min_isr, rf)
+            spec = TopicSpec(
+                SHARE_STATE_TOPIC,
+                config.share_coordinator_state_topic_num_partitions,
+                rf,
+                configs={"min.insync.replicas": str(min_isr)},
+            )
+            if self.tracer.enabled:
+                self.tracer.emit("topic.create", topic=SHARE_STATE_TOPIC, partitions=spec.partitions, rf=rf)
+            self.create_topic(spec)
+        return spec
+
+    def share_coordinator_for(self, key: str) -> int:
+        """The broker keeping share-partition ``key``'s state (leader of its partition), -1 when none."""
+        spec = self.ensure_share_state_topic()
+        return self.leader_of(TopicPartition(SHARE_STATE_TOPIC, state_partition_for(key, spec.partitions)))
 
     # --- clients -----------------------------------------------------------------------------
     def producer(

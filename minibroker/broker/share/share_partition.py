@@ -36,6 +36,7 @@ import attrs
 from minibroker.broker.share.acquisition_lock import AcquisitionLock
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.coordinator.share.messages import PersistedBatch, ShareGroupState
 from minibroker.trace import NULL_TRACER, Tracer
 
 
@@ -99,6 +100,7 @@ class SharePartition:
         delivery_count_limit: int,
         max_record_locks: int,
         on_release: Callable[[SharePartition], object] = lambda sp: None,
+        on_change: Callable[[SharePartition], object] = lambda sp: None,
         tracer: Tracer = NULL_TRACER,
         broker_id: int = -1,
     ) -> None:
@@ -111,6 +113,8 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         #: called after records became Available again (a lock expired, a RELEASE): a waiting fetch may go on
         self.on_release = on_release
+        #: called after a change the share coordinator must keep (acknowledgements, releases, expiries)
+        self.on_change = on_change
         self.tracer = tracer
         self.broker_id = broker_id
         self.start_offset = -1
@@ -134,6 +138,47 @@ class SharePartition:
         self.start_offset = self.next_fetch_offset = start_offset
         self._emit("share.init", offset=start_offset)
 
+    def restore(self, state: ShareGroupState) -> None:
+        """Start the window from the share coordinator's state: Available, Acknowledged and Archived
+        records with their persisted delivery counts (a record persisted while Acquired is Available)."""
+        self.start_offset = self.next_fetch_offset = state.start_offset
+        for batch in state.batches:
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                kind = RecordState(batch.state)
+                if kind is RecordState.ACQUIRED:
+                    kind = RecordState.AVAILABLE
+                self.records[offset] = InFlightRecord(kind, batch.delivery_count)
+                self._available += kind is RecordState.AVAILABLE
+                self.next_fetch_offset = max(self.next_fetch_offset, offset + 1)
+        for offset in range(self.start_offset, self.next_fetch_offset):
+            self.records.setdefault(offset, InFlightRecord(RecordState.ARCHIVED))
+        self.records = dict(sorted(self.records.items()))
+        self._emit("share.init", offset=self.start_offset, end_offset=self.end_offset, cause="restored")
+        self._advance_start()
+
+    def snapshot(self) -> ShareGroupState:
+        """The state to persist: an Acquired record counts as Available with its delivery count before
+        this delivery (Kafka persists a delivery when the record is released or acknowledged)."""
+        batches: list[PersistedBatch] = []
+        for offset, record in self.records.items():
+            state, count = record.state, record.delivery_count
+            if state is RecordState.ACQUIRED:
+                state, count = RecordState.AVAILABLE, count - 1
+            last = batches[-1] if batches else None
+            if (
+                last is not None
+                and last.last_offset + 1 == offset
+                and (last.state, last.delivery_count)
+                == (
+                    state,
+                    count,
+                )
+            ):
+                batches[-1] = PersistedBatch(last.first_offset, offset, count, int(state))
+            else:
+                batches.append(PersistedBatch(offset, offset, count, int(state)))
+        return ShareGroupState(self.start_offset, tuple(batches))
+
     @property
     def end_offset(self) -> int:
         """The SPEO: the last offset in flight (SPSO - 1 while the window is empty)."""
@@ -144,6 +189,8 @@ class SharePartition:
 
     def can_acquire(self, read_end: int) -> bool:
         """True when ``acquire`` would hand out at least one record."""
+        if not self.initialized:
+            return False
         if self._available:
             return True
         return (
@@ -155,6 +202,8 @@ class SharePartition:
     def acquire(self, member_id: str, max_records: int, read_end: int) -> list[AcquiredRecords]:
         """Up to ``max_records`` redeliveries first, then new records below ``read_end``."""
         acquired: list[AcquiredRecords] = []
+        if not self.initialized:
+            return acquired
         left = max_records
         if self._available:
             run: list[int] = []
@@ -269,6 +318,7 @@ class SharePartition:
                     types=[AcknowledgeType(t).name for t in batch.types],
                 )
         self._advance_start()
+        self.on_change(self)
         if released:
             self.on_release(self)
         return Errors.NONE
@@ -284,6 +334,8 @@ class SharePartition:
         for offset, record in held:
             released |= self._release(offset, record, "member")
         self._advance_start()
+        if held:
+            self.on_change(self)
         if released:
             self.on_release(self)
         return len(held)
@@ -315,6 +367,8 @@ class SharePartition:
             released |= self._release(offset, self.records[offset], "lock")
         self.locks.discard(lock)
         self._advance_start()
+        if expired:
+            self.on_change(self)
         if released:
             self.on_release(self)
 

@@ -40,6 +40,7 @@ from minibroker.broker.share.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
+from minibroker.broker.share.persister import Persister
 from minibroker.broker.share.share_partition import AcknowledgementBatch, SharePartition
 from minibroker.broker.share.share_session_cache import CLOSE_EPOCH, OPEN_EPOCH, ShareSessionCache
 from minibroker.common.errors import Errors
@@ -71,6 +72,10 @@ class SharePartitionManager:
         self.share_partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         #: a group's config overrides (``SHARE_GROUP_CONFIGS``); the broker points this at the cluster's
         self.group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}
+        #: where share-partition state is kept (the share coordinators); None keeps it in memory only
+        self.persister: Persister | None = None
+        #: per share partition: [write in flight, waiters of the next write, waiters of the one in flight]
+        self._writes: dict[tuple[str, TopicPartition], list[Any]] = {}
 
     # ---- entry points --------------------------------------------------------------------------------------
     def handle(self, message: Any, respond: Callable[[Any], object]) -> None:
@@ -173,7 +178,19 @@ class SharePartitionManager:
             self._close_session(group, member)
         elif session is not None:
             session.epoch += 1
-        respond(ShareAcknowledgeResponse(Errors.NONE, results))
+        waiting = [tp for tp, error in results.items() if error is Errors.NONE and self.persister is not None]
+        if not waiting:
+            respond(ShareAcknowledgeResponse(Errors.NONE, results))
+            return
+
+        def written(tp: TopicPartition, error: Errors) -> None:
+            results[tp] = error
+            waiting.remove(tp)
+            if not waiting:
+                respond(ShareAcknowledgeResponse(Errors.NONE, results))
+
+        for tp in list(waiting):
+            self._persist_then(group, tp, lambda error, tp=tp: written(tp, error))
 
     # ---- events from the replica manager -------------------------------------------------------------------
     def on_high_watermark(self, tp: TopicPartition) -> None:
@@ -207,16 +224,79 @@ class SharePartitionManager:
                 delivery_count_limit=config.group_share_delivery_count_limit,
                 max_record_locks=config.group_share_partition_max_record_locks,
                 on_release=self._released,
+                on_change=self._changed,
                 tracer=self.tracer,
                 broker_id=self.broker_id,
             )
             self.share_partitions[key] = sp
-            reset = self.group_configs(group_id).get("share.auto.offset.reset", "latest")
-            if reset == "earliest":
-                sp.initialize(partition.log.log_start_offset)
+            if self.persister is None:
+                self._start_window(sp)
             else:
-                sp.initialize(partition.max_offset(self._isolation(group_id)))
+                self.persister.read(group_id, tp, lambda error, state: self._read(sp, error, state))
         return sp
+
+    def _start_window(self, sp: SharePartition) -> None:
+        """``share.auto.offset.reset``: ``earliest`` is the log start offset, else the readable end."""
+        partition = self.manager.partition(sp.tp)
+        if self.group_configs(sp.group_id).get("share.auto.offset.reset", "latest") == "earliest":
+            sp.initialize(partition.log.log_start_offset)
+        else:
+            sp.initialize(partition.max_offset(self._isolation(sp.group_id)))
+
+    def _read(self, sp: SharePartition, error: Errors, state: Any) -> None:
+        """The share coordinator answered the read of ``sp``: restore it, or start it afresh."""
+        key = (sp.group_id, sp.tp)
+        if self.share_partitions.get(key) is not sp:
+            return  # dropped meanwhile (leadership moved)
+        if error is not Errors.NONE:
+            del self.share_partitions[key]  # the next ShareFetch reads again
+            self._emit("share.init", group=sp.group_id, partition=str(sp.tp), error=error.name)
+        elif state is None:
+            self._start_window(sp)
+        else:
+            sp.restore(state)
+        self._released(sp)
+
+    def _changed(self, sp: SharePartition) -> None:
+        if self.persister is not None:
+            self._persist_then(sp.group_id, sp.tp, None)
+
+    def _persist_then(
+        self, group_id: str, tp: TopicPartition, waiter: Callable[[Errors], Any] | None
+    ) -> None:
+        """Write the share partition's state (one write in flight per partition; changes made meanwhile go
+        out together in the next); ``waiter(error)`` hears the write that includes the change so far."""
+        key = (group_id, tp)
+        slot = self._writes.setdefault(key, [False, [], [], False])
+        if waiter is not None and slot[0] and not slot[3]:
+            slot[2].append(waiter)  # nothing changed since the write in flight started: it has it all
+            return
+        if waiter is not None:
+            slot[1].append(waiter)
+        slot[3] = True  # dirty
+        if not slot[0]:
+            self._write(key, slot)
+
+    def _write(self, key: tuple[str, TopicPartition], slot: list[Any]) -> None:
+        sp = self.share_partitions.get(key)
+        if sp is None or self.persister is None:
+            for waiter in slot[1]:
+                waiter(Errors.NOT_LEADER_OR_FOLLOWER)
+            self._writes.pop(key, None)
+            return
+        slot[0], slot[2], slot[1], slot[3] = True, slot[1], [], False
+
+        def done(error: Errors) -> None:
+            slot[0] = False
+            waiters, slot[2] = slot[2], []
+            for waiter in waiters:
+                waiter(error)
+            if slot[3]:
+                self._write(key, slot)
+            elif not slot[1]:
+                self._writes.pop(key, None)
+
+        self.persister.write(key[0], key[1], sp.snapshot(), done)
 
     def _acquirable(self, group_id: str, tp: TopicPartition) -> bool:
         """True when ``tp`` can acquire a record for the group, or answers with an error."""

@@ -60,3 +60,49 @@ class DescribedShareGroup:
 @attrs.frozen(slots=True)
 class ShareGroupDescribeResponse:
     groups: tuple[DescribedShareGroup, ...]
+
+
+@attrs.frozen(slots=True)
+class PersistedBatch:
+    """A run of offsets with one state and delivery count, as ``__share_group_state`` keeps it."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    state: int
+
+
+@attrs.frozen(slots=True)
+class ShareGroupState:
+    """A share partition's persisted state: its start offset and the in-flight batches above it."""
+
+    start_offset: int
+    batches: tuple[PersistedBatch, ...] = ()
+    state_epoch: int = 0
+
+
+@attrs.frozen(slots=True)
+class WriteShareGroupStateRequest:
+    """Kafka's WriteShareGroupState (85): replace the state of (group, topic, partition)."""
+
+    group_id: str
+    topic: str
+    partition: int
+    state: ShareGroupState
+
+
+@attrs.frozen(slots=True)
+class ReadShareGroupStateRequest:
+    """Kafka's ReadShareGroupState (84)."""
+
+    group_id: str
+    topic: str
+    partition: int
+
+
+@attrs.frozen(slots=True)
+class ShareGroupStateResponse:
+    """The answer to both: the error, and for a read the state (None when none was ever written)."""
+
+    error: Errors
+    state: ShareGroupState | None = None
