@@ -101,3 +101,37 @@ def test_share_consumers_share_a_partition(serve):
     for consumer in (first, second):
         consumer.close()
     assert not [e for e in errors if "Preview" not in str(e)]
+
+
+def test_nothing_is_lost_across_a_leader_crash(serve):
+    from confluent_kafka import Producer
+
+    server = serve(scenario(brokers=3, config=CONFIG))
+    errors: list = []
+    consumer = _consumer(server, errors)
+    deadline = time.monotonic() + WAIT_S
+    while _share_partition(server) is None or not _share_partition(server).initialized:
+        assert time.monotonic() < deadline, "no ShareFetch reached the leader"
+        consumer.poll(0.1)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+    for value in VALUES:
+        producer.produce("t", value=value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+
+    first = _poll_until(consumer, lambda got: len(got) == len(VALUES), "the records")
+    for message in first[:3]:
+        consumer.acknowledge(message)
+    assert all(error is None for error in consumer.commit_sync(WAIT_S).values())
+    leader = server.call(server.cluster.leader_of, TP)
+    server.call(server.cluster.crash, leader)  # offsets 3..5 were acquired, never acknowledged
+
+    survivor = _consumer(server, errors)
+    rest = _poll_until(survivor, lambda got: len(got) == 3, "the records the crash released")
+    assert sorted((m.offset(), m.value()) for m in rest) == [(3, b"b"), (4, b"c"), (5, b"d")]
+    for message in rest:
+        survivor.acknowledge(message)
+    survivor.commit_sync(WAIT_S)
+    sp = _share_partition(server)
+    server.wait_for(lambda: sp.start_offset == len(VALUES), "every record acknowledged on the new leader")
+    assert server.call(server.cluster.leader_of, TP) != leader
+    survivor.close()
