@@ -47,8 +47,13 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import HIGH_WATERMARK, TXN_COMMITTED, TopicPartition
 from minibroker.purgatory import DelayedOperationPurgatory
 
-#: the group configs a share group may set (IncrementalAlterConfigs on a GROUP resource)
-SHARE_GROUP_CONFIGS = ("share.auto.offset.reset", "share.record.lock.duration.ms", "share.isolation.level")
+#: the group configs a share group may set (IncrementalAlterConfigs on a GROUP resource): name -> the
+#: values allowed (None: a positive int) and the default (None: the broker's ``group.share.*`` setting)
+SHARE_GROUP_CONFIGS: dict[str, tuple[tuple[str, ...] | None, str | None]] = {
+    "share.auto.offset.reset": (("latest", "earliest"), "latest"),
+    "share.record.lock.duration.ms": (None, None),
+    "share.isolation.level": (("read_uncommitted", "read_committed"), "read_uncommitted"),
+}
 
 
 class SharePartitionManager:
@@ -315,6 +320,7 @@ class SharePartitionManager:
             return ShareFetchPartitionData(failure.error, leader_id=self._leader_of(tp))
         partition = self.manager.partition(tp)
         read_end = partition.max_offset(self._isolation(group_id))
+        sp.lock_duration_ms = self._lock_duration(group_id)  # a group config may have changed
         acquired = sp.acquire(member_id, max_records, read_end) if max_records > 0 else []
         batches: tuple = ()
         if acquired:
