@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_message import ApiMessage
 
 from minibroker.server import schemas
 
 
-class ShareGroupHeartbeatRequest(ApiMessage, load_json=schemas):
-    pass
+def _message(name: str) -> Any:
+    """The kafka-python class of ``schemas/<name>.json``."""
+    return type(name, (ApiMessage,), {"__module__": __name__}, load_json=schemas)
 
 
-class ShareGroupHeartbeatResponse(ApiMessage, load_json=schemas):
-    pass
-
-
-class ShareGroupDescribeRequest(ApiMessage, load_json=schemas):
-    pass
-
-
-class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):
-    pass
-
-
-class ShareFetchRequest(ApiMessage, load_json=schemas):
-    pass
-
-
-class ShareFetchResponse(ApiMessage, load_json=schemas):
-    pass
-
-
-class ShareAcknowledgeRequest(ApiMessage, load_json=schemas):
-    pass
-
-
-class ShareAcknowledgeResponse(ApiMessage, load_json=schemas):
-    pass
+ShareGroupHeartbeatRequest = _message("ShareGroupHeartbeatRequest")
+ShareGroupHeartbeatResponse = _message("ShareGroupHeartbeatResponse")
+ShareGroupDescribeRequest = _message("ShareGroupDescribeRequest")
+ShareGroupDescribeResponse = _message("ShareGroupDescribeResponse")
+ShareFetchRequest = _message("ShareFetchRequest")
+ShareFetchResponse = _message("ShareFetchResponse")
+ShareAcknowledgeRequest = _message("ShareAcknowledgeRequest")
+ShareAcknowledgeResponse = _message("ShareAcknowledgeResponse")

@@ -298,21 +298,25 @@ class Cluster:
         min(``transaction.state.log.replication.factor``, brokers); min ISR:
         min(``transaction.state.log.min.isr``, that replication factor).
         """
-        spec = self.topics.get(TRANSACTION_STATE_TOPIC)
+        config = self.brokers[0].config
+        return self._ensure_state_topic(
+            TRANSACTION_STATE_TOPIC,
+            config.transaction_state_log_num_partitions,
+            config.transaction_state_log_replication_factor,
+            config.transaction_state_log_min_isr,
+        )
+
+    def _ensure_state_topic(
+        self, name: str, partitions: int, replication_factor: int, min_isr: int
+    ) -> TopicSpec:
+        """Create the internal topic ``name`` unless it exists: replication factor min(``replication_factor``,
+        brokers), min ISR min(``min_isr``, that)."""
+        spec = self.topics.get(name)
         if spec is None:
-            config = self.brokers[0].config
-            rf = min(config.transaction_state_log_replication_factor, len(self.brokers))
-            min_isr = min(config.transaction_state_log_min_isr, rf)
-            spec = TopicSpec(
-                TRANSACTION_STATE_TOPIC,
-                config.transaction_state_log_num_partitions,
-                rf,
-                configs={"min.insync.replicas": str(min_isr)},
-            )
+            rf = min(replication_factor, len(self.brokers))
+            spec = TopicSpec(name, partitions, rf, configs={"min.insync.replicas": str(min(min_isr, rf))})
             if self.tracer.enabled:
-                self.tracer.emit(
-                    "topic.create", topic=TRANSACTION_STATE_TOPIC, partitions=spec.partitions, rf=rf
-                )
+                self.tracer.emit("topic.create", topic=name, partitions=spec.partitions, rf=rf)
             self.create_topic(spec)
         return spec
 
@@ -327,21 +331,13 @@ class Cluster:
         """Create ``__share_group_state`` on first use: ``share.coordinator.state.topic.num.partitions``
         partitions, replication factor min(``...replication.factor``, brokers), min ISR
         min(``share.coordinator.state.topic.min.isr``, that)."""
-        spec = self.topics.get(SHARE_STATE_TOPIC)
-        if spec is None:
-            config = self.brokers[0].config
-            rf = min(config.share_coordinator_state_topic_replication_factor, len(self.brokers))
-            min_isr = min(config.share_coordinator_state_topic_min_isr, rf)
-            spec = TopicSpec(
-                SHARE_STATE_TOPIC,
-                config.share_coordinator_state_topic_num_partitions,
-                rf,
-                configs={"min.insync.replicas": str(min_isr)},
-            )
-            if self.tracer.enabled:
-                self.tracer.emit("topic.create", topic=SHARE_STATE_TOPIC, partitions=spec.partitions, rf=rf)
-            self.create_topic(spec)
-        return spec
+        config = self.brokers[0].config
+        return self._ensure_state_topic(
+            SHARE_STATE_TOPIC,
+            config.share_coordinator_state_topic_num_partitions,
+            config.share_coordinator_state_topic_replication_factor,
+            config.share_coordinator_state_topic_min_isr,
+        )
 
     def share_coordinator_for(self, key: str) -> int:
         """The broker keeping share-partition ``key``'s state (leader of its partition), -1 when none."""

@@ -47,6 +47,20 @@ def _consumer(server, errors):
     return consumer
 
 
+def _start_and_produce(server, consumer) -> None:
+    """Poll until the share partition's window has started (at the HW: latest), then produce ``VALUES``."""
+    from confluent_kafka import Producer
+
+    deadline = time.monotonic() + WAIT_S
+    while _share_partition(server) is None or not _share_partition(server).initialized:
+        assert time.monotonic() < deadline, "no ShareFetch reached the leader"
+        consumer.poll(0.1)
+    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+    for value in VALUES:
+        producer.produce("t", value=value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+
+
 def _poll_until(consumer, condition, what):
     got = []
     deadline = time.monotonic() + WAIT_S
@@ -57,19 +71,12 @@ def _poll_until(consumer, condition, what):
 
 
 def test_share_consumers_share_a_partition(serve):
-    from confluent_kafka import AcknowledgeType, Producer
+    from confluent_kafka import AcknowledgeType
 
     server = serve(scenario(brokers=3, config=CONFIG))
     errors: list = []
     first = _consumer(server, errors)
-    deadline = time.monotonic() + WAIT_S
-    while _share_partition(server) is None:  # the first ShareFetch starts the window at the HW (latest)
-        assert time.monotonic() < deadline, "no ShareFetch reached the leader"
-        first.poll(0.1)
-    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
-    for value in VALUES:
-        producer.produce("t", value=value, partition=0)
-    assert producer.flush(WAIT_S) == 0
+    _start_and_produce(server, first)
 
     held = _poll_until(first, lambda got: len(got) == len(VALUES), "the first consumer's records")
     assert [(m.offset(), m.delivery_count()) for m in held] == [(i, 1) for i in range(len(VALUES))]
@@ -104,19 +111,10 @@ def test_share_consumers_share_a_partition(serve):
 
 
 def test_nothing_is_lost_across_a_leader_crash(serve):
-    from confluent_kafka import Producer
-
     server = serve(scenario(brokers=3, config=CONFIG))
     errors: list = []
     consumer = _consumer(server, errors)
-    deadline = time.monotonic() + WAIT_S
-    while _share_partition(server) is None or not _share_partition(server).initialized:
-        assert time.monotonic() < deadline, "no ShareFetch reached the leader"
-        consumer.poll(0.1)
-    producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
-    for value in VALUES:
-        producer.produce("t", value=value, partition=0)
-    assert producer.flush(WAIT_S) == 0
+    _start_and_produce(server, consumer)
 
     first = _poll_until(consumer, lambda got: len(got) == len(VALUES), "the records")
     for message in first[:3]:

@@ -12,6 +12,7 @@ from minibroker.broker.share import (
     RecordState,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
+    SharePartitionManager,
 )
 from minibroker.common.errors import Errors
 from tests.broker.conftest import TP, Harness
@@ -20,8 +21,19 @@ ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, Ackno
 
 
 def harness(**settings) -> Harness:
+    """A sole-replica leader of ``t-0`` with a share partition manager (``h.rm_share``), locks of 1 s."""
     h = Harness(**{"group.share.record.lock.duration.ms": 1000, **settings})
     h.lead(replicas=(0,), isr=(0,))
+    h.rm_share = SharePartitionManager(h.rm)
+    return h
+
+
+def started(count: int, **settings) -> Harness:
+    """``harness`` with member m1's share session open (the window starts at the HW, 0), then ``count``
+    records produced."""
+    h = harness(**settings)
+    share_fetch(h, wait=0)
+    h.produce(count, acks=1)
     return h
 
 
@@ -53,15 +65,8 @@ def acknowledge(h: Harness, acks, member="m1") -> list:
     return box
 
 
-def setup(h: Harness) -> None:
-    from minibroker.broker.share import SharePartitionManager
-
-    h.rm_share = SharePartitionManager(h.rm)
-
-
 def test_a_lock_expires_at_exactly_its_duration_and_the_record_comes_back_with_delivery_count_2():
     h = harness()
-    setup(h)
     assert acquired(share_fetch(h, wait=0)) == []  # latest: the window starts at the HW, 0
     h.produce(3, acks=1)
     h.advance(100)
@@ -80,10 +85,7 @@ def test_a_lock_expires_at_exactly_its_duration_and_the_record_comes_back_with_d
 
 
 def test_accept_moves_the_start_offset_and_cancels_the_lock():
-    h = harness()
-    setup(h)
-    share_fetch(h, wait=0)
-    h.produce(2, acks=1)
+    h = started(2)
     share_fetch(h, wait=0)
     sp = h.rm_share.share_partitions[("g", TP)]
     timer_size = h.rm.timer.size
@@ -94,10 +96,7 @@ def test_accept_moves_the_start_offset_and_cancels_the_lock():
 
 
 def test_reject_and_the_delivery_limit_archive_records():
-    h = harness(**{"group.share.delivery.count.limit": 2})
-    setup(h)
-    share_fetch(h, wait=0)
-    h.produce(2, acks=1)
+    h = started(2, **{"group.share.delivery.count.limit": 2})
     assert acquired(share_fetch(h, wait=0)) == [(0, 1, 1)]
     acknowledge(h, {TP: (AcknowledgementBatch(0, 1, (int(REJECT), int(RELEASE))),)})
     sp = h.rm_share.share_partitions[("g", TP)]
@@ -110,10 +109,7 @@ def test_reject_and_the_delivery_limit_archive_records():
 
 
 def test_only_the_holder_may_acknowledge():
-    h = harness()
-    setup(h)
-    share_fetch(h, wait=0)
-    h.produce(1, acks=1)
+    h = started(1)
     share_fetch(h, wait=0)
     box: list = []
     h.rm_share.share_acknowledge(ShareAcknowledgeRequest("g", "m2", 0, ack(0, 0, ACCEPT)), box.append)
@@ -125,10 +121,7 @@ def test_only_the_holder_may_acknowledge():
 
 
 def test_the_window_is_capped_by_max_record_locks():
-    h = harness(**{"group.share.partition.max.record.locks": 4})
-    setup(h)
-    share_fetch(h, wait=0)
-    h.produce(6, acks=1)
+    h = started(6, **{"group.share.partition.max.record.locks": 4})
     assert acquired(share_fetch(h, wait=0)) == [(0, 3, 1)]
     assert acquired(share_fetch(h, member="m2", wait=0)) == []
     acknowledge(h, ack(0, 1, ACCEPT))
@@ -137,7 +130,6 @@ def test_the_window_is_capped_by_max_record_locks():
 
 def test_a_session_epoch_out_of_order_is_refused():
     h = harness()
-    setup(h)
     share_fetch(h, wait=0)
     assert share_fetch(h, epoch=5, wait=0)[0].error is Errors.INVALID_SHARE_SESSION_EPOCH
     assert share_fetch(h, member="x", epoch=3, wait=0)[0].error is Errors.SHARE_SESSION_NOT_FOUND
@@ -146,7 +138,6 @@ def test_a_session_epoch_out_of_order_is_refused():
 # --- DelayedShareFetch ------------------------------------------------------------------------------------
 def test_a_parked_share_fetch_is_woken_by_a_produce():
     h = harness()
-    setup(h)
     box = share_fetch(h, wait=500)
     assert box == [] and h.rm_share.purgatory.num_delayed() == 1
     h.advance(120)
@@ -158,10 +149,7 @@ def test_a_parked_share_fetch_is_woken_by_a_produce():
 
 
 def test_a_parked_share_fetch_is_woken_by_a_lock_expiry():
-    h = harness()
-    setup(h)
-    share_fetch(h, wait=0)
-    h.produce(1, acks=1)
+    h = started(1)
     assert acquired(share_fetch(h, wait=0)) == [(0, 0, 1)]
     box = share_fetch(h, member="m2", wait=5000)
     assert box == []
@@ -175,7 +163,6 @@ def test_a_parked_share_fetch_is_woken_by_a_lock_expiry():
 
 def test_a_parked_share_fetch_times_out_at_max_wait():
     h = harness()
-    setup(h)
     box = share_fetch(h, wait=500)
     h.advance(499)
     assert box == []
