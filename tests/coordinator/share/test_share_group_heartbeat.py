@@ -68,3 +68,35 @@ async def test_a_parked_share_fetch_is_answered_when_a_produce_raises_the_hw(aut
         assert expired["time_ms"] == produced + 1000
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_a_parked_share_fetch_is_answered_by_a_lock_expiry_or_at_max_wait(autojump_clock):
+    cm, cluster, sink = await open_group_cluster(1, config=SETTINGS)
+    try:
+        cluster.create_topic(TopicSpec("t", 1, 1))
+        a = Raw(cluster, "a")
+        await a.call(0, ShareFetchRequest("sg", "m1", 0, 0, (TP,)))
+        await a.call(0, ShareFetchRequest("sg", "m2", 0, 0, (TP,)))
+        await cluster.clock.sleep_until(cluster.now() + 100)  # the share coordinator answered the read
+        await a.call(0, ProduceRequest(-1, 1000, {TP: ProduceData(1, 10)}, "p"))
+        held = await a.call(0, ShareFetchRequest("sg", "m1", 1, 0, (TP,)))
+        acquired_at = cluster.now()
+        assert [(r.first_offset, r.delivery_count) for r in held.partitions[TP].acquired] == [(0, 1)]
+        woken = a.send(0, ShareFetchRequest("sg", "m2", 1, 5000, (TP,), request_id="by-lock"))
+        timed = a.send(0, ShareFetchRequest("sg", "m3", 0, 300, (TP,), request_id="by-time"))
+        while woken.at is None:
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        assert woken.at == acquired_at + 1000  # the lock's exact duration
+        assert [(r.first_offset, r.delivery_count) for r in woken.response.partitions[TP].acquired] == [
+            (0, 2)
+        ]
+        assert (timed.at, timed.response.cause, timed.response.partitions[TP].acquired) == (
+            acquired_at + 300,
+            "expiry",
+            (),
+        )
+        causes = {e["op"]: (e["time_ms"], e["cause"]) for e in sink.of_kind("op.complete")}
+        assert causes["by-lock"] == (acquired_at + 1000, "condition")
+        assert causes["by-time"] == (acquired_at + 300, "expiry")
+    finally:
+        await cm.__aexit__(None, None, None)
