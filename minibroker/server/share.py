@@ -134,6 +134,15 @@ def _acknowledgements(topics: Any, names: dict[uuid.UUID, str]) -> dict[TopicPar
 async def share_fetch(request: Request, conn: Connection) -> Any:
     body = request.body
     names = _names(conn)
+    if not body.group_id or not body.member_id:
+        return w.ShareFetchResponse(
+            throttle_time_ms=0,
+            error_code=Errors.INVALID_REQUEST,
+            error_message="a ShareFetch needs a group id and a member id",
+            acquisition_lock_timeout_ms=0,
+            responses=[],
+            node_endpoints=[],
+        )
     wanted = [
         TopicPartition(names[t.topic_id], p.partition_index)
         for t in body.topics
@@ -161,7 +170,22 @@ async def share_fetch(request: Request, conn: Connection) -> Any:
     )
     answer = await conn.call(message, max(0, body.max_wait_ms) + RESPONSE_GRACE_MS)
     origin = conn.state.epoch_origin_ms
-    topics: dict[str, list] = {}
+    topics: dict[uuid.UUID, list] = {}
+    for t in body.topics:
+        if t.topic_id not in names and answer.error is Errors.NONE:  # Kafka: UNKNOWN_TOPIC_ID per partition
+            topics[t.topic_id] = [
+                FetchData(
+                    partition_index=p.partition_index,
+                    error_code=Errors.UNKNOWN_TOPIC_ID,
+                    error_message=None,
+                    acknowledge_error_code=0,
+                    acknowledge_error_message=None,
+                    current_leader=FetchData.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                    records=b"",
+                    acquired_records=[],
+                )
+                for p in t.partitions
+            ]
     leaders: set[int] = set()
     for tp, part in answer.partitions.items():
         leader = FetchData.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)
@@ -170,7 +194,7 @@ async def share_fetch(request: Request, conn: Connection) -> Any:
             leader = FetchData.LeaderIdAndEpoch(leader_id=current, leader_epoch=-1)
             if current >= 0:
                 leaders.add(current)
-        topics.setdefault(tp.topic, []).append(
+        topics.setdefault(topic_id(tp.topic), []).append(
             FetchData(
                 partition_index=tp.partition,
                 error_code=part.error,
@@ -194,7 +218,7 @@ async def share_fetch(request: Request, conn: Connection) -> Any:
         error_code=answer.error,
         error_message=None,
         acquisition_lock_timeout_ms=answer.acquisition_lock_timeout_ms,
-        responses=[FetchTopic(topic_id=topic_id(name), partitions=parts) for name, parts in topics.items()],
+        responses=[FetchTopic(topic_id=tid, partitions=parts) for tid, parts in topics.items()],
         node_endpoints=_endpoints(conn, leaders, w.ShareFetchResponse.NodeEndpoint),
     )
 

@@ -133,3 +133,72 @@ def test_nothing_is_lost_across_a_leader_crash(serve):
     server.wait_for(lambda: sp.start_offset == len(VALUES), "every record acknowledged on the new leader")
     assert server.call(server.cluster.leader_of, TP) != leader
     survivor.close()
+
+
+def test_share_apis_over_a_raw_socket(serve):
+    from minibroker.server import share_messages as w
+    from minibroker.server.metadata import topic_id
+    from tests.server.conftest import RawClient
+
+    server = serve(scenario(brokers=1, config=CONFIG, topics='name = "t"\npartitions = 1'))
+    server.call(server.cluster.ensure_offsets_topic)
+    server.wait_for(lambda: server.cluster.coordinator_for("sg") == 0, "the group's coordinator")
+    client = RawClient(server.port(0))
+    try:
+        joined = client.request(
+            w.ShareGroupHeartbeatRequest(
+                group_id="sg", member_id="m1", member_epoch=0, subscribed_topic_names=["t"]
+            ),
+            w.ShareGroupHeartbeatResponse,
+            1,
+        )
+        assert (joined.error_code, joined.member_id, joined.member_epoch, joined.heartbeat_interval_ms) == (
+            0,
+            "m1",
+            1,
+            5000,
+        )
+        assert [(t.topic_id, t.partitions) for t in joined.assignment.topic_partitions] == [
+            (topic_id("t"), [0])
+        ]
+        (group,) = client.request(
+            w.ShareGroupDescribeRequest(group_ids=["sg"], include_authorized_operations=False),
+            w.ShareGroupDescribeResponse,
+            1,
+        ).groups
+        assert (group.error_code, group.group_state, group.group_epoch, group.assignor_name) == (
+            0,
+            "Stable",
+            1,
+            "simple",
+        )
+        assert [(m.member_id, m.subscribed_topic_names) for m in group.members] == [("m1", ["t"])]
+
+        def share_fetch(epoch, topic):
+            part = w.ShareFetchRequest.FetchTopic.FetchPartition(
+                partition_index=0, acknowledgement_batches=[]
+            )
+            request = w.ShareFetchRequest(
+                group_id="sg",
+                member_id="m1",
+                share_session_epoch=epoch,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                max_records=10,
+                batch_size=10,
+                topics=[w.ShareFetchRequest.FetchTopic(topic_id=topic, partitions=[part])],
+                forgotten_topics_data=[],
+            )
+            return client.request(request, w.ShareFetchResponse, 1)
+
+        assert share_fetch(3, topic_id("t")).error_code == 122  # SHARE_SESSION_NOT_FOUND
+        opened = share_fetch(0, topic_id("t"))
+        assert (opened.error_code, opened.acquisition_lock_timeout_ms) == (0, LOCK_MS)
+        unknown = share_fetch(1, topic_id("nope"))
+        assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in unknown.responses] == [
+            (topic_id("nope"), [100])  # UNKNOWN_TOPIC_ID
+        ]
+        assert share_fetch(7, topic_id("t")).error_code == 123  # INVALID_SHARE_SESSION_EPOCH
+    finally:
+        client.close()

@@ -69,6 +69,8 @@ class ShareGroupCoordinator:
 
     # ---- ShareGroupHeartbeat -------------------------------------------------------------------------------
     def heartbeat(self, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
+        if not request.group_id:
+            return ShareGroupHeartbeatResponse(Errors.INVALID_REQUEST)
         refused = self.coordinator.refusal(request.group_id)
         if refused is not None:
             return ShareGroupHeartbeatResponse(refused)
