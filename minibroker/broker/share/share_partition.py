@@ -165,15 +165,8 @@ class SharePartition:
             if state is RecordState.ACQUIRED:
                 state, count = RecordState.AVAILABLE, count - 1
             last = batches[-1] if batches else None
-            if (
-                last is not None
-                and last.last_offset + 1 == offset
-                and (last.state, last.delivery_count)
-                == (
-                    state,
-                    count,
-                )
-            ):
+            same = last is not None and (last.state, last.delivery_count) == (state, count)
+            if same and last.last_offset + 1 == offset:
                 batches[-1] = PersistedBatch(last.first_offset, offset, count, int(state))
             else:
                 batches.append(PersistedBatch(offset, offset, count, int(state)))
