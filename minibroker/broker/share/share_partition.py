@@ -191,6 +191,22 @@ class SharePartition:
             and self.next_fetch_offset - self.start_offset < self.max_record_locks
         )
 
+    def move_start(self, log_start_offset: int) -> None:
+        """The log no longer holds offsets below ``log_start_offset`` (DeleteRecords, retention): the window
+        starts there at least; records below it leave it, whatever their state (their locks go with them)."""
+        if not self.initialized or log_start_offset <= self.start_offset:
+            return
+        for offset in range(self.start_offset, min(log_start_offset, self.next_fetch_offset)):
+            record = self.records.pop(offset)
+            if record.state is RecordState.ACQUIRED:
+                self._settle(offset, record, RecordState.ARCHIVED)
+            elif record.state is RecordState.AVAILABLE:
+                self._available -= 1
+        self.start_offset = log_start_offset
+        self.next_fetch_offset = max(self.next_fetch_offset, log_start_offset)
+        self._emit("share.spso", offset=self.start_offset, end_offset=self.end_offset, cause="log_start")
+        self.on_change(self)
+
     # ---- acquisition ---------------------------------------------------------------------------------------
     def acquire(self, member_id: str, max_records: int, read_end: int) -> list[AcquiredRecords]:
         """Up to ``max_records`` redeliveries first, then new records below ``read_end``."""

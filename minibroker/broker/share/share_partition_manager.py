@@ -321,6 +321,7 @@ class SharePartitionManager:
         partition = self.manager.partition(tp)
         read_end = partition.max_offset(self._isolation(group_id))
         sp.lock_duration_ms = self._lock_duration(group_id)  # a group config may have changed
+        sp.move_start(partition.log.log_start_offset)
         acquired = sp.acquire(member_id, max_records, read_end) if max_records > 0 else []
         batches: tuple = ()
         if acquired:

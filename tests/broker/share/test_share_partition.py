@@ -128,6 +128,16 @@ def test_the_window_is_capped_by_max_record_locks():
     assert acquired(share_fetch(h, member="m2", wait=0)) == [(4, 5, 1)]
 
 
+def test_the_window_follows_the_log_start_offset():
+    h = started(5)
+    assert acquired(share_fetch(h, wait=0, max_records=2)) == [(0, 1, 1)]
+    sp = h.rm_share.share_partitions[("g", TP)]
+    h.rm.partitions[TP].log.maybe_increment_log_start_offset(3)  # as DeleteRecords does
+    assert acquired(share_fetch(h, member="m2", wait=0)) == [(3, 4, 1)]
+    assert (sp.start_offset, sp.end_offset, sorted(sp.records)) == (3, 4, [3, 4])
+    assert [lock.offsets for lock in sp.locks] == [[3, 4]]  # the lock of 0..1 left the timer with them
+
+
 def test_a_session_epoch_out_of_order_is_refused():
     h = harness()
     share_fetch(h, wait=0)
