@@ -5,11 +5,11 @@ Kafka's ``GroupMetadataManager.shareGroupHeartbeat`` and ``shareGroupDescribe``
 kept beside the classic groups on the broker that leads the group's ``__consumer_offsets`` partition
 (NOT_COORDINATOR elsewhere, COORDINATOR_LOAD_IN_PROGRESS while that partition loads):
 
-- epoch 0 joins (a member without an id gets one), -1 leaves; any other epoch must not be above the member's
-  (FENCED_MEMBER_EPOCH) and the member must be known (UNKNOWN_MEMBER_ID).
+- epoch 0 joins (a member without an id gets one), -1 leaves; any other epoch must be the member's or its
+  previous one (else FENCED_MEMBER_EPOCH), and the member must be known (UNKNOWN_MEMBER_ID).
 - A join, a leave, an expired session, a changed subscription or a changed partition count raises the group
-  epoch and runs the ``simple`` assignor; each member's epoch becomes the group epoch, and its next
-  heartbeat carries the new assignment.
+  epoch and runs the ``simple`` assignor; each member takes its part and the new epoch at its next
+  heartbeat, whose answer carries the assignment. A member's previous epoch is still accepted.
 - Each heartbeat re-arms the member's session on the broker's CoordinatorTimer (key
   ``share-session-<group>-<member>``, ``group.share.session.timeout.ms``); when it fires the member is
   removed (and its share partitions' records are released when its share sessions close or their locks
@@ -98,7 +98,9 @@ class ShareGroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 return ShareGroupHeartbeatResponse(Errors.UNKNOWN_MEMBER_ID)
-            if epoch > member.member_epoch:
+            if epoch > member.member_epoch or (
+                epoch < member.member_epoch and epoch != member.previous_member_epoch
+            ):
                 return ShareGroupHeartbeatResponse(Errors.FENCED_MEMBER_EPOCH)
         changed = epoch == JOIN_EPOCH and member.member_epoch == 0
         if (
@@ -110,6 +112,17 @@ class ShareGroupCoordinator:
         if request.rack_id is not None:
             member.rack_id = request.rack_id
         self._maybe_reassign(group, changed)
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = group.assignment_epoch
+            member.assignment = group.target.get(member_id, {})
+            self._emit(
+                "share.group.assign",
+                group=group.group_id,
+                member=member_id,
+                epoch=member.member_epoch,
+                keys=[f"{t}-{p}" for t, ps in sorted(member.assignment.items()) for p in ps],
+            )
         self.timer.schedule(
             session_key(group.group_id, member_id),
             self.config.group_share_session_timeout_ms,
@@ -180,24 +193,15 @@ class ShareGroupCoordinator:
         self._maybe_reassign(group, True)
 
     def _maybe_reassign(self, group: ShareGroup, changed: bool) -> None:
-        """Run the assignor; bump the group epoch when membership, subscriptions or the result changed."""
+        """Run the assignor; a new target assignment at a new group epoch when membership, subscriptions
+        or the result changed (each member takes its part at its next heartbeat)."""
         subscriptions = {m.member_id: m.subscribed_topics for m in group.members.values()}
-        assignment = simple_assignor.assign(subscriptions, self.partitions_of)
-        if not changed and all(group.members[m].assignment == a for m, a in assignment.items()):
+        target = simple_assignor.assign(subscriptions, self.partitions_of)
+        if not changed and target == group.target:
             return
         group.group_epoch += 1
         group.assignment_epoch = group.group_epoch
-        for member_id, assigned in assignment.items():
-            member = group.members[member_id]
-            member.assignment = assigned
-            member.member_epoch = group.group_epoch
-            self._emit(
-                "share.group.assign",
-                group=group.group_id,
-                member=member_id,
-                epoch=group.group_epoch,
-                keys=[f"{t}-{p}" for t, ps in sorted(assigned.items()) for p in ps],
-            )
+        group.target = target
 
     def _emit(self, kind: str, **fields: Any) -> None:
         if self.tracer.enabled:

@@ -23,6 +23,11 @@ async def test_members_share_the_partitions_and_a_silent_member_expires(autojump
         second = await b.call(0, ShareGroupHeartbeatRequest("sg", "m-b", 0, ("t",)))
         assert (first.error.name, first.member_epoch, first.assignment) == ("NONE", 1, {"t": (0,)})
         assert (second.member_id, second.member_epoch, second.assignment) == ("m-b", 2, {"t": (0,)})
+        (described,) = (await a.call(0, ShareGroupDescribeRequest(("sg",)))).groups
+        assert [(m.member_id, m.member_epoch) for m in described.members] == [
+            (first.member_id, 1),
+            ("m-b", 2),
+        ]
         joined = cluster.now()
         await cluster.clock.sleep_until(joined + 1000)
         again = await a.call(0, ShareGroupHeartbeatRequest("sg", first.member_id, 1))
@@ -30,6 +35,8 @@ async def test_members_share_the_partitions_and_a_silent_member_expires(autojump
             2,
             {"t": (0,)},
         )  # the epoch moved: assignment resent
+        stale = await a.call(0, ShareGroupHeartbeatRequest("sg", first.member_id, 1))  # its previous epoch
+        assert (stale.error.name, stale.member_epoch, stale.assignment) == ("NONE", 2, {"t": (0,)})
         fenced = await a.call(0, ShareGroupHeartbeatRequest("sg", first.member_id, 7))
         assert fenced.error.name == "FENCED_MEMBER_EPOCH"
         await cluster.clock.sleep_until(joined + 6001)
@@ -38,6 +45,10 @@ async def test_members_share_the_partitions_and_a_silent_member_expires(autojump
         assert (described.state, described.group_epoch, described.assignor) == ("Stable", 3, "simple")
         (left,) = sink.of_kind("share.group.leave")
         assert (left["member"], left["cause"], left["time_ms"]) == ("m-b", "session", joined + 6000)
+        moved = await a.call(0, ShareGroupHeartbeatRequest("sg", first.member_id, 2))
+        assert (moved.member_epoch, moved.assignment) == (3, {"t": (0,)})
+        too_old = await a.call(0, ShareGroupHeartbeatRequest("sg", first.member_id, 1))  # neither 3 nor 2
+        assert too_old.error.name == "FENCED_MEMBER_EPOCH"
     finally:
         await cm.__aexit__(None, None, None)
 
