@@ -54,12 +54,16 @@ class ShareGroupCoordinator:
     def __init__(self, coordinator: Any, partitions_of: Callable[[str], int]) -> None:
         self.coordinator = coordinator
         self.timer = coordinator.timer
-        self.config = coordinator.manager.config
         self.tracer = coordinator.manager.tracer
         self.broker_id = coordinator.broker_id
         self.partitions_of = partitions_of
         self.groups: dict[str, ShareGroup] = {}
         self._ids = itertools.count(1)
+
+    @property
+    def config(self) -> Any:
+        """The broker's settings now (a dynamic config change applies at once)."""
+        return self.coordinator.manager.config
 
     def handle(self, message: Any, respond: Callable[[Any], object]) -> None:
         if isinstance(message, ShareGroupHeartbeatRequest):
