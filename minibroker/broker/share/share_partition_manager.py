@@ -320,7 +320,10 @@ class SharePartitionManager:
             return ShareFetchPartitionData(failure.error, leader_id=self._leader_of(tp))
         partition = self.manager.partition(tp)
         read_end = partition.max_offset(self._isolation(group_id))
-        sp.lock_duration_ms = self._lock_duration(group_id)  # a group config may have changed
+        config = self.manager.config  # a group or broker config may have changed since the last fetch
+        sp.lock_duration_ms = self._lock_duration(group_id)
+        sp.delivery_count_limit = config.group_share_delivery_count_limit
+        sp.max_record_locks = config.group_share_partition_max_record_locks
         sp.move_start(partition.log.log_start_offset)
         acquired = sp.acquire(member_id, max_records, read_end) if max_records > 0 else []
         batches: tuple = ()
