@@ -13,6 +13,8 @@ with the parts of ``ReplicaManager`` and ``KafkaApis`` that serve ShareFetch (78
   waits in the ShareFetch purgatory as a ``DelayedShareFetch`` for up to ``max_wait_ms``; records released
   or a lock expiring check its group keys, a rising high watermark its partition keys.
 - A session closed (epoch -1), or replaced (epoch 0), releases the records its member held.
+- With a persister, acknowledgements are answered (by ShareAcknowledge, or in a ShareFetch's answer) only
+  once the share coordinator has written them; a failed write's error is the partition's acknowledge error.
 - Losing leadership drops the partition's share partitions with their locks (without a share coordinator
   their state is not persisted; see docs/kafka-model.md, "Share groups").
 
@@ -101,12 +103,15 @@ class SharePartitionManager:
         acknowledged = {
             tp: self._acknowledge(group, member, tp, b) for tp, b in request.acknowledgements.items()
         }
+        after_acks = self._once_written(group, acknowledged)
         if epoch == CLOSE_EPOCH:
             self._close_session(group, member)
-            respond(
-                ShareFetchResponse(
-                    Errors.NONE,
-                    {tp: ShareFetchPartitionData(acknowledge_error=e) for tp, e in acknowledged.items()},
+            after_acks(
+                lambda: respond(
+                    ShareFetchResponse(
+                        Errors.NONE,
+                        {tp: ShareFetchPartitionData(acknowledge_error=e) for tp, e in acknowledged.items()},
+                    )
                 )
             )
             return
@@ -143,11 +148,6 @@ class SharePartitionManager:
                     or tp in acknowledged
                 ):
                     data[tp] = part
-            for tp, ack_error in acknowledged.items():
-                part = data.get(tp, ShareFetchPartitionData())
-                data[tp] = ShareFetchPartitionData(
-                    part.error, ack_error, part.acquired, part.batches, part.leader_id, part.leader_epoch
-                )
             count = sum(r.last_offset - r.first_offset + 1 for p in data.values() for r in p.acquired)
             self._emit(
                 "share.fetch",
@@ -158,7 +158,16 @@ class SharePartitionManager:
                 cause=cause,
                 op=request.request_id,
             )
-            respond(ShareFetchResponse(Errors.NONE, data, lock_ms, cause))
+
+            def answer() -> None:
+                for tp, ack_error in acknowledged.items():
+                    part = data.get(tp, ShareFetchPartitionData())
+                    data[tp] = ShareFetchPartitionData(
+                        part.error, ack_error, part.acquired, part.batches, part.leader_id, part.leader_epoch
+                    )
+                respond(ShareFetchResponse(Errors.NONE, data, lock_ms, cause))
+
+            after_acks(answer)
 
         operation = DelayedShareFetch(
             max(0, request.max_wait_ms), ready, complete, op_id=request.request_id or None
@@ -183,19 +192,32 @@ class SharePartitionManager:
             self._close_session(group, member)
         elif session is not None:
             session.epoch += 1
-        waiting = [tp for tp, error in results.items() if error is Errors.NONE and self.persister is not None]
-        if not waiting:
-            respond(ShareAcknowledgeResponse(Errors.NONE, results))
-            return
+        self._once_written(group, results)(lambda: respond(ShareAcknowledgeResponse(Errors.NONE, results)))
+
+    def _once_written(
+        self, group_id: str, results: dict[TopicPartition, Errors]
+    ) -> Callable[[Callable[[], object]], None]:
+        """Wait for the writes of the acknowledgements just applied (``results``: partition -> error, updated
+        with a failed write's error); the function returned runs its argument once they are all in."""
+        waiting = {tp for tp, error in results.items() if error is Errors.NONE and self.persister is not None}
+        then: list[Callable[[], object]] = []
 
         def written(tp: TopicPartition, error: Errors) -> None:
             results[tp] = error
-            waiting.remove(tp)
-            if not waiting:
-                respond(ShareAcknowledgeResponse(Errors.NONE, results))
+            waiting.discard(tp)
+            if not waiting and then:
+                then.pop()()
 
-        for tp in list(waiting):
-            self._persist_then(group, tp, lambda error, tp=tp: written(tp, error))
+        for tp in sorted(waiting, key=str):
+            self._persist_then(group_id, tp, lambda error, tp=tp: written(tp, error))
+
+        def run_after(action: Callable[[], object]) -> None:
+            if waiting:
+                then.append(action)
+            else:
+                action()
+
+        return run_after
 
     # ---- events from the replica manager -------------------------------------------------------------------
     def on_high_watermark(self, tp: TopicPartition) -> None:

@@ -47,3 +47,27 @@ async def test_a_new_leader_resumes_the_acknowledged_and_archived_state(autojump
         assert (new.start_offset, new.end_offset) == (2, 3)
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_acknowledgements_in_a_share_fetch_are_answered_once_written(autojump_clock):
+    config = {"share.coordinator.state.topic.num.partitions": 1}
+    cm, cluster, sink = await open_group_cluster(3, config=config, latency_ms=5)
+    try:
+        cluster.create_topic(TopicSpec("t", 1, 3))
+        await cluster.clock.sleep_until(cluster.now() + 100)
+        a = Raw(cluster, "a")
+        await _fetch(a, cluster, "m1", 0)
+        await cluster.clock.sleep_until(cluster.now() + 200)
+        await a.call(cluster.leader_of(TP), ProduceRequest(-1, 5000, {TP: ProduceData(2, 20)}, "p"))
+        await _fetch(a, cluster, "m1", 1)
+        acks = {TP: (AcknowledgementBatch(0, 1, (1,)),)}
+        sent = cluster.now()
+        answer = await a.call(cluster.leader_of(TP), ShareFetchRequest("sg", "m1", 2, 0, (TP,), acks))
+        writes = [e for e in sink.of_kind("share.state.write") if e["time_ms"] > sent]
+        assert len(writes) == 1, "the answer came before the acknowledgement was written"
+        (write,) = writes
+        assert answer.partitions[TP].acknowledge_error.name == "NONE" and write["offset"] == 2
+        # answered once the write was in: its answer to the leader (5 ms), the leader's to the client (5 ms)
+        assert cluster.now() == write["time_ms"] + 10
+    finally:
+        await cm.__aexit__(None, None, None)
