@@ -17,6 +17,8 @@ import trio
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.share import ShareAcknowledgeRequest, ShareFetchRequest, SharePartitionManager
+from minibroker.broker.share.persister import Persister
 from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
@@ -32,6 +34,13 @@ from minibroker.common.record_batch import COMMIT_MARKER
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
 from minibroker.coordinator.group.messages import GroupRequest
+from minibroker.coordinator.share import (
+    ShareGroupCoordinator,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+from minibroker.coordinator.share.messages import ReadShareGroupStateRequest, WriteShareGroupStateRequest
+from minibroker.coordinator.share.share_coordinator import ShareCoordinator, share_key
 from minibroker.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     TransactionContext,
@@ -77,6 +86,19 @@ class Broker:
         self.coordinator: GroupCoordinator | None = None
         #: the transaction coordinator of the current life (None while down)
         self.transaction_coordinator: TransactionCoordinator | None = None
+        #: the share partitions, share sessions and ShareFetch purgatory of the current life (None while down)
+        self.share_partition_manager: SharePartitionManager | None = None
+        #: the share groups of the current life's group coordinator (None while down)
+        self.share_coordinator: ShareGroupCoordinator | None = None
+        #: the share coordinator (``__share_group_state``) of the current life (None while down)
+        self.share_state_coordinator: ShareCoordinator | None = None
+        #: the broker coordinating a share-partition key (the cluster points this at its topics, making
+        #: ``__share_group_state`` on first use); None keeps share-partition state in memory only
+        self.share_coordinator_of: Callable[[str], int] | None = None
+        #: a topic's partition count, 0 when it does not exist (the cluster points this at its topics)
+        self.topic_partitions: Callable[[str], int] = lambda topic: 0
+        #: a group's config overrides (the cluster points this at its group configs)
+        self.group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}
         #: the leader of a partition (the cluster points this at its controller)
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
         #: producer ids this broker's transaction coordinator hands out (a block per broker)
@@ -119,6 +141,19 @@ class Broker:
             TopicPartition(TRANSACTION_STATE_TOPIC, context.partition_of(txn_id))
         )
         manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
+        self.share_partition_manager = SharePartitionManager(manager)
+        self.share_partition_manager.group_configs = lambda group_id: self.group_configs(group_id)
+        self.share_coordinator = ShareGroupCoordinator(
+            self.coordinator, lambda topic: self.topic_partitions(topic)
+        )
+        manager.leadership_listeners.append(self.share_coordinator.on_leadership)
+        self.share_state_coordinator = ShareCoordinator(manager)
+        manager.leadership_listeners.append(self.share_state_coordinator.on_leadership)
+        if self.share_coordinator_of is not None:
+            locate = self.share_coordinator_of
+            self.share_partition_manager.persister = Persister(
+                manager, self.network, lambda group, tp: locate(share_key(group, tp.topic, tp.partition))
+            )
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -155,6 +190,9 @@ class Broker:
         self.replica_manager = None
         self.coordinator = None
         self.transaction_coordinator = None
+        self.share_partition_manager = None
+        self.share_coordinator = None
+        self.share_state_coordinator = None
         self._scope = None
         self._notify()
 
@@ -190,6 +228,15 @@ class Broker:
         ):
             assert respond is not None
             self.transaction_coordinator.handle(message, respond)
+        elif isinstance(message, (ShareGroupHeartbeatRequest, ShareGroupDescribeRequest)):
+            assert respond is not None and self.share_coordinator is not None
+            self.share_coordinator.handle(message, respond)
+        elif isinstance(message, (ReadShareGroupStateRequest, WriteShareGroupStateRequest)):
+            assert respond is not None and self.share_state_coordinator is not None
+            self.share_state_coordinator.handle(message, respond)
+        elif isinstance(message, (ShareFetchRequest, ShareAcknowledgeRequest)):
+            assert respond is not None and self.share_partition_manager is not None
+            self.share_partition_manager.handle(message, respond)
         elif isinstance(message, BrokerRegistrations):
             manager.apply_registrations(message)
         elif isinstance(message, MetadataCatchUp):

@@ -181,6 +181,24 @@ class BrokerConfig(_KafkaNamed):
     )
     #: how long the transaction coordinator's writes (state and markers) may wait for the ISR
     request_timeout_ms: int = _int_field("request.timeout.ms", 30_000, 1)
+    #: share groups (KIP-932, minibroker.broker.share): the acquisition lock, the delivery limit, the
+    #: cap on a share partition's in-flight records, and the share group coordinator's timers
+    group_share_record_lock_duration_ms: int = _int_field("group.share.record.lock.duration.ms", 30_000, 1)
+    group_share_delivery_count_limit: int = _int_field("group.share.delivery.count.limit", 5, 2)
+    group_share_partition_max_record_locks: int = _int_field(
+        "group.share.partition.max.record.locks", 2000, 1
+    )
+    group_share_session_timeout_ms: int = _int_field("group.share.session.timeout.ms", 45_000, 1)
+    group_share_heartbeat_interval_ms: int = _int_field("group.share.heartbeat.interval.ms", 5000, 1)
+    #: the share coordinator's internal topic (``__share_group_state``)
+    share_coordinator_state_topic_num_partitions: int = _int_field(
+        "share.coordinator.state.topic.num.partitions", 50, 1
+    )
+    #: used as min(this, brokers), and the min ISR as min(share.coordinator.state.topic.min.isr, that)
+    share_coordinator_state_topic_replication_factor: int = _int_field(
+        "share.coordinator.state.topic.replication.factor", 3, 1
+    )
+    share_coordinator_state_topic_min_isr: int = _int_field("share.coordinator.state.topic.min.isr", 2, 1)
 
     @property
     def isr_expiration_period_ms(self) -> int:

@@ -156,6 +156,8 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
         #: KIP-890's partition verification of transactional batches
         self.add_partitions_to_txn = AddPartitionsToTxnManager(self)
+        #: called with a partition whose high watermark rose (the ShareFetch purgatory watches this)
+        self.high_watermark_listeners: list[Callable[[TopicPartition], None]] = []
 
     # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -199,6 +201,8 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
         self.produce_purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
+        for listener in self.high_watermark_listeners:
+            listener(tp)
 
     def trace_hw(self, partition: Partition, before: int) -> None:
         if self.tracer.enabled:
@@ -309,6 +313,8 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
             self.delete_records_purgatory.check_and_complete(tp)
+            for listener in self.high_watermark_listeners:
+                listener(tp)
         for tp in leo_moved:
             self.fetch_purgatory.check_and_complete(tp)
 

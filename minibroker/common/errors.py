@@ -68,6 +68,10 @@ class Errors(enum.IntEnum):
     STALE_BROKER_EPOCH = 77
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    FENCED_MEMBER_EPOCH = 110
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
 
     def __str__(self) -> str:
         return self.name

@@ -104,6 +104,7 @@ from kafka.protocol.producer import (
     WriteTxnMarkersResponse,
 )
 
+from minibroker.server import share_messages as share
 from minibroker.server.nulls import non_nullable_null
 
 #: Kafka's UNSUPPORTED_VERSION error code
@@ -172,6 +173,11 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
         _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+        # share groups (KIP-932, server/share.py): version 1 of each, Kafka 4.1's
+        _spec(share.ShareGroupHeartbeatRequest, share.ShareGroupHeartbeatResponse, 1, 1),
+        _spec(share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse, 1, 1),
+        _spec(share.ShareFetchRequest, share.ShareFetchResponse, 1, 1),
+        _spec(share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse, 1, 1),
     )
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from minibroker.server import admin_cluster, admin_configs, admin_topics
+from minibroker.server import admin_cluster, admin_configs, admin_topics, share
 from minibroker.server.codec import SUPPORTED, Request
 from minibroker.server.context import Connection
 from minibroker.server.fetch import fetch, list_offsets, offset_for_leader_epoch
@@ -71,6 +71,10 @@ HANDLERS: dict[int, Handler] = {
     61: describe_producers,
     65: describe_transactions,
     66: list_transactions,
+    76: share.share_group_heartbeat,
+    77: share.share_group_describe,
+    78: share.share_fetch,
+    79: share.share_acknowledge,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

@@ -33,6 +33,7 @@ from minibroker.clients.transactional_producer import TransactionalProducer
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER, Controller
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
+from minibroker.coordinator.share.share_coordinator import SHARE_STATE_TOPIC, state_partition_for
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import partition_for as transaction_partition_for
 from minibroker.runtime import MsClock, Scheduler
@@ -85,11 +86,18 @@ class Cluster:
             broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
             broker.leader_of = self.leader_of
             broker.topic_overrides = self.topic_overrides
+            broker.topic_partitions = lambda topic: (
+                self.topics[topic].partitions if topic in self.topics else 0
+            )
+            broker.share_coordinator_of = self.share_coordinator_for
+            broker.group_configs = lambda group_id: self.group_configs.get(group_id, {})
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
         #: dynamic broker configs set through the admin API: "" (every broker) or a broker id -> settings
         self.dynamic_configs: dict[str, dict[str, Any]] = {}
+        #: group config overrides (IncrementalAlterConfigs on GROUP resources), by group id
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.controller = Controller(
             self.network,
             self.scheduler,
@@ -291,21 +299,25 @@ class Cluster:
         min(``transaction.state.log.replication.factor``, brokers); min ISR:
         min(``transaction.state.log.min.isr``, that replication factor).
         """
-        spec = self.topics.get(TRANSACTION_STATE_TOPIC)
+        config = self.brokers[0].config
+        return self._ensure_state_topic(
+            TRANSACTION_STATE_TOPIC,
+            config.transaction_state_log_num_partitions,
+            config.transaction_state_log_replication_factor,
+            config.transaction_state_log_min_isr,
+        )
+
+    def _ensure_state_topic(
+        self, name: str, partitions: int, replication_factor: int, min_isr: int
+    ) -> TopicSpec:
+        """Create the internal topic ``name`` unless it exists: replication factor min(``replication_factor``,
+        brokers), min ISR min(``min_isr``, that)."""
+        spec = self.topics.get(name)
         if spec is None:
-            config = self.brokers[0].config
-            rf = min(config.transaction_state_log_replication_factor, len(self.brokers))
-            min_isr = min(config.transaction_state_log_min_isr, rf)
-            spec = TopicSpec(
-                TRANSACTION_STATE_TOPIC,
-                config.transaction_state_log_num_partitions,
-                rf,
-                configs={"min.insync.replicas": str(min_isr)},
-            )
+            rf = min(replication_factor, len(self.brokers))
+            spec = TopicSpec(name, partitions, rf, configs={"min.insync.replicas": str(min(min_isr, rf))})
             if self.tracer.enabled:
-                self.tracer.emit(
-                    "topic.create", topic=TRANSACTION_STATE_TOPIC, partitions=spec.partitions, rf=rf
-                )
+                self.tracer.emit("topic.create", topic=name, partitions=spec.partitions, rf=rf)
             self.create_topic(spec)
         return spec
 
@@ -314,6 +326,24 @@ class Cluster:
         spec = self.ensure_transaction_state_topic()
         partition = transaction_partition_for(transactional_id, spec.partitions)
         return self.leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
+
+    # --- share groups ------------------------------------------------------------------------
+    def ensure_share_state_topic(self) -> TopicSpec:
+        """Create ``__share_group_state`` on first use: ``share.coordinator.state.topic.num.partitions``
+        partitions, replication factor min(``...replication.factor``, brokers), min ISR
+        min(``share.coordinator.state.topic.min.isr``, that)."""
+        config = self.brokers[0].config
+        return self._ensure_state_topic(
+            SHARE_STATE_TOPIC,
+            config.share_coordinator_state_topic_num_partitions,
+            config.share_coordinator_state_topic_replication_factor,
+            config.share_coordinator_state_topic_min_isr,
+        )
+
+    def share_coordinator_for(self, key: str) -> int:
+        """The broker keeping share-partition ``key``'s state (leader of its partition), -1 when none."""
+        spec = self.ensure_share_state_topic()
+        return self.leader_of(TopicPartition(SHARE_STATE_TOPIC, state_partition_for(key, spec.partitions)))
 
     # --- clients -----------------------------------------------------------------------------
     def producer(

@@ -1,7 +1,9 @@
-"""DescribeConfigs and IncrementalAlterConfigs on topics and brokers, changed at run time.
+"""DescribeConfigs and IncrementalAlterConfigs on topics, brokers and groups, changed at run time.
 
-Resources are Kafka's: TOPIC (2, by name) and BROKER (4, by id; ``""`` is the
-cluster-wide default, for alters). Values travel as strings, as on the wire.
+Resources are Kafka's: TOPIC (2, by name), BROKER (4, by id; ``""`` is the
+cluster-wide default, for alters) and GROUP (32, by group id: the share-group configs
+``share.auto.offset.reset``, ``share.record.lock.duration.ms``, ``share.isolation.level``,
+source GROUP_CONFIG when set). Values travel as strings, as on the wire.
 
 Topics: the configs of ``topic_configs``, each an override (source
 DYNAMIC_TOPIC_CONFIG) or its fallback: the broker setting it follows, else
@@ -23,18 +25,20 @@ from typing import Any
 import attrs
 
 from minibroker.broker.config import BrokerConfig, ConfigError, check_value
+from minibroker.broker.share import SHARE_GROUP_CONFIGS
 from minibroker.broker.topic_configs import TOPIC_CONFIGS, TopicConfigError, check_topic_config
 from minibroker.common.errors import Errors
 from minibroker.sim.cluster import Cluster
 from minibroker.sim.topic_admin import AdminError
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _TOPIC_TYPES = {"int": INT, "long": LONG, "bool": BOOLEAN, "choice": STRING, "list": LIST}
 _DEFAULTS = BrokerConfig()
+_EXPECTED_TYPES = "expected 2 (topic), 4 (broker) or 32 (group)"
 
 
 @attrs.frozen
@@ -89,8 +93,10 @@ def describe_configs(
                 kind = BOOLEAN if isinstance(value, bool) else INT if isinstance(value, int) else STRING
                 entries.append(ConfigEntry(key, _text(value), _broker_source(cluster, broker, key), kind))
         return entries
+    if resource_type == GROUP:
+        return _group_entries(cluster, name, wanted)
     if resource_type != TOPIC:
-        raise AdminError(Errors.INVALID_REQUEST, f"resource type {resource_type}: expected 2 (topic) or 4")
+        raise AdminError(Errors.INVALID_REQUEST, f"resource type {resource_type}: {_EXPECTED_TYPES}")
     spec = cluster.topics.get(name)
     if spec is None:
         raise AdminError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist.")
@@ -135,8 +141,52 @@ def alter_configs(
         _alter_topic(cluster, name, ops, validate_only)
     elif resource_type == BROKER:
         _alter_broker(cluster, name, ops, validate_only)
+    elif resource_type == GROUP:
+        _alter_group(cluster, name, ops, validate_only)
     else:
-        raise AdminError(Errors.INVALID_REQUEST, f"resource type {resource_type}: expected 2 (topic) or 4")
+        raise AdminError(Errors.INVALID_REQUEST, f"resource type {resource_type}: {_EXPECTED_TYPES}")
+
+
+def _group_entries(cluster: Cluster, group_id: str, wanted: set[str] | None) -> list[ConfigEntry]:
+    overrides = cluster.group_configs.get(group_id, {})
+    lock_ms = str(cluster.brokers[0].config.group_share_record_lock_duration_ms)
+    entries = []
+    for key, (choices, default) in SHARE_GROUP_CONFIGS.items():
+        if wanted is not None and key not in wanted:
+            continue
+        if key in overrides:
+            value, source = overrides[key], GROUP_CONFIG
+        else:
+            value, source = default if default is not None else lock_ms, DEFAULT_CONFIG
+        entries.append(ConfigEntry(key, value, source, STRING if choices else INT))
+    return entries
+
+
+def _alter_group(
+    cluster: Cluster, group_id: str, ops: Sequence[tuple[str, int, str | None]], validate_only: bool
+) -> None:
+    configs = dict(cluster.group_configs.get(group_id, {}))
+    for key, op, value in ops:
+        if key not in SHARE_GROUP_CONFIGS:
+            expected = ", ".join(SHARE_GROUP_CONFIGS)
+            raise AdminError(
+                Errors.INVALID_CONFIG, f"unknown group config {key!r}; expected one of: {expected}"
+            )
+        choices = SHARE_GROUP_CONFIGS[key][0]
+        if op == DELETE:
+            configs.pop(key, None)
+        elif op != SET:
+            raise AdminError(Errors.INVALID_CONFIG, f"{key}: only SET and DELETE apply to group configs")
+        elif choices is not None and value not in choices:
+            raise AdminError(
+                Errors.INVALID_CONFIG, f"{key}: expected one of {', '.join(choices)}, got {value!r}"
+            )
+        elif (choices is None and not (value or "").isdigit()) or (choices is None and int(value or 0) < 1):
+            raise AdminError(Errors.INVALID_CONFIG, f"{key}: expected a positive integer, got {value!r}")
+        else:
+            configs[key] = str(value)
+    if not validate_only:
+        cluster.group_configs[group_id] = configs
 
 
 def _alter_topic(

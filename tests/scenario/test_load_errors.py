@@ -129,7 +129,10 @@ def test_base_is_valid():
             "default.replication.factor, "
             "delete.records.purgatory.purge.interval.requests, fetch.purgatory.purge.interval.requests, "
             "group.initial.rebalance.delay.ms, group.max.session.timeout.ms, group.max.size, "
-            "group.min.session.timeout.ms, log.flush.interval.messages, log.flush.interval.ms, "
+            "group.min.session.timeout.ms, group.share.delivery.count.limit, "
+            "group.share.heartbeat.interval.ms, group.share.partition.max.record.locks, "
+            "group.share.record.lock.duration.ms, group.share.session.timeout.ms, "
+            "log.flush.interval.messages, log.flush.interval.ms, "
             "log.segment.bytes, max.incremental.fetch.session.cache.slots, min.insync.replicas,",
         ),
         (

@@ -89,6 +89,10 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "ElectLeaders": (0, 2),
         "IncrementalAlterConfigs": (0, 1),
         "DescribeCluster": (0, 2),
+        "ShareGroupHeartbeat": (1, 1),
+        "ShareGroupDescribe": (1, 1),
+        "ShareFetch": (1, 1),
+        "ShareAcknowledge": (1, 1),
     }
 
 

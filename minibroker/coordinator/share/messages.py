@@ -1,0 +1,108 @@
+"""ShareGroupHeartbeat and ShareGroupDescribe as the emulated network carries them (KIP-932)."""
+
+from __future__ import annotations
+
+import attrs
+
+from minibroker.common.errors import Errors
+
+
+@attrs.frozen(slots=True)
+class ShareGroupHeartbeatRequest:
+    """``member_epoch`` 0 joins, -1 leaves; ``subscribed_topics`` None when unchanged."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    subscribed_topics: tuple[str, ...] | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@attrs.frozen(slots=True)
+class ShareGroupHeartbeatResponse:
+    error: Errors
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    #: topic -> partitions, None when the member's assignment did not change since it last heard it
+    assignment: dict[str, tuple[int, ...]] | None = None
+
+
+@attrs.frozen(slots=True)
+class ShareGroupDescribeRequest:
+    group_ids: tuple[str, ...]
+
+
+@attrs.frozen(slots=True)
+class DescribedShareMember:
+    member_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    subscribed_topics: tuple[str, ...]
+    assignment: dict[str, tuple[int, ...]]
+
+
+@attrs.frozen(slots=True)
+class DescribedShareGroup:
+    group_id: str
+    error: Errors
+    state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = "simple"
+    members: tuple[DescribedShareMember, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ShareGroupDescribeResponse:
+    groups: tuple[DescribedShareGroup, ...]
+
+
+@attrs.frozen(slots=True)
+class PersistedBatch:
+    """A run of offsets with one state and delivery count, as ``__share_group_state`` keeps it."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    state: int
+
+
+@attrs.frozen(slots=True)
+class ShareGroupState:
+    """A share partition's persisted state: its start offset and the in-flight batches above it."""
+
+    start_offset: int
+    batches: tuple[PersistedBatch, ...] = ()
+    state_epoch: int = 0
+
+
+@attrs.frozen(slots=True)
+class WriteShareGroupStateRequest:
+    """Kafka's WriteShareGroupState (85): replace the state of (group, topic, partition)."""
+
+    group_id: str
+    topic: str
+    partition: int
+    state: ShareGroupState
+
+
+@attrs.frozen(slots=True)
+class ReadShareGroupStateRequest:
+    """Kafka's ReadShareGroupState (84)."""
+
+    group_id: str
+    topic: str
+    partition: int
+
+
+@attrs.frozen(slots=True)
+class ShareGroupStateResponse:
+    """The answer to both: the error, and for a read the state (None when none was ever written)."""
+
+    error: Errors
+    state: ShareGroupState | None = None
