@@ -77,6 +77,8 @@ class Broker:
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
         #: producer ids this broker's transaction coordinator hands out (a block per broker)
         self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
+        #: ms a transaction marker to a partition is held back from now (the control API sets it)
+        self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         #: a topic's config overrides (the cluster points this at its topics)
@@ -111,6 +113,7 @@ class Broker:
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
         self.transaction_coordinator = TransactionCoordinator(context)
+        self.transaction_coordinator.marker_hold = lambda tp: self.marker_hold(tp)
         manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer

@@ -28,6 +28,10 @@ broker's SystemTimer aborts, with an epoch bump, each Ongoing transaction whose 
 its timeout lies before now (Kafka's ``abortTimedOutTransactions``, strictly before). The
 task is armed when the broker first leads a ``__transaction_state`` partition.
 
+Operators (the control API): ``abort`` aborts an open transaction with an epoch bump, as a
+timeout does; ``marker_hold`` holds a partition's markers back for a while (they are sent when
+it ends), as a marker channel stuck on an unreachable leader would.
+
 Failover: a broker that becomes leader of a ``__transaction_state`` partition reads its
 records (the last one per id wins) and finishes the markers of every Prepare* transaction
 (Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
@@ -95,6 +99,8 @@ class TransactionCoordinator:
         self.loading: dict[int, tuple[int, Any]] = {}
         #: transactional id -> partitions still waiting for their marker
         self.markers: dict[str, set[TopicPartition]] = {}
+        #: ms a partition's marker is held back from now (0: send it); set by the control API
+        self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         self._cleanup: Any = None
 
     # --- requests ----------------------------------------------------------------------------
@@ -262,6 +268,22 @@ class TransactionCoordinator:
             return respond(m.TxnResponse(error))
         respond(m.TxnResponse(Errors.INVALID_TXN_STATE))  # Empty, PrepareEpochFence
 
+    def abort(self, transactional_id: str, on_done: Callable[[Errors], Any]) -> str | None:
+        """An operator's abort of the id's open transaction, with an epoch bump (as a timeout's, and
+        Kafka's ``Admin.forceTerminateTransaction``): the producer is fenced; ``on_done(error)`` once
+        PrepareAbort is written (the markers follow). Returns why it cannot, or None."""
+        refused = self._not_here(transactional_id)
+        meta = self.transactions.get(transactional_id)
+        if refused is not None or meta is None:
+            return (refused or Errors.TRANSACTIONAL_ID_NOT_FOUND).name
+        if meta.pending is not None:
+            return f"{meta.state}, a change to {meta.pending} in flight (CONCURRENT_TRANSACTIONS)"
+        if meta.state != ONGOING:
+            return f"{meta.state}, no transaction open"
+        self.context.emit("txn.abort", txn=transactional_id, producer_id=meta.producer_id)
+        self._prepare_end(meta, False, on_done, True)
+        return None
+
     # --- ending a transaction ----------------------------------------------------------------
     def _prepare_end(
         self, meta: TransactionMetadata, commit: bool, on_done: Callable[[Errors], Any], bump: bool
@@ -307,9 +329,14 @@ class TransactionCoordinator:
             return  # no longer coordinated here, or already completed
         by_leader: dict[int, list[TopicPartition]] = {}
         later: list[TopicPartition] = []
+        held: dict[int, list[TopicPartition]] = {}
         for tp in tps:
             if not self.context.known(tp):
                 remaining.discard(tp)  # a deleted topic gets no marker
+                continue
+            hold_ms = self.marker_hold(tp)
+            if hold_ms > 0:
+                held.setdefault(hold_ms, []).append(tp)
                 continue
             leader = self.context.leader_of(tp)
             if leader < 0:
@@ -339,6 +366,10 @@ class TransactionCoordinator:
             )
         if later:
             self._retry_markers(meta, remaining, later)
+        for hold_ms, waiting in held.items():
+            self.context.schedule(
+                hold_ms, lambda waiting=waiting: self._send_markers_to(meta, remaining, waiting)
+            )
 
     def _retry_markers(
         self, meta: TransactionMetadata, remaining: set[TopicPartition], tps: list[TopicPartition]
