@@ -29,7 +29,13 @@ const kafka = new Kafka({
 
 async function main () {
   const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
-  const consumer = kafka.consumer({ groupId, readUncommitted: false, sessionTimeout: 10000, heartbeatInterval: 500 })
+  const consumer = kafka.consumer({
+    groupId,
+    readUncommitted: false,
+    sessionTimeout: 10000,
+    heartbeatInterval: 500,
+    maxWaitTimeInMs: 500, // heartbeats and rejoins happen between fetches
+  })
   await producer.connect()
   await consumer.connect()
   await consumer.subscribe({ topics: [input], fromBeginning: true })

@@ -54,7 +54,9 @@ def _topics() -> str:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServedThread]:
-    served = ServedThread(scenario(3, '"min.insync.replicas" = 2', _topics())).start()
+    # groups form at their first join (Kafka waits group.initial.rebalance.delay.ms, 3 s, for more members)
+    config = '"min.insync.replicas" = 2, "group.initial.rebalance.delay.ms" = 0'
+    served = ServedThread(scenario(3, config, _topics())).start()
     try:
         yield served
     finally:
