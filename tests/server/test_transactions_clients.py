@@ -252,7 +252,18 @@ def kafkajs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     if not (where / "node_modules" / "kafkajs" / "package.json").exists():
         try:
             installed = subprocess.run(
-                ["npm", "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(where), KAFKAJS],
+                [
+                    "npm",
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--no-save",
+                    "--fetch-retry-mintimeout=2000",
+                    "--fetch-retry-maxtimeout=10000",
+                    "--prefix",
+                    str(where),
+                    KAFKAJS,
+                ],
                 capture_output=True,
                 text=True,
                 timeout=180,
@@ -260,7 +271,8 @@ def kafkajs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         except subprocess.TimeoutExpired:
             pytest.skip(f"npm could not install {KAFKAJS} within 180 s (is the npm registry reachable?)")
         if installed.returncode != 0:
-            reason = (installed.stderr.strip().splitlines() or ["no output"])[-1]
+            said = [line for line in installed.stderr.splitlines() if "complete log" not in line]
+            reason = "; ".join(line.strip() for line in said[:2]) or f"exit {installed.returncode}"
             pytest.skip(f"npm could not install {KAFKAJS} (is the npm registry reachable?): {reason}")
     return where
 
