@@ -225,6 +225,13 @@ def test_transactions_over_http_read_hold_markers_abort_and_move_the_coordinator
     bootstrap = api.get("cluster")["bootstrap_servers"]
     txn = "ops"
     home = partition_for(txn, 50) % 3  # __transaction_state-p is led by broker p % 3 at start
+    assert api.call("POST", "/v1/crash_transaction_coordinator", {"transactional_id": txn}) == (
+        400,
+        {
+            "error": "transactional id 'ops': __transaction_state does not exist yet "
+            "(no transactional producer has looked for its coordinator)"
+        },
+    )
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn, "linger.ms": 0})
     producer.init_transactions(15)
     producer.begin_transaction()
