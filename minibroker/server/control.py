@@ -20,8 +20,8 @@ broker) are set per broker: ``set_client_latency``, librdkafka's
 that broker's listener).
 
 Transactions: ``transactions`` / ``transaction`` read the coordinators' state;
-``abort_transaction`` aborts an open one as Kafka's ``Admin.forceTerminateTransaction``
-does (the coordinator bumps the epoch, fencing the producer, and writes ABORT markers);
+``abort_transaction`` aborts an open one and fences its producer as Kafka's
+``Admin.forceTerminateTransaction`` does (an InitProducerId to the id's coordinator);
 ``delay_markers`` holds the markers of any transaction ending meanwhile (to one partition
 or all); ``crash_transaction_coordinator`` / ``move_transaction_coordinator`` act on the
 leader of the id's ``__transaction_state`` partition.
@@ -30,6 +30,7 @@ leader of the id's ``__transaction_state`` partition.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -39,14 +40,19 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
+from minibroker.coordinator.transaction.messages import InitProducerIdRequest
 from minibroker.coordinator.transaction.transaction_metadata import ONGOING, VALID_PREVIOUS
 from minibroker.server.codec import SUPPORTED
 from minibroker.server.error_responses import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
 from minibroker.server.fetch_sessions import session_figures
 from minibroker.server.serve import Served
 
-#: how long ``abort_transaction`` waits for PrepareAbort to be written (a write to ``__transaction_state``)
+#: how long ``abort_transaction`` retries its InitProducerId (each a write to ``__transaction_state``)
 ABORT_WAIT_S = 35.0
+#: the pause between its attempts (Kafka's admin client ``retry.backoff.ms``)
+RETRY_BACKOFF_S = 0.1
+#: InitProducerId answers after which the admin client tries again
+_RETRIED = {Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_COORDINATOR}
 
 
 def _api_kind(api: str | int) -> str:
@@ -335,36 +341,54 @@ class Control:
         raise ValueError(f"transactional id {txn_id!r}: no live coordinator holds it")
 
     def abort_transaction(self, transactional_id: str) -> None:
-        """Abort the id's open transaction as Kafka's ``Admin.forceTerminateTransaction`` does: its
-        coordinator bumps the producer epoch (the producer is fenced) and writes PrepareAbort, then
-        the ABORT markers. Returns once PrepareAbort is written; the markers follow."""
+        """Abort the id's open transaction and fence its producer as Kafka's
+        ``Admin.forceTerminateTransaction`` (KIP-939) does: an InitProducerId for the id, sent to its
+        coordinator again every ``RETRY_BACKOFF_S`` while it answers CONCURRENT_TRANSACTIONS. The
+        coordinator aborts the open transaction with an epoch bump (PrepareAbort, the ABORT markers,
+        CompleteAbort), then bumps the epoch once more for the InitProducerId: the id is Empty at
+        epoch + 2 when the call returns, and the producer's next request meets PRODUCER_FENCED."""
         txn_id = self._transactional_id(transactional_id)
+        deadline = time.monotonic() + ABORT_WAIT_S
+        while True:
+            error = self._init_producer_id(txn_id)
+            if error is Errors.NONE:
+                return
+            if error not in _RETRIED:
+                raise ValueError(f"transactional id {txn_id!r}: InitProducerId answered {error.name}")
+            if time.monotonic() > deadline:
+                raise ValueError(
+                    f"transactional id {txn_id!r}: still {error.name} after {ABORT_WAIT_S:g} s "
+                    "(are its markers held by delay_markers?)"
+                )
+            time.sleep(RETRY_BACKOFF_S)
 
-        async def abort() -> None:
-            broker = self.served.cluster.brokers[self._coordinator_of(txn_id)]
-            coordinator = broker.transaction_coordinator
-            outcome: list[Errors] = []
-            written = trio.Event()
+    def _init_producer_id(self, txn_id: str) -> Errors:
+        """One InitProducerId for ``txn_id`` to its coordinator, as an admin client sends it."""
+        answer: list[Errors] = []
 
-            def done(error: Errors) -> None:
-                outcome.append(error)
-                written.set()
+        async def send() -> None:
+            coordinator = self.served.cluster.brokers[self._coordinator_of(txn_id)].transaction_coordinator
+            meta = coordinator.transactions.get(txn_id) if coordinator is not None else None
+            if meta is None:
+                loading = coordinator is not None and bool(coordinator.loading)
+                if not loading:
+                    raise ValueError(f"transactional id {txn_id!r}: no live coordinator holds it")
+                answer.append(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+                return
+            answered = trio.Event()
 
-            refused = coordinator.abort(txn_id, done) if coordinator is not None else "its broker is down"
-            if refused is not None:
-                raise ValueError(f"transactional id {txn_id!r}: cannot abort: {refused}")
+            def respond(response: Any) -> None:
+                answer.append(response.error)
+                answered.set()
+
+            coordinator.handle(InitProducerIdRequest(txn_id, meta.timeout_ms), respond)
             with trio.move_on_after(ABORT_WAIT_S):
-                await written.wait()
-            if not outcome:
-                raise ValueError(
-                    f"transactional id {txn_id!r}: PrepareAbort not written within {ABORT_WAIT_S:g} s"
-                )
-            if outcome[0] is not Errors.NONE:
-                raise ValueError(
-                    f"transactional id {txn_id!r}: writing PrepareAbort failed: {outcome[0].name}"
-                )
+                await answered.wait()
+            if not answer:
+                answer.append(Errors.REQUEST_TIMED_OUT)
 
-        self._act(abort)
+        self._act(send)
+        return answer[0]
 
     def delay_markers(self, delay_ms: int, topic: str | None = None, partition: int | None = None) -> None:
         """Hold the transaction markers sent from now on to the partition (or, without one, to every

@@ -28,9 +28,8 @@ broker's SystemTimer aborts, with an epoch bump, each Ongoing transaction whose 
 its timeout lies before now (Kafka's ``abortTimedOutTransactions``, strictly before). The
 task is armed when the broker first leads a ``__transaction_state`` partition.
 
-Operators (the control API): ``abort`` aborts an open transaction with an epoch bump, as a
-timeout does; ``marker_hold`` holds a partition's markers back for a while (they are sent when
-it ends), as a marker channel stuck on an unreachable leader would.
+Operators (the control API): ``marker_hold`` holds a partition's markers back for a while (they
+are sent when it ends), as a marker channel stuck on an unreachable leader would.
 
 Failover: a broker that becomes leader of a ``__transaction_state`` partition reads its
 records (the last one per id wins) and finishes the markers of every Prepare* transaction
@@ -267,22 +266,6 @@ class TransactionCoordinator:
             error = Errors.CONCURRENT_TRANSACTIONS if same else Errors.INVALID_TXN_STATE
             return respond(m.TxnResponse(error))
         respond(m.TxnResponse(Errors.INVALID_TXN_STATE))  # Empty, PrepareEpochFence
-
-    def abort(self, transactional_id: str, on_done: Callable[[Errors], Any]) -> str | None:
-        """An operator's abort of the id's open transaction, with an epoch bump (as a timeout's, and
-        Kafka's ``Admin.forceTerminateTransaction``): the producer is fenced; ``on_done(error)`` once
-        PrepareAbort is written (the markers follow). Returns why it cannot, or None."""
-        refused = self._not_here(transactional_id)
-        meta = self.transactions.get(transactional_id)
-        if refused is not None or meta is None:
-            return (refused or Errors.TRANSACTIONAL_ID_NOT_FOUND).name
-        if meta.pending is not None:
-            return f"{meta.state}, a change to {meta.pending} in flight (CONCURRENT_TRANSACTIONS)"
-        if meta.state != ONGOING:
-            return f"{meta.state}, no transaction open"
-        self.context.emit("txn.abort", txn=transactional_id, producer_id=meta.producer_id)
-        self._prepare_end(meta, False, on_done, True)
-        return None
 
     # --- ending a transaction ----------------------------------------------------------------
     def _prepare_end(
