@@ -273,8 +273,6 @@ class Control:
     # --- transactions --------------------------------------------------------------------------
     @staticmethod
     def _transactional_id(transactional_id: Any) -> str:
-        if isinstance(transactional_id, int) and not isinstance(transactional_id, bool):
-            transactional_id = str(transactional_id)  # a query string's digits
         if not isinstance(transactional_id, str) or not transactional_id:
             raise ValueError(f"transactional_id {transactional_id!r}: expected a non-empty string")
         return transactional_id

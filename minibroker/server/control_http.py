@@ -175,9 +175,14 @@ def _call(control: Control, name: str, arguments: dict[str, Any]) -> Any:
     return method(**arguments)
 
 
-def _query_value(text: str) -> Any:
-    """Query values are strings; whole numbers become ints (broker ids, partitions)."""
-    return int(text) if text.lstrip("-").isdigit() and len(text) <= 20 else text
+#: query arguments read as whole numbers; every other one stays a string (a transactional id "007")
+_INTEGER_ARGUMENTS = frozenset({"broker", "partition"})
+
+
+def _query_value(key: str, text: str) -> Any:
+    """Query values are strings; whole numbers become ints for broker ids and partitions."""
+    numeric = key in _INTEGER_ARGUMENTS and text.lstrip("-").isdigit() and len(text) <= 20
+    return int(text) if numeric else text
 
 
 def _read_out(control: Control, name: str, query: str) -> Any:
@@ -187,7 +192,7 @@ def _read_out(control: Control, name: str, query: str) -> Any:
         raise ValueError(f"{name}: the query is not UTF-8 once percent-decoded") from None
     except ValueError as error:  # too many fields
         raise ValueError(f"{name}: {error}") from None
-    arguments = {key: _query_value(value) for key, value in pairs}
+    arguments = {key: _query_value(key, value) for key, value in pairs}
     if name == "cluster":
         if arguments:
             raise ValueError(f"cluster takes no arguments, got {sorted(arguments)}")

@@ -315,5 +315,9 @@ def test_transactions_over_http_read_hold_markers_abort_and_move_the_coordinator
         400,
         {"error": "transactional id 'nobody': no live coordinator holds it"},
     )
+    assert api.call("GET", "/v1/transaction?transactional_id=007") == (
+        400,
+        {"error": "transactional id '007': no live coordinator holds it"},  # an id, not the number 7
+    )
     status, answer = api.call("GET", "/v1/transactions?state=Bogus")
     assert status == 400 and answer["error"].startswith("state 'Bogus': expected one of CompleteAbort, ")
