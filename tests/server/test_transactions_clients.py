@@ -82,6 +82,8 @@ class Crasher:
         self.server = server
         self.choose = choose
         self.crashed: int | None = None
+        #: the broker holding the role when the crashed one restarts
+        self.successor: int | None = None
 
     def at_round(self, round_: int) -> None:
         if round_ == CRASH_ROUND:
@@ -92,6 +94,8 @@ class Crasher:
 
     def restart(self) -> None:
         if self.crashed is not None:
+            if self.successor is None:
+                self.successor = self.choose()
             self.server.call_async(self.server.cluster.restart, self.crashed)
 
 
@@ -179,7 +183,7 @@ def test_confluent_kafka_transform_loop_survives_a_crash_of_an_output_leader(ser
     finally:
         crasher.restart()
         consumer.close()
-    assert crasher.crashed is not None and rounds > CRASH_ROUND
+    assert crasher.successor not in (None, crasher.crashed) and rounds > CRASH_ROUND
     _exactly_once(server, name, inputs)
 
 
@@ -238,7 +242,7 @@ def test_kafka_python_transform_loop_survives_a_crash_of_the_transaction_coordin
         crasher.restart()
         producer.close(timeout=WAIT_S)
         consumer.close()
-    assert crasher.crashed is not None and rounds > CRASH_ROUND
+    assert crasher.successor not in (None, crasher.crashed) and rounds > CRASH_ROUND
     _exactly_once(server, name, inputs)
 
 
@@ -330,4 +334,5 @@ def test_kafkajs_transform_loop_survives_a_crash_of_the_transaction_coordinator(
             process.wait()
         crasher.restart()
     assert seen[:2] == ["committed 1", "crash"] and seen[-1].startswith("done"), seen
+    assert crasher.successor not in (None, crasher.crashed)
     _exactly_once(server, name, inputs)
