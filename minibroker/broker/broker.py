@@ -103,6 +103,8 @@ class Broker:
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
         #: producer ids this broker's transaction coordinator hands out (a block per broker)
         self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
+        #: ms a transaction marker to a partition is held back from now (the control API sets it)
+        self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         #: a topic's config overrides (the cluster points this at its topics)
@@ -140,6 +142,7 @@ class Broker:
         manager.add_partitions_to_txn.coordinator_of = lambda txn_id: self.leader_of(
             TopicPartition(TRANSACTION_STATE_TOPIC, context.partition_of(txn_id))
         )
+        self.transaction_coordinator.marker_hold = lambda tp: self.marker_hold(tp)
         manager.leadership_listeners.append(self.transaction_coordinator.on_leadership)
         self.share_partition_manager = SharePartitionManager(manager)
         self.share_partition_manager.group_configs = lambda group_id: self.group_configs(group_id)

@@ -18,11 +18,19 @@ broker) are set per broker: ``set_client_latency``, librdkafka's
 ``rd_kafka_mock_broker_set_rtt`` counterpart (here the latency is each way), and
 ``drop_client_links`` / ``heal_client_links`` (a partition between the clients and
 that broker's listener).
+
+Transactions: ``transactions`` / ``transaction`` read the coordinators' state;
+``abort_transaction`` aborts an open one and fences its producer as Kafka's
+``Admin.forceTerminateTransaction`` does (an InitProducerId to the id's coordinator);
+``delay_markers`` holds the markers of any transaction ending meanwhile (to one partition
+or all); ``crash_transaction_coordinator`` / ``move_transaction_coordinator`` act on the
+leader of the id's ``__transaction_state`` partition.
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -31,10 +39,20 @@ import trio
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
+from minibroker.coordinator.transaction.messages import InitProducerIdRequest
+from minibroker.coordinator.transaction.transaction_metadata import ONGOING, VALID_PREVIOUS
 from minibroker.server.codec import SUPPORTED
 from minibroker.server.error_responses import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
 from minibroker.server.fetch_sessions import session_figures
 from minibroker.server.serve import Served
+
+#: how long ``abort_transaction`` retries its InitProducerId (each a write to ``__transaction_state``)
+ABORT_WAIT_S = 35.0
+#: the pause between its attempts (Kafka's admin client ``retry.backoff.ms``)
+RETRY_BACKOFF_S = 0.1
+#: InitProducerId answers after which the admin client tries again
+_RETRIED = {Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_COORDINATOR}
 
 
 def _api_kind(api: str | int) -> str:
@@ -85,6 +103,8 @@ class Control:
         self.served = served
         self._token = token
         self._acting = trio.Lock()
+        #: partition (None: every partition) -> cluster time until which its markers are held
+        self._marker_holds: dict[TopicPartition | None, int] = {}
 
     # --- plumbing ------------------------------------------------------------------------------
     def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -250,17 +270,197 @@ class Control:
 
         self._act(push)
 
+    # --- transactions --------------------------------------------------------------------------
+    @staticmethod
+    def _transactional_id(transactional_id: Any) -> str:
+        if not isinstance(transactional_id, str) or not transactional_id:
+            raise ValueError(f"transactional_id {transactional_id!r}: expected a non-empty string")
+        return transactional_id
+
+    def _coordinator_of(self, transactional_id: str) -> int:
+        """The broker leading the id's ``__transaction_state`` partition (run in the trio run)."""
+        cluster = self.served.cluster
+        spec = cluster.topics.get(TRANSACTION_STATE_TOPIC)
+        if spec is None:
+            raise ValueError(
+                f"transactional id {transactional_id!r}: {TRANSACTION_STATE_TOPIC} does not exist yet "
+                "(no transactional producer has looked for its coordinator)"
+            )
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, spec.partitions))
+        leader = cluster.leader_of(tp)
+        if leader < 0:
+            raise ValueError(f"transactional id {transactional_id!r}: its partition {tp} has no leader now")
+        return leader
+
+    def _transaction_views(self) -> list[dict[str, Any]]:
+        """Every transactional id the live coordinators hold, by id (run in the trio run)."""
+        cluster = self.served.cluster
+        now = cluster.now()
+        views = []
+        for broker in cluster.brokers:
+            coordinator = broker.transaction_coordinator
+            if coordinator is None:
+                continue
+            for txn_id, meta in coordinator.transactions.items():
+                ongoing = meta.state == ONGOING and meta.start_ms >= 0
+                views.append(
+                    {
+                        "transactional_id": txn_id,
+                        "coordinator": broker.broker_id,
+                        "state": meta.state,
+                        "pending_state": meta.pending,
+                        "producer_id": meta.producer_id,
+                        "producer_epoch": meta.producer_epoch,
+                        "timeout_ms": meta.timeout_ms,
+                        "partitions": sorted(f"{topic}-{p}" for topic, p in meta.partitions),
+                        "open_ms": now - meta.start_ms if ongoing else None,
+                        "timeout_remaining_ms": (
+                            max(0, meta.start_ms + meta.timeout_ms - now) if ongoing else None
+                        ),
+                        "markers_pending": sorted(str(tp) for tp in coordinator.markers.get(txn_id, ())),
+                    }
+                )
+        return sorted(views, key=lambda view: view["transactional_id"])
+
+    def transactions(self, state: str | None = None) -> list[dict[str, Any]]:
+        """Every transactional id the coordinators hold now (or those in ``state``), as ``transaction``."""
+        if state is not None and state not in VALID_PREVIOUS:
+            raise ValueError(f"state {state!r}: expected one of {', '.join(sorted(VALID_PREVIOUS))}")
+        views = self._run(self._transaction_views)
+        return [view for view in views if state is None or view["state"] == state]
+
+    def transaction(self, transactional_id: str) -> dict[str, Any]:
+        """One id's coordinator, state, producer id and epoch, partitions, how long its transaction has
+        been open and how long until its timeout, and the partitions still waiting for its marker."""
+        txn_id = self._transactional_id(transactional_id)
+        for view in self._run(self._transaction_views):
+            if view["transactional_id"] == txn_id:
+                return view
+        raise ValueError(f"transactional id {txn_id!r}: no live coordinator holds it")
+
+    def abort_transaction(self, transactional_id: str) -> None:
+        """Abort the id's open transaction and fence its producer as Kafka's
+        ``Admin.forceTerminateTransaction`` (KIP-939) does: an InitProducerId for the id, sent to its
+        coordinator again every ``RETRY_BACKOFF_S`` while it answers CONCURRENT_TRANSACTIONS. The
+        coordinator aborts the open transaction with an epoch bump (PrepareAbort, the ABORT markers,
+        CompleteAbort), then bumps the epoch once more for the InitProducerId: the id is Empty at
+        epoch + 2 when the call returns, and the producer's next request meets PRODUCER_FENCED."""
+        txn_id = self._transactional_id(transactional_id)
+        deadline = time.monotonic() + ABORT_WAIT_S
+        while True:
+            error = self._init_producer_id(txn_id)
+            if error is Errors.NONE:
+                return
+            if error not in _RETRIED:
+                raise ValueError(f"transactional id {txn_id!r}: InitProducerId answered {error.name}")
+            if time.monotonic() > deadline:
+                raise ValueError(
+                    f"transactional id {txn_id!r}: still {error.name} after {ABORT_WAIT_S:g} s "
+                    "(are its markers held by delay_markers?)"
+                )
+            time.sleep(RETRY_BACKOFF_S)
+
+    def _init_producer_id(self, txn_id: str) -> Errors:
+        """One InitProducerId for ``txn_id`` to its coordinator, as an admin client sends it."""
+        answer: list[Errors] = []
+
+        async def send() -> None:
+            coordinator = self.served.cluster.brokers[self._coordinator_of(txn_id)].transaction_coordinator
+            meta = coordinator.transactions.get(txn_id) if coordinator is not None else None
+            if meta is None:
+                loading = coordinator is not None and bool(coordinator.loading)
+                if not loading:
+                    raise ValueError(f"transactional id {txn_id!r}: no live coordinator holds it")
+                answer.append(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+                return
+            answered = trio.Event()
+
+            def respond(response: Any) -> None:
+                answer.append(response.error)
+                answered.set()
+
+            coordinator.handle(InitProducerIdRequest(txn_id, meta.timeout_ms), respond)
+            with trio.move_on_after(ABORT_WAIT_S):
+                await answered.wait()
+            if not answer:
+                answer.append(Errors.REQUEST_TIMED_OUT)
+
+        self._act(send)
+        return answer[0]
+
+    def delay_markers(self, delay_ms: int, topic: str | None = None, partition: int | None = None) -> None:
+        """Hold the transaction markers sent from now on to the partition (or, without one, to every
+        partition) for ``delay_ms``: a transaction ending meanwhile stays in PrepareCommit/PrepareAbort
+        and holds those partitions' LSO until its held markers go out. A new call replaces the hold;
+        ``delay_ms`` 0 ends it for markers sent later (markers held already wait their time)."""
+        delay_ms = self._millis(delay_ms, "delay_ms")
+        if (topic is None) != (partition is None):
+            raise ValueError("topic and partition: give both (one partition) or neither (every partition)")
+        tp = self._partition(topic, partition) if topic is not None else None
+        cluster = self.served.cluster
+
+        def hold() -> None:
+            holds = self._marker_holds
+            holds[tp] = cluster.now() + delay_ms
+
+            def remaining(target: TopicPartition) -> int:
+                until = max(holds.get(target, 0), holds.get(None, 0))
+                return max(0, until - cluster.now())
+
+            for broker in cluster.brokers:
+                broker.marker_hold = remaining
+
+        self._act(hold)
+
+    def crash_transaction_coordinator(self, transactional_id: str) -> int:
+        """Crash the broker leading the id's ``__transaction_state`` partition; returns its id
+        (``restart`` brings it back). Another replica of the partition becomes the coordinator and
+        reloads the id's state from the log."""
+        txn_id = self._transactional_id(transactional_id)
+        crashed: list[int] = []
+
+        def crash() -> None:
+            broker = self._coordinator_of(txn_id)
+            self.served.cluster.crash(broker)
+            crashed.append(broker)
+
+        self._act(crash)
+        return crashed[0]
+
+    def move_transaction_coordinator(self, transactional_id: str, broker: int) -> None:
+        """Elect ``broker`` (alive, in the ISR) leader of the id's ``__transaction_state`` partition."""
+        txn_id = self._transactional_id(transactional_id)
+        broker = self._broker(broker)
+
+        def move() -> None:
+            self._coordinator_of(txn_id)  # the topic exists
+            spec = self.served.cluster.topics[TRANSACTION_STATE_TOPIC]
+            tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition_for(txn_id, spec.partitions))
+            self.served.cluster.move_leader(tp, broker)
+
+        self._act(move)
+
     # --- read-outs -----------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> dict[str, Any]:
-        """Leader, epochs, ISR and each replica's LEO/HW/log start offset, as the cluster has them now."""
-        label = str(self._partition(topic, partition))
-        view = self._run(self.served.cluster.snapshot).partition(label)
+        """Leader, epochs, ISR, HW and LSO (the leader's), and each replica's LEO/HW/log start offset,
+        as the cluster has them now."""
+        tp = self._partition(topic, partition)
+        label = str(tp)
+        cluster = self.served.cluster
+
+        def read() -> tuple[Any, int]:
+            view = cluster.snapshot().partition(label)
+            log = cluster.brokers[view.leader].logs.get(tp) if view.leader >= 0 else None
+            return view, log.last_stable_offset if log is not None else -1
+
+        view, last_stable_offset = self._run(read)
         return {
             "partition": label,
             "leader": view.leader,
             "leader_epoch": view.leader_epoch,
             "isr": list(view.isr),
             "high_watermark": view.replica(view.leader).high_watermark if view.leader >= 0 else -1,
+            "last_stable_offset": last_stable_offset,
             "replicas": [
                 {
                     "broker": r.broker,

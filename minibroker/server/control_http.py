@@ -5,7 +5,8 @@ Routes (described in docs/control-openapi.json, which the tests validate against
 - ``POST /v1/<action>`` with a JSON object of the action's arguments, e.g.
   ``POST /v1/crash {"broker": 0}``; answers ``{"ok": true}`` once the effect is in place;
 - ``GET /v1/<read-out>?arg=value`` (``cluster``, ``partition``, ``purgatories``,
-  ``requests``, ``pending_errors``, ``fetch_sessions``); answers the read-out as JSON.
+  ``requests``, ``pending_errors``, ``fetch_sessions``, ``transactions``, ``transaction``);
+  answers the read-out as JSON.
 
 HTTP is parsed by h11 (``h11==0.16.0``: pure Python, no dependencies,
 bring-your-own-I/O: it parses, bounds the head and decodes chunked bodies; the
@@ -77,8 +78,22 @@ ACTIONS = (
     "move_leader",
     "set_config",
     "push_errors",
+    "abort_transaction",
+    "delay_markers",
+    "crash_transaction_coordinator",
+    "move_transaction_coordinator",
 )
-READ_OUTS = ("partition", "purgatories", "requests", "pending_errors", "fetch_sessions")
+READ_OUTS = (
+    "partition",
+    "purgatories",
+    "requests",
+    "pending_errors",
+    "fetch_sessions",
+    "transactions",
+    "transaction",
+)
+#: actions whose answer carries what they return, under this key (the crashed broker's id)
+RESULTS = {"crash_transaction_coordinator": "broker"}
 PREFIX = "/v1/"
 #: the largest request body, in bytes (413 beyond)
 MAX_BODY = 65_536
@@ -160,9 +175,14 @@ def _call(control: Control, name: str, arguments: dict[str, Any]) -> Any:
     return method(**arguments)
 
 
-def _query_value(text: str) -> Any:
-    """Query values are strings; whole numbers become ints (broker ids, partitions)."""
-    return int(text) if text.lstrip("-").isdigit() and len(text) <= 20 else text
+#: query arguments read as whole numbers; every other one stays a string (a transactional id "007")
+_INTEGER_ARGUMENTS = frozenset({"broker", "partition"})
+
+
+def _query_value(key: str, text: str) -> Any:
+    """Query values are strings; whole numbers become ints for broker ids and partitions."""
+    numeric = key in _INTEGER_ARGUMENTS and text.lstrip("-").isdigit() and len(text) <= 20
+    return int(text) if numeric else text
 
 
 def _read_out(control: Control, name: str, query: str) -> Any:
@@ -172,7 +192,7 @@ def _read_out(control: Control, name: str, query: str) -> Any:
         raise ValueError(f"{name}: the query is not UTF-8 once percent-decoded") from None
     except ValueError as error:  # too many fields
         raise ValueError(f"{name}: {error}") from None
-    arguments = {key: _query_value(value) for key, value in pairs}
+    arguments = {key: _query_value(key, value) for key, value in pairs}
     if name == "cluster":
         if arguments:
             raise ValueError(f"cluster takes no arguments, got {sorted(arguments)}")
@@ -423,7 +443,9 @@ class ControlServer:
         result = await trio.to_thread.run_sync(
             lambda: work(*arguments), limiter=self._workers, abandon_on_cancel=True
         )
-        return {"ok": True} if method == "POST" else result
+        if method == "GET":
+            return result
+        return {"ok": True, RESULTS[name]: result} if name in RESULTS else {"ok": True}
 
 
 def _answer(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from minibroker.coordinator.transaction import partition_for
 from minibroker.server.control_http import ACTIONS, READ_OUTS, ControlServer
 
 SPEC = json.loads((Path(__file__).resolve().parents[2] / "docs" / "control-openapi.json").read_text())
@@ -206,3 +208,116 @@ def test_serve_control_from_the_command_line(tmp_path):
         2,
         "minibroker: serve: --control and --tui cannot be combined (the TUI owns the terminal's run)",
     )
+
+
+def _until(condition, what: str, timeout: float = 15.0) -> float:
+    """Poll ``condition`` until true; the seconds it took."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, f"timed out waiting for {what}"
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def test_transactions_over_http_read_hold_markers_abort_and_move_the_coordinator(api):
+    from confluent_kafka import KafkaException, Producer
+
+    bootstrap = api.get("cluster")["bootstrap_servers"]
+    txn = "ops"
+    home = partition_for(txn, 50) % 3  # __transaction_state-p is led by broker p % 3 at start
+    assert api.call("POST", "/v1/crash_transaction_coordinator", {"transactional_id": txn}) == (
+        400,
+        {
+            "error": "transactional id 'ops': __transaction_state does not exist yet "
+            "(no transactional producer has looked for its coordinator)"
+        },
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn, "linger.ms": 0})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("t", b"%d" % i, partition=0)
+    assert producer.flush(15) == 0
+    view = api.get("transaction", f"transactional_id={txn}")
+    assert (view["coordinator"], view["state"], view["partitions"], view["producer_epoch"]) == (
+        home,
+        "Ongoing",
+        ["t-0"],
+        0,
+    )
+    assert view["timeout_ms"] == 60_000 and 50_000 < view["timeout_remaining_ms"] <= 60_000
+    assert view["open_ms"] + view["timeout_remaining_ms"] == 60_000 and view["markers_pending"] == []
+    assert [v["transactional_id"] for v in api.get("transactions", "state=Ongoing")] == [txn]
+    assert api.get("transactions", "state=Empty") == []
+    partition = api.get("partition", "topic=t&partition=0")
+    assert (partition["high_watermark"], partition["last_stable_offset"]) == (3, 0)  # held by the open txn
+
+    # the commit is answered once PrepareCommit is written; the held marker keeps the LSO at 0
+    ok = (200, {"ok": True})
+    assert api.post("delay_markers", {"delay_ms": 1500, "topic": "t", "partition": 0}) == ok
+    held_at = time.monotonic()
+    producer.commit_transaction(15)
+    view = api.get("transaction", f"transactional_id={txn}")
+    assert (view["state"], view["markers_pending"], view["timeout_remaining_ms"]) == (
+        "PrepareCommit",
+        ["t-0"],
+        None,
+    )
+    assert api.get("partition", "topic=t&partition=0")["last_stable_offset"] == 0
+    _until(lambda: api.get("transaction", f"transactional_id={txn}")["state"] == "CompleteCommit", "commit")
+    assert time.monotonic() - held_at >= 1.4  # the marker went out at the end of the 1,500 ms hold
+    assert api.get("partition", "topic=t&partition=0")["last_stable_offset"] == 4  # after the marker
+
+    # an operator's abort: the epoch is bumped and the producer fenced
+    assert api.post("delay_markers", {"delay_ms": 0}) == ok
+    producer.begin_transaction()
+    producer.produce("t", b"doomed", partition=0)
+    assert producer.flush(15) == 0
+    assert api.post("abort_transaction", {"transactional_id": txn}) == ok
+    # as Admin.forceTerminateTransaction: the abort bumps the epoch, then the InitProducerId once more
+    view = api.get("transaction", f"transactional_id={txn}")
+    assert (view["state"], view["producer_epoch"], view["partitions"]) == ("Empty", 2, [])
+    with pytest.raises(KafkaException) as fenced:
+        producer.commit_transaction(15)
+    assert fenced.value.args[0].fatal()
+    partition = api.get("partition", "topic=t&partition=0")
+    assert partition["last_stable_offset"] == partition["high_watermark"] == 6  # record + ABORT marker
+
+    # the coordinator moves (the new leader reads the id back), then crashes
+    other = (home + 1) % 3
+    assert api.post("move_transaction_coordinator", {"transactional_id": txn, "broker": other}) == ok
+    _until(lambda: api.call("GET", f"/v1/transaction?transactional_id={txn}")[0] == 200, "the reload")
+    assert api.get("transaction", f"transactional_id={txn}")["coordinator"] == other
+    assert api.post("crash_transaction_coordinator", {"transactional_id": txn}) == (
+        200,
+        {"ok": True, "broker": other},
+    )
+    _until(lambda: api.call("GET", f"/v1/transaction?transactional_id={txn}")[0] == 200, "the failover")
+    moved = api.get("transaction", f"transactional_id={txn}")
+    assert moved["coordinator"] != other and (moved["state"], moved["producer_epoch"]) == ("Empty", 2)
+    assert api.post("restart", {"broker": other}) == ok
+
+    bad = [
+        (
+            "abort_transaction",
+            {"transactional_id": "nobody"},
+            "transactional id 'nobody': no live coordinator holds it",
+        ),
+        ("abort_transaction", {"transactional_id": ""}, "transactional_id '': expected a non-empty string"),
+        ("delay_markers", {"delay_ms": 5, "topic": "t"}, "topic and partition: give both"),
+        ("delay_markers", {"delay_ms": 5, "topic": "t", "partition": 7}, "partition 't' 7: no such topic"),
+        ("move_transaction_coordinator", {"transactional_id": txn, "broker": 5}, "broker 5: expected"),
+    ]
+    for action, body, message in bad:
+        status, answer = api.call("POST", f"/v1/{action}", body)
+        assert status == 400 and answer["error"].startswith(message), (action, answer)
+    assert api.call("GET", "/v1/transaction?transactional_id=nobody") == (
+        400,
+        {"error": "transactional id 'nobody': no live coordinator holds it"},
+    )
+    assert api.call("GET", "/v1/transaction?transactional_id=007") == (
+        400,
+        {"error": "transactional id '007': no live coordinator holds it"},  # an id, not the number 7
+    )
+    status, answer = api.call("GET", "/v1/transactions?state=Bogus")
+    assert status == 400 and answer["error"].startswith("state 'Bogus': expected one of CompleteAbort, ")

@@ -28,6 +28,9 @@ broker's SystemTimer aborts, with an epoch bump, each Ongoing transaction whose 
 its timeout lies before now (Kafka's ``abortTimedOutTransactions``, strictly before). The
 task is armed when the broker first leads a ``__transaction_state`` partition.
 
+Operators (the control API): ``marker_hold`` holds a partition's markers back for a while (they
+are sent when it ends), as a marker channel stuck on an unreachable leader would.
+
 Failover: a broker that becomes leader of a ``__transaction_state`` partition reads its
 records (the last one per id wins) and finishes the markers of every Prepare* transaction
 (Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
@@ -102,6 +105,8 @@ class TransactionCoordinator:
         self.loading: dict[int, tuple[int, Any]] = {}
         #: transactional id -> partitions still waiting for their marker
         self.markers: dict[str, set[TopicPartition]] = {}
+        #: ms a partition's marker is held back from now (0: send it); set by the control API
+        self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         self._cleanup: Any = None
 
     # --- requests ----------------------------------------------------------------------------
@@ -361,9 +366,14 @@ class TransactionCoordinator:
             return  # no longer coordinated here, or already completed
         by_leader: dict[int, list[TopicPartition]] = {}
         later: list[TopicPartition] = []
+        held: dict[int, list[TopicPartition]] = {}
         for tp in tps:
             if not self.context.known(tp):
                 remaining.discard(tp)  # a deleted topic gets no marker
+                continue
+            hold_ms = self.marker_hold(tp)
+            if hold_ms > 0:
+                held.setdefault(hold_ms, []).append(tp)
                 continue
             leader = self.context.leader_of(tp)
             if leader < 0:
@@ -393,6 +403,10 @@ class TransactionCoordinator:
             )
         if later:
             self._retry_markers(meta, remaining, later)
+        for hold_ms, waiting in held.items():
+            self.context.schedule(
+                hold_ms, lambda waiting=waiting: self._send_markers_to(meta, remaining, waiting)
+            )
 
     def _retry_markers(
         self, meta: TransactionMetadata, remaining: set[TopicPartition], tps: list[TopicPartition]

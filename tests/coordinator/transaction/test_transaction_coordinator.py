@@ -21,7 +21,12 @@ from minibroker.coordinator.group import messages as groups
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import messages as m
 from minibroker.coordinator.transaction.transaction_coordinator import marker_data
-from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
+from minibroker.coordinator.transaction.transaction_metadata import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    ONGOING,
+    PREPARE_ABORT,
+)
 from minibroker.sim import TopicSpec, open_cluster
 from tests.coordinator.group.helpers import Raw, traced
 
@@ -333,3 +338,30 @@ async def test_transactional_offsets_are_a_transactional_batch_holding_the_offse
             Errors.INVALID_PRODUCER_EPOCH
         ]
         assert log.log_end_offset == before + 2
+async def test_markers_held_to_a_partition_go_out_when_the_hold_ends(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        coordinator = cluster.brokers[0].transaction_coordinator
+        pid = (await raw.call(0, m.InitProducerIdRequest("held", 60_000))).producer_id
+        assert (
+            await raw.call(0, m.AddPartitionsToTxnRequest("held", pid, 0, (("t", 0),)))
+        ).error is Errors.NONE
+        assert (await raw.call(0, _records(pid, 0, 0, 2))).partitions[T0].error is Errors.NONE
+        log = _leader_log(cluster, T0)
+        # markers to t-0 are held until `until`; any other partition's would go at once
+        until = cluster.now() + 500
+        for broker in cluster.brokers:
+            broker.marker_hold = lambda tp: max(0, until - cluster.now()) if tp == T0 else 0
+        assert (await raw.call(0, m.EndTxnRequest("held", pid, 0, False))).error is Errors.NONE
+        meta = coordinator.transactions["held"]
+        assert meta.state == PREPARE_ABORT and cluster.now() < until
+        await cluster.clock.sleep_until(until - 1)
+        assert (sink.of_kind("txn.markers"), log.last_stable_offset) == ([], 0)  # held: the LSO waits
+        await cluster.clock.sleep_until(until + 100)
+        (markers,) = sink.of_kind("txn.markers")
+        assert (markers["time_ms"], markers["partitions"], markers["marker"]) == (until, ["t-0"], 0)
+        assert (meta.state, log.last_stable_offset, log.producer_state.aborted) == (
+            COMPLETE_ABORT,
+            3,
+            [AbortedTxn(pid, 0, 2)],
+        )
