@@ -338,6 +338,8 @@ async def test_transactional_offsets_are_a_transactional_batch_holding_the_offse
             Errors.INVALID_PRODUCER_EPOCH
         ]
         assert log.log_end_offset == before + 2
+
+
 async def test_markers_held_to_a_partition_go_out_when_the_hold_ends(autojump_clock):
     async with _cluster() as (cluster, sink):
         raw = Raw(cluster, "client")
