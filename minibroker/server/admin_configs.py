@@ -1,26 +1,33 @@
-"""DescribeConfigs and IncrementalAlterConfigs over the wire (``sim.dynamic_configs`` does the work).
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs over the wire (``sim.dynamic_configs`` works).
 
+Every resource type Kafka has (topic, broker, broker logger, client metrics, group).
 Each resource is answered on its own: an unknown topic is UNKNOWN_TOPIC_OR_PARTITION,
 a broker id that does not exist or an unknown resource type INVALID_REQUEST, a bad
-config name or value INVALID_CONFIG, each with a message. DescribeConfigs v1+
+config name or value INVALID_CONFIG, each with a message. The legacy AlterConfigs (33)
+replaces a resource's whole set of overrides. DescribeConfigs v1+
 gives each config's source; with ``include_synonyms`` the entry's own value is its
 one synonym; no documentation text is sent. Nothing is sensitive here.
 """
 
 from __future__ import annotations
 
-from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
+from kafka.protocol.admin import (
+    AlterConfigsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
 
 from minibroker.common.errors import Errors
 from minibroker.server.codec import Request
 from minibroker.server.context import Connection
-from minibroker.sim.dynamic_configs import alter_configs, describe_configs
+from minibroker.sim.dynamic_configs import alter_configs, describe_configs, replace_configs
 from minibroker.sim.topic_admin import AdminError
 
 Described = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Described.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
 Altered = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+Replaced = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 async def describe(request: Request, conn: Connection) -> DescribeConfigsResponse:
@@ -81,3 +88,28 @@ async def incremental_alter(request: Request, conn: Connection) -> IncrementalAl
             )
         )
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+async def alter(request: Request, conn: Connection) -> AlterConfigsResponse:
+    """The legacy AlterConfigs: each resource's configs become exactly the ones given."""
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        error, message = Errors.NONE, None
+        pairs = [(c.name, c.value) for c in resource.configs]
+        try:
+            replace_configs(
+                conn.cluster, resource.resource_type, resource.resource_name, pairs, bool(body.validate_only)
+            )
+        except AdminError as refused:
+            error, message = refused.error, str(refused)
+            conn.log(f"AlterConfigs {resource.resource_name!r}: {error.name} ({message})")
+        responses.append(
+            Replaced(
+                error_code=error,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -73,6 +73,10 @@ def incremental_alter_configs(request: Request, error: int) -> Any:
     return _resources(request, error, "responses", "AlterConfigsResourceResponse")
 
 
+def alter_configs(request: Request, error: int) -> Any:
+    return _resources(request, error, "responses", "AlterConfigsResourceResponse")
+
+
 def create_partitions(request: Request, error: int) -> Any:
     result = _nested(request, "CreatePartitionsTopicResult")
     return _build(request, results=[result(name=t.name, error_code=error) for t in request.body.topics])
@@ -92,12 +96,13 @@ def elect_leaders(request: Request, error: int) -> Any:
 
 
 #: api key -> error response (CreateTopics 19, DeleteTopics 20, DeleteRecords 21, DescribeConfigs 32,
-#: CreatePartitions 37, ElectLeaders 43, IncrementalAlterConfigs 44)
+#: AlterConfigs 33, CreatePartitions 37, ElectLeaders 43, IncrementalAlterConfigs 44)
 ADMIN_ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     19: create_topics,
     20: delete_topics,
     21: delete_records,
     32: describe_configs,
+    33: alter_configs,
     37: create_partitions,
     43: elect_leaders,
     44: incremental_alter_configs,

@@ -29,6 +29,8 @@ from typing import Any
 
 import attrs
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -172,6 +174,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
         _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+        _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
     )
 }
 

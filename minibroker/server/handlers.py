@@ -62,6 +62,7 @@ HANDLERS: dict[int, Handler] = {
     37: admin_topics.create_partitions,
     43: admin_cluster.elect_leaders,
     44: admin_configs.incremental_alter,
+    33: admin_configs.alter,
     60: admin_cluster.describe_cluster,
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,

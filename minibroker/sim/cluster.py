@@ -89,6 +89,9 @@ class Cluster:
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
         #: dynamic broker configs set through the admin API: "" (every broker) or a broker id -> settings
         self.dynamic_configs: dict[str, dict[str, Any]] = {}
+        #: configs of the other resources the admin API keeps (groups, client metrics subscriptions,
+        #: broker loggers): (Kafka's resource type, name) -> settings
+        self.resource_configs: dict[tuple[int, str], dict[str, str]] = {}
         self.controller = Controller(
             self.network,
             self.scheduler,
