@@ -137,7 +137,7 @@ SUPPORTED: dict[int, ApiSpec] = {
     for spec in (
         _spec(ProduceRequest, ProduceResponse, 3, 9),
         _spec(FetchRequest, FetchResponse, 4, 12),
-        _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 6),
+        _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 9),
         _spec(MetadataRequest, MetadataResponse, 0, 12),
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 4),

@@ -274,3 +274,31 @@ def offset_for_timestamp(
             except Exception:  # a codec kafka-python lacks: answer at batch granularity
                 return inner.max_timestamp, inner.base_offset
     return None
+
+
+def max_timestamp_offset(batches: Sequence[RecordBatch], epoch_origin_ms: int) -> tuple[int, int, int] | None:
+    """ListOffsets MAX_TIMESTAMP (-3): (timestamp, offset, leader epoch) of the first record stamped latest.
+
+    As Kafka's ``UnifiedLog.fetchOffsetByTimestamp``: the first batch whose max timestamp is the
+    highest, and in it the first record at that timestamp (``offsetOfMaxTimestamp``).
+    """
+    best: tuple[int, int, int] | None = None
+    for batch in batches:
+        if batch.raw is None:
+            timestamp = epoch_origin_ms + batch.append_time_ms
+            if best is None or timestamp > best[0]:
+                best = (timestamp, batch.base_offset, batch.leader_epoch)
+            continue
+        raw = rewrite(batch.raw, batch.base_offset, batch.leader_epoch)
+        for start, end in inner_batches(batch.raw):
+            inner = DefaultRecordBatch(raw[start:end])
+            if best is not None and inner.max_timestamp <= best[0]:
+                continue
+            offset = inner.base_offset
+            if inner.timestamp_type == 0:  # CreateTime: the first record at the max timestamp
+                try:
+                    offset = next(r.offset for r in inner if r.timestamp == inner.max_timestamp)
+                except (StopIteration, Exception):  # a codec kafka-python lacks: the batch's first offset
+                    offset = inner.base_offset
+            best = (inner.max_timestamp, offset, batch.leader_epoch)
+    return best

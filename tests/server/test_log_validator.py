@@ -149,3 +149,18 @@ def test_confluent_kafka_gets_message_too_large_for_an_oversized_record(server):
         producer.produce("t", bytes(size), on_delivery=lambda error, message: results.append(error))
         producer.flush(WAIT_S)
     assert [e.code() if e is not None else None for e in results] == [KafkaError.MSG_SIZE_TOO_LARGE, None]
+
+
+def test_confluent_kafka_lists_the_max_timestamp_offset(server):
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    producer = CkProducer({"bootstrap.servers": server.bootstrap})
+    now = int(time.time() * 1000)
+    for value, stamp in ((b"a", now - 3000), (b"b", now - 1000), (b"c", now - 2000)):
+        producer.produce("t", value, timestamp=stamp)
+        producer.flush(WAIT_S)
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    tp = CkTP("t", 0)
+    answer = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(WAIT_S)
+    assert (answer.offset, answer.timestamp) == (1, now - 1000)
