@@ -148,6 +148,10 @@ class BrokerConfig(_KafkaNamed):
     log_message_timestamp_after_max_ms: int = _int_field("log.message.timestamp.after.max.ms", 3_600_000)
     #: set (to any class name): the wire front end checks ACLs (server/authorizer.py); empty: no authorizer
     authorizer_class_name: str = _text_field("authorizer.class.name", "")
+    #: principals (``;``-separated, e.g. ``User:ANONYMOUS``) the authorizer lets do anything
+    super_users: str = _text_field("super.users", "")
+    #: with an authorizer: a resource no ACL names is open to everyone (Kafka's default: closed)
+    allow_everyone_if_no_acl_found: bool = _bool_field("allow.everyone.if.no.acl.found", False)
     #: the largest request frame a wire connection accepts (a bigger one closes the connection)
     socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
     #: fetch sessions (KIP-227) a broker keeps for wire clients; 0 disables incremental fetches

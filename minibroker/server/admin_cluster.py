@@ -3,8 +3,8 @@
 - DescribeCluster: the live brokers at their listeners, the controller id (the
   lowest live broker, as Metadata says), and with ``include_fenced_brokers`` (v2)
   the down ones too, ``is_fenced``. Asking for controller endpoints (v1+,
-  endpoint type 2) is UNSUPPORTED_ENDPOINT_TYPE, as a broker answers. No
-  authorizer: authorized operations are never reported.
+  endpoint type 2) is UNSUPPORTED_ENDPOINT_TYPE, as a broker answers. With
+  ``include_cluster_authorized_operations`` the cluster's bitfield (``acl_checks``).
 - ElectLeaders: per partition (all partitions when the list is null, then without
   the ELECTION_NOT_NEEDED ones) a preferred election, or an unclean one (v1+).
 - DeleteRecords: one emulated DeleteRecords request to this broker over the
@@ -18,6 +18,8 @@ from kafka.protocol.admin import DeleteRecordsResponse, DescribeClusterResponse,
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import DeleteRecordsRequest, TopicPartition
+from minibroker.server.acl_checks import topic_denied
+from minibroker.server.authorizer import CLUSTER, CLUSTER_NAME, DELETE
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 from minibroker.sim import topic_admin
@@ -46,8 +48,10 @@ async def describe_cluster(request: Request, conn: Connection) -> DescribeCluste
         cluster_id=conn.state.cluster_id,
         controller_id=alive[0] if alive else -1,
         brokers=[],
-        authorized_operations=None,  # not reported (-2^31 on the wire)
+        authorized_operations=None,  # not asked for: -2^31 on the wire
     )
+    if body.include_cluster_authorized_operations:
+        response.authorized_operations = conn.authorized_operations(CLUSTER, CLUSTER_NAME)
     if version >= 1:
         response.endpoint_type = body.endpoint_type
         if body.endpoint_type != BROKER_ENDPOINTS:
@@ -100,7 +104,13 @@ async def elect_leaders(request: Request, conn: Connection) -> ElectLeadersRespo
 
 async def delete_records(request: Request, conn: Connection) -> DeleteRecordsResponse:
     body = request.body
-    offsets = {TopicPartition(t.name, p.partition_index): p.offset for t in body.topics for p in t.partitions}
+    denied = {t.name for t in body.topics if topic_denied(conn, DELETE, t.name)}
+    offsets = {
+        TopicPartition(t.name, p.partition_index): p.offset
+        for t in body.topics
+        if t.name not in denied
+        for p in t.partitions
+    }
     timeout_ms = max(0, body.timeout_ms)
     message = DeleteRecordsRequest(offsets, timeout_ms, conn.request_id(request.correlation_id))
     answer = await conn.call(message, timeout_ms + RESPONSE_GRACE_MS)
@@ -108,6 +118,15 @@ async def delete_records(request: Request, conn: Connection) -> DeleteRecordsRes
     for t in body.topics:
         parts = []
         for p in t.partitions:
+            if t.name in denied:
+                parts.append(
+                    DeletedPartition(
+                        partition_index=p.partition_index,
+                        low_watermark=-1,
+                        error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                )
+                continue
             part = answer.partitions[TopicPartition(t.name, p.partition_index)]
             parts.append(
                 DeletedPartition(

@@ -18,6 +18,8 @@ from kafka.protocol.admin import (
 )
 
 from minibroker.common.errors import Errors
+from minibroker.server.acl_checks import MESSAGES, config_denied
+from minibroker.server.authorizer import ALTER_CONFIGS, DESCRIBE_CONFIGS
 from minibroker.server.codec import Request
 from minibroker.server.context import Connection
 from minibroker.sim.dynamic_configs import alter_configs, describe_configs, replace_configs
@@ -30,6 +32,12 @@ Altered = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 Replaced = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
+def _check(conn: Connection, operation: int, resource_type: int, name: str) -> None:
+    error = config_denied(conn, operation, resource_type, name)
+    if error is not None:
+        raise AdminError(error, MESSAGES[error])
+
+
 async def describe(request: Request, conn: Connection) -> DescribeConfigsResponse:
     body = request.body
     version = request.api_version
@@ -38,6 +46,7 @@ async def describe(request: Request, conn: Connection) -> DescribeConfigsRespons
     for resource in body.resources:
         error, message, configs = Errors.NONE, None, []
         try:
+            _check(conn, DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
             entries = describe_configs(
                 conn.cluster, resource.resource_type, resource.resource_name, resource.configuration_keys
             )
@@ -73,6 +82,7 @@ async def incremental_alter(request: Request, conn: Connection) -> IncrementalAl
         error, message = Errors.NONE, None
         ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
         try:
+            _check(conn, ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             alter_configs(
                 conn.cluster, resource.resource_type, resource.resource_name, ops, bool(body.validate_only)
             )
@@ -98,6 +108,7 @@ async def alter(request: Request, conn: Connection) -> AlterConfigsResponse:
         error, message = Errors.NONE, None
         pairs = [(c.name, c.value) for c in resource.configs]
         try:
+            _check(conn, ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             replace_configs(
                 conn.cluster, resource.resource_type, resource.resource_name, pairs, bool(body.validate_only)
             )

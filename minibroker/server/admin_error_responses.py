@@ -77,6 +77,18 @@ def alter_configs(request: Request, error: int) -> Any:
     return _resources(request, error, "responses", "AlterConfigsResourceResponse")
 
 
+def create_acls(request: Request, error: int) -> Any:
+    result = _nested(request, "AclCreationResult")
+    return _build(request, results=[result(error_code=error) for _ in request.body.creations])
+
+
+def delete_acls(request: Request, error: int) -> Any:
+    result = _nested(request, "DeleteAclsFilterResult")
+    return _build(
+        request, filter_results=[result(error_code=error, matching_acls=[]) for _ in request.body.filters]
+    )
+
+
 def create_partitions(request: Request, error: int) -> Any:
     result = _nested(request, "CreatePartitionsTopicResult")
     return _build(request, results=[result(name=t.name, error_code=error) for t in request.body.topics])
@@ -95,13 +107,16 @@ def elect_leaders(request: Request, error: int) -> Any:
     return _build(request, **fields)
 
 
-#: api key -> error response (CreateTopics 19, DeleteTopics 20, DeleteRecords 21, DescribeConfigs 32,
+#: api key -> error response (CreateTopics 19, DeleteTopics 20, DeleteRecords 21, CreateAcls 30,
+#: DeleteAcls 31, DescribeConfigs 32,
 #: AlterConfigs 33, CreatePartitions 37, ElectLeaders 43, IncrementalAlterConfigs 44)
 ADMIN_ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     19: create_topics,
     20: delete_topics,
     21: delete_records,
     32: describe_configs,
+    30: create_acls,
+    31: delete_acls,
     33: alter_configs,
     37: create_partitions,
     43: elect_leaders,

@@ -6,7 +6,9 @@ Kafka's error code and message; a topic named twice in one request is answered
 once, INVALID_REQUEST, as Kafka answers (its responses are keyed by name). ``timeout_ms`` is not waited
 on: the topics exist (or are gone) when the answer leaves. CreateTopics v5+
 answers with the topic's partitions, replication factor and configs, v7+ with
-its topic id; DeleteTopics v6 takes topics by name or id.
+its topic id; DeleteTopics v6 takes topics by name or id. With an authorizer
+(``acl_checks``): CREATE on the cluster or the topic, DELETE and ALTER on the topic,
+else TOPIC_AUTHORIZATION_FAILED for that topic.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import TypeVar
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
 from minibroker.common.errors import Errors
+from minibroker.server import acl_checks
+from minibroker.server.authorizer import ALTER, CLUSTER, CLUSTER_NAME, CREATE, DELETE, TOPIC
 from minibroker.server.codec import Request
 from minibroker.server.context import Connection
 from minibroker.server.metadata import topic_id
@@ -31,6 +35,7 @@ Deleted = DeleteTopicsResponse.DeletableTopicResult
 Grown = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 T = TypeVar("T")
+TOPIC_DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
 _ZERO_ID = "00000000-0000-0000-0000-000000000000"
 
 
@@ -59,6 +64,10 @@ async def create_topics(request: Request, conn: Connection) -> CreateTopicsRespo
         try:
             if topic.name in twice:
                 raise AdminError(Errors.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
+            if acl_checks.enforced(conn) and not (
+                conn.authorize(CREATE, CLUSTER, CLUSTER_NAME) or conn.authorize(CREATE, TOPIC, topic.name)
+            ):
+                raise AdminError(TOPIC_DENIED, acl_checks.MESSAGES[TOPIC_DENIED])
             spec = topic_admin.create_topic(
                 conn.cluster,
                 topic.name,
@@ -120,6 +129,8 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
                     raise AdminError(Errors.UNKNOWN_TOPIC_ID, f"topic id {asked_id} is not known")
             elif name in twice:
                 raise AdminError(Errors.INVALID_REQUEST, f"topic {name!r} is named more than once")
+            if acl_checks.topic_denied(conn, DELETE, name):
+                raise AdminError(TOPIC_DENIED, acl_checks.MESSAGES[TOPIC_DENIED])
             topic_admin.delete_topic(cluster, name)
         except AdminError as refused:
             error, message = refused.error, str(refused)
@@ -142,6 +153,8 @@ async def create_partitions(request: Request, conn: Connection) -> CreatePartiti
         try:
             if topic.name in twice:
                 raise AdminError(Errors.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
+            if acl_checks.topic_denied(conn, ALTER, topic.name):
+                raise AdminError(TOPIC_DENIED, acl_checks.MESSAGES[TOPIC_DENIED])
             assignment = (
                 None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
             )

@@ -31,16 +31,22 @@ import attrs
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -175,6 +181,10 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
         _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+        # ACLs (server/admin_acls.py, authorizer.py)
+        _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),
+        _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
+        _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
     )
 }
 

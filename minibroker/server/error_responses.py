@@ -37,6 +37,7 @@ import attrs
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.server.acl_checks import denied
 from minibroker.server.admin_error_responses import ADMIN_ERROR_RESPONSES
 from minibroker.server.codec import SUPPORTED, Request, encode_response
 from minibroker.server.context import Connection
@@ -425,6 +426,9 @@ async def handle(request: Request, conn: Connection) -> Any:
     manager = conn.cluster.brokers[conn.broker_id].replica_manager
     pushed = manager.pushed_errors if manager is not None else None
     api = kind(request.api_key)
+    refused = denied(request, conn)
+    if refused is not None:  # an authorizer refuses the whole request (acl_checks.py)
+        return ERROR_RESPONSES.get(request.api_key, _top_level)(request, int(refused))
     if pushed is None or not pushed.any() or api in IN_REPLICA_MANAGER:
         return await handler(request, conn)
     error = pushed.take(api, None)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 
 from minibroker.broker.partition import Partition, PartitionError
@@ -42,6 +43,8 @@ from minibroker.common.messages import (
 from minibroker.common.messages import (
     FetchResponse as ClusterFetchResponse,
 )
+from minibroker.server.acl_checks import topic_denied
+from minibroker.server.authorizer import DESCRIBE, READ
 from minibroker.server.codec import Request
 from minibroker.server.context import INVALID_REQUEST, RESPONSE_GRACE_MS, Connection
 from minibroker.server.fetch_sessions import ERROR, answer, new_context
@@ -84,8 +87,11 @@ async def fetch(request: Request, conn: Connection) -> FetchResponse:
     session_id, carried = answer(conn, context, response.partitions)
     origin = conn.state.epoch_origin_ms
     topics: dict[str, list] = {}
+    unreadable = {tp.topic for tp in carried if topic_denied(conn, READ, tp.topic)}
     for tp in carried:
         part = response.partitions[tp]
+        if tp.topic in unreadable:
+            part = attrs.evolve(part, error=Errors.TOPIC_AUTHORIZATION_FAILED)
         ok = part.error is Errors.NONE
         lso, aborted = _transactions(conn, tp, part.batches, read_committed) if ok else (-1, None)
         topics.setdefault(tp.topic, []).append(
@@ -149,6 +155,8 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
             epoch = part.current_leader_epoch if version >= 4 else -1
             error, timestamp, offset, leader_epoch = 0, -1, -1, -1
             try:
+                if topic_denied(conn, DESCRIBE, tp.topic):
+                    raise PartitionError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 partition = _leader(conn, tp, epoch)
                 leader_epoch = partition.leader_epoch
                 log = partition.log

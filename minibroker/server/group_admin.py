@@ -18,6 +18,8 @@ from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, L
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
 from minibroker.coordinator.group import messages as m
+from minibroker.server.acl_checks import group_denied
+from minibroker.server.authorizer import DELETE, DESCRIBE, GROUP
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
@@ -138,13 +140,21 @@ def _fetched(group: m.OffsetFetchResult, topic_class) -> list:
 
 
 async def describe_groups(request: Request, conn: Connection) -> DescribeGroupsResponse:
-    answer: m.DescribeGroupsResponse = await _ask(conn, m.DescribeGroupsRequest(tuple(request.body.groups)))
+    body = request.body
+    answer: m.DescribeGroupsResponse = await _ask(conn, m.DescribeGroupsRequest(tuple(body.groups)))
     groups = [
         _row(
             Described, g, _DESCRIBED, members=[_row(DescribedMember, x, _DESCRIBED_MEMBER) for x in g.members]
         )
         for g in answer.groups
     ]
+    asked = request.api_version >= 3 and body.include_authorized_operations
+    for group in groups:
+        if group_denied(conn, DESCRIBE, group.group_id):  # Kafka: denied groups are named, nothing else
+            group.error_code, group.group_state, group.protocol_type, group.protocol_data = 30, "", "", ""
+            group.members = []
+        elif asked:
+            group.authorized_operations = conn.authorized_operations(GROUP, group.group_id)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 
@@ -160,9 +170,16 @@ async def list_groups(request: Request, conn: Connection) -> ListGroupsResponse:
 
 
 async def delete_groups(request: Request, conn: Connection) -> DeleteGroupsResponse:
-    answer: m.DeleteGroupsResponse = await _ask(conn, m.DeleteGroupsRequest(tuple(request.body.groups_names)))
+    names = list(request.body.groups_names)
+    allowed = tuple(g for g in names if not group_denied(conn, DELETE, g))
+    answer: m.DeleteGroupsResponse = await _ask(conn, m.DeleteGroupsRequest(allowed))
     results = [
         DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=error)
         for gid, error in answer.results
+    ]
+    results += [
+        DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=30)
+        for g in names
+        if g not in allowed
     ]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

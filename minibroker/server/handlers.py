@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from minibroker.server import admin_cluster, admin_configs, admin_topics
+from minibroker.server import admin_acls, admin_cluster, admin_configs, admin_topics
 from minibroker.server.codec import SUPPORTED, Request
 from minibroker.server.context import Connection
 from minibroker.server.fetch import fetch, list_offsets, offset_for_leader_epoch
@@ -63,6 +63,9 @@ HANDLERS: dict[int, Handler] = {
     43: admin_cluster.elect_leaders,
     44: admin_configs.incremental_alter,
     33: admin_configs.alter,
+    29: admin_acls.describe_acls,
+    30: admin_acls.create_acls,
+    31: admin_acls.delete_acls,
     60: admin_cluster.describe_cluster,
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,

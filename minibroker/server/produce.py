@@ -40,6 +40,8 @@ from minibroker.common.messages import (
 from minibroker.common.messages import (
     ProduceResponse as ClusterProduceResponse,
 )
+from minibroker.server.acl_checks import topic_denied
+from minibroker.server.authorizer import WRITE
 from minibroker.server.codec import Request
 from minibroker.server.context import (
     RESPONSE_GRACE_MS,
@@ -76,8 +78,12 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
     append_times: dict[TopicPartition, int] = {}
     for topic in body.topic_data:
         limits = TopicLimits.of(cluster.topic_overrides(topic.name), broker_settings)
+        write_denied = topic_denied(conn, WRITE, topic.name)
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, part.index)
+            if write_denied:  # Kafka's order: authorization, then the partition, then its records
+                local[tp] = PartitionProduceResponse(Errors.TOPIC_AUTHORIZATION_FAILED)
+                continue
             if not cluster.known(tp):  # Kafka's order: an unknown partition before its records are read
                 local[tp] = PartitionProduceResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 continue

@@ -88,6 +88,9 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "IncrementalAlterConfigs": (0, 1),
         "DescribeCluster": (0, 2),
         "AlterConfigs": (0, 2),
+        "DescribeAcls": (1, 3),
+        "CreateAcls": (1, 3),
+        "DeleteAcls": (1, 3),
     }
 
 

@@ -275,9 +275,9 @@ def test_init_producer_id_and_api_versions_answer_their_top_level_error(cluster,
 
 def test_bad_pushes_are_one_line_errors(cluster):
     with pytest.raises(
-        ValueError, match=r"^api 'CreateAcls': errors can be pushed for Produce \(0\), Fetch \(1\)"
+        ValueError, match=r"^api 'UpdateFeatures': errors can be pushed for Produce \(0\), Fetch \(1\)"
     ):
-        cluster.push_errors("CreateAcls", [6], broker=0)
+        cluster.push_errors("UpdateFeatures", [6], broker=0)
     with pytest.raises(ValueError, match=r"^api 'heartbeat': its errors are per request"):
         cluster.push_errors("heartbeat", [6], broker=0, topic="t", partition=0)
     assert cluster.pending_errors(0) == {}
