@@ -31,6 +31,8 @@ import attrs
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -53,8 +55,14 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     ElectLeadersRequest,
@@ -80,6 +88,8 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
@@ -185,6 +195,13 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),
         _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
         _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
+        # log dirs, the quorum, paged topic descriptions (admin_log_dirs.py, admin_cluster.py,
+        # describe_topic_partitions.py) and OffsetDelete (group_admin.py)
+        _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4),
+        _spec(AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, 1, 2),
+        _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2),
+        _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
+        _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     )
 }
 

@@ -91,6 +91,11 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "DescribeAcls": (1, 3),
         "CreateAcls": (1, 3),
         "DeleteAcls": (1, 3),
+        "DescribeLogDirs": (1, 4),
+        "AlterReplicaLogDirs": (1, 2),
+        "DescribeQuorum": (0, 2),
+        "DescribeTopicPartitions": (0, 0),
+        "OffsetDelete": (0, 0),
     }
 
 
