@@ -89,7 +89,7 @@ async def create_topics(request: Request, conn: Connection) -> CreateTopicsRespo
             else:
                 result.num_partitions, result.replication_factor, result.configs = -1, -1, None
         if version >= 7:
-            result.topic_id = topic_id(topic.name) if spec is not None else _ZERO_ID
+            result.topic_id = topic_id(topic.name, conn.cluster) if spec is not None else _ZERO_ID
         results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -112,14 +112,14 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
     version = request.api_version
     cluster = conn.cluster
     if version >= 6:
-        by_id = {str(topic_id(name)): name for name in cluster.topics}
+        by_id = {str(topic_id(name, conn.cluster)): name for name in cluster.topics}
         asked = [(t.name, t.topic_id) for t in body.topics]  # the zero topic id decodes as None
     else:
         asked = [(name, None) for name in body.topic_names]
     twice = _duplicates([name for name, _ in asked if name is not None])
     results = []
     for name, asked_id in _once(asked, lambda pair: pair):
-        error, message = Errors.NONE, None
+        error, message, deleted_id = Errors.NONE, None, None
         try:
             if name is None:
                 if asked_id is None:
@@ -131,6 +131,7 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
                 raise AdminError(Errors.INVALID_REQUEST, f"topic {name!r} is named more than once")
             if acl_checks.topic_denied(conn, DELETE, name):
                 raise AdminError(TOPIC_DENIED, acl_checks.MESSAGES[TOPIC_DENIED])
+            deleted_id = topic_id(name, cluster) if name in cluster.topics else None
             topic_admin.delete_topic(cluster, name)
         except AdminError as refused:
             error, message = refused.error, str(refused)
@@ -139,7 +140,8 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
         if version >= 5:
             result.error_message = message
         if version >= 6:
-            result.topic_id = topic_id(name) if name is not None else (asked_id or _ZERO_ID)
+            known = deleted_id or (topic_id(name, cluster) if name is not None else None)
+            result.topic_id = known or asked_id or _ZERO_ID
         results.append(result)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 

@@ -90,7 +90,7 @@ async def describe_topic_partitions(request: Request, conn: Connection) -> Descr
             Topic(
                 error_code=Errors.NONE,
                 name=name,
-                topic_id=topic_id(name),
+                topic_id=topic_id(name, conn.cluster),
                 is_internal=name in _INTERNAL,
                 partitions=partitions,
                 topic_authorized_operations=to_bitfield(conn.authorized_operations(TOPIC, name)),

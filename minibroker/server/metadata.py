@@ -23,7 +23,8 @@ clients treat it as retriable and ask again, and the next Metadata request
 names the leaders (creation here is immediate, so the first retry finds them;
 in Kafka it may take a few).
 
-Topic ids (Metadata v10+) are stable UUIDs derived from the topic name.
+Topic ids (Metadata v10+) are stable UUIDs derived from the topic name; a topic deleted
+and created again under the same name gets a new one, as in Kafka.
 
 With an authorizer (``acl_checks``) a listing leaves out the topics the caller may
 not DESCRIBE, a named one answers TOPIC_AUTHORIZATION_FAILED, and auto-creation needs
@@ -49,7 +50,7 @@ from minibroker.server.acl_checks import topic_denied
 from minibroker.server.authorizer import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from minibroker.server.codec import Request, api_versions_body
 from minibroker.server.context import INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, Connection
-from minibroker.sim.cluster import TopicSpec
+from minibroker.sim.cluster import Cluster, TopicSpec
 
 _ZERO_ID = uuid.UUID(int=0)
 _TOPIC_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-746f70696373")  # namespace: "minibrokertopics"
@@ -59,8 +60,11 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 
 
-def topic_id(name: str) -> uuid.UUID:
-    return uuid.uuid5(_TOPIC_IDS, name)
+def topic_id(name: str, cluster: Cluster | None = None) -> uuid.UUID:
+    """The topic's id: a UUID derived from its name and how many topics of that name were deleted
+    before it (Kafka gives a topic made again under an old name a new id)."""
+    incarnation = cluster.topic_deletions.get(name, 0) if cluster is not None else 0
+    return uuid.uuid5(_TOPIC_IDS, name if incarnation == 0 else f"{name}#{incarnation}")
 
 
 async def api_versions(request: Request, conn: Connection) -> MetadataResponse:
@@ -80,7 +84,7 @@ async def metadata(request: Request, conn: Connection) -> MetadataResponse:
             if not spec.internal and not topic_denied(conn, DESCRIBE, n)
         )
     else:
-        by_id = {topic_id(name): name for name in cluster.topics}
+        by_id = {topic_id(name, cluster): name for name in cluster.topics}
         names = [t.name if t.name is not None else by_id.get(t.topic_id) for t in body.topics]
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
     alive = [b.broker_id for b in cluster.brokers if b.alive]
@@ -117,10 +121,13 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
     if name not in cluster.topics:
         error = _maybe_create(conn, name, allow_create)
         if error is not None:
-            return Topic(error_code=error, name=name, topic_id=topic_id(name), partitions=[])
+            return Topic(error_code=error, name=name, topic_id=topic_id(name, cluster), partitions=[])
         if name not in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             return Topic(
-                error_code=Errors.LEADER_NOT_AVAILABLE, name=name, topic_id=topic_id(name), partitions=[]
+                error_code=Errors.LEADER_NOT_AVAILABLE,
+                name=name,
+                topic_id=topic_id(name, cluster),
+                partitions=[],
             )
     spec = cluster.topics[name]
     partitions = []
@@ -140,7 +147,7 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
     return Topic(
         error_code=Errors.NONE,
         name=name,
-        topic_id=topic_id(name),
+        topic_id=topic_id(name, cluster),
         is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
         partitions=partitions,
     )

@@ -92,6 +92,8 @@ class Cluster:
         #: configs of the other resources the admin API keeps (groups, client metrics subscriptions,
         #: broker loggers): (Kafka's resource type, name) -> settings
         self.resource_configs: dict[tuple[int, str], dict[str, str]] = {}
+        #: topic name -> times a topic of that name was deleted (a topic made again gets a new topic id)
+        self.topic_deletions: dict[str, int] = {}
         self.controller = Controller(
             self.network,
             self.scheduler,

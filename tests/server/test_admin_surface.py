@@ -159,3 +159,21 @@ def test_offset_delete_answers_kafkas_group_and_partition_errors(server, admin):
             client.close()
     finally:
         consumer.close()
+
+
+def test_a_topic_made_again_under_its_old_name_gets_a_new_topic_id(admin, raw):
+    from kafka.admin import NewTopic
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    def current_id():
+        request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="again")], allow_auto_topic_creation=False
+        )
+        (topic,) = raw.request(request, MetadataResponse, 12).topics
+        return topic.topic_id
+
+    admin.create_topics([NewTopic("again", 1, 1)])
+    first = current_id()
+    admin.delete_topics(["again"])
+    admin.create_topics([NewTopic("again", 2, 1)])
+    assert current_id() not in (first, None)
