@@ -81,3 +81,17 @@ class Errors(enum.IntEnum):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ErrorCode(int):
+    """A code of Kafka's protocol the emulator does not model (a test pushed it), with Kafka's name."""
+
+    name: str
+
+    def __new__(cls, code: int, name: str) -> ErrorCode:
+        self = super().__new__(cls, code)
+        self.name = name
+        return self
+
+    def __str__(self) -> str:
+        return self.name
