@@ -11,6 +11,9 @@ one synonym; no documentation text is sent. Nothing is sensitive here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from kafka.protocol.admin import (
     AlterConfigsResponse,
     DescribeConfigsResponse,
@@ -28,8 +31,6 @@ from minibroker.sim.topic_admin import AdminError
 Described = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Described.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
-Altered = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-Replaced = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def _check(conn: Connection, operation: int, resource_type: int, name: str) -> None:
@@ -75,52 +76,43 @@ async def describe(request: Request, conn: Connection) -> DescribeConfigsRespons
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-async def incremental_alter(request: Request, conn: Connection) -> IncrementalAlterConfigsResponse:
+def _alter_each(request: Request, conn: Connection, apply: Callable[[Any, bool], None]) -> list[Any]:
+    """Each resource's answer after ``apply(resource, validate_only)``, with the error it raised."""
     body = request.body
+    result = request.spec.response.AlterConfigsResourceResponse
     responses = []
     for resource in body.resources:
         error, message = Errors.NONE, None
-        ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
         try:
             _check(conn, ALTER_CONFIGS, resource.resource_type, resource.resource_name)
-            alter_configs(
-                conn.cluster, resource.resource_type, resource.resource_name, ops, bool(body.validate_only)
-            )
+            apply(resource, bool(body.validate_only))
         except AdminError as refused:
             error, message = refused.error, str(refused)
-            conn.log(f"IncrementalAlterConfigs {resource.resource_name!r}: {error.name} ({message})")
+            conn.log(f"{request.name} {resource.resource_name!r}: {error.name} ({message})")
         responses.append(
-            Altered(
+            result(
                 error_code=error,
                 error_message=message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
         )
-    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+    return responses
+
+
+async def incremental_alter(request: Request, conn: Connection) -> IncrementalAlterConfigsResponse:
+    def apply(resource: Any, validate_only: bool) -> None:
+        ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        alter_configs(conn.cluster, resource.resource_type, resource.resource_name, ops, validate_only)
+
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=_alter_each(request, conn, apply))
 
 
 async def alter(request: Request, conn: Connection) -> AlterConfigsResponse:
     """The legacy AlterConfigs: each resource's configs become exactly the ones given."""
-    body = request.body
-    responses = []
-    for resource in body.resources:
-        error, message = Errors.NONE, None
+
+    def apply(resource: Any, validate_only: bool) -> None:
         pairs = [(c.name, c.value) for c in resource.configs]
-        try:
-            _check(conn, ALTER_CONFIGS, resource.resource_type, resource.resource_name)
-            replace_configs(
-                conn.cluster, resource.resource_type, resource.resource_name, pairs, bool(body.validate_only)
-            )
-        except AdminError as refused:
-            error, message = refused.error, str(refused)
-            conn.log(f"AlterConfigs {resource.resource_name!r}: {error.name} ({message})")
-        responses.append(
-            Replaced(
-                error_code=error,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+        replace_configs(conn.cluster, resource.resource_type, resource.resource_name, pairs, validate_only)
+
+    return AlterConfigsResponse(throttle_time_ms=0, responses=_alter_each(request, conn, apply))
