@@ -13,6 +13,9 @@ request gets the API's error response with the authorization error, as Kafka's
 - InitProducerId: WRITE on the transactional id, or without one IDEMPOTENT_WRITE on
   the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
 
+In a batched FindCoordinator (v4+) or OffsetFetch (v8+) each group (or transactional id) the
+authorizer refuses gets its own error in the answer (``restrict_groups``).
+
 The per-topic, per-group and per-resource checks are the handlers' (``topic_denied``,
 ``config_denied``): Produce WRITE, Fetch READ, Metadata and ListOffsets DESCRIBE,
 CreateTopics CREATE (on the cluster or the topic), DeleteTopics and DeleteRecords
@@ -22,6 +25,8 @@ metrics), DescribeGroups DESCRIBE and DeleteGroups DELETE on each group.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from minibroker.common.errors import Errors
 from minibroker.server.authorizer import (
@@ -112,3 +117,23 @@ def config_denied(conn: Connection, operation: int, resource_type: int, name: st
     acl_type, error = _CONFIG_RESOURCES.get(resource_type, (CLUSTER, Errors.CLUSTER_AUTHORIZATION_FAILED))
     acl_name = CLUSTER_NAME if acl_type == CLUSTER else name
     return None if conn.authorize(operation, acl_type, acl_name) else error
+
+
+def restrict_groups(request: Request, conn: Connection, response: Any) -> None:
+    """A batched FindCoordinator's or OffsetFetch's refused keys answered with their authorization error."""
+    if request.api_key == 10 and request.api_version >= 4:
+        transactional = request.body.key_type == 1
+        for coordinator in response.coordinators:
+            if transactional:
+                refused = not conn.authorize(DESCRIBE, TRANSACTIONAL_ID, coordinator.key)
+                error = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            else:
+                refused = not conn.authorize(DESCRIBE, GROUP, coordinator.key)
+                error = Errors.GROUP_AUTHORIZATION_FAILED
+            if refused:
+                coordinator.error_code, coordinator.error_message = error, MESSAGES[error]
+                coordinator.node_id, coordinator.host, coordinator.port = -1, "", -1
+    elif request.api_key == 9 and request.api_version >= 8:
+        for group in response.groups:
+            if not conn.authorize(DESCRIBE, GROUP, group.group_id):
+                group.error_code, group.topics = Errors.GROUP_AUTHORIZATION_FAILED, []

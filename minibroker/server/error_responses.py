@@ -37,7 +37,7 @@ import attrs
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
-from minibroker.server.acl_checks import denied
+from minibroker.server.acl_checks import denied, enforced, restrict_groups
 from minibroker.server.admin_error_responses import ADMIN_ERROR_RESPONSES
 from minibroker.server.codec import SUPPORTED, Request, encode_response
 from minibroker.server.context import Connection
@@ -421,14 +421,28 @@ def _fail_partitions(api: str, response: Any, take: Callable[[TopicPartition], E
 
 
 async def handle(request: Request, conn: Connection) -> Any:
+    """Run the API's handler, unless an authorizer or a pushed error answers the request instead.
+
+    With an authorizer (``acl_checks``) a request it refuses as a whole gets the API's error response,
+    and the groups it refuses in a batched FindCoordinator or OffsetFetch get their error in the answer.
+    """
+    if not enforced(conn):
+        return await _handle(request, conn)
+    refused = denied(request, conn)
+    if refused is not None:
+        return ERROR_RESPONSES.get(request.api_key, _top_level)(request, int(refused))
+    response = await _handle(request, conn)
+    if response is not None and not isinstance(response, bytes):
+        restrict_groups(request, conn, response)
+    return response
+
+
+async def _handle(request: Request, conn: Connection) -> Any:
     """Run the API's handler, unless a pushed error answers the request instead (module docstring)."""
     handler: Callable[[Request, Connection], Awaitable[Any]] = HANDLERS[request.api_key]
     manager = conn.cluster.brokers[conn.broker_id].replica_manager
     pushed = manager.pushed_errors if manager is not None else None
     api = kind(request.api_key)
-    refused = denied(request, conn)
-    if refused is not None:  # an authorizer refuses the whole request (acl_checks.py)
-        return ERROR_RESPONSES.get(request.api_key, _top_level)(request, int(refused))
     if pushed is None or not pushed.any() or api in IN_REPLICA_MANAGER:
         return await handler(request, conn)
     error = pushed.take(api, None)

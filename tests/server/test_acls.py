@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka import Producer as CkProducer
@@ -137,3 +139,33 @@ def test_without_an_authorizer_every_operation_is_authorized(serve):
     assert len(cluster.authorized_operations) == 7
     topics = admin.describe_topics(TopicCollection(["t"]), include_authorized_operations=True)
     assert len(topics["t"].result(WAIT_S).authorized_operations) == 8
+
+
+def test_group_acls_refuse_whole_requests_and_each_batched_group(server):
+    from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+    from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+    from tests.server.conftest import RawClient
+
+    state = server.served.server.state
+    deny = AclBinding(a.GROUP, "secret", a.LITERAL, ME, "*", a.DESCRIBE, a.DENY)
+    deny_cluster = AclBinding(a.CLUSTER, a.CLUSTER_NAME, a.LITERAL, "User:*", "*", a.DESCRIBE, a.DENY)
+    server.call(state.authorizer.create, deny)
+    server.call(state.authorizer.create, deny_cluster)
+    raw = RawClient(server.port(0))
+    try:
+        request = FindCoordinatorRequest(key_type=0, coordinator_keys=["open", "secret"])
+        for _ in range(50):  # the first asks create __consumer_offsets (COORDINATOR_NOT_AVAILABLE meanwhile)
+            batched = raw.request(request, FindCoordinatorResponse, 4)
+            if batched.coordinators[0].error_code == 0:
+                break
+            time.sleep(0.05)
+        assert [(c.key, c.error_code) for c in batched.coordinators] == [("open", 0), ("secret", 30)]
+        single = raw.request(FindCoordinatorRequest(key="secret", key_type=0), FindCoordinatorResponse, 3)
+        assert (single.error_code, single.node_id) == (30, -1)
+        described = raw.request(
+            DescribeClusterRequest(include_cluster_authorized_operations=True), DescribeClusterResponse, 0
+        )
+        assert described.error_code == 31
+    finally:
+        raw.close()
