@@ -169,3 +169,19 @@ def test_group_acls_refuse_whole_requests_and_each_batched_group(server):
         assert described.error_code == 31
     finally:
         raw.close()
+
+
+def test_offset_commit_needs_read_on_each_topic(server):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTP
+    from kafka.errors import TopicAuthorizationFailedError
+    from kafka.structs import OffsetAndMetadata
+
+    deny = AclBinding(a.TOPIC, "t", a.LITERAL, ME, "*", a.READ, a.DENY)
+    server.call(server.served.server.state.authorizer.create, deny)
+    consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="g", enable_auto_commit=False)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            consumer.commit({KpTP("t", 0): OffsetAndMetadata(1, "", -1)})
+    finally:
+        consumer.close()
