@@ -37,6 +37,7 @@ from kafka.errors import CorruptRecordError
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.util import calc_crc32c
 
+from minibroker.broker.config import BrokerConfig
 from minibroker.broker.topic_configs import INT64_MAX, topic_value
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
@@ -86,9 +87,18 @@ class TopicLimits:
     after_max_ms: int
 
     @classmethod
-    def of(cls, overrides: Mapping[str, str], broker_settings: Mapping[str, object]) -> TopicLimits:
+    def of(cls, overrides: Mapping[str, str], config: BrokerConfig) -> TopicLimits:
+        """The limits in force for a topic with ``overrides`` on a broker with ``config``."""
+        fallback = {
+            "message.max.bytes": config.message_max_bytes,
+            "log.segment.bytes": config.log_segment_bytes,
+            "log.message.timestamp.type": config.log_message_timestamp_type,
+            "log.message.timestamp.before.max.ms": config.log_message_timestamp_before_max_ms,
+            "log.message.timestamp.after.max.ms": config.log_message_timestamp_after_max_ms,
+        }
+
         def value(name: str) -> str:
-            return topic_value(name, overrides, broker_settings)
+            return topic_value(name, overrides, fallback)
 
         return cls(
             max_message_bytes=int(value("max.message.bytes")),
@@ -119,9 +129,10 @@ def validate_for_log(raw: bytes, tp: TopicPartition, limits: TopicLimits, now_ms
     """The records as they are appended and their ``log_append_time_ms`` (-1 unless LogAppendTime)."""
     spans = list(inner_batches(raw))
     for start, end in spans:
-        errors = _record_errors(raw[start:end], tp, limits, now_ms)
-        if errors:
-            _raise(errors)
+        if _needs_records(raw, start, limits, now_ms):
+            errors = _record_errors(raw[start:end], tp, limits, now_ms)
+            if errors:
+                _raise(errors)
     if len(raw) > limits.segment_bytes:
         raise InvalidRecords(
             Errors.RECORD_LIST_TOO_LARGE,
@@ -157,16 +168,27 @@ def _raise(errors: list[tuple[Errors, RecordError]]) -> None:
     )
 
 
+def _needs_records(raw: bytes, start: int, limits: TopicLimits, now_ms: int) -> bool:
+    """Whether a check must read the batch at ``start`` record by record (its header decides otherwise)."""
+    if limits.compacted:
+        return True
+    if limits.log_append_time:
+        return False
+    (attributes,) = _ATTRIBUTES.unpack_from(raw, start + _ATTRIBUTES_AT)
+    (max_timestamp,) = _INT64.unpack_from(raw, start + _MAX_TIMESTAMP_AT)
+    return bool(
+        attributes & _LOG_APPEND_TIME
+        or limits.before_max_ms < INT64_MAX
+        or max_timestamp > now_ms + limits.after_max_ms
+    )
+
+
 def _record_errors(
     batch_bytes: bytes, tp: TopicPartition, limits: TopicLimits, now_ms: int
 ) -> list[tuple[Errors, RecordError]]:
     batch = DefaultRecordBatch(batch_bytes)
     producer_log_append = not limits.log_append_time and batch.timestamp_type == 1
-    check_times = not limits.log_append_time and (
-        limits.before_max_ms < INT64_MAX or batch.max_timestamp > now_ms + limits.after_max_ms
-    )
-    if not (limits.compacted or check_times or producer_log_append):
-        return []
+    check_times = not limits.log_append_time
     errors: list[tuple[Errors, RecordError]] = []
     for index, (offset, timestamp, has_key) in enumerate(_records(batch_bytes)):
         if limits.compacted and not has_key:

@@ -72,12 +72,11 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
     cluster = conn.cluster
     broker_config = cluster.brokers[conn.broker_id].config
     limit = broker_config.socket_request_max_bytes
-    broker_settings = broker_config.to_kafka()
     now_ms = conn.state.epoch_origin_ms + cluster.now()
     details: dict[TopicPartition, RecordValidationError] = {}
     append_times: dict[TopicPartition, int] = {}
     for topic in body.topic_data:
-        limits = TopicLimits.of(cluster.topic_overrides(topic.name), broker_settings)
+        limits = TopicLimits.of(cluster.topic_overrides(topic.name), broker_config)
         write_denied = topic_denied(conn, WRITE, topic.name)
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, part.index)

@@ -11,6 +11,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from minibroker.broker.config import BrokerConfig
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.server.log_validator import TopicLimits, check_batch_sizes, validate_for_log
@@ -30,13 +31,14 @@ def batch(*records: tuple[bytes | None, bytes, int | None], compression: int = 0
 
 
 def limits(**overrides: str) -> TopicLimits:
-    return TopicLimits.of(overrides, {})
+    return TopicLimits.of(overrides, BrokerConfig())
 
 
 def test_kafka_defaults_and_the_broker_fallback():
     assert limits() == TopicLimits(1_048_588, 1_073_741_824, False, False, 2**63 - 1, 3_600_000)
-    assert TopicLimits.of({}, {"message.max.bytes": 500}).max_message_bytes == 500
-    assert TopicLimits.of({"max.message.bytes": "900"}, {"message.max.bytes": 500}).max_message_bytes == 900
+    small = BrokerConfig(message_max_bytes=500)
+    assert TopicLimits.of({}, small).max_message_bytes == 500
+    assert TopicLimits.of({"max.message.bytes": "900"}, small).max_message_bytes == 900
 
 
 def test_a_batch_past_max_message_bytes_is_message_too_large():
