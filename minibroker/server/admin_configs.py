@@ -5,8 +5,9 @@ Each resource is answered on its own: an unknown topic is UNKNOWN_TOPIC_OR_PARTI
 a broker id that does not exist or an unknown resource type INVALID_REQUEST, a bad
 config name or value INVALID_CONFIG, each with a message. The legacy AlterConfigs (33)
 replaces a resource's whole set of overrides. DescribeConfigs v1+
-gives each config's source; with ``include_synonyms`` the entry's own value is its
-one synonym; no documentation text is sent. Nothing is sensitive here.
+gives each config's source; with ``include_synonyms`` the places its value may come from,
+most specific first (the topic override, the broker's dynamic, cluster-wide, static settings,
+Kafka's default: Kafka's ``ConfigHelper`` synonyms); no documentation text is sent. Nothing is sensitive here.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ async def describe(request: Request, conn: Connection) -> DescribeConfigsRespons
                 entry.is_default = e.is_default
             else:
                 entry.config_source = e.source
-                entry.synonyms = [Synonym(name=e.name, value=e.value, source=e.source)] if synonyms else []
+                entry.synonyms = (
+                    [Synonym(name=n, value=v, source=src) for n, v, src in e.synonyms] if synonyms else []
+                )
             if version >= 3:
                 entry.config_type = e.config_type
                 entry.documentation = None

@@ -82,6 +82,8 @@ class ConfigEntry:
     source: int
     config_type: int
     read_only: bool = False
+    #: (name, value, source) from the most to the least specific, as Kafka's DescribeConfigs synonyms
+    synonyms: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def is_default(self) -> bool:
@@ -113,6 +115,19 @@ def _broker_source(cluster: Cluster, broker: int, key: str) -> int:
     return DEFAULT_CONFIG if static[key] == _DEFAULTS.to_kafka()[key] else STATIC_BROKER_CONFIG
 
 
+def broker_synonyms(cluster: Cluster, broker: int, key: str) -> list[tuple[str, str, int]]:
+    """Where a broker setting's value comes from, most specific first (Kafka's ``configSynonyms``)."""
+    found = []
+    for name, source in ((str(broker), DYNAMIC_BROKER_CONFIG), ("", DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        if key in cluster.dynamic_configs.get(name, {}):
+            found.append((key, _text(cluster.dynamic_configs[name][key]), source))
+    static, default = cluster.static_configs[broker].to_kafka()[key], _DEFAULTS.to_kafka()[key]
+    if static != default:
+        found.append((key, _text(static), STATIC_BROKER_CONFIG))
+    found.append((key, _text(default), DEFAULT_CONFIG))
+    return found
+
+
 def describe_configs(
     cluster: Cluster, resource_type: int, name: str, keys: Sequence[str] | None = None
 ) -> list[ConfigEntry]:
@@ -130,7 +145,10 @@ def describe_configs(
         for key, value in settings.items():
             if wanted is None or key in wanted:
                 kind = BOOLEAN if isinstance(value, bool) else INT if isinstance(value, int) else STRING
-                entries.append(ConfigEntry(key, _text(value), sources[key], kind))
+                synonyms = broker_synonyms(cluster, 0 if broker is None else broker, key)
+                if broker is None:
+                    synonyms = [s for s in synonyms if s[2] != DYNAMIC_BROKER_CONFIG]
+                entries.append(ConfigEntry(key, _text(value), sources[key], kind, synonyms=tuple(synonyms)))
         return entries
     if resource_type in (BROKER_LOGGER, CLIENT_METRICS, GROUP):
         return [e for e in _other_entries(cluster, resource_type, name) if wanted is None or e.name in wanted]
@@ -149,14 +167,15 @@ def topic_entries(cluster: Cluster, overrides: dict[str, str], wanted: set[str] 
     for key, definition in sorted(TOPIC_CONFIGS.items()):
         if wanted is not None and key not in wanted:
             continue
-        if key in overrides:
-            value, source = overrides[key], DYNAMIC_TOPIC_CONFIG
-        elif definition.broker_key in broker_settings:
-            value = _text(broker_settings[definition.broker_key])
-            source = _broker_source(cluster, 0, definition.broker_key)
+        synonyms = [(key, overrides[key], DYNAMIC_TOPIC_CONFIG)] if key in overrides else []
+        if definition.broker_key in broker_settings:
+            synonyms += broker_synonyms(cluster, 0, definition.broker_key)
         else:
-            value, source = definition.default, DEFAULT_CONFIG
-        entries.append(ConfigEntry(key, value, source, _TOPIC_TYPES[definition.kind]))
+            synonyms.append((definition.broker_key or key, definition.default, DEFAULT_CONFIG))
+        _, value, source = synonyms[0]
+        entries.append(
+            ConfigEntry(key, value, source, _TOPIC_TYPES[definition.kind], synonyms=tuple(synonyms))
+        )
     return entries
 
 

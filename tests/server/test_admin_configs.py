@@ -107,3 +107,26 @@ def test_group_logger_and_client_metrics_configs_are_stored_with_kafka_sources_a
         (Errors.INVALID_REQUEST, "Unknown resource type 8"),
         (Errors.INVALID_REQUEST, "Null value not supported for : retention.ms"),
     ]
+
+
+def test_synonyms_list_where_a_value_may_come_from_most_specific_first(server):
+    from minibroker.sim.dynamic_configs import BROKER, alter_configs
+
+    cluster = server.cluster
+
+    def run():
+        alter_configs(cluster, TOPIC, "t", [("min.insync.replicas", 0, "1")])
+        alter_configs(cluster, BROKER, "", [("min.insync.replicas", 0, "2")])
+        (topic,) = describe_configs(cluster, TOPIC, "t", ["min.insync.replicas"])
+        (broker,) = describe_configs(cluster, BROKER, "0", ["min.insync.replicas"])
+        (flush,) = describe_configs(cluster, TOPIC, "t", ["segment.jitter.ms"])
+        return topic.synonyms, broker.synonyms, flush.synonyms
+
+    topic, broker, jitter = server.call(run)
+    assert topic == (
+        ("min.insync.replicas", "1", 1),
+        ("min.insync.replicas", "2", 3),
+        ("min.insync.replicas", "1", 5),
+    )
+    assert broker == (("min.insync.replicas", "2", 3), ("min.insync.replicas", "1", 5))
+    assert jitter == (("log.roll.jitter.ms", "0", 5),)
