@@ -21,8 +21,8 @@ The per-topic, per-group and per-resource checks are the handlers' (``topic_deni
 CreateTopics CREATE (on the cluster or the topic), DeleteTopics and DeleteRecords
 DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS and the alters
 ALTER_CONFIGS (topics, groups, or the cluster for brokers, loggers and client
-metrics), DescribeGroups DESCRIBE and DeleteGroups DELETE on each group; OffsetCommit READ on each
-topic (``error_responses.handle``).
+metrics), DescribeGroups DESCRIBE and DeleteGroups DELETE on each group, ListGroups DESCRIBE on the
+cluster or on each group it lists; OffsetCommit READ on each topic (``error_responses.handle``).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import messages as m
-from minibroker.server.acl_checks import group_denied, topic_denied
-from minibroker.server.authorizer import DELETE, DESCRIBE, GROUP, READ
+from minibroker.server.acl_checks import enforced, group_denied, topic_denied
+from minibroker.server.authorizer import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
@@ -173,7 +173,13 @@ async def list_groups(request: Request, conn: Connection) -> ListGroupsResponse:
         tuple(body.states_filter) if version >= 4 else (), tuple(body.types_filter) if version >= 5 else ()
     )
     answer: m.ListGroupsResponse = await _ask(conn, message)
-    listed = [_row(ListGroupsResponse.ListedGroup, g, _LISTED, group_type="classic") for g in answer.groups]
+    # with an authorizer: every group for DESCRIBE on the cluster, else those the caller may DESCRIBE
+    everything = not enforced(conn) or conn.authorize(DESCRIBE, CLUSTER, CLUSTER_NAME)
+    listed = [
+        _row(ListGroupsResponse.ListedGroup, g, _LISTED, group_type="classic")
+        for g in answer.groups
+        if everything or not group_denied(conn, DESCRIBE, g.group_id)
+    ]
     return ListGroupsResponse(throttle_time_ms=0, error_code=answer.error, groups=listed)
 
 
