@@ -11,7 +11,9 @@ request gets the API's error response with the authorization error, as Kafka's
   DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED); FindCoordinator for a
   transactional id: DESCRIBE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
 - InitProducerId: WRITE on the transactional id, or without one IDEMPOTENT_WRITE on
-  the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED).
+  the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED);
+- a transactional Produce, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit: WRITE
+  on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked first.
 
 In a batched FindCoordinator (v4+) or OffsetFetch (v8+) each group (or transactional id) the
 authorizer refuses gets its own error in the answer (``restrict_groups``).
@@ -76,6 +78,9 @@ def denied(request: Request, conn: Connection) -> Errors | None:
     if not enforced(conn):
         return None
     key, body = request.api_key, request.body
+    transactional_id = _transactional_id(request)
+    if transactional_id is not None and not conn.authorize(WRITE, TRANSACTIONAL_ID, transactional_id):
+        return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if key in (43, 60):
         operation = ALTER if key == 43 else DESCRIBE
         return (
@@ -99,6 +104,16 @@ def denied(request: Request, conn: Connection) -> Errors | None:
         if any(conn.authorize(WRITE, TOPIC, name) for name in conn.cluster.topics):
             return None
         return Errors.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
+def _transactional_id(request: Request) -> str | None:
+    """The transactional id a Produce or a transaction API writes for (WRITE on it is needed)."""
+    key, body = request.api_key, request.body
+    if key == 24:
+        return body.v3_and_below_transactional_id
+    if key in (0, 25, 26, 28):
+        return body.transactional_id
     return None
 
 

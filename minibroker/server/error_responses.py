@@ -41,7 +41,7 @@ from minibroker.server.acl_checks import denied, enforced, restrict_groups, topi
 from minibroker.server.admin_error_responses import ADMIN_ERROR_RESPONSES
 from minibroker.server.authorizer import READ
 from minibroker.server.codec import SUPPORTED, Request, encode_response
-from minibroker.server.context import Connection
+from minibroker.server.context import CloseConnection, Connection
 from minibroker.server.handlers import HANDLERS
 
 #: the replica manager takes these itself (before appending or reading)
@@ -433,6 +433,8 @@ async def handle(request: Request, conn: Connection) -> Any:
         return await _handle(request, conn)
     refused = denied(request, conn)
     if refused is not None:
+        if request.api_key == 0 and request.body.acks == 0:  # no answer to give: Kafka closes the connection
+            raise CloseConnection(f"acks=0 Produce failed with {refused.name}")
         return ERROR_RESPONSES.get(request.api_key, _top_level)(request, int(refused))
     failed = []
     if request.api_key == 8:  # OffsetCommit: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for it

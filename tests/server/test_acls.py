@@ -185,3 +185,23 @@ def test_offset_commit_needs_read_on_each_topic(server):
             consumer.commit({KpTP("t", 0): OffsetAndMetadata(1, "", -1)})
     finally:
         consumer.close()
+
+
+def test_transactional_writes_need_write_on_the_transactional_id(server):
+    from kafka.protocol.producer import ProduceResponse
+
+    from tests.server.conftest import RawClient
+    from tests.server.test_purgatories import produce_request
+
+    deny = AclBinding(a.TRANSACTIONAL_ID, "tx", a.LITERAL, ME, "*", a.WRITE, a.DENY)
+    server.call(server.served.server.state.authorizer.create, deny)
+    raw = RawClient(server.port(0))
+    try:
+        request = produce_request(-1, 5000, b"v")
+        request.transactional_id = "tx"
+        answer = raw.request(request, ProduceResponse, 9).responses[0].partition_responses[0]
+        assert answer.error_code == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        request.transactional_id = "other"  # allowed: no ACL names it (the batch itself is not transactional)
+        assert raw.request(request, ProduceResponse, 9).responses[0].partition_responses[0].error_code == 0
+    finally:
+        raw.close()
