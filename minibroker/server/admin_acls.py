@@ -10,6 +10,7 @@ A filter with an UNKNOWN field is INVALID_REQUEST.
 
 from __future__ import annotations
 
+import attrs
 from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
 from minibroker.common.errors import Errors
@@ -116,18 +117,7 @@ async def delete_acls(request: Request, conn: Connection) -> DeleteAclsResponse:
             results.append(result)
             continue
         result.matching_acls = [
-            Matching(
-                error_code=Errors.NONE,
-                error_message=None,
-                resource_type=acl.resource_type,
-                resource_name=acl.resource_name,
-                pattern_type=acl.pattern_type,
-                principal=acl.principal,
-                host=acl.host,
-                operation=acl.operation,
-                permission_type=acl.permission_type,
-            )
-            for acl in gone
+            Matching(error_code=Errors.NONE, error_message=None, **attrs.asdict(acl)) for acl in gone
         ]
         results.append(result)
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)

@@ -42,15 +42,19 @@ from minibroker.broker.topic_configs import INT64_MAX, topic_value
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.server.compression import CODEC_NAMES, DecompressedTooLarge, DecompressionError, decompress
-from minibroker.server.records import HEADER_SIZE, InvalidRecords, inner_batches
+from minibroker.server.records import (
+    ATTRIBUTES,
+    ATTRIBUTES_AT,
+    CODEC_MASK,
+    HEADER_SIZE,
+    InvalidRecords,
+    inner_batches,
+)
 
-_ATTRIBUTES_AT = 21
 _CRC_AT = 17
 _MAX_TIMESTAMP_AT = 35
-_ATTRIBUTES = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
-_CODEC_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
 NO_TIMESTAMP = -1
 
@@ -143,10 +147,10 @@ def validate_for_log(raw: bytes, tp: TopicPartition, limits: TopicLimits, now_ms
         return raw, NO_TIMESTAMP
     stamped = bytearray(raw)
     for start, end in spans:
-        (attributes,) = _ATTRIBUTES.unpack_from(stamped, start + _ATTRIBUTES_AT)
-        _ATTRIBUTES.pack_into(stamped, start + _ATTRIBUTES_AT, attributes | _LOG_APPEND_TIME)
+        (attributes,) = ATTRIBUTES.unpack_from(stamped, start + ATTRIBUTES_AT)
+        ATTRIBUTES.pack_into(stamped, start + ATTRIBUTES_AT, attributes | _LOG_APPEND_TIME)
         _INT64.pack_into(stamped, start + _MAX_TIMESTAMP_AT, now_ms)
-        _UINT32.pack_into(stamped, start + _CRC_AT, calc_crc32c(bytes(stamped[start + _ATTRIBUTES_AT : end])))
+        _UINT32.pack_into(stamped, start + _CRC_AT, calc_crc32c(bytes(stamped[start + ATTRIBUTES_AT : end])))
     return bytes(stamped), now_ms
 
 
@@ -174,7 +178,7 @@ def _needs_records(raw: bytes, start: int, limits: TopicLimits, now_ms: int) -> 
         return True
     if limits.log_append_time:
         return False
-    (attributes,) = _ATTRIBUTES.unpack_from(raw, start + _ATTRIBUTES_AT)
+    (attributes,) = ATTRIBUTES.unpack_from(raw, start + ATTRIBUTES_AT)
     (max_timestamp,) = _INT64.unpack_from(raw, start + _MAX_TIMESTAMP_AT)
     return bool(
         attributes & _LOG_APPEND_TIME
@@ -215,8 +219,8 @@ def _out_of_range(timestamp: int, now_ms: int, limits: TopicLimits) -> bool:
 
 def _records(batch_bytes: bytes) -> list[tuple[int, int, bool]]:
     """(offset, timestamp, has a key) of each record of one checked v2 batch."""
-    (attributes,) = _ATTRIBUTES.unpack_from(batch_bytes, _ATTRIBUTES_AT)
-    codec = attributes & _CODEC_MASK
+    (attributes,) = ATTRIBUTES.unpack_from(batch_bytes, ATTRIBUTES_AT)
+    codec = attributes & CODEC_MASK
     plain = batch_bytes
     if codec:
         if codec not in CODEC_NAMES:
@@ -226,7 +230,7 @@ def _records(batch_bytes: bytes) -> list[tuple[int, int, bool]]:
         except (DecompressionError, DecompressedTooLarge):
             return []  # ``validate_records`` has answered for these already
         buffer = bytearray(batch_bytes[:HEADER_SIZE]) + body
-        _ATTRIBUTES.pack_into(buffer, _ATTRIBUTES_AT, attributes & ~_CODEC_MASK)
+        ATTRIBUTES.pack_into(buffer, ATTRIBUTES_AT, attributes & ~CODEC_MASK)
         plain = bytes(buffer)
     try:
         return [(r.offset, r.timestamp, r.key is not None) for r in DefaultRecordBatch(plain)]

@@ -80,9 +80,9 @@ _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_AT = 23
 _COUNT = struct.Struct(">i")
 _COUNT_AT = 57
-_ATTRIBUTES = struct.Struct(">h")
-_ATTRIBUTES_AT = 21
-_CODEC_MASK = 0x07
+ATTRIBUTES = struct.Struct(">h")
+ATTRIBUTES_AT = 21
+CODEC_MASK = 0x07
 #: the first Produce version that may carry zstd (KIP-110)
 ZSTD_FROM_PRODUCE_VERSION = 7
 #: what a batch may decompress to when no other bound is given
@@ -158,7 +158,7 @@ def validate_records(
             )
         if batch.is_control_batch:  # only a transaction coordinator writes markers (Kafka's LogValidator)
             raise InvalidRecords(Errors.INVALID_RECORD, f"batch at {start} is a control batch")
-        codec = batch.attributes & _CODEC_MASK
+        codec = batch.attributes & CODEC_MASK
         if codec:
             _check_compressed(raw[start:end], start, codec, produce_version, decompressed_limit)
         if batch.producer_id != NO_PRODUCER_ID:
@@ -202,8 +202,8 @@ def _check_compressed(raw: bytes, start: int, codec: int, produce_version: int, 
     except DecompressedTooLarge as error:
         raise InvalidRecords(Errors.RECORD_TOO_LARGE, f"{where}: its {name} bytes {error}") from None
     plain = bytearray(raw[:HEADER_SIZE]) + records
-    (attributes,) = _ATTRIBUTES.unpack_from(plain, _ATTRIBUTES_AT)
-    _ATTRIBUTES.pack_into(plain, _ATTRIBUTES_AT, attributes & ~_CODEC_MASK)
+    (attributes,) = ATTRIBUTES.unpack_from(plain, ATTRIBUTES_AT)
+    ATTRIBUTES.pack_into(plain, ATTRIBUTES_AT, attributes & ~CODEC_MASK)
     try:
         for _ in DefaultRecordBatch(bytes(plain)):
             pass
