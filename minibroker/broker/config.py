@@ -138,6 +138,20 @@ class BrokerConfig(_KafkaNamed):
     #: the most partition replicas (partitions times replication factor, internal topics included) the
     #: cluster holds: a topic or partitions past it are refused (Kafka has no bound; memory does)
     partition_replicas_max: int = _int_field("minibroker.partition.replicas.max", 100_000, 1)
+    #: the largest record batch a partition accepts (topics: max.message.bytes; MESSAGE_TOO_LARGE past it)
+    message_max_bytes: int = _int_field("message.max.bytes", 1_048_588)
+    #: the topics' default message.timestamp.type and timestamp bounds (INVALID_TIMESTAMP outside them)
+    log_message_timestamp_type: str = _str_field(
+        "log.message.timestamp.type", "CreateTime", ("CreateTime", "LogAppendTime")
+    )
+    log_message_timestamp_before_max_ms: int = _int_field("log.message.timestamp.before.max.ms", 2**63 - 1)
+    log_message_timestamp_after_max_ms: int = _int_field("log.message.timestamp.after.max.ms", 3_600_000)
+    #: set (to any class name): the wire front end checks ACLs (server/authorizer.py); empty: no authorizer
+    authorizer_class_name: str = _text_field("authorizer.class.name", "")
+    #: principals (``;``-separated, e.g. ``User:ANONYMOUS``) the authorizer lets do anything
+    super_users: str = _text_field("super.users", "")
+    #: with an authorizer: a resource no ACL names is open to everyone (Kafka's default: closed)
+    allow_everyone_if_no_acl_found: bool = _bool_field("allow.everyone.if.no.acl.found", False)
     #: the largest request frame a wire connection accepts (a bigger one closes the connection)
     socket_request_max_bytes: int = _int_field("socket.request.max.bytes", 104_857_600, 1)
     #: fetch sessions (KIP-227) a broker keeps for wire clients; 0 disables incremental fetches

@@ -305,7 +305,11 @@ class ReplicaManager:
                 lambda response: self._respond_produce(request, respond, response),
                 op_id=request.request_id or None,
             )
-            self.produce_purgatory.try_complete_else_watch(operation, list(request.data))
+            completed = self.produce_purgatory.try_complete_else_watch(operation, list(request.data))
+            if not completed and request.timeout_ms <= 0:
+                # already due: Kafka's timer hands it to its executor at once, before any follower can
+                # fetch, so it always expires (REQUEST_TIMED_OUT); run that expiry now, not after a race
+                operation.run()
         else:
             responses = {tp: status.response for tp, status in statuses.items()}
             self._respond_produce(request, respond, ProduceResponse(responses))

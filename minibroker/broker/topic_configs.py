@@ -1,30 +1,41 @@
-"""Topic-level configs: which Kafka topic configs a topic may override, and how values are checked.
+"""Topic-level configs: every config Kafka 4 defines for a topic, and how values are checked.
 
-A topic's overrides are strings by Kafka's names (``TopicSpec.configs``), as Kafka
-keeps them. Each known config has a type and a default: the broker setting it
-falls back to (Kafka's synonym, e.g. the broker's ``min.insync.replicas``) or
-Kafka's own default. Some are *modelled* (they change what the emulator does):
+The table follows Kafka's ``LogConfig`` (storage/.../log/LogConfig.java) and
+``TopicConfig`` (https://kafka.apache.org/documentation/#topicconfigs), without the
+configs Kafka 4 removed (``message.format.version``, ``message.downconversion.enable``,
+``message.timestamp.difference.max.ms``). A topic's overrides are strings by Kafka's
+names (``TopicSpec.configs``), as Kafka keeps them. Each config has a type, Kafka's
+default and the broker setting it falls back to (Kafka's synonym, e.g. the broker's
+``log.segment.bytes`` for ``segment.bytes``); the fallback counts only where minibroker
+has that broker setting. Some are *modelled* (they change what the emulator does):
 
 - ``min.insync.replicas``: the partition's min ISR (acks=all produce, the HW freeze);
 - ``unclean.leader.election.enable``: the controller may elect an out-of-sync replica;
-- ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION;
+- ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION; with
+  ``compact`` a record without a key is refused (INVALID_RECORD, ``server.log_validator``);
+- ``max.message.bytes``, ``segment.bytes``: the largest batch and the largest produce to a
+  partition (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE);
+- ``message.timestamp.type``, ``message.timestamp.before.max.ms``, ``...after.max.ms``:
+  LogAppendTime stamping and the timestamp bounds (INVALID_TIMESTAMP);
 - ``flush.messages``, ``flush.ms``: with ``serve --data-dir``, when a log is fsynced (read when
   the log's files are opened).
 
-The others are kept and described but change nothing here (retention, segments,
-compression, timestamps): an application may set them, and reads back what it set.
+The others are kept and described but change nothing here (retention, compaction,
+remote storage, throttles): an application may set them, and reads back what it set.
 An unknown name or a value of the wrong form raises ``TopicConfigError`` (Kafka's
 INVALID_CONFIG) with a one-line message.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import attrs
 
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
+_THROTTLED = re.compile(r"[0-9]+:[0-9]+")
 
 
 class TopicConfigError(ValueError):
@@ -34,7 +45,7 @@ class TopicConfigError(ValueError):
 @attrs.frozen
 class TopicConfigDef:
     name: str
-    kind: str  # "int", "long", "bool", "choice" or "list"
+    kind: str  # "int", "long", "bool", "choice", "list", "ratio" (0..1) or "throttled" (p:b list or *)
     default: str
     broker_key: str | None = None  # the broker setting it falls back to
     minimum: int = 0
@@ -46,22 +57,69 @@ class TopicConfigDef:
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in (
-        TopicConfigDef("cleanup.policy", "list", "delete", choices=("delete", "compact"), modelled=True),
+        TopicConfigDef(
+            "cleanup.policy",
+            "list",
+            "delete",
+            "log.cleanup.policy",
+            choices=("delete", "compact"),
+            modelled=True,
+        ),
         TopicConfigDef(
             "compression.type",
             "choice",
             "producer",
+            "compression.type",
             choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
         ),
-        TopicConfigDef("delete.retention.ms", "long", "86400000"),
+        TopicConfigDef(
+            "compression.gzip.level", "int", "-1", "compression.gzip.level", minimum=-1, maximum=9
+        ),
+        TopicConfigDef("compression.lz4.level", "int", "9", "compression.lz4.level", minimum=1, maximum=17),
+        TopicConfigDef(
+            "compression.zstd.level", "int", "3", "compression.zstd.level", minimum=-131072, maximum=22
+        ),
+        TopicConfigDef("delete.retention.ms", "long", "86400000", "log.cleaner.delete.retention.ms"),
+        TopicConfigDef("file.delete.delay.ms", "long", "60000", "log.segment.delete.delay.ms"),
         TopicConfigDef(
             "flush.messages", "long", str(INT64_MAX), "log.flush.interval.messages", minimum=1, modelled=True
         ),
         TopicConfigDef("flush.ms", "long", str(INT64_MAX), "log.flush.interval.ms", modelled=True),
-        TopicConfigDef("max.message.bytes", "int", "1048588", maximum=INT32_MAX),
+        TopicConfigDef("follower.replication.throttled.replicas", "throttled", ""),
+        TopicConfigDef("index.interval.bytes", "int", "4096", "log.index.interval.bytes", maximum=INT32_MAX),
+        TopicConfigDef("leader.replication.throttled.replicas", "throttled", ""),
+        TopicConfigDef("local.retention.bytes", "long", "-2", "log.local.retention.bytes", minimum=-2),
+        TopicConfigDef("local.retention.ms", "long", "-2", "log.local.retention.ms", minimum=-2),
         TopicConfigDef(
-            "message.timestamp.type", "choice", "CreateTime", choices=("CreateTime", "LogAppendTime")
+            "max.compaction.lag.ms", "long", str(INT64_MAX), "log.cleaner.max.compaction.lag.ms", minimum=1
         ),
+        TopicConfigDef(
+            "max.message.bytes", "int", "1048588", "message.max.bytes", maximum=INT32_MAX, modelled=True
+        ),
+        TopicConfigDef(
+            "message.timestamp.after.max.ms",
+            "long",
+            "3600000",
+            "log.message.timestamp.after.max.ms",
+            modelled=True,
+        ),
+        TopicConfigDef(
+            "message.timestamp.before.max.ms",
+            "long",
+            str(INT64_MAX),
+            "log.message.timestamp.before.max.ms",
+            modelled=True,
+        ),
+        TopicConfigDef(
+            "message.timestamp.type",
+            "choice",
+            "CreateTime",
+            "log.message.timestamp.type",
+            choices=("CreateTime", "LogAppendTime"),
+            modelled=True,
+        ),
+        TopicConfigDef("min.cleanable.dirty.ratio", "ratio", "0.5", "log.cleaner.min.cleanable.ratio"),
+        TopicConfigDef("min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms"),
         TopicConfigDef(
             "min.insync.replicas",
             "int",
@@ -71,12 +129,26 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             maximum=INT32_MAX,
             modelled=True,
         ),
-        TopicConfigDef("retention.bytes", "long", "-1", minimum=-1),
-        TopicConfigDef("retention.ms", "long", "604800000", minimum=-1),
+        TopicConfigDef("preallocate", "bool", "false", "log.preallocate"),
+        TopicConfigDef("remote.log.copy.disable", "bool", "false"),
+        TopicConfigDef("remote.log.delete.on.disable", "bool", "false"),
+        TopicConfigDef("remote.storage.enable", "bool", "false"),
+        TopicConfigDef("retention.bytes", "long", "-1", "log.retention.bytes", minimum=-INT64_MAX - 1),
+        TopicConfigDef("retention.ms", "long", "604800000", "log.retention.ms", minimum=-1),
         TopicConfigDef(
-            "segment.bytes", "int", "1073741824", "log.segment.bytes", minimum=14, maximum=INT32_MAX
+            "segment.bytes",
+            "int",
+            "1073741824",
+            "log.segment.bytes",
+            minimum=14,
+            maximum=INT32_MAX,
+            modelled=True,
         ),
-        TopicConfigDef("segment.ms", "long", "604800000", minimum=1),
+        TopicConfigDef(
+            "segment.index.bytes", "int", "10485760", "log.index.size.max.bytes", minimum=4, maximum=INT32_MAX
+        ),
+        TopicConfigDef("segment.jitter.ms", "long", "0", "log.roll.jitter.ms"),
+        TopicConfigDef("segment.ms", "long", "604800000", "log.roll.ms", minimum=1),
         TopicConfigDef(
             "unclean.leader.election.enable",
             "bool",
@@ -107,6 +179,21 @@ def check_topic_config(name: str, value: str | None) -> str:
                 f"{name}: expected a number in {definition.minimum}..{definition.maximum}, got {number}"
             )
         return str(number)
+    if definition.kind == "ratio":
+        try:
+            ratio = float(text)
+        except ValueError:
+            raise TopicConfigError(f"{name}: expected a number in 0..1, got {value!r}") from None
+        if not 0 <= ratio <= 1:
+            raise TopicConfigError(f"{name}: expected a number in 0..1, got {value!r}")
+        return text
+    if definition.kind == "throttled":
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if items != ["*"] and not all(_THROTTLED.fullmatch(item) for item in items):
+            raise TopicConfigError(
+                f"{name}: expected * or a comma-separated list of partition:broker, got {value!r}"
+            )
+        return ",".join(items)
     if definition.kind == "bool":
         if text.lower() not in ("true", "false"):
             raise TopicConfigError(f"{name}: expected true or false, got {value!r}")
@@ -132,3 +219,14 @@ def check_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
 def deletes_records(configs: Mapping[str, str]) -> bool:
     """Whether ``cleanup.policy`` includes ``delete`` (DeleteRecords is refused otherwise)."""
     return "delete" in configs.get("cleanup.policy", "delete").split(",")
+
+
+def topic_value(name: str, overrides: Mapping[str, str], broker_settings: Mapping[str, object]) -> str:
+    """The value in force: the override, else the broker setting it falls back to, else Kafka's default."""
+    if name in overrides:
+        return overrides[name]
+    definition = TOPIC_CONFIGS[name]
+    if definition.broker_key is not None and definition.broker_key in broker_settings:
+        value = broker_settings[definition.broker_key]
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return definition.default

@@ -73,6 +73,47 @@ def incremental_alter_configs(request: Request, error: int) -> Any:
     return _resources(request, error, "responses", "AlterConfigsResourceResponse")
 
 
+def alter_configs(request: Request, error: int) -> Any:
+    return _resources(request, error, "responses", "AlterConfigsResourceResponse")
+
+
+def create_acls(request: Request, error: int) -> Any:
+    result = _nested(request, "AclCreationResult")
+    return _build(request, results=[result(error_code=error) for _ in request.body.creations])
+
+
+def delete_acls(request: Request, error: int) -> Any:
+    result = _nested(request, "DeleteAclsFilterResult")
+    return _build(
+        request, filter_results=[result(error_code=error, matching_acls=[]) for _ in request.body.filters]
+    )
+
+
+def describe_log_dirs(request: Request, error: int) -> Any:
+    """No log dir; the error at the top level where the version has one (v3+), as Kafka's."""
+    fields: dict[str, Any] = {"results": []}
+    if request.api_version >= 3:
+        fields["error_code"] = error
+    return _build(request, **fields)
+
+
+def alter_replica_log_dirs(request: Request, error: int) -> Any:
+    topic = _nested(request, "AlterReplicaLogDirTopicResult")
+    part = topic.AlterReplicaLogDirPartitionResult
+    results = [
+        topic(topic_name=t.name, partitions=[part(partition_index=p, error_code=error) for p in t.partitions])
+        for d in request.body.dirs
+        for t in d.topics
+    ]
+    return _build(request, results=results)
+
+
+def describe_topic_partitions(request: Request, error: int) -> Any:
+    topic = _nested(request, "DescribeTopicPartitionsResponseTopic")
+    topics = [topic(error_code=error, name=t.name, partitions=[]) for t in request.body.topics]
+    return _build(request, topics=topics, next_cursor=None)
+
+
 def create_partitions(request: Request, error: int) -> Any:
     result = _nested(request, "CreatePartitionsTopicResult")
     return _build(request, results=[result(name=t.name, error_code=error) for t in request.body.topics])
@@ -91,13 +132,20 @@ def elect_leaders(request: Request, error: int) -> Any:
     return _build(request, **fields)
 
 
-#: api key -> error response (CreateTopics 19, DeleteTopics 20, DeleteRecords 21, DescribeConfigs 32,
-#: CreatePartitions 37, ElectLeaders 43, IncrementalAlterConfigs 44)
+#: api key -> error response (CreateTopics 19, DeleteTopics 20, DeleteRecords 21, CreateAcls 30,
+#: DeleteAcls 31, DescribeConfigs 32, AlterReplicaLogDirs 34, DescribeLogDirs 35, DescribeTopicPartitions 75,
+#: AlterConfigs 33, CreatePartitions 37, ElectLeaders 43, IncrementalAlterConfigs 44)
 ADMIN_ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     19: create_topics,
     20: delete_topics,
     21: delete_records,
     32: describe_configs,
+    30: create_acls,
+    31: delete_acls,
+    33: alter_configs,
+    34: alter_replica_log_dirs,
+    35: describe_log_dirs,
+    75: describe_topic_partitions,
     37: create_partitions,
     43: elect_leaders,
     44: incremental_alter_configs,

@@ -6,7 +6,9 @@ Kafka's error code and message; a topic named twice in one request is answered
 once, INVALID_REQUEST, as Kafka answers (its responses are keyed by name). ``timeout_ms`` is not waited
 on: the topics exist (or are gone) when the answer leaves. CreateTopics v5+
 answers with the topic's partitions, replication factor and configs, v7+ with
-its topic id; DeleteTopics v6 takes topics by name or id.
+its topic id; DeleteTopics v6 takes topics by name or id. With an authorizer
+(``acl_checks``): CREATE on the cluster or the topic, DELETE and ALTER on the topic,
+else TOPIC_AUTHORIZATION_FAILED for that topic.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import TypeVar
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
 from minibroker.common.errors import Errors
+from minibroker.server import acl_checks
+from minibroker.server.authorizer import ALTER, CLUSTER, CLUSTER_NAME, CREATE, DELETE, TOPIC
 from minibroker.server.codec import Request
 from minibroker.server.context import Connection
 from minibroker.server.metadata import topic_id
@@ -31,6 +35,7 @@ Deleted = DeleteTopicsResponse.DeletableTopicResult
 Grown = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 T = TypeVar("T")
+TOPIC_DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
 _ZERO_ID = "00000000-0000-0000-0000-000000000000"
 
 
@@ -59,6 +64,10 @@ async def create_topics(request: Request, conn: Connection) -> CreateTopicsRespo
         try:
             if topic.name in twice:
                 raise AdminError(Errors.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
+            if acl_checks.enforced(conn) and not (
+                conn.authorize(CREATE, CLUSTER, CLUSTER_NAME) or conn.authorize(CREATE, TOPIC, topic.name)
+            ):
+                raise AdminError(TOPIC_DENIED, acl_checks.MESSAGES[TOPIC_DENIED])
             spec = topic_admin.create_topic(
                 conn.cluster,
                 topic.name,
@@ -80,7 +89,7 @@ async def create_topics(request: Request, conn: Connection) -> CreateTopicsRespo
             else:
                 result.num_partitions, result.replication_factor, result.configs = -1, -1, None
         if version >= 7:
-            result.topic_id = topic_id(topic.name) if spec is not None else _ZERO_ID
+            result.topic_id = topic_id(topic.name, conn.cluster) if spec is not None else _ZERO_ID
         results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -103,14 +112,14 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
     version = request.api_version
     cluster = conn.cluster
     if version >= 6:
-        by_id = {str(topic_id(name)): name for name in cluster.topics}
+        by_id = {str(topic_id(name, conn.cluster)): name for name in cluster.topics}
         asked = [(t.name, t.topic_id) for t in body.topics]  # the zero topic id decodes as None
     else:
         asked = [(name, None) for name in body.topic_names]
     twice = _duplicates([name for name, _ in asked if name is not None])
     results = []
     for name, asked_id in _once(asked, lambda pair: pair):
-        error, message = Errors.NONE, None
+        error, message, deleted_id = Errors.NONE, None, None
         try:
             if name is None:
                 if asked_id is None:
@@ -120,6 +129,9 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
                     raise AdminError(Errors.UNKNOWN_TOPIC_ID, f"topic id {asked_id} is not known")
             elif name in twice:
                 raise AdminError(Errors.INVALID_REQUEST, f"topic {name!r} is named more than once")
+            if acl_checks.topic_denied(conn, DELETE, name):
+                raise AdminError(TOPIC_DENIED, acl_checks.MESSAGES[TOPIC_DENIED])
+            deleted_id = topic_id(name, cluster) if name in cluster.topics else None
             topic_admin.delete_topic(cluster, name)
         except AdminError as refused:
             error, message = refused.error, str(refused)
@@ -128,7 +140,8 @@ async def delete_topics(request: Request, conn: Connection) -> DeleteTopicsRespo
         if version >= 5:
             result.error_message = message
         if version >= 6:
-            result.topic_id = topic_id(name) if name is not None else (asked_id or _ZERO_ID)
+            known = deleted_id or (topic_id(name, cluster) if name is not None else None)
+            result.topic_id = known or asked_id or _ZERO_ID
         results.append(result)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
@@ -142,6 +155,8 @@ async def create_partitions(request: Request, conn: Connection) -> CreatePartiti
         try:
             if topic.name in twice:
                 raise AdminError(Errors.INVALID_REQUEST, f"topic {topic.name!r} is named more than once")
+            if acl_checks.topic_denied(conn, ALTER, topic.name):
+                raise AdminError(TOPIC_DENIED, acl_checks.MESSAGES[TOPIC_DENIED])
             assignment = (
                 None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
             )

@@ -22,6 +22,7 @@ import trio
 
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.common.messages import NetworkError
+from minibroker.server.authorizer import ANONYMOUS, SUPPORTED_OPERATIONS, Authorizer
 from minibroker.sim.cluster import Cluster
 
 # Kafka error codes used only on the wire (the cluster's own are in minibroker.common.errors)
@@ -72,6 +73,8 @@ class ServerState:
     fetch_sessions: dict[int, tuple[Any, Any]] = attrs.Factory(dict)
     #: Fetch requests answered, by broker and session kind (full, incremental, sessionless, error)
     fetch_contexts: collections.Counter[tuple[int, str]] = attrs.Factory(collections.Counter)
+    #: the cluster's ACLs (CreateAcls, ...), checked when the brokers have ``authorizer.class.name`` set
+    authorizer: Authorizer = attrs.Factory(Authorizer)
     #: key -> (trio time of the last line written, lines held back since)
     _limited: dict[Any, tuple[float, int]] = attrs.Factory(dict)
 
@@ -151,6 +154,33 @@ class Connection:
         if network.is_dropped(self.node, self.broker_id):
             return f"the link {self.node} - broker {self.broker_id} is dropped"
         return None
+
+    @property
+    def host(self) -> str:
+        """The client's address, as an ACL's host names it."""
+        return self.peer.rsplit(":", 1)[0].strip("[]")
+
+    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether this connection (User:ANONYMOUS) may do ``operation``; True without an authorizer."""
+        config = self.cluster.brokers[self.broker_id].config
+        if not config.authorizer_class_name:
+            return True
+        return self.state.authorizer.authorize(
+            ANONYMOUS,
+            self.host,
+            operation,
+            resource_type,
+            name,
+            super_users=frozenset(p.strip() for p in config.super_users.split(";") if p.strip()),
+            allow_if_no_acl=config.allow_everyone_if_no_acl_found,
+        )
+
+    def authorized_operations(self, resource_type: int, name: str) -> set[int]:
+        """Kafka's ``AuthHelper.authorizedOperations`` (all supported ones without an authorizer).
+
+        The operation codes; the response's bitfield (``to_bitfield``) is written from them.
+        """
+        return {op for op in SUPPORTED_OPERATIONS[resource_type] if self.authorize(op, resource_type, name)}
 
     def replica_manager(self) -> ReplicaManager:
         manager = self.cluster.brokers[self.broker_id].replica_manager

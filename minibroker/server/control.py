@@ -36,14 +36,14 @@ from typing import Any
 
 import trio
 
-from minibroker.common.errors import Errors
+from minibroker.common.errors import ErrorCode, Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
 from minibroker.coordinator.transaction.messages import InitProducerIdRequest
 from minibroker.coordinator.transaction.transaction_metadata import ONGOING, VALID_PREVIOUS
 from minibroker.server.codec import SUPPORTED
-from minibroker.server.error_responses import IN_REPLICA_MANAGER, PER_PARTITION, kind, pushable
+from minibroker.server.error_responses import PER_PARTITION, kind, pushable
 from minibroker.server.fetch_sessions import session_figures
 from minibroker.server.serve import Served
 
@@ -66,7 +66,8 @@ def _api_kind(api: str | int) -> str:
 
 
 def _protocol_errors() -> dict[str, int]:
-    """Every error of Kafka's protocol by name (kafka-python's table, with Kafka's names for -1 and 0)."""
+    """Every error of Kafka's protocol by name: kafka-python's table, with Kafka's own names (and the
+    aliases minibroker knows, e.g. RECORD_TOO_LARGE) from ``Errors``."""
     import kafka.errors as kafka_errors
 
     table = {
@@ -75,25 +76,29 @@ def _protocol_errors() -> dict[str, int]:
         if isinstance(cls, type) and issubclass(cls, kafka_errors.BrokerResponseError) and cls.errno
     }
     table.pop("UNKNOWN", None)
-    return {**table, **{e.name: int(e) for e in Errors if e is not Errors.NONE}}
+    return {**table, **{name: int(e) for name, e in Errors.__members__.items() if e is not Errors.NONE}}
 
 
-def parse_error(error: str | int, any_code: bool = False) -> Errors | int:
-    """A Kafka error by name (``NOT_LEADER_OR_FOLLOWER``) or code (6).
+def parse_error(error: str | int) -> Errors | ErrorCode:
+    """A Kafka error by any of its names (``NOT_LEADER_OR_FOLLOWER``, ``MESSAGE_TOO_LARGE``) or its code (6).
 
-    Produce and Fetch errors go through the emulated cluster, which knows the ``Errors`` it models;
-    with ``any_code`` (every other API, answered by the wire front end) any code of Kafka's protocol.
+    Any code of Kafka's protocol, on any API: one the emulator models is an ``Errors``, another an
+    ``ErrorCode`` carrying Kafka's name (what a trace and a log line show).
     """
-    table = _protocol_errors() if any_code else {e.name: int(e) for e in Errors if e is not Errors.NONE}
+    table = _protocol_errors()
     text = str(error).strip().upper()
+    code: int | None = None
     if isinstance(error, int) or text.lstrip("-").isdigit():
-        code = int(error)
-        if code in table.values():
-            return code if any_code else Errors(code)
+        if int(error) in table.values():
+            code = int(error)
     elif text in table:
-        return table[text] if any_code else Errors[text]
-    known = ", ".join(sorted(table, key=table.__getitem__))
-    raise ValueError(f"error {error!r}: expected one of {known} (or its code)")
+        code = table[text]
+    if code is None:
+        known = ", ".join(sorted(table, key=table.__getitem__))
+        raise ValueError(f"error {error!r}: expected one of {known} (or its code)")
+    if code in Errors._value2member_map_:
+        return Errors(code)
+    return ErrorCode(code, next(name for name, value in table.items() if value == code))
 
 
 class Control:
@@ -244,7 +249,8 @@ class Control:
         """The next ``len(errors)`` ``api`` requests on ``broker`` fail, one error each.
 
         ``api``: any API the broker answers, by key (2), name (``ListOffsets``) or snake name
-        (``list_offsets``). The request has no effect and is answered in its API's shape.
+        (``list_offsets``). ``errors``: any of Kafka's, by code or name. The request has no effect and
+        is answered in its API's shape.
         With ``topic`` and ``partition`` (Produce, Fetch, Metadata, ListOffsets,
         OffsetForLeaderEpoch, OffsetFetch, OffsetCommit, DeleteRecords): only that partition's part
         of the requests fails, once per request that names it; nothing is written for it.
@@ -252,7 +258,7 @@ class Control:
         api_kind = _api_kind(api)
         if isinstance(errors, str | int):
             errors = [errors]
-        parsed = [parse_error(error, api_kind not in IN_REPLICA_MANAGER) for error in errors]
+        parsed = [parse_error(error) for error in errors]
         if not parsed:
             raise ValueError("errors: expected at least one error")
         broker = self._broker(broker)

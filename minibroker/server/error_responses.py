@@ -37,9 +37,11 @@ import attrs
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.server.acl_checks import denied, enforced, restrict_groups, topic_denied
 from minibroker.server.admin_error_responses import ADMIN_ERROR_RESPONSES
+from minibroker.server.authorizer import READ
 from minibroker.server.codec import SUPPORTED, Request, encode_response
-from minibroker.server.context import Connection
+from minibroker.server.context import CloseConnection, Connection
 from minibroker.server.handlers import HANDLERS
 
 #: the replica manager takes these itself (before appending or reading)
@@ -435,6 +437,33 @@ def _fail_partitions(api: str, response: Any, take: Callable[[TopicPartition], E
 
 
 async def handle(request: Request, conn: Connection) -> Any:
+    """Run the API's handler, unless an authorizer or a pushed error answers the request instead.
+
+    With an authorizer (``acl_checks``) a request it refuses as a whole gets the API's error response,
+    the groups it refuses in a batched FindCoordinator or OffsetFetch get their error in the answer, and
+    an OffsetCommit's partitions of topics the caller may not READ are taken out and answered
+    TOPIC_AUTHORIZATION_FAILED.
+    """
+    if not enforced(conn):
+        return await _handle(request, conn)
+    refused = denied(request, conn)
+    if refused is not None:
+        if request.api_key == 0 and request.body.acks == 0:  # no answer to give: Kafka closes the connection
+            raise CloseConnection(f"acks=0 Produce failed with {refused.name}")
+        return ERROR_RESPONSES.get(request.api_key, _top_level)(request, int(refused))
+    failed = []
+    if request.api_key == 8:  # OffsetCommit: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for it
+        refused = int(Errors.TOPIC_AUTHORIZATION_FAILED)
+        failed = _withhold(request, lambda tp: refused if topic_denied(conn, READ, tp.topic) else None)
+    response = await _handle(request, conn)
+    if response is not None and not isinstance(response, bytes):
+        restrict_groups(request, conn, response)
+        if failed:
+            _add_failed("offset_commit", request, response, failed)
+    return response
+
+
+async def _handle(request: Request, conn: Connection) -> Any:
     """Run the API's handler, unless a pushed error answers the request instead (module docstring)."""
     handler: Callable[[Request, Connection], Awaitable[Any]] = HANDLERS[request.api_key]
     manager = conn.cluster.brokers[conn.broker_id].replica_manager

@@ -17,7 +17,10 @@ answer carries only those with news.
 
 ListOffsets: -2 (earliest) is the log start offset, -1 (latest) the HW (the
 LSO for READ_COMMITTED, v2+), a timestamp the first record stamped
-at or after it below the HW. OffsetForLeaderEpoch answers from the leader's
+at or after it below the HW; -3 (max timestamp, v7+) the first record stamped
+latest below the HW, with its batch's leader epoch; -4 (earliest local, v8+) the
+log start offset, the whole log being local; -5 (latest tiered, v9+) offset -1 and
+epoch -1, as Kafka answers for a topic without remote storage. OffsetForLeaderEpoch answers from the leader's
 epoch cache. Both read the leader's state directly (no purgatory is involved).
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
 
 from minibroker.broker.partition import Partition, PartitionError
@@ -39,10 +43,12 @@ from minibroker.common.messages import (
 from minibroker.common.messages import (
     FetchResponse as ClusterFetchResponse,
 )
+from minibroker.server.acl_checks import topic_denied
+from minibroker.server.authorizer import DESCRIBE, READ
 from minibroker.server.codec import Request
 from minibroker.server.context import INVALID_REQUEST, RESPONSE_GRACE_MS, Connection
 from minibroker.server.fetch_sessions import ERROR, answer, new_context
-from minibroker.server.records import encode_batches, offset_for_timestamp
+from minibroker.server.records import encode_batches, max_timestamp_offset, offset_for_timestamp
 
 FetchTopic = FetchResponse.FetchableTopicResponse
 FetchData = FetchResponse.FetchableTopicResponse.PartitionData
@@ -55,6 +61,10 @@ EpochPartition = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEn
 #: ListOffsets' special timestamps
 LATEST = -1
 EARLIEST = -2
+#: ListOffsets v7+ (KIP-734), v8+ (KIP-1005: earliest local; here the log is all local), v9+ (latest tiered)
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
 
 
 async def fetch(request: Request, conn: Connection) -> FetchResponse:
@@ -77,8 +87,11 @@ async def fetch(request: Request, conn: Connection) -> FetchResponse:
     session_id, carried = answer(conn, context, response.partitions)
     origin = conn.state.epoch_origin_ms
     topics: dict[str, list] = {}
+    unreadable = {tp.topic for tp in carried if topic_denied(conn, READ, tp.topic)}
     for tp in carried:
         part = response.partitions[tp]
+        if tp.topic in unreadable:
+            part = attrs.evolve(part, error=Errors.TOPIC_AUTHORIZATION_FAILED)
         ok = part.error is Errors.NONE
         lso, aborted = _transactions(conn, tp, part.batches, read_committed) if ok else (-1, None)
         topics.setdefault(tp.topic, []).append(
@@ -142,11 +155,20 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
             epoch = part.current_leader_epoch if version >= 4 else -1
             error, timestamp, offset, leader_epoch = 0, -1, -1, -1
             try:
+                if topic_denied(conn, DESCRIBE, tp.topic):
+                    raise PartitionError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 partition = _leader(conn, tp, epoch)
                 leader_epoch = partition.leader_epoch
                 log = partition.log
-                if part.timestamp == EARLIEST:
+                if part.timestamp in (EARLIEST, EARLIEST_LOCAL):
                     offset = log.log_start_offset
+                elif part.timestamp == LATEST_TIERED:  # no remote storage: Kafka answers -1, epoch -1
+                    leader_epoch = -1
+                elif part.timestamp == MAX_TIMESTAMP:
+                    below_hw = log.read(log.log_start_offset, 2**62, log.high_watermark).batches
+                    found = max_timestamp_offset(below_hw, conn.state.epoch_origin_ms)
+                    if found is not None:
+                        timestamp, offset, leader_epoch = found
                 elif part.timestamp == LATEST:
                     committed = version >= 2 and body.isolation_level == 1
                     offset = log.last_stable_offset if committed else log.high_watermark

@@ -7,7 +7,13 @@ v2+ may ask for every committed offset (topics null), v8+ for several groups at
 once (each group answered by this broker: NOT_COORDINATOR for the ones it does not
 coordinate); v2-v7 carry the group's error at the top level too. ListGroups lists
 this broker's groups (an admin client asks every broker); v4+ filter by state,
-v5+ by type (every group here is ``classic``).
+v5+ by type (every group here is ``classic``). OffsetDelete (KIP-496) asks the coordinator
+to delete a group's offsets of some partitions, with Kafka's checks (KafkaApis'
+``handleOffsetDeleteRequest``): with an authorizer DELETE on the group (else
+GROUP_AUTHORIZATION_FAILED) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED); a
+partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION; the coordinator answers the
+group's error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NOT_COORDINATOR, ...) or each partition's
+(GROUP_SUBSCRIBED_TO_TOPIC for a topic the members consume).
 """
 
 from __future__ import annotations
@@ -15,9 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
-from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
+from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import messages as m
+from minibroker.server.acl_checks import enforced, group_denied, topic_denied
+from minibroker.server.authorizer import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, GROUP, READ
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 
@@ -138,13 +148,21 @@ def _fetched(group: m.OffsetFetchResult, topic_class) -> list:
 
 
 async def describe_groups(request: Request, conn: Connection) -> DescribeGroupsResponse:
-    answer: m.DescribeGroupsResponse = await _ask(conn, m.DescribeGroupsRequest(tuple(request.body.groups)))
+    body = request.body
+    answer: m.DescribeGroupsResponse = await _ask(conn, m.DescribeGroupsRequest(tuple(body.groups)))
     groups = [
         _row(
             Described, g, _DESCRIBED, members=[_row(DescribedMember, x, _DESCRIBED_MEMBER) for x in g.members]
         )
         for g in answer.groups
     ]
+    asked = request.api_version >= 3 and body.include_authorized_operations
+    for group in groups:
+        if group_denied(conn, DESCRIBE, group.group_id):  # Kafka: denied groups are named, nothing else
+            group.error_code, group.group_state, group.protocol_type, group.protocol_data = 30, "", "", ""
+            group.members = []
+        elif asked:
+            group.authorized_operations = conn.authorized_operations(GROUP, group.group_id)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
 
@@ -155,14 +173,64 @@ async def list_groups(request: Request, conn: Connection) -> ListGroupsResponse:
         tuple(body.states_filter) if version >= 4 else (), tuple(body.types_filter) if version >= 5 else ()
     )
     answer: m.ListGroupsResponse = await _ask(conn, message)
-    listed = [_row(ListGroupsResponse.ListedGroup, g, _LISTED, group_type="classic") for g in answer.groups]
+    # with an authorizer: every group for DESCRIBE on the cluster, else those the caller may DESCRIBE
+    everything = not enforced(conn) or conn.authorize(DESCRIBE, CLUSTER, CLUSTER_NAME)
+    listed = [
+        _row(ListGroupsResponse.ListedGroup, g, _LISTED, group_type="classic")
+        for g in answer.groups
+        if everything or not group_denied(conn, DESCRIBE, g.group_id)
+    ]
     return ListGroupsResponse(throttle_time_ms=0, error_code=answer.error, groups=listed)
 
 
 async def delete_groups(request: Request, conn: Connection) -> DeleteGroupsResponse:
-    answer: m.DeleteGroupsResponse = await _ask(conn, m.DeleteGroupsRequest(tuple(request.body.groups_names)))
+    names = list(request.body.groups_names)
+    allowed = tuple(g for g in names if not group_denied(conn, DELETE, g))
+    answer: m.DeleteGroupsResponse = await _ask(conn, m.DeleteGroupsRequest(allowed))
     results = [
         DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=error)
         for gid, error in answer.results
     ]
+    results += [
+        DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=30)
+        for g in names
+        if g not in allowed
+    ]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+async def offset_delete(request: Request, conn: Connection) -> OffsetDeleteResponse:
+    body = request.body
+    topic_cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    part_cls = topic_cls.OffsetDeleteResponsePartition
+    if group_denied(conn, DELETE, body.group_id):
+        return OffsetDeleteResponse(
+            error_code=Errors.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
+        )
+    local: dict[TopicPartition, Errors] = {}
+    asked: list[TopicPartition] = []
+    for t in body.topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if topic_denied(conn, READ, t.name):
+                local[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif not conn.cluster.known(tp):
+                local[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                asked.append(tp)
+    answer: m.OffsetDeleteResponse = await _ask(conn, m.OffsetDeleteRequest(body.group_id, tuple(asked)))
+    if answer.error is not Errors.NONE:
+        return OffsetDeleteResponse(error_code=answer.error, throttle_time_ms=0, topics=[])
+    errors = {**local, **dict(answer.partitions)}
+    topics: dict[str, list] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            error = errors[TopicPartition(t.name, p.partition_index)]
+            topics.setdefault(t.name, []).append(
+                part_cls(partition_index=p.partition_index, error_code=error)
+            )
+    return OffsetDeleteResponse(
+        error_code=Errors.NONE,
+        throttle_time_ms=0,
+        topics=[topic_cls(name=name, partitions=parts) for name, parts in topics.items()],
+    )

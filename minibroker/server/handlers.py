@@ -10,15 +10,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from minibroker.server import admin_cluster, admin_configs, admin_topics, share
+from minibroker.server import admin_acls, admin_cluster, admin_configs, admin_log_dirs, admin_topics, share
 from minibroker.server.codec import SUPPORTED, Request
 from minibroker.server.context import Connection
+from minibroker.server.describe_topic_partitions import describe_topic_partitions
 from minibroker.server.fetch import fetch, list_offsets, offset_for_leader_epoch
 from minibroker.server.group_admin import (
     delete_groups,
     describe_groups,
     list_groups,
     offset_commit,
+    offset_delete,
     offset_fetch,
 )
 from minibroker.server.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
@@ -62,6 +64,15 @@ HANDLERS: dict[int, Handler] = {
     37: admin_topics.create_partitions,
     43: admin_cluster.elect_leaders,
     44: admin_configs.incremental_alter,
+    33: admin_configs.alter,
+    29: admin_acls.describe_acls,
+    30: admin_acls.create_acls,
+    31: admin_acls.delete_acls,
+    34: admin_log_dirs.alter_replica_log_dirs,
+    35: admin_log_dirs.describe_log_dirs,
+    47: offset_delete,
+    55: admin_cluster.describe_quorum,
+    75: describe_topic_partitions,
     60: admin_cluster.describe_cluster,
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,

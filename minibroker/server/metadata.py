@@ -23,7 +23,14 @@ clients treat it as retriable and ask again, and the next Metadata request
 names the leaders (creation here is immediate, so the first retry finds them;
 in Kafka it may take a few).
 
-Topic ids (Metadata v10+) are stable UUIDs derived from the topic name.
+Topic ids (Metadata v10+) are stable UUIDs derived from the topic name; a topic deleted
+and created again under the same name gets a new one, as in Kafka.
+
+With an authorizer (``acl_checks``) a listing leaves out the topics the caller may
+not DESCRIBE, a named one answers TOPIC_AUTHORIZATION_FAILED, and auto-creation needs
+CREATE on the cluster or the topic. ``include_topic_authorized_operations`` (v8+) and
+``include_cluster_authorized_operations`` (v8-v10) answer Kafka's bitfields: every
+operation of the resource type without an authorizer (``Connection.authorized_operations``).
 """
 
 from __future__ import annotations
@@ -38,10 +45,14 @@ from minibroker.common.messages import TopicPartition
 from minibroker.common.topic_names import topic_error
 from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
+from minibroker.server import acl_checks
+from minibroker.server.acl_checks import topic_denied
+from minibroker.server.authorizer import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from minibroker.server.codec import Request, api_versions_body
 from minibroker.server.context import INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION, Connection
-from minibroker.sim.cluster import TopicSpec
+from minibroker.sim.cluster import Cluster, TopicSpec
 
+_ZERO_ID = uuid.UUID(int=0)
 _TOPIC_IDS = uuid.UUID("6d696e69-6272-6f6b-6572-746f70696373")  # namespace: "minibrokertopics"
 
 Broker = MetadataResponse.MetadataResponseBroker
@@ -49,8 +60,11 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 
 
-def topic_id(name: str) -> uuid.UUID:
-    return uuid.uuid5(_TOPIC_IDS, name)
+def topic_id(name: str, cluster: Cluster | None = None) -> uuid.UUID:
+    """The topic's id: a UUID derived from its name and how many topics of that name were deleted
+    before it (Kafka gives a topic made again under an old name a new id)."""
+    incarnation = cluster.topic_deletions.get(name, 0) if cluster is not None else 0
+    return uuid.uuid5(_TOPIC_IDS, name if incarnation == 0 else f"{name}#{incarnation}")
 
 
 async def api_versions(request: Request, conn: Connection) -> MetadataResponse:
@@ -62,10 +76,15 @@ async def metadata(request: Request, conn: Connection) -> MetadataResponse:
     version = request.api_version
     cluster = conn.cluster
     if body.topics is None or (version == 0 and not body.topics):
-        # hidden topics (minibroker.delayed_messages's levels) are left out of a listing, answered when named
-        names: list[str | None] = sorted(n for n, spec in cluster.topics.items() if not spec.internal)
+        # hidden topics (minibroker.delayed_messages's levels) are left out of a listing, answered when named;
+        # with an authorizer, so are the topics the caller may not describe (Kafka's filter)
+        names: list[str | None] = sorted(
+            n
+            for n, spec in cluster.topics.items()
+            if not spec.internal and not topic_denied(conn, DESCRIBE, n)
+        )
     else:
-        by_id = {topic_id(name): name for name in cluster.topics}
+        by_id = {topic_id(name, cluster): name for name in cluster.topics}
         names = [t.name if t.name is not None else by_id.get(t.topic_id) for t in body.topics]
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
     alive = [b.broker_id for b in cluster.brokers if b.alive]
@@ -75,7 +94,11 @@ async def metadata(request: Request, conn: Connection) -> MetadataResponse:
         if b in conn.state.listeners
     ]
     topics = [_topic(conn, name, allow_create, alive) for name in dict.fromkeys(names)]
-    return MetadataResponse(
+    if version >= 8:
+        for topic in topics:
+            if body.include_topic_authorized_operations and topic.error_code == Errors.NONE:
+                topic.authorized_operations = conn.authorized_operations(TOPIC, topic.name)
+    response = MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=conn.state.cluster_id,
@@ -83,19 +106,28 @@ async def metadata(request: Request, conn: Connection) -> MetadataResponse:
         topics=topics,
         error_code=0,
     )
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations:
+        response.authorized_operations = conn.authorized_operations(CLUSTER, CLUSTER_NAME)
+    return response
 
 
 def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[int]) -> Topic:
     cluster = conn.cluster
     if name is None:
         return Topic(error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION, name=None, partitions=[])
+    if topic_denied(conn, DESCRIBE, name):
+        error = Errors.TOPIC_AUTHORIZATION_FAILED
+        return Topic(error_code=error, name=name, topic_id=_ZERO_ID, partitions=[])
     if name not in cluster.topics:
         error = _maybe_create(conn, name, allow_create)
         if error is not None:
-            return Topic(error_code=error, name=name, topic_id=topic_id(name), partitions=[])
+            return Topic(error_code=error, name=name, topic_id=topic_id(name, cluster), partitions=[])
         if name not in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             return Topic(
-                error_code=Errors.LEADER_NOT_AVAILABLE, name=name, topic_id=topic_id(name), partitions=[]
+                error_code=Errors.LEADER_NOT_AVAILABLE,
+                name=name,
+                topic_id=topic_id(name, cluster),
+                partitions=[],
             )
     spec = cluster.topics[name]
     partitions = []
@@ -115,7 +147,7 @@ def _topic(conn: Connection, name: str | None, allow_create: bool, alive: list[i
     return Topic(
         error_code=Errors.NONE,
         name=name,
-        topic_id=topic_id(name),
+        topic_id=topic_id(name, cluster),
         is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
         partitions=partitions,
     )
@@ -136,6 +168,10 @@ def _maybe_create(conn: Connection, name: str, allow_create: bool) -> int | None
         return INVALID_TOPIC_EXCEPTION
     if not (config.auto_create_topics_enable and allow_create):
         return Errors.UNKNOWN_TOPIC_OR_PARTITION
+    if acl_checks.enforced(conn) and not (
+        conn.authorize(CREATE, CLUSTER, CLUSTER_NAME) or conn.authorize(CREATE, TOPIC, name)
+    ):
+        return Errors.TOPIC_AUTHORIZATION_FAILED
     state = conn.state
     if state.auto_created >= config.auto_create_topics_max:
         state.auto_create_refusals += 1

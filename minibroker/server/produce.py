@@ -27,6 +27,7 @@ transaction on each partition (``broker.producer_state``).
 
 from __future__ import annotations
 
+import attrs
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from minibroker.common.errors import Errors
@@ -40,6 +41,8 @@ from minibroker.common.messages import (
 from minibroker.common.messages import (
     ProduceResponse as ClusterProduceResponse,
 )
+from minibroker.server.acl_checks import topic_denied
+from minibroker.server.authorizer import WRITE
 from minibroker.server.codec import Request
 from minibroker.server.context import (
     RESPONSE_GRACE_MS,
@@ -47,11 +50,19 @@ from minibroker.server.context import (
     CloseConnection,
     Connection,
 )
+from minibroker.server.log_validator import (
+    NO_TIMESTAMP,
+    RecordValidationError,
+    TopicLimits,
+    check_batch_sizes,
+    validate_for_log,
+)
 from minibroker.server.records import InvalidRecords, WholeRequest, validate_records
 from minibroker.server.transactions import init_transactional_producer_id
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+RecordErrorEntry = PartitionResponse.BatchIndexAndErrorMessage
 
 
 async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
@@ -59,12 +70,32 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
     order = [TopicPartition(t.name, p.index) for t in body.topic_data for p in t.partition_data]
     local: dict[TopicPartition, PartitionProduceResponse] = {}
     data: dict[TopicPartition, ProduceData] = {}
-    limit = conn.cluster.brokers[conn.broker_id].config.socket_request_max_bytes
+    cluster = conn.cluster
+    broker_config = cluster.brokers[conn.broker_id].config
+    limit = broker_config.socket_request_max_bytes
+    now_ms = conn.state.epoch_origin_ms + cluster.now()
+    details: dict[TopicPartition, RecordValidationError] = {}
+    append_times: dict[TopicPartition, int] = {}
     for topic in body.topic_data:
+        limits = TopicLimits.of(cluster.topic_overrides(topic.name), broker_config)
+        write_denied = topic_denied(conn, WRITE, topic.name)
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, part.index)
+            if write_denied:  # Kafka's order: authorization, then the partition, then its records
+                local[tp] = PartitionProduceResponse(Errors.TOPIC_AUTHORIZATION_FAILED)
+                continue
+            if not cluster.known(tp):  # Kafka's order: an unknown partition before its records are read
+                local[tp] = PartitionProduceResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
             try:
+                if part.records:
+                    check_batch_sizes(bytes(part.records), tp, limits)
                 records = validate_records(part.records, request.api_version, limit)
+                if records.count:
+                    raw, append_time = validate_for_log(records.raw, tp, limits, now_ms)
+                    if append_time != NO_TIMESTAMP:
+                        append_times[tp] = append_time
+                        records = attrs.evolve(records, raw=raw)
             except WholeRequest as invalid:
                 conn.log(f"Produce to {tp}: {invalid.error.name} for the whole request ({invalid})")
                 if body.acks == 0:
@@ -75,6 +106,8 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
             except InvalidRecords as invalid:
                 conn.log(f"Produce to {tp}: {invalid.error.name} ({invalid})")
                 local[tp] = PartitionProduceResponse(invalid.error)
+                if isinstance(invalid, RecordValidationError):
+                    details[tp] = invalid
                 continue
             if records.count == 0:
                 local[tp] = PartitionProduceResponse(Errors.NONE)
@@ -102,7 +135,11 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
         wait_ms = max(0, body.timeout_ms) + RESPONSE_GRACE_MS
         response: ClusterProduceResponse = await conn.call(message, wait_ms)
         answered.update(response.partitions)
-    return _response([(tp, answered.get(tp)) for tp in order])
+    for tp, append_time in append_times.items():
+        part = answered.get(tp)
+        if part is not None and part.error is Errors.NONE:
+            answered[tp] = attrs.evolve(part, log_append_time_ms=append_time)
+    return _response([(tp, answered.get(tp)) for tp in order], details=details)
 
 
 def _check_acks_zero(
@@ -122,20 +159,26 @@ def _check_acks_zero(
 
 
 def _response(
-    parts: list[tuple[TopicPartition, PartitionProduceResponse | None]], error: int | None = None
+    parts: list[tuple[TopicPartition, PartitionProduceResponse | None]],
+    error: int | None = None,
+    details: dict[TopicPartition, RecordValidationError] | None = None,
 ) -> ProduceResponse:
     topics: dict[str, list] = {}
     for tp, part in parts:
         code = error if error is not None else (part.error if part is not None else UNKNOWN_SERVER_ERROR)
+        rejected = (details or {}).get(tp)
         topics.setdefault(tp.topic, []).append(
             PartitionResponse(
                 index=tp.partition,
                 error_code=int(code),
                 base_offset=part.base_offset if part is not None and error is None else -1,
-                log_append_time_ms=-1,
+                log_append_time_ms=part.log_append_time_ms if part is not None and error is None else -1,
                 log_start_offset=part.log_start_offset if part is not None and error is None else -1,
-                record_errors=[],
-                error_message=None,
+                record_errors=[
+                    RecordErrorEntry(batch_index=r.batch_index, batch_index_error_message=r.message)
+                    for r in (rejected.record_errors if rejected is not None else ())
+                ],
+                error_message=rejected.error_message if rejected is not None else None,
             )
         )
     return ProduceResponse(

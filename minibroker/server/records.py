@@ -80,9 +80,9 @@ _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_AT = 23
 _COUNT = struct.Struct(">i")
 _COUNT_AT = 57
-_ATTRIBUTES = struct.Struct(">h")
-_ATTRIBUTES_AT = 21
-_CODEC_MASK = 0x07
+ATTRIBUTES = struct.Struct(">h")
+ATTRIBUTES_AT = 21
+CODEC_MASK = 0x07
 #: the first Produce version that may carry zstd (KIP-110)
 ZSTD_FROM_PRODUCE_VERSION = 7
 #: what a batch may decompress to when no other bound is given
@@ -158,7 +158,7 @@ def validate_records(
             )
         if batch.is_control_batch:  # only a transaction coordinator writes markers (Kafka's LogValidator)
             raise InvalidRecords(Errors.INVALID_RECORD, f"batch at {start} is a control batch")
-        codec = batch.attributes & _CODEC_MASK
+        codec = batch.attributes & CODEC_MASK
         if codec:
             _check_compressed(raw[start:end], start, codec, produce_version, decompressed_limit)
         if batch.producer_id != NO_PRODUCER_ID:
@@ -202,8 +202,8 @@ def _check_compressed(raw: bytes, start: int, codec: int, produce_version: int, 
     except DecompressedTooLarge as error:
         raise InvalidRecords(Errors.RECORD_TOO_LARGE, f"{where}: its {name} bytes {error}") from None
     plain = bytearray(raw[:HEADER_SIZE]) + records
-    (attributes,) = _ATTRIBUTES.unpack_from(plain, _ATTRIBUTES_AT)
-    _ATTRIBUTES.pack_into(plain, _ATTRIBUTES_AT, attributes & ~_CODEC_MASK)
+    (attributes,) = ATTRIBUTES.unpack_from(plain, ATTRIBUTES_AT)
+    ATTRIBUTES.pack_into(plain, ATTRIBUTES_AT, attributes & ~CODEC_MASK)
     try:
         for _ in DefaultRecordBatch(bytes(plain)):
             pass
@@ -274,3 +274,31 @@ def offset_for_timestamp(
             except Exception:  # a codec kafka-python lacks: answer at batch granularity
                 return inner.max_timestamp, inner.base_offset
     return None
+
+
+def max_timestamp_offset(batches: Sequence[RecordBatch], epoch_origin_ms: int) -> tuple[int, int, int] | None:
+    """ListOffsets MAX_TIMESTAMP (-3): (timestamp, offset, leader epoch) of the first record stamped latest.
+
+    As Kafka's ``UnifiedLog.fetchOffsetByTimestamp``: the first batch whose max timestamp is the
+    highest, and in it the first record at that timestamp (``offsetOfMaxTimestamp``).
+    """
+    best: tuple[int, int, int] | None = None
+    for batch in batches:
+        if batch.raw is None:
+            timestamp = epoch_origin_ms + batch.append_time_ms
+            if best is None or timestamp > best[0]:
+                best = (timestamp, batch.base_offset, batch.leader_epoch)
+            continue
+        raw = rewrite(batch.raw, batch.base_offset, batch.leader_epoch)
+        for start, end in inner_batches(batch.raw):
+            inner = DefaultRecordBatch(raw[start:end])
+            if best is not None and inner.max_timestamp <= best[0]:
+                continue
+            offset = inner.base_offset
+            if inner.timestamp_type == 0:  # CreateTime: the first record at the max timestamp
+                try:
+                    offset = next(r.offset for r in inner if r.timestamp == inner.max_timestamp)
+                except (StopIteration, Exception):  # a codec kafka-python lacks: the batch's first offset
+                    offset = inner.base_offset
+            best = (inner.max_timestamp, offset, batch.leader_epoch)
+    return best

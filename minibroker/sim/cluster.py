@@ -90,14 +90,17 @@ class Cluster:
                 self.topics[topic].partitions if topic in self.topics else 0
             )
             broker.share_coordinator_of = self.share_coordinator_for
-            broker.group_configs = lambda group_id: self.group_configs.get(group_id, {})
+            broker.group_configs = lambda group_id: self.resource_configs.get((32, group_id), {})
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
         #: dynamic broker configs set through the admin API: "" (every broker) or a broker id -> settings
         self.dynamic_configs: dict[str, dict[str, Any]] = {}
-        #: group config overrides (IncrementalAlterConfigs on GROUP resources), by group id
-        self.group_configs: dict[str, dict[str, str]] = {}
+        #: configs of the other resources the admin API keeps (groups, client metrics subscriptions,
+        #: broker loggers): (Kafka's resource type, name) -> settings
+        self.resource_configs: dict[tuple[int, str], dict[str, str]] = {}
+        #: topic name -> times a topic of that name was deleted (a topic made again gets a new topic id)
+        self.topic_deletions: dict[str, int] = {}
         self.controller = Controller(
             self.network,
             self.scheduler,

@@ -142,6 +142,7 @@ def delete_topic(cluster: Cluster, name: str) -> None:
     if name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
         raise AdminError(Errors.INVALID_REQUEST, f"the internal topic {name} cannot be deleted")
     del cluster.topics[name]
+    cluster.topic_deletions[name] = cluster.topic_deletions.get(name, 0) + 1
     for p in range(spec.partitions):
         tp = TopicPartition(name, p)
         cluster.controller.state.pop(tp, None)

@@ -56,7 +56,7 @@ def test_the_table_advertises_each_api_at_its_version_range():
     assert {s.name: (s.min_version, s.max_version) for s in SUPPORTED.values()} == {
         "Produce": (3, 12),
         "Fetch": (4, 12),
-        "ListOffsets": (1, 6),
+        "ListOffsets": (1, 9),
         "Metadata": (0, 12),
         "ApiVersions": (0, 4),
         "InitProducerId": (0, 4),
@@ -93,6 +93,15 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "ShareGroupDescribe": (1, 1),
         "ShareFetch": (1, 1),
         "ShareAcknowledge": (1, 1),
+        "AlterConfigs": (0, 2),
+        "DescribeAcls": (1, 3),
+        "CreateAcls": (1, 3),
+        "DeleteAcls": (1, 3),
+        "DescribeLogDirs": (1, 4),
+        "AlterReplicaLogDirs": (1, 2),
+        "DescribeQuorum": (0, 2),
+        "DescribeTopicPartitions": (0, 0),
+        "OffsetDelete": (0, 0),
     }
 
 
@@ -130,7 +139,7 @@ def test_unknown_key_and_unsupported_versions_are_told_apart():
     with pytest.raises(UnsupportedVersion, match=r"Produce v13 is not supported \(v3-v12\)"):
         decode_request(struct.pack(">hhi", 0, 13, 1))
     with pytest.raises(UnsupportedVersion):
-        decode_request(_encode(ListOffsetsRequest(replica_id=-1, topics=[]), 7))
+        decode_request(_encode(ListOffsetsRequest(replica_id=-1, topics=[]), 10))
     with pytest.raises(MalformedRequest, match="shorter than a request header"):
         decode_request(b"\x00\x03\x00")
 

@@ -143,6 +143,16 @@ def test_list_offsets_earliest_latest_and_by_time(server, client):
     follower.close()
 
 
+def test_list_offsets_max_timestamp_earliest_local_and_latest_tiered(server, client):
+    assert list_offsets(client, -3, version=7) == (0, -1, -1, 0)  # an empty log: no record
+    request = produce_request(-1, 5000)
+    request.topic_data[0].partition_data[0].records = _stamped([(1000, b"a"), (3000, b"b"), (2000, b"c")])
+    assert client.request(request, ProduceResponse, 9).responses[0].partition_responses[0].error_code == 0
+    assert list_offsets(client, -3, version=7) == (0, 3000, 1, 0)
+    assert list_offsets(client, -4, version=8) == (0, -1, 0, 0)
+    assert list_offsets(client, -5, version=9) == (0, -1, -1, -1)
+
+
 def test_init_producer_id_allocates_a_new_id_at_epoch_0_every_time_as_kafka_does(client):
     def init(version: int, **fields):
         response = client.request(

@@ -191,3 +191,16 @@ def test_a_parked_fetch_completes_when_min_bytes_arrive(serve):
     assert [(r.offset, r.value) for r in batch] == [(0, b"wake"), (1, b"up")]
     assert elapsed_ms < 2000  # far from the 5 s max wait
     assert fetch_purgatory(server).expirations == 0
+
+
+def test_acks_all_with_a_timeout_of_zero_or_less_always_times_out_while_followers_lag(serve):
+    server = serve(scenario())
+    client = RawClient(server.port(0))
+    try:
+        codes = [
+            client.request(produce_request(-1, timeout, b"v"), ProduceResponse, 9).responses[0]
+            for timeout in (0, -1) * 10
+        ]
+        assert [r.partition_responses[0].error_code for r in codes] == [7] * 20  # REQUEST_TIMED_OUT
+    finally:
+        client.close()

@@ -275,9 +275,33 @@ def test_init_producer_id_and_api_versions_answer_their_top_level_error(cluster,
 
 def test_bad_pushes_are_one_line_errors(cluster):
     with pytest.raises(
-        ValueError, match=r"^api 'CreateAcls': errors can be pushed for Produce \(0\), Fetch \(1\)"
+        ValueError, match=r"^api 'UpdateFeatures': errors can be pushed for Produce \(0\), Fetch \(1\)"
     ):
-        cluster.push_errors("CreateAcls", [6], broker=0)
+        cluster.push_errors("UpdateFeatures", [6], broker=0)
     with pytest.raises(ValueError, match=r"^api 'heartbeat': its errors are per request"):
         cluster.push_errors("heartbeat", [6], broker=0, topic="t", partition=0)
     assert cluster.pending_errors(0) == {}
+
+
+def test_any_kafka_error_by_any_of_its_names_or_its_code_on_produce_and_admin_apis(cluster, client):
+    from kafka.protocol.producer import ProduceResponse
+
+    from minibroker.common.errors import ErrorCode
+    from minibroker.server.control import parse_error
+    from tests.server.test_purgatories import produce_request
+
+    assert parse_error("message_too_large") == parse_error("MESSAGE_SIZE_TOO_LARGE") == 10
+    assert isinstance(parse_error(89), ErrorCode) and parse_error(89).name == "THROTTLING_QUOTA_EXCEEDED"
+    cluster.push_errors("produce", ["MESSAGE_TOO_LARGE", 89], broker=0, topic="t", partition=0)
+    cluster.push_errors("DescribeLogDirs", ["CLUSTER_AUTHORIZATION_FAILED"], broker=0)
+    codes = [
+        client.request(produce_request(-1, 5000, b"v"), ProduceResponse, 9)
+        .responses[0]
+        .partition_responses[0]
+        for _ in range(3)
+    ]
+    assert [c.error_code for c in codes] == [10, 89, 0]
+    from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
+
+    answer = client.request(DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse, 4)
+    assert (answer.error_code, answer.results) == (31, [])

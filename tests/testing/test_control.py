@@ -121,7 +121,7 @@ def test_bad_input_is_one_line_and_changes_nothing(cluster):
     cases = [
         (lambda: cluster.crash(7), "broker 7: expected a broker id 0..2"),
         (lambda: cluster.set_client_latency(0, -1), "latency -1: expected whole milliseconds 0..3600000"),
-        (lambda: cluster.push_errors("CreateAcls", [6], broker=0), "api 'CreateAcls': errors can be pushed"),
+        (lambda: cluster.push_errors("UpdateFeatures", [6], broker=0), "api 'UpdateFeatures': errors can be"),
         (lambda: cluster.push_errors("fetch", ["NOPE"], broker=0), "error 'NOPE': expected one of"),
         (lambda: cluster.push_errors("fetch", [6], broker=0, topic="t"), "topic and partition: give both"),
         (lambda: cluster.partition("u", 0), "partition 'u' 0: no such topic partition"),

@@ -22,11 +22,10 @@ from minibroker.broker.share.share_partition import (
     RecordState,
     SharePartition,
 )
-from minibroker.broker.share.share_partition_manager import SHARE_GROUP_CONFIGS, SharePartitionManager
+from minibroker.broker.share.share_partition_manager import SharePartitionManager
 from minibroker.broker.share.share_session_cache import ShareSession, ShareSessionCache
 
 __all__ = [
-    "SHARE_GROUP_CONFIGS",
     "AcknowledgeType",
     "AcknowledgementBatch",
     "AcquiredRecords",

@@ -49,14 +49,6 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import HIGH_WATERMARK, TXN_COMMITTED, TopicPartition
 from minibroker.purgatory import DelayedOperationPurgatory
 
-#: the group configs a share group may set (IncrementalAlterConfigs on a GROUP resource): name -> the
-#: values allowed (None: a positive int) and the default (None: the broker's ``group.share.*`` setting)
-SHARE_GROUP_CONFIGS: dict[str, tuple[tuple[str, ...] | None, str | None]] = {
-    "share.auto.offset.reset": (("latest", "earliest"), "latest"),
-    "share.record.lock.duration.ms": (None, None),
-    "share.isolation.level": (("read_uncommitted", "read_committed"), "read_uncommitted"),
-}
-
 
 class SharePartitionManager:
     """Serves ShareFetch and ShareAcknowledge for the partitions ``manager`` (a ReplicaManager) leads."""
@@ -77,7 +69,7 @@ class SharePartitionManager:
         manager.leadership_listeners.append(self.on_leadership)
         self.sessions = ShareSessionCache()
         self.share_partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
-        #: a group's config overrides (``SHARE_GROUP_CONFIGS``); the broker points this at the cluster's
+        #: a group's config overrides (GROUP resource configs); the broker points this at the cluster's
         self.group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}
         #: where share-partition state is kept (the share coordinators); None keeps it in memory only
         self.persister: Persister | None = None

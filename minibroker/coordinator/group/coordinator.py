@@ -64,6 +64,8 @@ from minibroker.coordinator.group.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetFetchResult,
@@ -174,6 +176,12 @@ class GroupCoordinator:
             answer(self.list_groups(message))
         elif isinstance(message, DeleteGroupsRequest):
             self.delete_groups(message, answer)
+        elif isinstance(message, OffsetDeleteRequest):
+            gid = message.group_id
+            refused = self.refusal(gid) if gid else Errors.INVALID_GROUP_ID
+            if refused is not None:
+                return answer(OffsetDeleteResponse(refused))
+            offsets.delete_offsets(message, self.group_metadata_manager.groups.get(message.group_id), answer)
         else:
             raise TypeError(f"the group coordinator cannot handle {type(message).__name__}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import attrs
 
 from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 
 #: a member's protocol: (name, metadata); a member's assignment: (member id, bytes)
 Protocol = tuple[str, bytes]
@@ -252,3 +253,16 @@ class DeleteGroupsRequest(GroupRequest):
 class DeleteGroupsResponse:
     #: (group id, error) per group, in request order
     results: tuple[tuple[str, Errors], ...]
+
+
+@attrs.frozen
+class OffsetDeleteRequest(GroupRequest):
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+
+
+@attrs.frozen
+class OffsetDeleteResponse:
+    error: Errors
+    #: (partition, error) per partition, in request order (empty when ``error`` is the group's)
+    partitions: tuple[tuple[TopicPartition, Errors], ...] = ()

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import records
+from minibroker.coordinator.group.consumer_protocol import subscribed_topics
 from minibroker.coordinator.group.coordinator_context import CoordinatorContext, write_error
 from minibroker.coordinator.group.group import (
     COMPLETING_REBALANCE,
@@ -56,6 +57,8 @@ from minibroker.coordinator.group.messages import (
     FetchedOffset,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchGroup,
     OffsetFetchResult,
     TxnOffsetCommitRequest,
@@ -352,6 +355,56 @@ class OffsetMetadataManager:
                 self.context.write(gid, values, lambda error: None)
         self.expired_offsets += expired_total
         return expired_total
+
+    def delete_offsets(
+        self, request: OffsetDeleteRequest, group: ClassicGroup | None, answer: Answer
+    ) -> None:
+        """Kafka's ``OffsetMetadataManager.deleteOffsets`` for a classic group (OffsetDelete, KIP-496).
+
+        GROUP_ID_NOT_FOUND for a group that does not exist, NON_EMPTY_GROUP for a non-empty group
+        not using the consumer protocol; a topic the members subscribe to keeps its offsets
+        (GROUP_SUBSCRIBED_TO_TOPIC per partition); the other partitions' offsets are deleted (one
+        write of their tombstones, whose error is theirs), an offset never committed included.
+        """
+        gid = request.group_id
+        if group is None or group.state == DEAD:
+            return answer(OffsetDeleteResponse(Errors.GROUP_ID_NOT_FOUND))
+        if group.state != EMPTY and group.protocol_type != "consumer":
+            return answer(OffsetDeleteResponse(Errors.NON_EMPTY_GROUP))
+        subscribed: set[str] = set()
+        if group.state != EMPTY and group.protocol_name is not None:
+            for member in group.members.values():
+                try:
+                    subscribed.update(subscribed_topics(member.metadata(group.protocol_name)))
+                except (KeyError, ValueError):
+                    continue
+        committed = self.offsets.get(gid, {})
+        results: dict[TopicPartition, Errors] = {}
+        deleted: list[TopicPartition] = []
+        for tp in request.partitions:
+            if tp.topic in subscribed:
+                results[tp] = Errors.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[tp] = Errors.NONE
+                if tp in committed and tp not in deleted:
+                    deleted.append(tp)
+
+        def finish(error: Errors = Errors.NONE) -> None:
+            written = write_error(error)
+            parts = tuple(
+                (tp, written if results[tp] is Errors.NONE and tp in deleted else results[tp])
+                for tp in request.partitions
+            )
+            answer(OffsetDeleteResponse(Errors.NONE, parts))
+
+        if not deleted:
+            return finish()
+        for tp in deleted:
+            del committed[tp]
+        if not committed:
+            self.offsets.pop(gid, None)
+        values = [records.offset_record(gid, tp.topic, tp.partition, None) for tp in sorted(deleted)]
+        self.context.write(gid, values, finish)
 
     def _remove_group(self, group_id: str) -> None:
         """An Empty group left without offsets is deleted, offsets and metadata."""
