@@ -156,6 +156,17 @@ class BrokerConfig(_KafkaNamed):
     group_min_session_timeout_ms: int = _int_field("group.min.session.timeout.ms", 6000)
     group_max_session_timeout_ms: int = _int_field("group.max.session.timeout.ms", 1_800_000)
     group_max_size: int = _int_field("group.max.size", 2_147_483_647, 1)
+    #: the consumer group protocol (KIP-848): members' session timeout and heartbeat interval, the
+    #: group size limit, the server-side assignors (the first is the default) and the migration policy
+    group_consumer_session_timeout_ms: int = _int_field("group.consumer.session.timeout.ms", 45_000, 1)
+    group_consumer_heartbeat_interval_ms: int = _int_field("group.consumer.heartbeat.interval.ms", 5000, 1)
+    group_consumer_max_size: int = _int_field("group.consumer.max.size", 2_147_483_647, 1)
+    group_consumer_assignors: str = _text_field("group.consumer.assignors", "uniform,range")
+    group_consumer_migration_policy: str = _str_field(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        ("disabled", "upgrade", "downgrade", "bidirectional"),
+    )
     #: virtual time to read one record of a __consumer_offsets partition when a broker becomes its
     #: coordinator (COORDINATOR_LOAD_IN_PROGRESS meanwhile); 0 loads at once
     coordinator_load_ms_per_record: int = _int_field("minibroker.coordinator.load.ms.per.record", 1)

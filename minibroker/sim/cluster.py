@@ -84,6 +84,7 @@ class Cluster:
             broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
             broker.leader_of = self.leader_of
             broker.topic_overrides = self.topic_overrides
+            broker.topic_partitions = self.topic_partitions
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
@@ -193,6 +194,10 @@ class Cluster:
                 if tp.topic == name:
                     partition.min_insync_replicas = manager.min_isr_for(name)
         self._fault("topic_config", topic=name, settings=dict(configs))
+
+    def topic_partitions(self) -> dict[str, int]:
+        """Topic name -> partition count."""
+        return {name: spec.partitions for name, spec in self.topics.items()}
 
     def known(self, tp: TopicPartition) -> bool:
         spec = self.topics.get(tp.topic)

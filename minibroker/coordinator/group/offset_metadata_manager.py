@@ -90,6 +90,10 @@ class OffsetMetadataManager:
         self.context = context
         self.groups = groups
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        #: KIP-848's consumer groups by id and their manager (the coordinator sets both): their commits
+        #: and fetches are checked against member epochs, and no classic group is made for them
+        self.consumer_groups: dict[str, Any] = {}
+        self.consumer_group_manager: Any = None
         #: producer id -> group -> offsets of its open transaction (pendingTransactionalOffsetCommits)
         self.pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         #: offsets removed by the retention checks so far
@@ -103,13 +107,17 @@ class OffsetMetadataManager:
         error = self._validate_commit(request)
         if error is not None:
             return answer(commit_response(request, {}, error))
-        group = self.groups.group(gid)
-        if group is None:  # a simple commit: generation -1 on a missing group
-            group = self.groups.create_group(gid)
-        member = group.members.get(request.member_id)
-        accepted_in = group.generation_id  # the generation the commit was validated against
-        if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
-            self.groups.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
+        consumer = self.consumer_groups.get(gid)
+        if consumer is not None:
+            accepted_in = consumer.group_epoch
+        else:
+            group = self.groups.group(gid)
+            if group is None:  # a simple commit: generation -1 on a missing group
+                group = self.groups.create_group(gid)
+            member = group.members.get(request.member_id)
+            accepted_in = group.generation_id  # the generation the commit was validated against
+            if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
+                self.groups.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
         now = self.context.now()
         expire = None if request.retention_ms < 0 else now + request.retention_ms
         errors, accepted = self._check_offsets(request.offsets, now, expire)
@@ -141,7 +149,7 @@ class OffsetMetadataManager:
         error = self._validate_txn_commit(request)
         if error is not None:
             return answer(commit_response(request, {}, error))
-        if self.groups.group(gid) is None:
+        if self.groups.group(gid) is None and gid not in self.consumer_groups:
             self.groups.create_group(gid)
         errors, accepted = self._check_offsets(request.offsets, self.context.now(), None)
         if not accepted:
@@ -172,6 +180,11 @@ class OffsetMetadataManager:
         """Kafka's validateTxnOffsetCommit: the member and generation are checked only when given."""
         if not request.group_id:
             return Errors.INVALID_GROUP_ID
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            return self.consumer_group_manager.validate_offset_commit(
+                consumer, request.member_id, request.generation_id, 9, transactional=True
+            )
         group = self.groups.group(request.group_id)
         if group is None:
             return None
@@ -222,6 +235,11 @@ class OffsetMetadataManager:
         """Kafka's validateOffsetCommit: the error of every partition, or None."""
         if not request.group_id:
             return Errors.INVALID_GROUP_ID
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            return self.consumer_group_manager.validate_offset_commit(
+                consumer, request.member_id, request.generation_id, request.api_version, transactional=False
+            )
         group = self.groups.group(request.group_id)
         generation = request.generation_id
         if group is None:
@@ -251,6 +269,13 @@ class OffsetMetadataManager:
         gid = request.group_id
         if not gid:
             return OffsetFetchResult(gid, Errors.INVALID_GROUP_ID)
+        consumer = self.consumer_groups.get(gid)
+        if consumer is not None:
+            error = self.consumer_group_manager.validate_offset_fetch(
+                consumer, request.member_id, request.member_epoch
+            )
+            if error is not None:
+                return OffsetFetchResult(gid, error)
         committed = self.offsets.get(gid, {})
         if request.topics is None:
             wanted = sorted(committed)
@@ -298,7 +323,7 @@ class OffsetMetadataManager:
             if not committed:
                 self.offsets.pop(gid, None)
             return
-        if self.groups.group(gid) is None:
+        if self.groups.group(gid) is None and gid not in self.consumer_groups:
             self.groups.create_group(gid)
         self.offsets.setdefault(gid, {})[tp] = OffsetAndMetadata(**value)
 
