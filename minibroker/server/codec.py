@@ -105,6 +105,12 @@ from kafka.protocol.producer import (
 )
 
 from minibroker.server.nulls import non_nullable_null
+from minibroker.server.schemas import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 #: Kafka's UNSUPPORTED_VERSION error code
 UNSUPPORTED_VERSION = 35
@@ -163,6 +169,9 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        # KIP-848's consumer group protocol (schemas in server/schemas: kafka-python has none)
+        _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
+        _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1),
         # admin (server/admin_topics.py, admin_configs.py, admin_cluster.py): Kafka 4's version ranges
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),

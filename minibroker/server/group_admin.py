@@ -5,9 +5,12 @@ emulated network. OffsetCommit v2-v9 (v10 names topics by id) keeps the request'
 topic and partition order; v2-v4's retention time is honoured. OffsetFetch v1-v9:
 v2+ may ask for every committed offset (topics null), v8+ for several groups at
 once (each group answered by this broker: NOT_COORDINATOR for the ones it does not
-coordinate); v2-v7 carry the group's error at the top level too. ListGroups lists
-this broker's groups (an admin client asks every broker); v4+ filter by state,
-v5+ by type (every group here is ``classic``).
+coordinate); v2-v7 carry the group's error at the top level too; v9 carries a
+consumer group member's id and epoch (checked, KIP-848). ListGroups lists this
+broker's groups (an admin client asks every broker); v4+ filter by state, v5+ by
+type (``classic`` or ``consumer``). ConsumerGroupDescribe (KIP-848) shows a consumer
+group's epochs, assignor and each member's current and target assignment, topics
+named and by id.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 from minibroker.coordinator.group import messages as m
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
+from minibroker.server.metadata import topic_id
+from minibroker.server.schemas import ConsumerGroupDescribeResponse
 
 CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 CommitPartition = CommitTopic.OffsetCommitResponsePartition
@@ -36,7 +41,7 @@ _DESCRIBED_MEMBER = (
     "member_id group_instance_id=instance_id client_id client_host member_metadata=metadata"
     " member_assignment=assignment"
 )
-_LISTED = "group_id protocol_type group_state=state"
+_LISTED = "group_id protocol_type group_state=state group_type"
 
 
 def _wait(conn: Connection) -> int:
@@ -96,7 +101,12 @@ async def offset_fetch(request: Request, conn: Connection) -> OffsetFetchRespons
     body = request.body
     version = request.api_version
     if version >= 8:
-        groups = tuple(m.OffsetFetchGroup(g.group_id, _topics(g.topics)) for g in body.groups)
+        groups = tuple(
+            m.OffsetFetchGroup(
+                g.group_id, _topics(g.topics), *((g.member_id, g.member_epoch) if version >= 9 else ())
+            )
+            for g in body.groups
+        )
     else:
         groups = (m.OffsetFetchGroup(body.group_id, _topics(body.topics)),)
     message = m.OffsetFetchRequest(groups, body.require_stable if version >= 7 else False)
@@ -155,7 +165,7 @@ async def list_groups(request: Request, conn: Connection) -> ListGroupsResponse:
         tuple(body.states_filter) if version >= 4 else (), tuple(body.types_filter) if version >= 5 else ()
     )
     answer: m.ListGroupsResponse = await _ask(conn, message)
-    listed = [_row(ListGroupsResponse.ListedGroup, g, _LISTED, group_type="classic") for g in answer.groups]
+    listed = [_row(ListGroupsResponse.ListedGroup, g, _LISTED) for g in answer.groups]
     return ListGroupsResponse(throttle_time_ms=0, error_code=answer.error, groups=listed)
 
 
@@ -166,3 +176,50 @@ async def delete_groups(request: Request, conn: Connection) -> DeleteGroupsRespo
         for gid, error in answer.results
     ]
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+async def consumer_group_describe(request: Request, conn: Connection) -> ConsumerGroupDescribeResponse:
+    answer: m.ConsumerGroupDescribeResponse = await _ask(
+        conn, m.ConsumerGroupDescribeRequest(tuple(request.body.group_ids))
+    )
+    Group = ConsumerGroupDescribeResponse.DescribedGroup
+    Assignment = Group.Member.Assignment
+
+    def assignment(pairs: m.TopicPartitions) -> Any:
+        return Assignment(
+            topic_partitions=[
+                Assignment.TopicPartitions(topic_id=topic_id(name), topic_name=name, partitions=list(parts))
+                for name, parts in pairs
+            ]
+        )
+
+    groups = [
+        Group(
+            error_code=g.error,
+            error_message=g.error_message,
+            group_id=g.group_id,
+            group_state=g.state,
+            group_epoch=g.group_epoch,
+            assignment_epoch=g.assignment_epoch,
+            assignor_name=g.assignor_name,
+            members=[
+                Group.Member(
+                    member_id=x.member_id,
+                    instance_id=x.instance_id,
+                    rack_id=x.rack_id,
+                    member_epoch=x.member_epoch,
+                    client_id=x.client_id,
+                    client_host=x.client_host,
+                    subscribed_topic_names=list(x.subscribed_topic_names),
+                    subscribed_topic_regex=x.subscribed_topic_regex,
+                    assignment=assignment(x.assignment),
+                    target_assignment=assignment(x.target_assignment),
+                    member_type=1,
+                )
+                for x in g.members
+            ],
+            authorized_operations=-(2**31),
+        )
+        for g in answer.groups
+    ]
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)

@@ -87,6 +87,8 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "ElectLeaders": (0, 2),
         "IncrementalAlterConfigs": (0, 1),
         "DescribeCluster": (0, 2),
+        "ConsumerGroupHeartbeat": (0, 1),
+        "ConsumerGroupDescribe": (0, 1),
     }
 
 
