@@ -1,0 +1,380 @@
+"""KIP-848's consumer group protocol with real clients: confluent-kafka with ``group.protocol=consumer``.
+
+One served cluster for the module (3 brokers; topic ``t``: 4 partitions, ``r`` and ``c``: 2 partitions,
+replication factor 3; ``__consumer_offsets``: 5 partitions), with a short consumer session timeout
+(3 s) and heartbeat interval (300 ms) so that fencing a killed member fits in a test. Each test uses
+its own group ids. Real time: every wait is bounded, and tolerances are stated where a test
+measures time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.server.conftest import WAIT_S, ServedThread, scenario
+
+SESSION_MS = 3000
+HEARTBEAT_MS = 300
+CONFIG = (
+    '"offsets.topic.num.partitions" = 5, "group.min.session.timeout.ms" = 1000, '
+    f'"group.consumer.session.timeout.ms" = {SESSION_MS}, '
+    f'"group.consumer.heartbeat.interval.ms" = {HEARTBEAT_MS}'
+)
+TOPICS = "\n\n[[topics]]\n".join(
+    f'name = "{name}"\npartitions = {n}\nreplication_factor = 3' for name, n in (("t", 4), ("r", 2), ("c", 2))
+)
+MEMBER = os.path.join(os.path.dirname(__file__), "consumer_protocol_member.py")
+
+
+@pytest.fixture(scope="module")
+def server():
+    served = ServedThread(scenario(config=CONFIG, topics=TOPICS)).start()
+    yield served
+    served.stop()
+
+
+def _consumer(server, group: str, errors: list, **settings):
+    from confluent_kafka import Consumer
+
+    config = {
+        "bootstrap.servers": server.bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "error_cb": errors.append,
+        "log_level": 0,
+    }
+    config.update(settings)
+    return Consumer(config)
+
+
+def _partitions(consumer) -> list[int]:
+    return sorted(tp.partition for tp in consumer.assignment())
+
+
+def _poll_until(consumers, condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, (
+            f"timed out waiting for {what}: {[_partitions(c) for c in consumers]}"
+        )
+        for consumer in consumers:
+            consumer.poll(0.02)
+
+
+def _group(server, group: str):
+    """(assignor, group epoch, each member's epoch) as the coordinator has them."""
+
+    def read():
+        coordinator = server.cluster.brokers[server.cluster.coordinator_for(group)].coordinator
+        g = coordinator.consumer_group_manager.groups[group]
+        return g.assignor, g.group_epoch, sorted(m.member_epoch for m in g.members.values())
+
+    return server.call(read)
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_two_members_split_the_partitions_with_the_server_side_assignor(server, assignor):
+    errors: list = []
+    group = f"split-{assignor}"
+    a = _consumer(server, group, errors, **{"group.remote.assignor": assignor})
+    b = _consumer(server, group, errors, **{"group.remote.assignor": assignor})
+    try:
+        a.subscribe(["t"])
+        _poll_until([a], lambda: _partitions(a) == [0, 1, 2, 3], "a to own every partition")
+        b.subscribe(["t"])
+        _poll_until([a, b], lambda: len(_partitions(a)) == len(_partitions(b)) == 2, "two partitions each")
+        assert sorted(_partitions(a) + _partitions(b)) == [0, 1, 2, 3]
+        chosen, epoch, member_epochs = _group(server, group)
+        assert (chosen, epoch, member_epochs) == (assignor, 2, [2, 2])
+        if assignor == "range":  # member ids sorted: the first has t-0, t-1
+            first = a if a.memberid() < b.memberid() else b
+            assert _partitions(first) == [0, 1]
+    finally:
+        a.close()
+        b.close()
+    assert errors == []
+
+
+def test_a_joining_member_does_not_stop_the_others_fetching(server):
+    """While b joins, a keeps fetching the partitions it keeps: only the moved ones are revoked."""
+    from confluent_kafka import Producer
+
+    errors: list = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0, "log_level": 0})
+        i = 0
+        while not stop.is_set():
+            producer.produce("t", value=b"x", partition=i % 4)
+            producer.poll(0)
+            i += 1
+            time.sleep(0.01)
+        producer.flush(WAIT_S)
+
+    producing = threading.Thread(target=produce, daemon=True)
+    producing.start()
+    revoked: list[int] = []
+    a = _consumer(server, "incremental", errors)
+    b = _consumer(server, "incremental", errors)
+    received: dict[int, list[float]] = {p: [] for p in range(4)}
+
+    def poll(consumer, record: bool) -> None:
+        message = consumer.poll(0.01)
+        if message is not None and message.error() is None and record:
+            received[message.partition()].append(time.monotonic())
+
+    try:
+        a.subscribe(["t"], on_revoke=lambda _c, parts: revoked.extend(tp.partition for tp in parts))
+        deadline = time.monotonic() + WAIT_S
+        while not (_partitions(a) == [0, 1, 2, 3] and all(received.values())):
+            assert time.monotonic() < deadline, _partitions(a)
+            poll(a, True)
+        b.subscribe(["t"])
+        joined = time.monotonic()
+        while not (len(_partitions(a)) == 2 and len(_partitions(b)) == 2):
+            assert time.monotonic() < deadline + WAIT_S, (_partitions(a), _partitions(b))
+            poll(a, True)
+            poll(b, False)
+        stable = time.monotonic()
+        settle = stable + 1.0
+        while time.monotonic() < settle:
+            poll(a, True)
+            poll(b, False)
+        kept = _partitions(a)
+        assert sorted(revoked) == sorted(set(range(4)) - set(kept))  # only the moved partitions
+        # each kept partition had records all along: no gap over 1 s (records come every 40 ms each)
+        for p in kept:
+            times = [x for x in received[p] if joined - 1.0 <= x <= settle]
+            gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+            assert times and max(gaps) < 1.0, (p, max(gaps, default=None), stable - joined)
+    finally:
+        stop.set()
+        producing.join(WAIT_S)
+        a.close()
+        b.close()
+    assert errors == []
+
+
+def test_a_killed_member_is_fenced_and_its_partitions_taken_over_within_the_session_timeout(server):
+    errors: list = []
+    survivor = _consumer(server, "kill", errors)
+    victim = subprocess.Popen(
+        [sys.executable, MEMBER, server.bootstrap, "kill", "t"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        survivor.subscribe(["t"])
+        _poll_until([survivor], lambda: _partitions(survivor) == [0, 1, 2, 3], "the survivor to own all")
+        line = ""
+        deadline = time.monotonic() + WAIT_S
+        while len(line.split(",")) != 2:  # the victim's "assigned x,y"
+            assert time.monotonic() < deadline, line
+            survivor.poll(0.02)
+            line = victim.stdout.readline().strip() if _readable(victim) else line
+        _poll_until([survivor], lambda: len(_partitions(survivor)) == 2, "the survivor to give two up")
+        victim.kill()  # SIGKILL: no leave heartbeat is ever sent
+        killed = time.monotonic()
+        victim.wait(WAIT_S)
+        _poll_until([survivor], lambda: _partitions(survivor) == [0, 1, 2, 3], "the take-over")
+        took = time.monotonic() - killed
+        # fenced SESSION_MS after its last heartbeat (at most HEARTBEAT_MS before the kill); the survivor
+        # learns at its next heartbeat: allow session - heartbeat <= took <= session + 2 s
+        assert (SESSION_MS - HEARTBEAT_MS) / 1000 <= took <= SESSION_MS / 1000 + 2.0, took
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait(WAIT_S)
+        survivor.close()
+    assert errors == []
+
+
+def _readable(process) -> bool:
+    import select
+
+    return bool(select.select([process.stdout], [], [], 0.05)[0])
+
+
+def _consume(server, group: str, want: int) -> list[bytes]:
+    errors: list = []
+    consumer = _consumer(
+        server, group, errors, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200}
+    )
+    consumer.subscribe(["r"])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        quiet_until = None  # once ``want`` records are in, poll 0.3 s more: nothing else may arrive
+        while time.monotonic() < deadline and (quiet_until is None or time.monotonic() < quiet_until):
+            message = consumer.poll(0.05)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append(message.value())
+            if quiet_until is None and len(got) >= want:
+                quiet_until = time.monotonic() + 0.3
+    finally:
+        consumer.close()  # commits, then leaves with epoch -1
+    assert errors == []
+    return got
+
+
+def _produce_r(server, start: int, count: int, topic: str = "r") -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": server.bootstrap, "log_level": 0})
+    for i in range(start, start + count):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(WAIT_S) == 0
+
+
+def _committed(server, group: str) -> dict[int, int]:
+    def read():
+        coordinator = server.cluster.brokers[server.cluster.coordinator_for(group)].coordinator
+        return {
+            tp.partition: v.offset for tp, v in coordinator.offsets.get(group, {}).items() if tp.topic == "r"
+        }
+
+    return server.call(read)
+
+
+def test_a_new_member_resumes_from_the_committed_offsets(server):
+    _produce_r(server, 0, 6)
+    first = _consume(server, "resume", 6)
+    assert sorted(first) == sorted(f"v{i}".encode() for i in range(6))
+    assert _committed(server, "resume") == {0: 3, 1: 3}
+    _produce_r(server, 6, 6)
+    second = _consume(server, "resume", 6)
+    assert sorted(second) == sorted(f"v{i}".encode() for i in range(6, 12))
+    assert _committed(server, "resume") == {0: 6, 1: 6}
+    assert _group(server, "resume")[2] == []  # both left: the group is empty
+    assert server.logs == []
+
+
+def test_classic_groups_of_kafka_python_and_aiokafka_work_beside_a_consumer_group(server):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from kafka import KafkaConsumer
+
+    _produce_r(server, 0, 6, topic="c")
+    errors: list = []
+    modern = _consumer(server, "beside-new", errors)
+    modern.subscribe(["c"])
+    _poll_until([modern], lambda: _partitions(modern) == [0, 1], "the consumer group member")
+    classic = KafkaConsumer(
+        "c", bootstrap_servers=server.bootstrap, group_id="beside-kp", auto_offset_reset="earliest"
+    )
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 2 * WAIT_S  # the classic group forms after the initial delay (3 s)
+        while len(got) < 6 and time.monotonic() < deadline:
+            modern.poll(0.01)
+            for records in classic.poll(timeout_ms=100).values():
+                got += [r.value for r in records]
+    finally:
+        classic.close()
+
+    async def aio() -> list[bytes]:
+        consumer = AIOKafkaConsumer(
+            "c", bootstrap_servers=server.bootstrap, group_id="beside-aio", auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        out: list[bytes] = []
+        try:
+            end = time.monotonic() + 2 * WAIT_S
+            while len(out) < 6 and time.monotonic() < end:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    out += [r.value for r in records]
+        finally:
+            await consumer.stop()
+        return out
+
+    try:
+        from_aio = asyncio.run(aio())
+        assert _partitions(modern) == [0, 1]
+    finally:
+        modern.close()
+    expected = sorted(f"v{i}".encode() for i in range(6))
+    assert (sorted(got), sorted(from_aio)) == (expected, expected)
+    assert errors == []
+
+    def kinds():  # the classic group, Empty once its member closed; no consumer group of that id
+        coordinator = server.cluster.brokers[server.cluster.coordinator_for("beside-kp")].coordinator
+        group = coordinator.groups["beside-kp"]
+        return group.state, group.generation_id > 0, "beside-kp" in coordinator.consumer_group_manager.groups
+
+    assert server.call(kinds) == ("Empty", True, False)
+
+
+def test_describe_and_list_show_the_consumer_group_over_the_wire(server):
+    from kafka.protocol.admin import (
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+    )
+
+    from minibroker.server.metadata import topic_id
+    from minibroker.server.schemas import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+    from tests.server.conftest import RawClient
+
+    errors: list = []
+    member = _consumer(server, "described", errors, **{"client.id": "app"})
+    member.subscribe(["r"])
+    try:
+        _poll_until([member], lambda: _partitions(member) == [0, 1], "the member's assignment")
+        member_id = member.memberid()
+        raw = RawClient(server.port(server.call(server.cluster.coordinator_for, "described")))
+        try:
+            request = ConsumerGroupDescribeRequest(
+                group_ids=["described", "nope"], include_authorized_operations=False
+            )
+            groups = raw.request(request, ConsumerGroupDescribeResponse, 1).groups
+            listed = raw.request(
+                ListGroupsRequest(states_filter=[], types_filter=["consumer"]), ListGroupsResponse, 5
+            )
+            classic = raw.request(
+                ListGroupsRequest(states_filter=[], types_filter=["classic"]), ListGroupsResponse, 5
+            )
+            (described,) = raw.request(
+                DescribeGroupsRequest(groups=["described"]), DescribeGroupsResponse, 5
+            ).groups
+        finally:
+            raw.close()
+    finally:
+        member.close()
+    ok, missing = groups
+    assert (ok.error_code, ok.group_state, ok.group_epoch, ok.assignment_epoch, ok.assignor_name) == (
+        0,
+        "Stable",
+        1,
+        1,
+        "uniform",
+    )
+    (m,) = ok.members
+    assert (m.member_id, m.member_epoch, m.client_id, m.subscribed_topic_names) == (
+        member_id,
+        1,
+        "app",
+        ["r"],
+    )
+    (tp,) = m.assignment.topic_partitions
+    assert (tp.topic_id, tp.topic_name, sorted(tp.partitions)) == (topic_id("r"), "r", [0, 1])
+    assert (missing.error_code, missing.error_message) == (69, "Group nope not found.")
+    assert [
+        (g.group_id, g.group_type, g.protocol_type) for g in listed.groups if g.group_id == "described"
+    ] == [("described", "consumer", "consumer")]
+    assert "described" not in [g.group_id for g in classic.groups]
+    assert (described.group_state, described.protocol_type, described.protocol_data) == (
+        "Stable",
+        "consumer",
+        "uniform",
+    )
+    assert errors == []
