@@ -385,3 +385,22 @@ async def test_a_new_coordinator_reloads_the_group_from_its_records_and_rearms_t
         assert (answer.error.name, answer.member_epoch) == ("NONE", 2)
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_the_first_configured_assignor_is_the_default_and_an_unknown_one_is_refused(autojump_clock):
+    import pytest
+
+    from minibroker.broker.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.from_kafka({"group.consumer.assignors": "uniform,sticky"})
+    assert str(refused.value) == (
+        "config.group.consumer.assignors: expected a comma-separated list of uniform, range, "
+        "got 'uniform,sticky'"
+    )
+    cm, cluster, _sink, coordinator = await _cluster({"group.consumer.assignors": "range,uniform"})
+    try:
+        await Raw(cluster, "a").call(0, hb("m-a", 0))
+        assert coordinator.snapshot().consumer_groups[0].assignor == "range"
+    finally:
+        await cm.__aexit__(None, None, None)
