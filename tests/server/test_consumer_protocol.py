@@ -19,6 +19,7 @@ import time
 import pytest
 
 from tests.server.conftest import WAIT_S, ServedThread, scenario
+from tests.server.test_groups import _confluent
 
 SESSION_MS = 3000
 HEARTBEAT_MS = 300
@@ -30,6 +31,7 @@ CONFIG = (
 TOPICS = "\n\n[[topics]]\n".join(
     f'name = "{name}"\npartitions = {n}\nreplication_factor = 3' for name, n in (("t", 4), ("r", 2), ("c", 2))
 )
+CONSUMER_PROTOCOL = {"group.protocol": "consumer", "log_level": 0}
 MEMBER = os.path.join(os.path.dirname(__file__), "consumer_protocol_member.py")
 
 
@@ -202,29 +204,6 @@ def _readable(process) -> bool:
     return bool(select.select([process.stdout], [], [], 0.05)[0])
 
 
-def _consume(server, group: str, want: int) -> list[bytes]:
-    errors: list = []
-    consumer = _consumer(
-        server, group, errors, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200}
-    )
-    consumer.subscribe(["r"])
-    got: list[bytes] = []
-    try:
-        deadline = time.monotonic() + WAIT_S
-        quiet_until = None  # once ``want`` records are in, poll 0.3 s more: nothing else may arrive
-        while time.monotonic() < deadline and (quiet_until is None or time.monotonic() < quiet_until):
-            message = consumer.poll(0.05)
-            if message is not None:
-                assert message.error() is None, message.error()
-                got.append(message.value())
-            if quiet_until is None and len(got) >= want:
-                quiet_until = time.monotonic() + 0.3
-    finally:
-        consumer.close()  # commits, then leaves with epoch -1
-    assert errors == []
-    return got
-
-
 def _produce_r(server, start: int, count: int, topic: str = "r") -> None:
     from confluent_kafka import Producer
 
@@ -244,9 +223,13 @@ def _committed(server, group: str) -> dict[int, int]:
     return server.call(read)
 
 
+def _consume(server, group: str, want: int) -> list[bytes]:
+    return _confluent(server, group, want, "r", **CONSUMER_PROTOCOL)
+
+
 def test_a_new_member_resumes_from_the_committed_offsets(server):
     _produce_r(server, 0, 6)
-    first = _consume(server, "resume", 6)
+    first = _consume(server, "resume", 6)  # commits, then leaves with epoch -1 on close
     assert sorted(first) == sorted(f"v{i}".encode() for i in range(6))
     assert _committed(server, "resume") == {0: 3, 1: 3}
     _produce_r(server, 6, 6)
