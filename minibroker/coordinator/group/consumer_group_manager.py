@@ -13,10 +13,10 @@ rule as Kafka 4.x's ``consumerGroupHeartbeat``:
 2. epoch -1 leaves (the member is fenced: removed, the group epoch bumped); -2
    is a static member's temporary leave (it keeps its partitions, at epoch -2,
    until its session times out or its instance id joins again);
-3. the group: created by an epoch-0 heartbeat; an empty classic group is converted
-   (``group.consumer.migration.policy`` upgrade or bidirectional; the classic
-   group's tombstone is written); a classic group with members: GROUP_ID_NOT_FOUND;
-   a member that would exceed ``group.consumer.max.size``: GROUP_MAX_SIZE_REACHED;
+3. the group: created by an epoch-0 heartbeat, as is an empty classic group converted
+   (the classic group's tombstone is written; its offsets stay); an unknown group, or a
+   classic one with members: GROUP_ID_NOT_FOUND; a member that would exceed
+   ``group.consumer.max.size``: GROUP_MAX_SIZE_REACHED;
 4. the member: a new dynamic member joins at epoch 0; a known one must send its
    epoch (or its previous epoch with owned partitions within its assignment, a lost
    response), else FENCED_MEMBER_EPOCH; an unknown id: UNKNOWN_MEMBER_ID; a static
@@ -42,10 +42,11 @@ rule as Kafka 4.x's ``consumerGroupHeartbeat``:
 OffsetCommit from a consumer group's member is checked against its member epoch
 (STALE_MEMBER_EPOCH; UNSUPPORTED_VERSION below v9), OffsetFetch v9 likewise; an
 admin commit (epoch -1, no member) is accepted only while the group is empty.
-A classic JoinGroup to an empty consumer group converts it back to a classic group
-(policy downgrade or bidirectional); to one with members it answers
-INCONSISTENT_GROUP_PROTOCOL (Kafka 4 would let the classic member into the group:
-mixed groups are not modelled).
+A classic JoinGroup to an empty consumer group converts it back to a classic group;
+to one with members it answers INCONSISTENT_GROUP_PROTOCOL. Kafka 4 migrates groups
+with members online (classic members inside a consumer group, as
+``group.consumer.migration.policy`` allows): mixed groups are not modelled, so that
+setting changes nothing here.
 
 Deviations: the records are one per member (subscription, epochs, current and target
 assignment together) and one per group (epochs, subscribed topics' partition counts,
@@ -306,23 +307,14 @@ class ConsumerGroupManager:
         group = self.groups.get(gid)
         if group is not None:
             return group
-        if request.member_epoch != 0:
-            raise HeartbeatError(
-                Errors.UNKNOWN_MEMBER_ID, f"Consumer group {gid} has no member {request.member_id}."
-            )
         classic = self.classic.groups.get(gid)
+        if classic is None and request.member_epoch != 0:
+            raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
         if classic is not None:
-            policy = self.context.config.group_consumer_migration_policy
-            if policy not in ("upgrade", "bidirectional"):
-                raise HeartbeatError(
-                    Errors.GROUP_ID_NOT_FOUND,
-                    f"Cannot upgrade classic group {gid} to consumer group: the online upgrade is disabled.",
-                )
-            if classic.members or classic.pending_members or classic.state != "Empty":
-                raise HeartbeatError(
-                    Errors.GROUP_ID_NOT_FOUND,
-                    f"Group {gid} is a classic group with members: it cannot become a consumer group.",
-                )
+            if request.member_epoch != 0 or classic.state != "Empty":
+                # Kafka migrates a classic group with members online when group.consumer.migration.policy
+                # allows it; here it stays classic
+                raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             del self.classic.groups[gid]
             writes.append(records.group_record(gid, None))
             self.context.emit("group.consumer.convert", group=gid, to="consumer")
@@ -503,6 +495,7 @@ class ConsumerGroupManager:
                 member,
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 previous_member_epoch=member.member_epoch,
+                pending_revocation={},
             )
             group.put(left)
             self.timer.cancel(rebalance_timeout_key(gid, mid))
@@ -669,15 +662,13 @@ class ConsumerGroupManager:
         ]
 
     def downgrade(self, group_id: str) -> Errors | None:
-        """A classic JoinGroup for ``group_id``: convert an empty consumer group to classic (the policy
-        allowing it) and return None, or the error the join answers."""
+        """A classic JoinGroup for ``group_id``: convert an empty consumer group to classic and return
+        None, or the error the join answers (INCONSISTENT_GROUP_PROTOCOL while it has members: Kafka
+        lets the classic member into the consumer group, which is not modelled)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
-        if group.members or self.context.config.group_consumer_migration_policy not in (
-            "downgrade",
-            "bidirectional",
-        ):
+        if group.members:
             return Errors.INCONSISTENT_GROUP_PROTOCOL
         del self.groups[group_id]
         self.context.write(group_id, [records.consumer_group_record(group_id, None)], lambda error: None)

@@ -247,11 +247,13 @@ async def test_heartbeat_errors_as_kafka_sends_them(autojump_clock):
     try:
         a = Raw(cluster, "a")
         assert (await a.call(0, hb("m-a", 0))).member_epoch == 1
+        unknown = await a.call(0, hb("m-z", 3))  # checked while the group has room
+        assert unknown.error.name == "UNKNOWN_MEMBER_ID"
         await a.call(0, hb("m-b", 0))
         cases = {
             "FENCED_MEMBER_EPOCH": hb("m-a", 7),
-            "UNKNOWN_MEMBER_ID": hb("m-z", 3, group="g2"),  # (in g, full, it would be GROUP_MAX_SIZE_REACHED)
-            "GROUP_MAX_SIZE_REACHED": hb("m-c", 0),
+            "GROUP_MAX_SIZE_REACHED": hb("m-c", 0),  # before its id is looked at, as Kafka checks
+            "GROUP_ID_NOT_FOUND": hb("m-z", 3, group="g2"),
             "UNSUPPORTED_ASSIGNOR": hb("m-a", 2, server_assignor="sticky"),
             "INVALID_REQUEST": hb("", 0),
         }
