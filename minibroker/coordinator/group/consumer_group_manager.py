@@ -23,7 +23,7 @@ rule as Kafka 4.x's ``consumerGroupHeartbeat``:
    member's instance id taken by a member that has not left with -2:
    UNRELEASED_INSTANCE_ID, else the new member id takes over its epoch and
    partitions; an instance id that is not the member's: FENCED_INSTANCE_ID;
-5. a new member, a changed subscription (names, regex, assignor) or a change in the
+5. a new member, a changed subscription (topic names or regex) or a change in the
    subscribed topics' partition counts bumps the group epoch; when the group epoch is
    ahead of the assignment epoch the target assignment is computed for every member
    (``target_assignment_builder``) and the assignment epoch catches up;
@@ -162,24 +162,24 @@ class ConsumerGroupManager:
     def _validate(self, request: ConsumerGroupHeartbeatRequest) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
         epoch = request.member_epoch
-        if not request.group_id:
-            raise HeartbeatError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
-        if request.instance_id is not None and not request.instance_id:
-            raise HeartbeatError(Errors.INVALID_REQUEST, "InstanceId can't be empty.")
-        if request.rack_id is not None and not request.rack_id:
-            raise HeartbeatError(Errors.INVALID_REQUEST, "RackId can't be empty.")
-        if (request.api_version >= MEMBER_ID_BY_CLIENT_VERSION or epoch != 0) and not request.member_id:
+        by_client = request.api_version >= MEMBER_ID_BY_CLIENT_VERSION
+        if (by_client or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and _blank(request.member_id):
             raise HeartbeatError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        for value, name in ((request.group_id, "GroupId"), (request.instance_id, "InstanceId")):
+            if _blank(value):
+                raise HeartbeatError(Errors.INVALID_REQUEST, f"{name} can't be empty.")
+        if _blank(request.rack_id):
+            raise HeartbeatError(Errors.INVALID_REQUEST, "RackId can't be empty.")
         if epoch == 0:
             if request.rebalance_timeout_ms == -1:
                 raise HeartbeatError(
                     Errors.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
                 )
-            if request.owned_partitions:
+            if request.owned_partitions is None or request.owned_partitions:
                 raise HeartbeatError(
                     Errors.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
                 )
-            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+            if not request.subscribed_topic_names and not request.subscribed_topic_regex:
                 raise HeartbeatError(
                     Errors.INVALID_REQUEST,
                     "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
@@ -188,12 +188,13 @@ class ConsumerGroupManager:
             if request.instance_id is None:
                 raise HeartbeatError(Errors.INVALID_REQUEST, "InstanceId can't be null.")
         elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise HeartbeatError(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
+        assignors = self.assignors()
+        if request.server_assignor is not None and request.server_assignor not in assignors:
             raise HeartbeatError(
-                Errors.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be greater than or equal to -2."
-            )
-        if request.server_assignor is not None and request.server_assignor not in self.assignors():
-            raise HeartbeatError(
-                Errors.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {request.server_assignor} is not supported."
+                Errors.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {request.server_assignor} is not supported. "
+                f"Supported assignors: {', '.join(assignors)}.",
             )
         if request.subscribed_topic_regex:
             try:
@@ -259,7 +260,6 @@ class ConsumerGroupManager:
         elif (
             member.subscribed_topic_names != before.subscribed_topic_names
             or member.subscribed_topic_regex != before.subscribed_topic_regex
-            or member.server_assignor != before.server_assignor
         ):
             reasons.append(f"member {member_id} updated its subscription")
         group.put(member)
@@ -314,7 +314,7 @@ class ConsumerGroupManager:
             if request.member_epoch != 0 or classic.state != "Empty":
                 # Kafka migrates a classic group with members online when group.consumer.migration.policy
                 # allows it; here it stays classic
-                raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+                raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
             del self.classic.groups[gid]
             writes.append(records.group_record(gid, None))
             self.context.emit("group.consumer.convert", group=gid, to="consumer")
@@ -350,8 +350,6 @@ class ConsumerGroupManager:
                 if member is None:
                     return ConsumerGroupMember(member_id, instance_id=iid), "joined"
                 return member, "known"
-            if existing.member_id == member_id:
-                return existing, "known"
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise HeartbeatError(
                     Errors.UNRELEASED_INSTANCE_ID,
@@ -374,14 +372,7 @@ class ConsumerGroupManager:
                 member_epoch=replaced.member_epoch,
             )
             return replaced, "replaced"
-        if member is None:
-            raise HeartbeatError(
-                Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
-            )
-        if member.instance_id != iid:
-            raise HeartbeatError(
-                Errors.FENCED_INSTANCE_ID, f"Member {member_id} is not the member of instance id {iid}."
-            )
+        member = _static_member(group, iid, member_id)
         self._check_epoch(member, epoch, request)
         return member, "known"
 
@@ -483,13 +474,7 @@ class ConsumerGroupManager:
                     Errors.UNKNOWN_MEMBER_ID, f"Member {mid} is not a member of group {gid}."
                 )
         else:
-            member = group.static_member(iid)
-            if member is None:
-                raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
-            if member.member_id != mid:
-                raise HeartbeatError(
-                    Errors.FENCED_INSTANCE_ID, f"Member {mid} is not the member of instance id {iid}."
-                )
+            member = _static_member(group, iid, mid)
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             left = attrs.evolve(
                 member,
@@ -772,6 +757,26 @@ class ConsumerGroupManager:
                 self.timer.cancel(session_timeout_key(gid, member_id))
                 self.timer.cancel(rebalance_timeout_key(gid, member_id))
         return dropped
+
+
+def _static_member(group: ConsumerGroup, instance_id: str, member_id: str) -> ConsumerGroupMember:
+    """The static member of ``instance_id``, which must be ``member_id`` (Kafka's
+    throwIfStaticMemberIsUnknown, throwIfInstanceIdIsFenced)."""
+    member = group.static_member(instance_id)
+    if member is None:
+        raise HeartbeatError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        raise HeartbeatError(
+            Errors.FENCED_INSTANCE_ID,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{member.member_id}.",
+        )
+    return member
+
+
+def _blank(value: str | None) -> bool:
+    """Kafka's throwIfEmptyString test: given, and empty or only whitespace."""
+    return value is not None and not value.strip()
 
 
 def _pairs(assignment: tuple[tuple[str, tuple[int, ...]], ...]) -> list[str]:
