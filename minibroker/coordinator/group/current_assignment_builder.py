@@ -6,16 +6,17 @@ steps, never owned by both. ``reconcile`` returns the member's next state:
 - STABLE at the assignment epoch: nothing to do. STABLE at an older epoch, or
   UNRELEASED_PARTITIONS: compute the next assignment.
 - UNREVOKED_PARTITIONS: while the member still reports owning a partition pending
-  revocation (or reports nothing), it stays; once it has let them all go it moves
-  to ``min(epoch + 1, assignment epoch)`` and the next assignment is computed.
+  revocation (or reports nothing), it stays; once it has let them all go the next
+  assignment is computed.
 
 The next assignment, topic by topic: partitions kept (current and target), to
 revoke (current, not target), to assign (target, not current). A partition to
-assign is given at once only if no member owns it (its partition epoch is -1);
-else it is *unreleased*. With partitions to revoke that the member still owns, the
-member keeps its epoch and turns UNREVOKED_PARTITIONS (its assignment shrinks to
-the kept ones); else with unreleased partitions it takes the assignment epoch and
-turns UNRELEASED_PARTITIONS; else it takes the assignment epoch and is STABLE.
+assign is given at once only if no member owns it (its partition epoch is -1, or
+the member itself is revoking it); else it is *unreleased*. With partitions to
+revoke that the member still owns, the member keeps its epoch and turns
+UNREVOKED_PARTITIONS (its assignment shrinks to the kept ones); else with
+unreleased partitions it takes the assignment epoch and turns
+UNRELEASED_PARTITIONS; else it takes the assignment epoch and is STABLE.
 """
 
 from __future__ import annotations
@@ -52,19 +53,15 @@ def reconcile(
     """The member's next state towards ``target`` at ``assignment_epoch`` (the same object if none)."""
     if member.state == MEMBER_STABLE:
         if member.member_epoch != assignment_epoch:
-            return _next(member, member.member_epoch, assignment_epoch, target, partition_epoch, owned)
+            return _next(member, assignment_epoch, target, partition_epoch, owned)
         return member
-    if member.state == UNREVOKED_PARTITIONS:
-        if owns_any(owned, member.pending_revocation):
-            return member
-        epoch = min(member.member_epoch + 1, assignment_epoch)
-        return _next(member, epoch, assignment_epoch, target, partition_epoch, owned)
-    return _next(member, member.member_epoch, assignment_epoch, target, partition_epoch, owned)
+    if member.state == UNREVOKED_PARTITIONS and owns_any(owned, member.pending_revocation):
+        return member
+    return _next(member, assignment_epoch, target, partition_epoch, owned)
 
 
 def _next(
     member: ConsumerGroupMember,
-    epoch: int,
     assignment_epoch: int,
     target: Assignment,
     partition_epoch: Callable[[str, int], int],
@@ -77,8 +74,10 @@ def _next(
         current = member.assigned.get(topic, frozenset())
         wanted = target.get(topic, frozenset())
         keep = set(current & wanted)
+        revoking = member.pending_revocation.get(topic, frozenset())
         for p in sorted(wanted - current):
-            if partition_epoch(topic, p) == -1:
+            # a partition this member still revokes is its own, not another member's
+            if partition_epoch(topic, p) == -1 or p in revoking:
                 keep.add(p)
             else:
                 unreleased = True
@@ -87,7 +86,7 @@ def _next(
         if current - wanted:
             revoke[topic] = frozenset(current - wanted)
     if revoke and owns_any(owned, revoke):
-        state, new_epoch = UNREVOKED_PARTITIONS, epoch
+        state, new_epoch = UNREVOKED_PARTITIONS, member.member_epoch
     else:
         revoke = {}
         state = UNRELEASED_PARTITIONS if unreleased else MEMBER_STABLE
