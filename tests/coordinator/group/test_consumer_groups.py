@@ -406,3 +406,33 @@ async def test_the_first_configured_assignor_is_the_default_and_an_unknown_one_i
         assert coordinator.snapshot().consumer_groups[0].assignor == "range"
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_a_classic_group_left_empty_is_upgraded_by_the_first_heartbeat_and_keeps_its_offsets(
+    autojump_clock,
+):
+    from minibroker.coordinator.group.messages import LeaveGroupRequest, LeavingMember
+    from tests.coordinator.group.test_membership import stable_group
+
+    cm, cluster, sink, coordinator = await _cluster()
+    try:
+        a = Raw(cluster, "a")
+        (member,), generation = await stable_group(cluster, [a])
+        assert (stable_group.joined_at, generation) == (3000, 1)  # the initial rebalance delay
+        committed = await a.call(0, commit(member, generation, offset=17))
+        assert committed.partitions[0][2].name == "NONE"
+        await cluster.clock.sleep_until(5000)
+        await a.call(0, LeaveGroupRequest("g", (LeavingMember(member),)))
+        assert coordinator.groups["g"].state == "Empty"
+        await cluster.clock.sleep_until(6000)
+        answer = await a.call(0, hb("m-new", 0))
+        assert (answer.error.name, answer.member_epoch, answer.assignment) == ("NONE", 1, t(0, 1, 2, 3))
+        (convert,) = sink.of_kind("group.consumer.convert")
+        assert (convert["time_ms"], convert["to"]) == (6000, "consumer")
+        assert coordinator.timer.deadline("session-timeout-g-m-new") == 51_000
+        fetch = OffsetFetchRequest((OffsetFetchGroup("g", (("t", (0,)),), "m-new", 1),))
+        (result,) = (await a.call(0, fetch)).groups
+        assert [o.offset for o in result.offsets] == [17]
+        assert (await a.call(0, commit("m-new", 1, offset=18))).partitions[0][2].name == "NONE"
+    finally:
+        await cm.__aexit__(None, None, None)
