@@ -7,6 +7,7 @@ otherwise: session timeout 45 s, heartbeat interval 5 s, assignor ``uniform``.
 
 from __future__ import annotations
 
+from minibroker.common.errors import Errors
 from minibroker.coordinator.group.messages import (
     CommitOffset,
     ConsumerGroupDescribeRequest,
@@ -434,5 +435,23 @@ async def test_a_classic_group_left_empty_is_upgraded_by_the_first_heartbeat_and
         (result,) = (await a.call(0, fetch)).groups
         assert [o.offset for o in result.offsets] == [17]
         assert (await a.call(0, commit("m-new", 1, offset=18))).partitions[0][2].name == "NONE"
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+async def test_delete_groups_refuses_a_consumer_group_with_members_and_deletes_an_empty_one(autojump_clock):
+    from minibroker.coordinator.group.messages import DeleteGroupsRequest
+
+    cm, cluster, _sink, coordinator = await _cluster()
+    try:
+        a = Raw(cluster, "a")
+        await a.call(0, hb("m-a", 0))
+        await a.call(0, commit("m-a", 1))
+        assert (await a.call(0, DeleteGroupsRequest(("g",)))).results == (("g", Errors.NON_EMPTY_GROUP),)
+        await a.call(0, hb("m-a", -1))
+        assert (await a.call(0, DeleteGroupsRequest(("g",)))).results == (("g", Errors.NONE),)
+        assert "g" not in coordinator.consumer_group_manager.groups and "g" not in coordinator.offsets
+        rejoined = await a.call(0, hb("m-a", 0))  # a new group, from epoch 1
+        assert (rejoined.member_epoch, rejoined.assignment) == (1, t(0, 1, 2, 3))
     finally:
         await cm.__aexit__(None, None, None)
