@@ -361,3 +361,39 @@ def test_describe_and_list_show_the_consumer_group_over_the_wire(server):
         "uniform",
     )
     assert errors == []
+
+
+def test_heartbeat_v0_gets_its_member_id_from_the_coordinator_and_v1_must_bring_one(server):
+    from minibroker.server.metadata import topic_id
+    from minibroker.server.schemas import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+    from tests.server.conftest import RawClient
+
+    raw = RawClient(server.port(server.call(server.cluster.coordinator_for, "raw-ids")))
+    try:
+
+        def join(version: int):
+            request = ConsumerGroupHeartbeatRequest(
+                group_id="raw-ids",
+                member_id="",
+                member_epoch=0,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=["r"],
+                topic_partitions=[],
+            )
+            return raw.request(request, ConsumerGroupHeartbeatResponse, version)
+
+        refused = join(1)
+        joined = join(0)
+        left = raw.request(
+            ConsumerGroupHeartbeatRequest(group_id="raw-ids", member_id=joined.member_id, member_epoch=-1),
+            ConsumerGroupHeartbeatResponse,
+            0,
+        )
+    finally:
+        raw.close()
+    assert (refused.error_code, refused.error_message) == (42, "MemberId can't be empty.")
+    assert (joined.error_code, joined.member_epoch, joined.heartbeat_interval_ms) == (0, 1, HEARTBEAT_MS)
+    assert joined.member_id.startswith("raw-")  # the client id, then a uuid, as classic member ids
+    (assigned,) = joined.assignment.topic_partitions
+    assert (assigned.topic_id, sorted(assigned.partitions)) == (topic_id("r"), [0, 1])
+    assert (left.error_code, left.member_epoch) == (0, -1)
