@@ -397,3 +397,41 @@ def test_heartbeat_v0_gets_its_member_id_from_the_coordinator_and_v1_must_bring_
     (assigned,) = joined.assignment.topic_partitions
     assert (assigned.topic_id, sorted(assigned.partitions)) == (topic_id("r"), [0, 1])
     assert (left.error_code, left.member_epoch) == (0, -1)
+
+
+def test_a_static_member_closes_and_its_instance_comes_back_to_the_same_partitions_by_regex(server):
+    """librdkafka's close() of a static member sends epoch -2: its partitions wait for the instance id,
+    which joins again with a new member id and gets them back without a new group epoch."""
+    errors: list = []
+
+    def group_state():
+        coordinator = server.cluster.brokers[server.cluster.coordinator_for("static")].coordinator
+        group = coordinator.consumer_group_manager.groups["static"]
+        return group.group_epoch, [
+            (m.member_id, m.instance_id, m.member_epoch) for m in group.members.values()
+        ]
+
+    first = _consumer(server, "static", errors, **{"group.instance.id": "i-1"})
+    first.subscribe(["^[rc]$"])  # a regex subscription (r and c, 2 partitions each)
+    try:
+        _poll_until([first], lambda: len(first.assignment()) == 4, "the regex's four partitions")
+        first_id = first.memberid()
+        epoch, members = server.call(group_state)
+    finally:
+        first.close()
+    assert members == [(first_id, "i-1", epoch)]
+    assert server.call(group_state) == (epoch, [(first_id, "i-1", -2)])
+    second = _consumer(server, "static", errors, **{"group.instance.id": "i-1"})
+    second.subscribe(["^[rc]$"])
+    try:
+        _poll_until([second], lambda: len(second.assignment()) == 4, "the instance's partitions back")
+        assert sorted((tp.topic, tp.partition) for tp in second.assignment()) == [
+            ("c", 0),
+            ("c", 1),
+            ("r", 0),
+            ("r", 1),
+        ]
+        assert server.call(group_state) == (epoch, [(second.memberid(), "i-1", epoch)])
+    finally:
+        second.close()
+    assert errors == []
