@@ -26,6 +26,9 @@ import attrs
 
 #: a member's partitions, by topic name: {topic: frozenset of partition numbers}
 Assignment = dict[str, frozenset[int]]
+#: an assignor's view: member id -> subscribed topics in, member id -> (topic, partition) pairs out
+Subscriptions = dict[str, set[str]]
+Assignments = dict[str, set[tuple[str, int]]]
 
 EMPTY = "Empty"
 ASSIGNING = "Assigning"

@@ -51,22 +51,10 @@ def reconcile(
     owned: Owned,
 ) -> ConsumerGroupMember:
     """The member's next state towards ``target`` at ``assignment_epoch`` (the same object if none)."""
-    if member.state == MEMBER_STABLE:
-        if member.member_epoch != assignment_epoch:
-            return _next(member, assignment_epoch, target, partition_epoch, owned)
+    if member.state == MEMBER_STABLE and member.member_epoch == assignment_epoch:
         return member
     if member.state == UNREVOKED_PARTITIONS and owns_any(owned, member.pending_revocation):
         return member
-    return _next(member, assignment_epoch, target, partition_epoch, owned)
-
-
-def _next(
-    member: ConsumerGroupMember,
-    assignment_epoch: int,
-    target: Assignment,
-    partition_epoch: Callable[[str, int], int],
-    owned: Owned,
-) -> ConsumerGroupMember:
     assigned: dict[str, frozenset[int]] = {}
     revoke: dict[str, frozenset[int]] = {}
     unreleased = False

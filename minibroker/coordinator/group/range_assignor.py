@@ -10,18 +10,14 @@ one recomputes the ranges (a documented deviation: more partitions may move).
 
 from __future__ import annotations
 
+from minibroker.coordinator.group.consumer_group import Assignments, Subscriptions
+
 NAME = "range"
 
-Partition = tuple[str, int]
 
-
-def assign(
-    subscriptions: dict[str, set[str]],
-    partitions: dict[str, int],
-    previous: dict[str, set[Partition]],
-) -> dict[str, set[Partition]]:
+def assign(subscriptions: Subscriptions, partitions: dict[str, int], previous: Assignments) -> Assignments:
     """Member id -> its partitions (``previous`` is not used)."""
-    result: dict[str, set[Partition]] = {m: set() for m in subscriptions}
+    result: Assignments = {m: set() for m in subscriptions}
     for topic in sorted(partitions):
         members = sorted(m for m, topics in subscriptions.items() if topic in topics)
         if not members:

@@ -18,25 +18,21 @@ which member gets a given partition may differ from Kafka's choice).
 
 from __future__ import annotations
 
+from minibroker.coordinator.group.consumer_group import Assignments, Subscriptions
+
 NAME = "uniform"
 
-Partition = tuple[str, int]
 
-
-def assign(
-    subscriptions: dict[str, set[str]],
-    partitions: dict[str, int],
-    previous: dict[str, set[Partition]],
-) -> dict[str, set[Partition]]:
+def assign(subscriptions: Subscriptions, partitions: dict[str, int], previous: Assignments) -> Assignments:
     """Member id -> its partitions, for members subscribed to topics with ``partitions`` counts."""
-    eligible: dict[Partition, list[str]] = {}
+    eligible: dict[tuple[str, int], list[str]] = {}
     for topic in sorted(partitions):
         members = sorted(m for m, topics in subscriptions.items() if topic in topics)
         if members:
             for p in range(partitions[topic]):
                 eligible[(topic, p)] = members
-    result: dict[str, set[Partition]] = {m: set() for m in subscriptions}
-    taken: set[Partition] = set()
+    result: Assignments = {m: set() for m in subscriptions}
+    taken: set[tuple[str, int]] = set()
     for member in sorted(subscriptions):
         for tp in sorted(previous.get(member, ())):
             if tp in eligible and member in eligible[tp] and tp not in taken:
