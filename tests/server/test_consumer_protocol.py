@@ -435,3 +435,39 @@ def test_a_static_member_closes_and_its_instance_comes_back_to_the_same_partitio
     finally:
         second.close()
     assert errors == []
+
+
+def test_members_keep_their_epochs_and_partitions_across_a_coordinator_failover(server):
+    """The coordinator's broker crashes: the new leader of the group's __consumer_offsets partition
+    replays the group's records, and the members heartbeat on at their epochs with their partitions."""
+    errors: list = []
+
+    def group_state():
+        coordinator_id = server.cluster.coordinator_for("failover")
+        group = server.cluster.brokers[coordinator_id].coordinator.consumer_group_manager.groups["failover"]
+        members = sorted((m.member_id, m.member_epoch, m.state) for m in group.members.values())
+        return coordinator_id, group.group_epoch, members
+
+    a = _consumer(server, "failover", errors)
+    b = _consumer(server, "failover", errors)
+    a.subscribe(["t"])
+    b.subscribe(["t"])
+    try:
+        _poll_until([a, b], lambda: len(_partitions(a)) == len(_partitions(b)) == 2, "two partitions each")
+        before = (_partitions(a), _partitions(b))
+        old, epoch, members = server.call(group_state)
+        server.call(server.cluster.crash, old)
+        try:
+            deadline = time.monotonic() + 2.0  # a few heartbeats (300 ms) on the new coordinator
+            while time.monotonic() < deadline:
+                a.poll(0.02)
+                b.poll(0.02)
+            new, epoch_after, members_after = server.call(group_state)
+            assert new != old and (epoch_after, members_after) == (epoch, members)
+            assert (_partitions(a), _partitions(b)) == before
+        finally:
+            server.call_async(server.cluster.restart, old)
+    finally:
+        a.close()
+        b.close()
+    assert {e.code() for e in errors} <= {-195}  # only "connection refused" from the crashed broker
