@@ -366,7 +366,10 @@ class GroupCoordinator:
         def due() -> None:
             if partition not in self.loaded:
                 return
-            mine = sorted(self.group_metadata_manager.group_ids(partition))
+            mine = sorted(
+                self.group_metadata_manager.group_ids(partition)
+                + self.consumer_group_manager.group_ids(partition)
+            )
             self.offset_metadata_manager.expire_offsets(mine)
             self._schedule_expiry(partition)
 

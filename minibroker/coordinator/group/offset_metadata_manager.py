@@ -19,7 +19,9 @@
   task removes offsets older than ``offsets.retention.minutes`` of Empty groups
   (counted from when the group became Empty) and of groups without a protocol type
   (from the commit), writing tombstones; an Empty group left without offsets is
-  deleted. Kafka's expiry of unsubscribed topics in Stable consumer groups is not done.
+  deleted. Kafka's expiry of unsubscribed topics in Stable classic groups is not done; in
+  KIP-848 consumer groups the offsets of topics no member subscribes to expire that long
+  after their commit, and an empty consumer group left without offsets is deleted.
 - DeleteGroups (``GroupCoordinator.delete_groups``) takes a deleted group's offsets
   here: ``delete_all_offsets`` returns their tombstones, sorted by partition.
 - replaying an offset record from the log applies it (a tombstone removes it); an
@@ -341,6 +343,9 @@ class OffsetMetadataManager:
         retention = self.context.config.offsets_retention_minutes * 60_000
         expired_total = 0
         for gid in group_ids:
+            if gid in self.consumer_groups:
+                expired_total += self._expire_consumer_group_offsets(gid, now, retention)
+                continue
             group = self.groups.group(gid)
             committed = self.offsets.get(gid)
             if group is None or not committed:
@@ -376,6 +381,35 @@ class OffsetMetadataManager:
                 self.context.write(gid, values, lambda error: None)
         self.expired_offsets += expired_total
         return expired_total
+
+    def _expire_consumer_group_offsets(self, group_id: str, now: int, retention: int) -> int:
+        """A consumer group's retention check (Kafka's ConsumerGroup.offsetExpirationCondition): offsets
+        of topics no member subscribes to expire ``offsets.retention.minutes`` after their commit; an
+        empty group left without offsets is deleted."""
+        group = self.consumer_groups[group_id]
+        committed = self.offsets.get(group_id, {})
+        subscribed = set(group.subscription_metadata) | {
+            t for m in group.members.values() for t in m.subscribed_topic_names
+        }
+        expired = sorted(
+            tp
+            for tp, value in committed.items()
+            if tp.topic not in subscribed
+            and (
+                now >= value.expire_ms if value.expire_ms is not None else now - value.commit_ms >= retention
+            )
+        )
+        values = [records.offset_record(group_id, tp.topic, tp.partition, None) for tp in expired]
+        for tp in expired:
+            del committed[tp]
+        if expired:
+            self.context.emit("group.offsets.expire", group=group_id, partitions=[str(tp) for tp in expired])
+        if not committed and not group.members:
+            self.offsets.pop(group_id, None)
+            values.append(self.consumer_group_manager.delete(group_id))
+        if values:
+            self.context.write(group_id, values, lambda error: None)
+        return len(expired)
 
     def _remove_group(self, group_id: str) -> None:
         """An Empty group left without offsets is deleted, offsets and metadata."""

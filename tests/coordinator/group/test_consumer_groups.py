@@ -455,3 +455,28 @@ async def test_delete_groups_refuses_a_consumer_group_with_members_and_deletes_a
         assert (rejoined.member_epoch, rejoined.assignment) == (1, t(0, 1, 2, 3))
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_offsets_of_unsubscribed_topics_expire_and_an_empty_group_without_offsets_is_deleted(
+    autojump_clock,
+):
+    config = {"offsets.retention.minutes": 1, "offsets.retention.check.interval.ms": 10_000}
+    cm, cluster, sink, coordinator = await _cluster(config)
+    try:
+        cluster.create_topic(TopicSpec("u", 1, 1))
+        a = Raw(cluster, "a")
+        await a.call(0, hb("m-a", 0))
+        offsets = (CommitOffset("t", 0, 5), CommitOffset("u", 0, 7))
+        await a.call(0, OffsetCommitRequest("g", offsets, 1, "m-a"))
+        for at in (30_000, 59_000):  # within the 45 s session timeout
+            await cluster.clock.sleep_until(at)
+            assert (await a.call(0, hb("m-a", 1))).error.name == "NONE"
+        await cluster.clock.sleep_until(61_000)
+        assert sorted(str(tp) for tp in coordinator.offsets["g"]) == ["t-0"]  # u is not subscribed
+        await a.call(0, hb("m-a", -1))
+        await cluster.clock.sleep_until(70_001)
+        assert "g" not in coordinator.offsets and "g" not in coordinator.consumer_group_manager.groups
+        expired = [(e["time_ms"], e["partitions"]) for e in sink.of_kind("group.offsets.expire")]
+        assert expired == [(60_000, ["u-0"]), (70_000, ["t-0"])]
+    finally:
+        await cm.__aexit__(None, None, None)
