@@ -269,6 +269,15 @@ class ConsumerGroupHeartbeatRequest(GroupRequest):
 
     Optional fields are None when they did not change since the member's last heartbeat;
     ``owned_partitions`` names topics (the wire front end maps topic ids to names).
+
+    A member's loop, as Kafka's consumers run it: join with epoch 0, a member id of its own,
+    ``subscribed_topic_names`` (or ``subscribed_topic_regex``), ``rebalance_timeout_ms`` and
+    ``owned_partitions=()``; then heartbeat every answered ``heartbeat_interval_ms`` with the answered
+    ``member_epoch``. An answer with an ``assignment`` is the whole set the member may own now: it stops
+    fetching (and commits) the partitions it had that are not in it, then heartbeats at once with
+    ``owned_partitions`` set to what it still owns, which lets the coordinator move it on. On
+    FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID it drops every partition and joins again with epoch 0. It
+    leaves with epoch -1 (a static member may leave with -2 and come back under its instance id).
     """
 
     group_id: str
