@@ -157,15 +157,15 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
         _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
         _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
-        # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
-        # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
+        # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch v10
+        # name topics by id; FindCoordinator stops before v5 (share groups), DescribeGroups before v6
         _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
         _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
         _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
         _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
         _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
-        _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
-        _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+        _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 10),
+        _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 10),
         _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),

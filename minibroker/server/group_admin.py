@@ -1,16 +1,17 @@
 """OffsetCommit, OffsetFetch, DescribeGroups, ListGroups and DeleteGroups over the wire.
 
 Each becomes one coordinator message sent to the connection's broker over the
-emulated network. OffsetCommit v2-v9 (v10 names topics by id) keeps the request's
-topic and partition order; v2-v4's retention time is honoured. OffsetFetch v1-v9:
-v2+ may ask for every committed offset (topics null), v8+ for several groups at
-once (each group answered by this broker: NOT_COORDINATOR for the ones it does not
-coordinate); v2-v7 carry the group's error at the top level too; v9 carries a
-consumer group member's id and epoch (checked, KIP-848). ListGroups lists this
-broker's groups (an admin client asks every broker); v4+ filter by state, v5+ by
-type (``classic`` or ``consumer``). ConsumerGroupDescribe (KIP-848) shows a consumer
-group's epochs, assignor and each member's current and target assignment, topics
-named and by id.
+emulated network. OffsetCommit v2-v10 keeps the request's topic and partition
+order (v10 names topics by the ids Metadata gives; an unknown id answers
+UNKNOWN_TOPIC_ID); v2-v4's retention time is honoured. OffsetFetch v1-v10 (v10:
+topics by id, as OffsetCommit v10): v2+ may ask for every committed offset
+(topics null), v8+ for several groups at once (each group answered by this
+broker: NOT_COORDINATOR for the ones it does not coordinate); v2-v7 carry the
+group's error at the top level too; v9+ carry a consumer group member's id and
+epoch (checked, KIP-848). ListGroups lists this broker's groups (an admin client
+asks every broker); v4+ filter by state, v5+ by type (``classic`` or
+``consumer``). ConsumerGroupDescribe (KIP-848) shows a consumer group's epochs,
+assignor and each member's current and target assignment, topics named and by id.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 
+from minibroker.common.errors import Errors
 from minibroker.coordinator.group import messages as m
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
@@ -74,10 +76,21 @@ def commit_offsets(topics: Any, with_leader_epoch: bool) -> tuple[m.CommitOffset
     )
 
 
+def _names_by_id(conn: Connection) -> dict[Any, str]:
+    """Topic id -> name, with the ids Metadata gives (v10 of OffsetCommit and OffsetFetch name topics so)."""
+    return {topic_id(name): name for name in conn.cluster.topics}
+
+
 async def offset_commit(request: Request, conn: Connection) -> OffsetCommitResponse:
     body = request.body
     version = request.api_version
-    offsets = commit_offsets(body.topics, version >= 6)
+    unknown: list[Any] = []  # v10: the request's topics whose id names no topic
+    if version >= 10:
+        names = _names_by_id(conn)
+        for t in body.topics:
+            t.name = names.get(t.topic_id, "")
+        unknown = [t for t in body.topics if not t.name]
+    offsets = commit_offsets([t for t in body.topics if t.name], version >= 6)
     message = m.OffsetCommitRequest(
         body.group_id,
         offsets,
@@ -91,15 +104,37 @@ async def offset_commit(request: Request, conn: Connection) -> OffsetCommitRespo
     topics: dict[str, list] = {}
     for topic, partition, error in answer.partitions:
         topics.setdefault(topic, []).append(CommitPartition(partition_index=partition, error_code=error))
-    return OffsetCommitResponse(
-        throttle_time_ms=0,
-        topics=[CommitTopic(name=name, partitions=parts) for name, parts in topics.items()],
-    )
+    if version < 10:
+        return OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[CommitTopic(name=name, partitions=parts) for name, parts in topics.items()],
+        )
+    missing = [
+        CommitTopic(
+            topic_id=t.topic_id,
+            partitions=[
+                CommitPartition(partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_ID)
+                for p in t.partitions
+            ],
+        )
+        for t in unknown
+    ]
+    known = [CommitTopic(topic_id=topic_id(name), partitions=parts) for name, parts in topics.items()]
+    return OffsetCommitResponse(throttle_time_ms=0, topics=known + missing)
 
 
 async def offset_fetch(request: Request, conn: Connection) -> OffsetFetchResponse:
     body = request.body
     version = request.api_version
+    unknown: dict[str, list] = {}  # v10: group -> its requested topics whose id names no topic
+    if version >= 10:
+        names = _names_by_id(conn)
+        for g in body.groups:
+            for t in g.topics or ():
+                t.name = names.get(t.topic_id, "")
+            unknown[g.group_id] = [t for t in g.topics or () if not t.name]
+            if g.topics is not None:
+                g.topics = [t for t in g.topics if t.name]
     if version >= 8:
         groups = tuple(
             m.OffsetFetchGroup(
@@ -115,7 +150,12 @@ async def offset_fetch(request: Request, conn: Connection) -> OffsetFetchRespons
         return OffsetFetchResponse(
             throttle_time_ms=0,
             groups=[
-                FetchGroup(group_id=g.group_id, error_code=g.error, topics=_fetched(g, FetchGroupTopic))
+                FetchGroup(
+                    group_id=g.group_id,
+                    error_code=g.error,
+                    topics=_fetched(g, FetchGroupTopic, version >= 10)
+                    + _unknown_ids(unknown.get(g.group_id)),
+                )
                 for g in answer.groups
             ],
         )
@@ -129,7 +169,22 @@ def _topics(topics) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
     return tuple((t.name, tuple(t.partition_indexes)) for t in topics)
 
 
-def _fetched(group: m.OffsetFetchResult, topic_class) -> list:
+def _unknown_ids(topics: list | None) -> list:
+    """OffsetFetch v10's answer for requested topic ids that name no topic: UNKNOWN_TOPIC_ID each."""
+    partition = FetchGroupTopic.OffsetFetchResponsePartitions
+    return [
+        FetchGroupTopic(
+            topic_id=t.topic_id,
+            partitions=[
+                partition(partition_index=p, committed_offset=-1, error_code=Errors.UNKNOWN_TOPIC_ID)
+                for p in t.partition_indexes
+            ],
+        )
+        for t in topics or ()
+    ]
+
+
+def _fetched(group: m.OffsetFetchResult, topic_class, by_id: bool = False) -> list:
     partition_class = next(
         getattr(topic_class, n) for n in dir(topic_class) if n.startswith("OffsetFetchResponsePartition")
     )
@@ -144,6 +199,8 @@ def _fetched(group: m.OffsetFetchResult, topic_class) -> list:
                 error_code=o.error,
             )
         )
+    if by_id:
+        return [topic_class(topic_id=topic_id(name), partitions=parts) for name, parts in by_topic.items()]
     return [topic_class(name=name, partitions=parts) for name, parts in by_topic.items()]
 
 

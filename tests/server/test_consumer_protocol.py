@@ -471,3 +471,74 @@ def test_members_keep_their_epochs_and_partitions_across_a_coordinator_failover(
         a.close()
         b.close()
     assert {e.code() for e in errors} <= {-195}  # only "connection refused" from the crashed broker
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id_and_check_the_member_epoch(server):
+    import uuid
+
+    from kafka.protocol.consumer import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+
+    from minibroker.server.metadata import topic_id
+    from minibroker.server.schemas import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+    from tests.server.conftest import RawClient
+
+    nowhere = uuid.UUID(int=7)
+    raw = RawClient(server.port(server.call(server.cluster.coordinator_for, "by-id")))
+    try:
+        joined = raw.request(
+            ConsumerGroupHeartbeatRequest(
+                group_id="by-id",
+                member_id="m-1",
+                member_epoch=0,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=["r"],
+                topic_partitions=[],
+            ),
+            ConsumerGroupHeartbeatResponse,
+            1,
+        )
+        Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+        Partition = Topic.OffsetCommitRequestPartition
+
+        def commit(epoch: int):
+            topics = [
+                Topic(topic_id=topic_id("r"), partitions=[Partition(partition_index=1, committed_offset=4)]),
+                Topic(topic_id=nowhere, partitions=[Partition(partition_index=0, committed_offset=1)]),
+            ]
+            request = OffsetCommitRequest(
+                group_id="by-id", generation_id_or_member_epoch=epoch, member_id="m-1", topics=topics
+            )
+            answer = raw.request(request, OffsetCommitResponse, 10)
+            return [
+                (t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics
+            ]
+
+        stale = commit(joined.member_epoch + 1)
+        accepted = commit(joined.member_epoch)
+        Group = OffsetFetchRequest.OffsetFetchRequestGroup
+        wanted = [
+            Group.OffsetFetchRequestTopics(topic_id=topic_id("r"), partition_indexes=[1]),
+            Group.OffsetFetchRequestTopics(topic_id=nowhere, partition_indexes=[0]),
+        ]
+        fetch = OffsetFetchRequest(
+            groups=[
+                Group(group_id="by-id", member_id="m-1", member_epoch=joined.member_epoch, topics=wanted)
+            ],
+            require_stable=False,
+        )
+        (fetched,) = raw.request(fetch, OffsetFetchResponse, 10).groups
+    finally:
+        raw.close()
+    r = topic_id("r")
+    assert stale == [(r, [(1, 113)]), (nowhere, [(0, 100)])]  # STALE_MEMBER_EPOCH, UNKNOWN_TOPIC_ID
+    assert accepted == [(r, [(1, 0)]), (nowhere, [(0, 100)])]
+    rows = [
+        (t.topic_id, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+        for t in fetched.topics
+    ]
+    assert (fetched.error_code, rows) == (0, [(r, [(1, 4, 0)]), (nowhere, [(0, -1, 100)])])
