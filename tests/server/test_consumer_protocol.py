@@ -1,7 +1,7 @@
 """KIP-848's consumer group protocol with real clients: confluent-kafka with ``group.protocol=consumer``.
 
-One served cluster for the module (3 brokers; topic ``t``: 4 partitions, ``r`` and ``c``: 2 partitions,
-replication factor 3; ``__consumer_offsets``: 5 partitions), with a short consumer session timeout
+One served cluster for the module (3 brokers; topic ``t``: 4 partitions, ``r``, ``c`` and ``k``: 2
+partitions, replication factor 3; ``__consumer_offsets``: 5 partitions), with a short consumer session timeout
 (3 s) and heartbeat interval (300 ms) so that fencing a killed member fits in a test. Each test uses
 its own group ids. Real time: every wait is bounded, and tolerances are stated where a test
 measures time.
@@ -29,7 +29,8 @@ CONFIG = (
     f'"group.consumer.heartbeat.interval.ms" = {HEARTBEAT_MS}'
 )
 TOPICS = "\n\n[[topics]]\n".join(
-    f'name = "{name}"\npartitions = {n}\nreplication_factor = 3' for name, n in (("t", 4), ("r", 2), ("c", 2))
+    f'name = "{name}"\npartitions = {n}\nreplication_factor = 3'
+    for name, n in (("t", 4), ("r", 2), ("c", 2), ("k", 2))
 )
 CONSUMER_PROTOCOL = {"group.protocol": "consumer", "log_level": 0}
 MEMBER = os.path.join(os.path.dirname(__file__), "consumer_protocol_member.py")
@@ -542,3 +543,51 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id_and_check_the_member_epoc
         for t in fetched.topics
     ]
     assert (fetched.error_code, rows) == (0, [(r, [(1, 4, 0)]), (nowhere, [(0, -1, 100)])])
+
+
+@pytest.fixture(scope="module")
+def kafkajs(tmp_path_factory):
+    """A directory with kafkajs installed by npm (a temporary directory, never the checkout)."""
+    import shutil
+
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node and npm are needed for the kafkajs test")
+    where = tmp_path_factory.mktemp("kafkajs")
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--silent", "kafkajs@2"],
+        cwd=where,
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    return where / "node_modules"
+
+
+def test_a_kafkajs_classic_group_works_beside_a_consumer_group(server, kafkajs):
+    _produce_r(server, 0, 4, topic="k")
+    errors: list = []
+    modern = _consumer(server, "kafkajs-new", errors)
+    modern.subscribe(["k"])
+    _poll_until([modern], lambda: _partitions(modern) == [0, 1], "the consumer group member")
+    script = os.path.join(os.path.dirname(__file__), "kafkajs_member.js")
+    node = subprocess.Popen(
+        ["node", script, server.bootstrap, "kafkajs-classic", "k", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NODE_PATH": str(kafkajs)},
+    )
+    try:
+        deadline = time.monotonic() + 3 * WAIT_S  # the classic group forms after the initial delay (3 s)
+        while node.poll() is None and time.monotonic() < deadline:
+            modern.poll(0.05)
+        assert node.poll() is not None, "the kafkajs member did not finish"
+        out, err = node.communicate(timeout=WAIT_S)
+        assert (node.returncode, err.strip(), out.strip()) == (0, "", '["v0","v1","v2","v3"]')
+        assert _partitions(modern) == [0, 1]
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.wait(WAIT_S)
+        modern.close()
+    assert errors == []
