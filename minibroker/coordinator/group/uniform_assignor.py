@@ -2,7 +2,17 @@
 
 Every partition of a subscribed topic goes to one member subscribed to its topic;
 the counts are as even as the subscriptions allow, and the previous target
-assignment is kept as far as balance permits (sticky):
+assignment is kept as far as balance permits (sticky).
+
+When every member subscribes to the same topics (Kafka's homogeneous case), with
+``P`` partitions and ``M`` members each gets ``P // M`` and ``P % M`` of them one
+more: the members keeping the most of their previous partitions get the extra ones
+(ties: the smaller member id), each keeps its previous partitions up to its quota
+(the lowest first), and the rest are dealt, in (topic, partition) order, to the
+members below quota in member id order. In time O(P log P + M log M), so a group of
+thousands of members is assigned at once.
+
+Otherwise (different subscriptions):
 
 1. each member keeps the partitions of its previous target it still subscribes to;
 2. the unassigned partitions go, in (topic, partition) order, to the eligible member
@@ -25,6 +35,37 @@ NAME = "uniform"
 
 def assign(subscriptions: Subscriptions, partitions: dict[str, int], previous: Assignments) -> Assignments:
     """Member id -> its partitions, for members subscribed to topics with ``partitions`` counts."""
+    if subscriptions and len({frozenset(t) for t in subscriptions.values()}) == 1:
+        return _homogeneous(subscriptions, partitions, previous)
+    return _general(subscriptions, partitions, previous)
+
+
+def _homogeneous(
+    subscriptions: Subscriptions, partitions: dict[str, int], previous: Assignments
+) -> Assignments:
+    topics = next(iter(subscriptions.values()))
+    valid = [(t, p) for t in sorted(partitions) if t in topics for p in range(partitions[t])]
+    members = sorted(subscriptions)
+    quota, extra = divmod(len(valid), len(members))
+    valid_set = set(valid)
+    kept: dict[str, list[tuple[str, int]]] = {}
+    taken: set[tuple[str, int]] = set()
+    for member in members:
+        mine = sorted(tp for tp in previous.get(member, ()) if tp in valid_set and tp not in taken)
+        kept[member] = mine
+        taken.update(mine)
+    by_kept = sorted(members, key=lambda m: (-len(kept[m]), m))
+    target = {m: quota + (1 if i < extra else 0) for i, m in enumerate(by_kept)}
+    result: Assignments = {m: set(kept[m][: target[m]]) for m in members}
+    owned = {tp for parts in result.values() for tp in parts}
+    free = iter(tp for tp in valid if tp not in owned)
+    for member in members:
+        for _ in range(target[member] - len(result[member])):
+            result[member].add(next(free))
+    return result
+
+
+def _general(subscriptions: Subscriptions, partitions: dict[str, int], previous: Assignments) -> Assignments:
     eligible: dict[tuple[str, int], list[str]] = {}
     for topic in sorted(partitions):
         members = sorted(m for m, topics in subscriptions.items() if topic in topics)
