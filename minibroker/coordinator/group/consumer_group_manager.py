@@ -666,29 +666,33 @@ class ConsumerGroupManager:
         return records.consumer_group_record(group_id, None)
 
     def snapshot(self) -> tuple[ConsumerGroupView, ...]:
-        views = []
-        for gid, group in sorted(self.groups.items()):
-            members = tuple(
-                ConsumerMemberView(
-                    m.member_id,
-                    m.client_id,
-                    m.instance_id,
-                    m.member_epoch,
-                    m.state,
-                    sorted_assignment(m.assigned),
-                    sorted_assignment(m.pending_revocation),
-                    sorted_assignment(m.target),
-                    self.timer.deadline(session_timeout_key(gid, m.member_id)) or -1,
-                    self.timer.deadline(rebalance_timeout_key(gid, m.member_id)) or -1,
-                )
-                for m in group.members.values()
+        """Every consumer group, by id, with its epochs and each member's reconciliation and deadlines."""
+        return tuple(
+            ConsumerGroupView(
+                gid,
+                group.state,
+                group.group_epoch,
+                group.assignment_epoch,
+                group.assignor,
+                tuple(self._member_view(gid, m) for m in group.members.values()),
             )
-            views.append(
-                ConsumerGroupView(
-                    gid, group.state, group.group_epoch, group.assignment_epoch, group.assignor, members
-                )
-            )
-        return tuple(views)
+            for gid, group in sorted(self.groups.items())
+        )
+
+    def _member_view(self, group_id: str, member: ConsumerGroupMember) -> ConsumerMemberView:
+        deadline = self.timer.deadline
+        return ConsumerMemberView(
+            member.member_id,
+            member.client_id,
+            member.instance_id,
+            member.member_epoch,
+            member.state,
+            sorted_assignment(member.assigned),
+            sorted_assignment(member.pending_revocation),
+            sorted_assignment(member.target),
+            deadline(session_timeout_key(group_id, member.member_id)) or -1,
+            deadline(rebalance_timeout_key(group_id, member.member_id)) or -1,
+        )
 
     # ==========================================================================================
     # Records: write, replay, load, unload
