@@ -21,6 +21,7 @@ Pure: no timers, no I/O; ``ConsumerGroupManager`` changes it and writes its reco
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import attrs
 
@@ -113,6 +114,9 @@ class ConsumerGroup:
     members: dict[str, ConsumerGroupMember] = attrs.Factory(dict)
     static_members: dict[str, str] = attrs.Factory(dict)
     partition_epochs: dict[tuple[str, int], int] = attrs.Factory(dict)
+    #: how many members subscribe to each topic name / each regex (kept by ``put`` and ``remove``)
+    subscribed_names: Counter[str] = attrs.Factory(Counter)
+    subscribed_regexes: Counter[str] = attrs.Factory(Counter)
     #: the subscribed topics' partition counts the target assignment was computed for
     subscription_metadata: dict[str, int] = attrs.Factory(dict)
     #: the assignor of the last target assignment
@@ -139,6 +143,7 @@ class ConsumerGroup:
         if old is not None:
             self._release(old)
         self.members[member.member_id] = member
+        self._count(member, 1)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         for tp in member.owned():
@@ -152,7 +157,20 @@ class ConsumerGroup:
                 del self.static_members[member.instance_id]
         return member
 
+    def _count(self, member: ConsumerGroupMember, delta: int) -> None:
+        """Count ``member``'s subscription in (+1) or out (-1); a name or regex nobody has is dropped."""
+        regexes = (member.subscribed_topic_regex,) if member.subscribed_topic_regex else ()
+        for counts, keys in (
+            (self.subscribed_names, member.subscribed_topic_names),
+            (self.subscribed_regexes, regexes),
+        ):
+            for key in keys:
+                counts[key] += delta
+                if counts[key] <= 0:
+                    del counts[key]
+
     def _release(self, member: ConsumerGroupMember) -> None:
+        self._count(member, -1)
         for tp in member.owned():
             if self.partition_epochs.get(tp) == member.member_epoch:
                 del self.partition_epochs[tp]
@@ -167,7 +185,11 @@ class ConsumerGroup:
 
     def subscribed_topics(self, topics: list[str]) -> set[str]:
         """The topics among ``topics`` that at least one member subscribes to (names or regex)."""
-        return {t for member in self.members.values() for t in subscribed(member, topics)}
+        known = set(topics)
+        names = {t for t in self.subscribed_names if t in known}
+        for regex in self.subscribed_regexes:
+            names |= _matching(regex, topics)
+        return names
 
 
 def subscribed(member: ConsumerGroupMember, topics: list[str]) -> set[str]:
@@ -175,6 +197,10 @@ def subscribed(member: ConsumerGroupMember, topics: list[str]) -> set[str]:
     in full (internal topics never match, as Kafka's regex resolution skips them)."""
     names = {t for t in member.subscribed_topic_names if t in topics}
     if member.subscribed_topic_regex:
-        pattern = re.compile(member.subscribed_topic_regex)
-        names |= {t for t in topics if not t.startswith("__") and pattern.fullmatch(t)}
+        names |= _matching(member.subscribed_topic_regex, topics)
     return names
+
+
+def _matching(regex: str, topics: list[str]) -> set[str]:
+    pattern = re.compile(regex)
+    return {t for t in topics if not t.startswith("__") and pattern.fullmatch(t)}

@@ -414,23 +414,24 @@ class ConsumerGroupManager:
     def _compute_target(self, group: ConsumerGroup, writes: list[bytes]) -> None:
         """The target assignment at the group epoch, for every member; the changed members' records."""
         name = targets.preferred_assignor(group, self.assignors()[0])
-        new = targets.build(group, name, self.context.topic_partitions())
+        changed = targets.build(group, name, self.context.topic_partitions())
         group.assignment_epoch = group.group_epoch
         group.assignor = name
-        for member_id, target in new.items():
-            member = group.members[member_id]
-            if member.target != target:
-                updated = attrs.evolve(member, target=target)
-                group.put(updated)
-                writes.append(self._member_record(group.group_id, updated))
+        for member_id, target in changed.items():
+            updated = attrs.evolve(group.members[member_id], target=target)
+            group.put(updated)
+            writes.append(self._member_record(group.group_id, updated))
         writes.append(self._group_record(group))
-        self.context.emit(
-            "group.consumer.target",
-            group=group.group_id,
-            assignment_epoch=group.assignment_epoch,
-            assignor=name,
-            targets={mid: _pairs(sorted_assignment(t)) for mid, t in sorted(new.items())},
-        )
+        if self.context.tracer.enabled:  # the targets of a large group are costly to spell out
+            self.context.emit(
+                "group.consumer.target",
+                group=group.group_id,
+                assignment_epoch=group.assignment_epoch,
+                assignor=name,
+                targets={
+                    mid: _pairs(sorted_assignment(m.target)) for mid, m in sorted(group.members.items())
+                },
+            )
 
     def _member_changed(
         self, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember

@@ -35,11 +35,16 @@ def preferred_assignor(group: ConsumerGroup, default: str) -> str:
 
 
 def build(group: ConsumerGroup, assignor: str, topics: dict[str, int]) -> dict[str, Assignment]:
-    """Member id -> target assignment for ``group``'s members, with ``assignor``."""
+    """Member id -> new target assignment, for the members of ``group`` whose target ``assignor``
+    changes (the others keep theirs)."""
     names = sorted(topics)
     subscriptions = {mid: subscribed(m, names) for mid, m in group.members.items()}
     wanted = {t for topics_ in subscriptions.values() for t in topics_}
     counts = {t: topics[t] for t in sorted(wanted)}
     previous = {mid: partitions_of(m.target) for mid, m in group.members.items()}
     result = ASSIGNORS[assignor](subscriptions, counts, previous)
-    return {mid: as_assignment(result.get(mid, set())) for mid in group.members}
+    return {
+        mid: as_assignment(result.get(mid, set()))
+        for mid in group.members
+        if result.get(mid, set()) != previous[mid]
+    }
