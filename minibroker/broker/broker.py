@@ -109,6 +109,8 @@ class Broker:
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         #: a topic's config overrides (the cluster points this at its topics)
         self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
+        #: topic name -> partition count (the cluster points this at its topics; KIP-848's assignors read it)
+        self.topic_partitions: Callable[[], dict[str, int]] = dict
         #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
         self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
@@ -136,6 +138,7 @@ class Broker:
         self.contain_errors(manager)
         manager.topic_overrides = self.topic_overrides
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
+        self.coordinator.context.topic_partitions = lambda: self.topic_partitions()
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
         self.transaction_coordinator = TransactionCoordinator(context)

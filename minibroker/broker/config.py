@@ -34,6 +34,13 @@ def _str_field(kafka: str, default: str, choices: tuple[str, ...]) -> Any:
     return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": choices})
 
 
+def _list_field(kafka: str, default: str, items: tuple[str, ...]) -> Any:
+    """A comma-separated list of names, each one of ``items`` (at least one)."""
+    return attrs.field(
+        default=default, metadata={"kafka": kafka, "type": str, "choices": None, "items": items}
+    )
+
+
 def _text_field(kafka: str, default: str) -> Any:
     """A free-form string setting (a group id, an instance id)."""
     return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": None})
@@ -88,6 +95,12 @@ def check_value(field: attrs.Attribute, value: Any, where: str) -> Any:
     if choices is None:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
+        items = field.metadata.get("items")
+        names = [name.strip() for name in value.split(",")]
+        if items is not None and (not value.strip() or any(name not in items for name in names)):
+            raise ConfigError(
+                f"{where}: expected a comma-separated list of {', '.join(items)}, got {value!r}"
+            )
         return value
     if value not in choices:
         raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
@@ -170,6 +183,19 @@ class BrokerConfig(_KafkaNamed):
     group_min_session_timeout_ms: int = _int_field("group.min.session.timeout.ms", 6000)
     group_max_session_timeout_ms: int = _int_field("group.max.session.timeout.ms", 1_800_000)
     group_max_size: int = _int_field("group.max.size", 2_147_483_647, 1)
+    #: the consumer group protocol (KIP-848): members' session timeout and heartbeat interval, the
+    #: group size limit, the server-side assignors (the first is the default) and the migration policy
+    group_consumer_session_timeout_ms: int = _int_field("group.consumer.session.timeout.ms", 45_000, 1)
+    group_consumer_heartbeat_interval_ms: int = _int_field("group.consumer.heartbeat.interval.ms", 5000, 1)
+    group_consumer_max_size: int = _int_field("group.consumer.max.size", 2_147_483_647, 1)
+    group_consumer_assignors: str = _list_field(
+        "group.consumer.assignors", "uniform,range", ("uniform", "range")
+    )
+    group_consumer_migration_policy: str = _str_field(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        ("disabled", "upgrade", "downgrade", "bidirectional"),
+    )
     #: virtual time to read one record of a __consumer_offsets partition when a broker becomes its
     #: coordinator (COORDINATOR_LOAD_IN_PROGRESS meanwhile); 0 loads at once
     coordinator_load_ms_per_record: int = _int_field("minibroker.coordinator.load.ms.per.record", 1)

@@ -72,6 +72,11 @@ class Errors(enum.IntEnum):
     INVALID_RECORD_STATE = 121
     SHARE_SESSION_NOT_FOUND = 122
     INVALID_SHARE_SESSION_EPOCH = 123
+    UNSUPPORTED_VERSION = 35
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
     # the log's size and timestamp checks, authorization, admin APIs (server/log_validator.py, ...)
     RECORD_TOO_LARGE = 10  # an alias of MESSAGE_TOO_LARGE (Kafka's RecordTooLargeException)
     RECORD_LIST_TOO_LARGE = 18

@@ -124,6 +124,12 @@ from kafka.protocol.producer import (
 
 from minibroker.server import share_messages as share
 from minibroker.server.nulls import non_nullable_null
+from minibroker.server.schemas import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 #: Kafka's UNSUPPORTED_VERSION error code
 UNSUPPORTED_VERSION = 35
@@ -170,18 +176,21 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
         _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
         _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
-        # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch stop
-        # before v10 (topic ids), FindCoordinator before v5 (share groups), DescribeGroups before v6
+        # the group coordinator (server/groups.py, server/group_admin.py); OffsetCommit and OffsetFetch v10
+        # name topics by id; FindCoordinator stops before v5 (share groups), DescribeGroups before v6
         _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
         _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
         _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
         _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
         _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
-        _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
-        _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+        _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 10),
+        _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 10),
         _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
         _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        # KIP-848's consumer group protocol (schemas in server/schemas: kafka-python has none)
+        _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
+        _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1),
         # admin (server/admin_topics.py, admin_configs.py, admin_cluster.py): Kafka 4's version ranges
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),

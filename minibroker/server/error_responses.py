@@ -210,6 +210,25 @@ def _share_group_describe(request: Request, error: int) -> Any:
     )
 
 
+def _consumer_group_describe(request: Request, error: int) -> Any:
+    group = request.spec.response.DescribedGroup
+    return _response(
+        request,
+        groups=[
+            group(
+                error_code=error,
+                group_id=g,
+                group_state="",
+                group_epoch=-1,
+                assignment_epoch=-1,
+                assignor_name="",
+                members=[],
+            )
+            for g in request.body.group_ids
+        ],
+    )
+
+
 def _delete_groups(request: Request, error: int) -> Any:
     result = request.spec.response.DeletableGroupResult
     return _response(
@@ -330,6 +349,7 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     42: _delete_groups,
     61: _describe_producers,
     65: _describe_transactions,
+    69: _consumer_group_describe,
     77: _share_group_describe,
     **ADMIN_ERROR_RESPONSES,
 }

@@ -13,6 +13,10 @@ NOT_COORDINATOR if it does not lead the group's partition. A JoinGroup may be
 parked for up to its rebalance timeout (the initial rebalance delay included):
 the connection waits that long plus a grace, and, as in Kafka, answers nothing
 else meanwhile. JoinGroup v0-v3 members get their id at once (no KIP-394 round).
+
+ConsumerGroupHeartbeat (KIP-848, v0-v1) names topics by id on the wire: the ids are
+the ones Metadata gives (``metadata.topic_id``); owned partitions of an unknown id
+are left out, and the assignment is answered with ids.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from minibroker.coordinator.group import messages as m
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
+from minibroker.server.metadata import topic_id
+from minibroker.server.schemas import ConsumerGroupHeartbeatResponse
 
 Coordinator = FindCoordinatorResponse.Coordinator
 GROUP_KEY = 0
@@ -186,3 +192,50 @@ async def leave_group(request: Request, conn: Connection) -> LeaveGroupResponse:
 def _coordinator_wait(conn: Connection) -> int:
     """How long a connection waits for a group answer that involves a write."""
     return conn.cluster.brokers[conn.broker_id].config.offsets_commit_timeout_ms + RESPONSE_GRACE_MS
+
+
+async def consumer_group_heartbeat(request: Request, conn: Connection) -> ConsumerGroupHeartbeatResponse:
+    body = request.body
+    version = request.api_version
+    owned = None
+    if body.topic_partitions is not None:
+        names = {topic_id(name): name for name in conn.cluster.topics}
+        owned = tuple(
+            (names[tp.topic_id], tuple(tp.partitions)) for tp in body.topic_partitions if tp.topic_id in names
+        )
+    message = m.ConsumerGroupHeartbeatRequest(
+        body.group_id,
+        body.member_id,
+        body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=body.rebalance_timeout_ms,
+        subscribed_topic_names=None
+        if body.subscribed_topic_names is None
+        else tuple(body.subscribed_topic_names),
+        subscribed_topic_regex=body.subscribed_topic_regex if version >= 1 else None,
+        server_assignor=body.server_assignor,
+        owned_partitions=owned,
+        client_id=request.client_id or "",
+        client_host=client_host(conn),
+        api_version=version,
+    )
+    answer: m.ConsumerGroupHeartbeatResponse = await conn.call(message, _coordinator_wait(conn))
+    assignment = None
+    if answer.assignment is not None:
+        Assignment = ConsumerGroupHeartbeatResponse.Assignment
+        assignment = Assignment(
+            topic_partitions=[
+                Assignment.TopicPartitions(topic_id=topic_id(name), partitions=list(parts))
+                for name, parts in answer.assignment
+            ]
+        )
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=answer.error,
+        error_message=answer.error_message,
+        member_id=answer.member_id,
+        member_epoch=answer.member_epoch,
+        heartbeat_interval_ms=answer.heartbeat_interval_ms,
+        assignment=assignment,
+    )

@@ -16,6 +16,7 @@ from minibroker.server.context import Connection
 from minibroker.server.describe_topic_partitions import describe_topic_partitions
 from minibroker.server.fetch import fetch, list_offsets, offset_for_leader_epoch
 from minibroker.server.group_admin import (
+    consumer_group_describe,
     delete_groups,
     describe_groups,
     list_groups,
@@ -23,7 +24,14 @@ from minibroker.server.group_admin import (
     offset_delete,
     offset_fetch,
 )
-from minibroker.server.groups import find_coordinator, heartbeat, join_group, leave_group, sync_group
+from minibroker.server.groups import (
+    consumer_group_heartbeat,
+    find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
+    sync_group,
+)
 from minibroker.server.metadata import api_versions, metadata
 from minibroker.server.produce import init_producer_id, produce
 from minibroker.server.transactions import (
@@ -57,6 +65,8 @@ HANDLERS: dict[int, Handler] = {
     15: describe_groups,
     16: list_groups,
     42: delete_groups,
+    68: consumer_group_heartbeat,
+    69: consumer_group_describe,
     19: admin_topics.create_topics,
     20: admin_topics.delete_topics,
     21: admin_cluster.delete_records,

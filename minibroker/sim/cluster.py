@@ -86,9 +86,7 @@ class Cluster:
             broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
             broker.leader_of = self.leader_of
             broker.topic_overrides = self.topic_overrides
-            broker.topic_partitions = lambda topic: (
-                self.topics[topic].partitions if topic in self.topics else 0
-            )
+            broker.topic_partitions = self.topic_partitions
             broker.share_coordinator_of = self.share_coordinator_for
             broker.group_configs = lambda group_id: self.resource_configs.get((32, group_id), {})
             self.brokers.append(broker)
@@ -205,6 +203,10 @@ class Cluster:
                 if tp.topic == name:
                     partition.min_insync_replicas = manager.min_isr_for(name)
         self._fault("topic_config", topic=name, settings=dict(configs))
+
+    def topic_partitions(self) -> dict[str, int]:
+        """Topic name -> partition count."""
+        return {name: spec.partitions for name, spec in self.topics.items()}
 
     def known(self, tp: TopicPartition) -> bool:
         spec = self.topics.get(tp.topic)

@@ -9,7 +9,13 @@ from __future__ import annotations
 import attrs
 
 from minibroker.broker.views import BrokerView, PurgatoryView
-from minibroker.coordinator.group.views import CoordinatorView, GroupView, MemberView
+from minibroker.coordinator.group.views import (
+    ConsumerGroupView,
+    ConsumerMemberView,
+    CoordinatorView,
+    GroupView,
+    MemberView,
+)
 
 
 @attrs.frozen
@@ -57,6 +63,8 @@ class ClusterView:
 __all__ = [
     "BrokerView",
     "ClusterView",
+    "ConsumerGroupView",
+    "ConsumerMemberView",
     "CoordinatorView",
     "GroupView",
     "MemberView",

@@ -128,6 +128,8 @@ def test_base_is_valid():
             "auto.create.topics.enable, broker.heartbeat.interval.ms, broker.session.timeout.ms, "
             "default.replication.factor, "
             "delete.records.purgatory.purge.interval.requests, fetch.purgatory.purge.interval.requests, "
+            "group.consumer.assignors, group.consumer.heartbeat.interval.ms, group.consumer.max.size, "
+            "group.consumer.migration.policy, group.consumer.session.timeout.ms, "
             "group.initial.rebalance.delay.ms, group.max.session.timeout.ms, group.max.size, "
             "group.min.session.timeout.ms, group.share.delivery.count.limit, "
             "group.share.heartbeat.interval.ms, group.share.partition.max.record.locks, "

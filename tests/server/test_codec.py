@@ -65,8 +65,8 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "SyncGroup": (0, 5),
         "Heartbeat": (0, 4),
         "LeaveGroup": (0, 5),
-        "OffsetCommit": (2, 9),
-        "OffsetFetch": (1, 9),
+        "OffsetCommit": (2, 10),
+        "OffsetFetch": (1, 10),
         "DescribeGroups": (0, 5),
         "ListGroups": (0, 5),
         "DeleteGroups": (0, 2),
@@ -102,6 +102,8 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "DescribeQuorum": (0, 2),
         "DescribeTopicPartitions": (0, 0),
         "OffsetDelete": (0, 0),
+        "ConsumerGroupHeartbeat": (0, 1),
+        "ConsumerGroupDescribe": (0, 1),
     }
 
 

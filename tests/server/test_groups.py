@@ -82,21 +82,22 @@ def _kafka_python(server, group: str, want: int) -> list[bytes]:
     return got
 
 
-def _confluent(server, group: str, want: int) -> list[bytes]:
+def _confluent(server, group: str, want: int, topic: str = "t", **settings) -> list[bytes]:
+    """A confluent-kafka member of ``group`` reads ``topic`` until ``want`` records (then 0.3 s more);
+    ``settings`` add to its config (``group.protocol``, ...)."""
     from confluent_kafka import Consumer
 
     errors: list = []
-    consumer = Consumer(
-        {
-            "bootstrap.servers": server.bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": True,
-            "auto.commit.interval.ms": 200,
-            "error_cb": errors.append,
-        }
-    )
-    consumer.subscribe(["t"])
+    config = {
+        "bootstrap.servers": server.bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 200,
+        "error_cb": errors.append,
+    }
+    consumer = Consumer({**config, **settings})
+    consumer.subscribe([topic])
     got: list[bytes] = []
     try:
         deadline = time.monotonic() + WAIT_S

@@ -6,10 +6,15 @@
 and an ``OffsetMetadataManager`` (OffsetCommit, OffsetFetch, expiry), both reaching
 the broker through a ``CoordinatorContext``; ``hashing.partition_for`` says which
 partition (hence which broker) coordinates a group; ``coordinator_timer.CoordinatorTimer``
-arms the keyed tasks on the broker's one SystemTimer. In the layer of Kafka's server
-parts. See docs/groups.md.
+arms the keyed tasks on the broker's one SystemTimer. KIP-848's consumer groups
+(ConsumerGroupHeartbeat, ConsumerGroupDescribe) are a ``ConsumerGroupManager``'s
+(``ConsumerGroup``, ``ConsumerGroupMember``; assignment by ``target_assignment_builder``
+and ``current_assignment_builder``). In the layer of Kafka's server parts. See
+docs/groups.md.
 """
 
+from minibroker.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember
+from minibroker.coordinator.group.consumer_group_manager import ConsumerGroupManager
 from minibroker.coordinator.group.coordinator import GroupCoordinator
 from minibroker.coordinator.group.coordinator_context import CoordinatorContext
 from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
@@ -34,6 +39,9 @@ __all__ = [
     "PREPARING_REBALANCE",
     "STABLE",
     "ClassicGroup",
+    "ConsumerGroup",
+    "ConsumerGroupManager",
+    "ConsumerGroupMember",
     "CoordinatorContext",
     "CoordinatorTimer",
     "GroupCoordinator",

@@ -43,12 +43,16 @@ from typing import Any
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import records
+from minibroker.coordinator.group.consumer_group_manager import ConsumerGroupManager
 from minibroker.coordinator.group.coordinator_context import CoordinatorContext, write_error
 from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minibroker.coordinator.group.group import ClassicGroup
 from minibroker.coordinator.group.group_metadata_manager import GroupMetadataManager
 from minibroker.coordinator.group.hashing import OFFSETS_TOPIC
 from minibroker.coordinator.group.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribedGroup,
@@ -103,6 +107,10 @@ class GroupCoordinator:
         self.timer: CoordinatorTimer = self.context.timer
         self.group_metadata_manager = GroupMetadataManager(self.context)
         self.offset_metadata_manager = OffsetMetadataManager(self.context, self.group_metadata_manager)
+        #: KIP-848's consumer groups (ConsumerGroupHeartbeat), beside the classic ones
+        self.consumer_group_manager = ConsumerGroupManager(self.context, self.group_metadata_manager)
+        self.offset_metadata_manager.consumer_groups = self.consumer_group_manager.groups
+        self.offset_metadata_manager.consumer_group_manager = self.consumer_group_manager
         #: __consumer_offsets partition -> leader epoch it was loaded at
         self.loaded: dict[int, int] = {}
         #: __consumer_offsets partition -> leader epoch of the load in progress (its log is being read)
@@ -148,6 +156,9 @@ class GroupCoordinator:
             if refused is not None:
                 return answer(_refused(message, refused))
             if isinstance(message, JoinGroupRequest):
+                conflict = self.consumer_group_manager.downgrade(gid)
+                if conflict is not None:
+                    return answer(JoinGroupResponse(conflict, member_id=message.member_id))
                 groups.join_group(message, answer)
             elif isinstance(message, SyncGroupRequest):
                 groups.sync_group(message, answer)
@@ -170,6 +181,13 @@ class GroupCoordinator:
                     )
                 )
             )
+        elif isinstance(message, ConsumerGroupHeartbeatRequest):
+            refused = self.refusal(message.group_id) if message.group_id else None
+            if refused is not None:
+                return answer(ConsumerGroupHeartbeatResponse(refused))
+            self.consumer_group_manager.heartbeat(message, answer)
+        elif isinstance(message, ConsumerGroupDescribeRequest):
+            answer(self.consumer_group_manager.describe(message.group_ids, self.refusal))
         elif isinstance(message, DescribeGroupsRequest):
             answer(DescribeGroupsResponse(tuple(self.describe(gid) for gid in message.group_ids)))
         elif isinstance(message, ListGroupsRequest):
@@ -189,12 +207,20 @@ class GroupCoordinator:
         refused = self.refusal(group_id)
         if refused is not None:
             return DescribedGroup(group_id, refused, "")
+        if group_id in self.consumer_group_manager.groups:
+            return self.consumer_group_manager.described_group(group_id)
         return self.group_metadata_manager.describe_group(group_id)
 
     def list_groups(self, request: ListGroupsRequest) -> ListGroupsResponse:
         if self.loading:  # as Kafka: no partial listing while a partition loads
             return ListGroupsResponse(Errors.COORDINATOR_LOAD_IN_PROGRESS, ())
-        return self.group_metadata_manager.list_groups(request)
+        classic = self.group_metadata_manager.list_groups(request)
+        consumer = self.consumer_group_manager.listed(
+            {s.strip().lower() for s in request.states}, {t.strip().lower() for t in request.types}
+        )
+        return ListGroupsResponse(
+            Errors.NONE, tuple(sorted((*classic.groups, *consumer), key=lambda g: g.group_id))
+        )
 
     def delete_groups(self, request: DeleteGroupsRequest, answer: Callable[[Any], None]) -> None:
         """Delete each Empty group; answer once, in request order, when every deletion is written.
@@ -218,8 +244,11 @@ class GroupCoordinator:
             gids, values = writes.setdefault(self.context.partition_of(gid), ([], []))
             gids.append(gid)
             values += offsets.delete_all_offsets(gid)
-            values.append(groups.group_tombstone(gid))
-            groups.remove_group(gid)
+            if gid in self.consumer_group_manager.groups:
+                values.append(self.consumer_group_manager.delete(gid))
+            else:
+                values.append(groups.group_tombstone(gid))
+                groups.remove_group(gid)
         waiting = len(writes)
 
         def finish() -> None:
@@ -245,6 +274,9 @@ class GroupCoordinator:
         refused = self.refusal(group_id)
         if refused is not None:
             return refused
+        consumer = self.consumer_group_manager.groups.get(group_id)
+        if consumer is not None:
+            return Errors.NON_EMPTY_GROUP if consumer.members else None
         return self.group_metadata_manager.validate_delete_group(group_id)
 
     def snapshot(self) -> CoordinatorView:
@@ -254,6 +286,7 @@ class GroupCoordinator:
             self.group_metadata_manager.snapshot(),
             tuple(self.timer.armed()),
             tuple(sorted(self.loading)),
+            self.consumer_group_manager.snapshot(),
         )
 
     # ==========================================================================================
@@ -304,6 +337,7 @@ class GroupCoordinator:
                 replayed += 1
         self.loaded[partition] = epoch
         groups = self.group_metadata_manager.on_loaded(partition)
+        groups += self.consumer_group_manager.on_loaded(partition)
         self.context.emit("group.load", partition=partition, epoch=epoch, records=replayed, groups=groups)
         self._schedule_expiry(partition)
 
@@ -315,6 +349,7 @@ class GroupCoordinator:
             return
         self.timer.cancel(expire_key(partition))
         dropped = self.group_metadata_manager.unload(partition)
+        dropped += self.consumer_group_manager.unload(partition)
         self.offset_metadata_manager.unload(dropped)
         self.context.emit("group.unload", partition=partition)
 
@@ -327,6 +362,8 @@ class GroupCoordinator:
         """Apply one record of ``__consumer_offsets`` to the manager it belongs to."""
         if record["type"] == "offset":
             self.offset_metadata_manager.replay(record)
+        elif record["type"] in ("consumer_group", "consumer_member"):
+            self.consumer_group_manager.replay(record)
         else:
             self.group_metadata_manager.replay(record)
 
@@ -337,7 +374,10 @@ class GroupCoordinator:
         def due() -> None:
             if partition not in self.loaded:
                 return
-            mine = sorted(self.group_metadata_manager.group_ids(partition))
+            mine = sorted(
+                self.group_metadata_manager.group_ids(partition)
+                + self.consumer_group_manager.group_ids(partition)
+            )
             self.offset_metadata_manager.expire_offsets(mine)
             self._schedule_expiry(partition)
 

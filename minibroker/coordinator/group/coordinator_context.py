@@ -60,6 +60,8 @@ class CoordinatorContext:
         self._partitions = partitions
         self.tracer = tracer
         self.timer = CoordinatorTimer(manager.timer, manager.now, tracer, self.broker_id)
+        #: topic name -> partition count of the cluster's topics (the broker points this at its metadata)
+        self.topic_partitions: Callable[[], dict[str, int]] = dict
 
     @property
     def config(self) -> Any:

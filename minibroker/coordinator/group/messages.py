@@ -1,9 +1,9 @@
 """Requests to and answers from a group coordinator, as they travel on the emulated network.
 
 Field names follow Kafka's request schemas (JoinGroup v9, SyncGroup v5, Heartbeat v4,
-LeaveGroup v5, OffsetCommit v9, OffsetFetch v8, DescribeGroups v5, ListGroups v5,
-DeleteGroups v2) in Python spelling; the wire front end and the emulator's own
-consumer both build them. Errors are ``Errors`` members.
+LeaveGroup v5, OffsetCommit v9, OffsetFetch v9, DescribeGroups v5, ListGroups v5,
+DeleteGroups v2, ConsumerGroupHeartbeat v1, ConsumerGroupDescribe v1) in Python spelling;
+the wire front end and the emulator's own consumer both build them. Errors are ``Errors`` members.
 """
 
 from __future__ import annotations
@@ -166,6 +166,9 @@ class OffsetFetchGroup:
     group_id: str
     #: (topic, partitions) pairs; None for every committed offset of the group
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    #: v9+: a consumer group member's id and epoch, checked against the group (None, -1: not given)
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @attrs.frozen
@@ -236,6 +239,8 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    #: "classic" or "consumer" (ListGroups v5's group type)
+    group_type: str = "classic"
 
 
 @attrs.frozen
@@ -266,3 +271,87 @@ class OffsetDeleteResponse:
     error: Errors
     #: (partition, error) per partition, in request order (empty when ``error`` is the group's)
     partitions: tuple[tuple[TopicPartition, Errors], ...] = ()
+
+
+#: (topic, partitions) pairs, sorted: a consumer group member's assignment
+TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@attrs.frozen
+class ConsumerGroupHeartbeatRequest(GroupRequest):
+    """KIP-848's one request of a member: join (epoch 0), heartbeat, leave (-1, or -2 for a static member).
+
+    Optional fields are None when they did not change since the member's last heartbeat;
+    ``owned_partitions`` names topics (the wire front end maps topic ids to names).
+
+    A member's loop, as Kafka's consumers run it: join with epoch 0, a member id of its own,
+    ``subscribed_topic_names`` (or ``subscribed_topic_regex``), ``rebalance_timeout_ms`` and
+    ``owned_partitions=()``; then heartbeat every answered ``heartbeat_interval_ms`` with the answered
+    ``member_epoch``. An answer with an ``assignment`` is the whole set the member may own now: it stops
+    fetching (and commits) the partitions it had that are not in it, then heartbeats at once with
+    ``owned_partitions`` set to what it still owns, which lets the coordinator move it on. On
+    FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID it drops every partition and joins again with epoch 0. It
+    leaves with epoch -1 (a static member may leave with -2 and come back under its instance id).
+    """
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned_partitions: TopicPartitions | None = None
+    client_id: str = ""
+    client_host: str = ""
+    #: v0: the coordinator makes the member id of a joining member; v1: the member brings it
+    api_version: int = 1
+
+
+@attrs.frozen
+class ConsumerGroupHeartbeatResponse:
+    error: Errors
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    #: None when not sent (the assignment did not change and the request was not a full one)
+    assignment: TopicPartitions | None = None
+
+
+@attrs.frozen
+class ConsumerGroupDescribeRequest(GroupRequest):
+    group_ids: tuple[str, ...]
+
+
+@attrs.frozen
+class DescribedConsumerGroupMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: TopicPartitions
+    target_assignment: TopicPartitions
+
+
+@attrs.frozen
+class DescribedConsumerGroup:
+    group_id: str
+    error: Errors
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerGroupMember, ...] = ()
+
+
+@attrs.frozen
+class ConsumerGroupDescribeResponse:
+    groups: tuple[DescribedConsumerGroup, ...]

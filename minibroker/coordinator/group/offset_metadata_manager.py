@@ -20,7 +20,9 @@
   task removes offsets older than ``offsets.retention.minutes`` of Empty groups
   (counted from when the group became Empty) and of groups without a protocol type
   (from the commit), writing tombstones; an Empty group left without offsets is
-  deleted. Kafka's expiry of unsubscribed topics in Stable consumer groups is not done.
+  deleted. Kafka's expiry of unsubscribed topics in Stable classic groups is not done; in
+  KIP-848 consumer groups the offsets of topics no member subscribes to expire that long
+  after their commit, and an empty consumer group left without offsets is deleted.
 - DeleteGroups (``GroupCoordinator.delete_groups``) takes a deleted group's offsets
   here: ``delete_all_offsets`` returns their tombstones, sorted by partition.
 - replaying an offset record from the log applies it (a tombstone removes it); an
@@ -94,6 +96,10 @@ class OffsetMetadataManager:
         self.context = context
         self.groups = groups
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        #: KIP-848's consumer groups by id and their manager (the coordinator sets both): their commits
+        #: and fetches are checked against member epochs, and no classic group is made for them
+        self.consumer_groups: dict[str, Any] = {}
+        self.consumer_group_manager: Any = None
         #: producer id -> group -> offsets of its open transaction (pendingTransactionalOffsetCommits)
         self.pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         #: offsets removed by the retention checks so far
@@ -107,13 +113,17 @@ class OffsetMetadataManager:
         error = self._validate_commit(request)
         if error is not None:
             return answer(commit_response(request, {}, error))
-        group = self.groups.group(gid)
-        if group is None:  # a simple commit: generation -1 on a missing group
-            group = self.groups.create_group(gid)
-        member = group.members.get(request.member_id)
-        accepted_in = group.generation_id  # the generation the commit was validated against
-        if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
-            self.groups.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
+        consumer = self.consumer_groups.get(gid)
+        if consumer is not None:
+            accepted_in = consumer.group_epoch
+        else:
+            group = self.groups.group(gid)
+            if group is None:  # a simple commit: generation -1 on a missing group
+                group = self.groups.create_group(gid)
+            member = group.members.get(request.member_id)
+            accepted_in = group.generation_id  # the generation the commit was validated against
+            if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
+                self.groups.schedule_heartbeat(gid, member.member_id, member.session_timeout_ms)
         now = self.context.now()
         expire = None if request.retention_ms < 0 else now + request.retention_ms
         errors, accepted = self._check_offsets(request.offsets, now, expire)
@@ -145,7 +155,7 @@ class OffsetMetadataManager:
         error = self._validate_txn_commit(request)
         if error is not None:
             return answer(commit_response(request, {}, error))
-        if self.groups.group(gid) is None:
+        if self.groups.group(gid) is None and gid not in self.consumer_groups:
             self.groups.create_group(gid)
         errors, accepted = self._check_offsets(request.offsets, self.context.now(), None)
         if not accepted:
@@ -176,6 +186,11 @@ class OffsetMetadataManager:
         """Kafka's validateTxnOffsetCommit: the member and generation are checked only when given."""
         if not request.group_id:
             return Errors.INVALID_GROUP_ID
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            return self.consumer_group_manager.validate_offset_commit(
+                consumer, request.member_id, request.generation_id, 9, transactional=True
+            )
         group = self.groups.group(request.group_id)
         if group is None:
             return None
@@ -226,6 +241,11 @@ class OffsetMetadataManager:
         """Kafka's validateOffsetCommit: the error of every partition, or None."""
         if not request.group_id:
             return Errors.INVALID_GROUP_ID
+        consumer = self.consumer_groups.get(request.group_id)
+        if consumer is not None:
+            return self.consumer_group_manager.validate_offset_commit(
+                consumer, request.member_id, request.generation_id, request.api_version, transactional=False
+            )
         group = self.groups.group(request.group_id)
         generation = request.generation_id
         if group is None:
@@ -255,6 +275,13 @@ class OffsetMetadataManager:
         gid = request.group_id
         if not gid:
             return OffsetFetchResult(gid, Errors.INVALID_GROUP_ID)
+        consumer = self.consumer_groups.get(gid)
+        if consumer is not None:
+            error = self.consumer_group_manager.validate_offset_fetch(
+                consumer, request.member_id, request.member_epoch
+            )
+            if error is not None:
+                return OffsetFetchResult(gid, error)
         committed = self.offsets.get(gid, {})
         if request.topics is None:
             wanted = sorted(committed)
@@ -302,7 +329,7 @@ class OffsetMetadataManager:
             if not committed:
                 self.offsets.pop(gid, None)
             return
-        if self.groups.group(gid) is None:
+        if self.groups.group(gid) is None and gid not in self.consumer_groups:
             self.groups.create_group(gid)
         self.offsets.setdefault(gid, {})[tp] = OffsetAndMetadata(**value)
 
@@ -320,6 +347,9 @@ class OffsetMetadataManager:
         retention = self.context.config.offsets_retention_minutes * 60_000
         expired_total = 0
         for gid in group_ids:
+            if gid in self.consumer_groups:
+                expired_total += self._expire_consumer_group_offsets(gid, now, retention)
+                continue
             group = self.groups.group(gid)
             committed = self.offsets.get(gid)
             if group is None or not committed:
@@ -405,6 +435,35 @@ class OffsetMetadataManager:
             self.offsets.pop(gid, None)
         values = [records.offset_record(gid, tp.topic, tp.partition, None) for tp in sorted(deleted)]
         self.context.write(gid, values, finish)
+
+    def _expire_consumer_group_offsets(self, group_id: str, now: int, retention: int) -> int:
+        """A consumer group's retention check (Kafka's ConsumerGroup.offsetExpirationCondition): offsets
+        of topics no member subscribes to expire ``offsets.retention.minutes`` after their commit; an
+        empty group left without offsets is deleted."""
+        group = self.consumer_groups[group_id]
+        committed = self.offsets.get(group_id, {})
+        subscribed = set(group.subscription_metadata) | {
+            t for m in group.members.values() for t in m.subscribed_topic_names
+        }
+        expired = sorted(
+            tp
+            for tp, value in committed.items()
+            if tp.topic not in subscribed
+            and (
+                now >= value.expire_ms if value.expire_ms is not None else now - value.commit_ms >= retention
+            )
+        )
+        values = [records.offset_record(group_id, tp.topic, tp.partition, None) for tp in expired]
+        for tp in expired:
+            del committed[tp]
+        if expired:
+            self.context.emit("group.offsets.expire", group=group_id, partitions=[str(tp) for tp in expired])
+        if not committed and not group.members:
+            self.offsets.pop(group_id, None)
+            values.append(self.consumer_group_manager.delete(group_id))
+        if values:
+            self.context.write(group_id, values, lambda error: None)
+        return len(expired)
 
     def _remove_group(self, group_id: str) -> None:
         """An Empty group left without offsets is deleted, offsets and metadata."""

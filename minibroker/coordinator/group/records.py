@@ -5,7 +5,11 @@ group's metadata by group), each with a value or ``None`` (a tombstone):
 
 - ``offset``: committed offset, leader epoch, metadata, commit time, optional expire time;
 - ``group``: protocol type, generation, protocol, leader, state timestamp and every
-  member with its timeouts, subscription and assignment.
+  member with its timeouts, subscription and assignment;
+- ``consumer_group`` (KIP-848, keyed by group): group epoch, assignment epoch, assignor,
+  subscribed topics' partition counts;
+- ``consumer_member`` (keyed by group and member): the member's subscription, epochs,
+  state, current assignment, partitions pending revocation and target assignment.
 
 Deviation: the bytes are canonical JSON (bytes fields in base64), not Kafka's binary
 schemas, so a real client that reads ``__consumer_offsets`` sees our own format.
@@ -19,6 +23,9 @@ import json
 from typing import Any
 
 import attrs
+
+#: the record types, by their ``type`` field
+TYPES = ("offset", "group", "consumer_group", "consumer_member")
 
 
 @attrs.frozen
@@ -56,6 +63,14 @@ def group_record(group: str, value: dict[str, Any] | None) -> bytes:
     return _dump({"type": "group", "group": group, "value": value})
 
 
+def consumer_group_record(group: str, value: dict[str, Any] | None) -> bytes:
+    return _dump({"type": "consumer_group", "group": group, "value": value})
+
+
+def consumer_member_record(group: str, member: str, value: dict[str, Any] | None) -> bytes:
+    return _dump({"type": "consumer_member", "group": group, "member": member, "value": value})
+
+
 def member_value(member: Any, protocol: str | None, assignment: bytes) -> dict[str, Any]:
     subscription = member.metadata(protocol) if protocol is not None else b""
     return {
@@ -79,7 +94,7 @@ def decode(data: bytes) -> dict[str, Any]:
         record = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"not a coordinator record: {error}") from None
-    if not isinstance(record, dict) or record.get("type") not in ("offset", "group"):
+    if not isinstance(record, dict) or record.get("type") not in TYPES:
         raise ValueError("not a coordinator record")
     return record
 
