@@ -16,6 +16,7 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
+from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.errors import Errors
@@ -23,6 +24,7 @@ from minibroker.common.messages import (
     DeleteRecordsRequest,
     FetchRequest,
     LeaderAndIsr,
+    ListOffsetsRequest,
     MetadataCatchUp,
     ProduceRequest,
     TopicPartition,
@@ -85,6 +87,8 @@ class Broker:
         self.offsets_partitions: Callable[[], int] = lambda: self.config.offsets_topic_num_partitions
         #: a topic's config overrides (the cluster points this at its topics)
         self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
+        #: the remote tier of tiered storage (the cluster shares one between its brokers)
+        self.remote_storage = RemoteStorageManager()
         #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
         self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
@@ -106,7 +110,14 @@ class Broker:
         if self.alive:
             raise RuntimeError(f"broker {self.broker_id} is already running")
         manager = ReplicaManager(
-            self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
+            self.broker_id,
+            self.config,
+            self.clock,
+            self.network,
+            self.logs,
+            self.known,
+            self.tracer,
+            self.remote_storage,
         )
         manager.request_numbers = self._request_numbers
         self.contain_errors(manager)
@@ -170,6 +181,9 @@ class Broker:
         elif isinstance(message, DeleteRecordsRequest):
             assert respond is not None
             manager.delete_records(message, respond)
+        elif isinstance(message, ListOffsetsRequest):
+            assert respond is not None
+            manager.list_offsets(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
@@ -276,6 +290,7 @@ class Broker:
         manager.produce_purgatory.purge_interval = config.producer_purge_interval
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
         manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
+        manager.remote_log_manager.start()
         for tp, partition in manager.partitions.items():
             partition.min_insync_replicas = manager.min_isr_for(tp.topic)
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms

@@ -181,6 +181,24 @@ class BrokerConfig(_KafkaNamed):
     )
     #: how long the transaction coordinator's writes (state and markers) may wait for the ISR
     request_timeout_ms: int = _int_field("request.timeout.ms", 30_000, 1)
+    #: tiered storage (KIP-405): the broker's switch, the remote purgatories' waits, the copy task's
+    #: period, and how often local retention deletes segments already copied
+    remote_log_storage_system_enable: bool = _bool_field("remote.log.storage.system.enable", False)
+    remote_fetch_max_wait_ms: int = _int_field("remote.fetch.max.wait.ms", 500, 1)
+    remote_list_offsets_request_timeout_ms: int = _int_field(
+        "remote.list.offsets.request.timeout.ms", 30_000, 1
+    )
+    remote_log_manager_task_interval_ms: int = _int_field("remote.log.manager.task.interval.ms", 30_000, 1)
+    log_retention_check_interval_ms: int = _int_field("log.retention.check.interval.ms", 300_000, 1)
+    #: the emulated remote tier as this broker reaches it: virtual time per segment copied and per read
+    #: (a remote fetch or a remote offset lookup), and a fault: ``slow`` adds
+    #: ``minibroker.remote.storage.slow.ms`` to each, ``failing`` fails each after its latency
+    remote_storage_copy_latency_ms: int = _int_field("minibroker.remote.storage.copy.latency.ms", 0)
+    remote_storage_read_latency_ms: int = _int_field("minibroker.remote.storage.read.latency.ms", 0)
+    remote_storage_fault: str = _str_field(
+        "minibroker.remote.storage.fault", "none", ("none", "slow", "failing")
+    )
+    remote_storage_slow_ms: int = _int_field("minibroker.remote.storage.slow.ms", 1000)
 
     @property
     def isr_expiration_period_ms(self) -> int:

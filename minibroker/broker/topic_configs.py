@@ -9,7 +9,11 @@ Kafka's own default. Some are *modelled* (they change what the emulator does):
 - ``unclean.leader.election.enable``: the controller may elect an out-of-sync replica;
 - ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION;
 - ``flush.messages``, ``flush.ms``: with ``serve --data-dir``, when a log is fsynced (read when
-  the log's files are opened).
+  the log's files are opened);
+- ``remote.storage.enable``, ``local.retention.ms``, ``local.retention.bytes``: tiered storage
+  (KIP-405, ``remote_log_manager``): closed segments are copied to the remote tier and deleted
+  locally past the local retention (-2: ``retention.ms`` / ``retention.bytes``);
+- ``segment.bytes``: the size at which a new replica's log rolls its segments.
 
 The others are kept and described but change nothing here (retention, segments,
 compression, timestamps): an application may set them, and reads back what it set.
@@ -58,6 +62,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "flush.messages", "long", str(INT64_MAX), "log.flush.interval.messages", minimum=1, modelled=True
         ),
         TopicConfigDef("flush.ms", "long", str(INT64_MAX), "log.flush.interval.ms", modelled=True),
+        TopicConfigDef("local.retention.bytes", "long", "-2", minimum=-2, modelled=True),
+        TopicConfigDef("local.retention.ms", "long", "-2", minimum=-2, modelled=True),
         TopicConfigDef("max.message.bytes", "int", "1048588", maximum=INT32_MAX),
         TopicConfigDef(
             "message.timestamp.type", "choice", "CreateTime", choices=("CreateTime", "LogAppendTime")
@@ -71,10 +77,17 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             maximum=INT32_MAX,
             modelled=True,
         ),
+        TopicConfigDef("remote.storage.enable", "bool", "false", modelled=True),
         TopicConfigDef("retention.bytes", "long", "-1", minimum=-1),
         TopicConfigDef("retention.ms", "long", "604800000", minimum=-1),
         TopicConfigDef(
-            "segment.bytes", "int", "1073741824", "log.segment.bytes", minimum=14, maximum=INT32_MAX
+            "segment.bytes",
+            "int",
+            "1073741824",
+            "log.segment.bytes",
+            minimum=14,
+            maximum=INT32_MAX,
+            modelled=True,
         ),
         TopicConfigDef("segment.ms", "long", "604800000", minimum=1),
         TopicConfigDef(
@@ -132,3 +145,22 @@ def check_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
 def deletes_records(configs: Mapping[str, str]) -> bool:
     """Whether ``cleanup.policy`` includes ``delete`` (DeleteRecords is refused otherwise)."""
     return "delete" in configs.get("cleanup.policy", "delete").split(",")
+
+
+def remote_storage_enabled(configs: Mapping[str, str]) -> bool:
+    """Whether ``remote.storage.enable`` is true (the topic's closed segments go to the remote tier)."""
+    return configs.get("remote.storage.enable", "false") == "true"
+
+
+def local_retention(configs: Mapping[str, str]) -> tuple[int, int]:
+    """(``local.retention.ms``, ``local.retention.bytes``), -2 resolved to ``retention.ms`` / ``.bytes``.
+
+    -1 keeps local segments without limit (Kafka's LogConfig ``localRetentionMs/Bytes``).
+    """
+    ms = int(configs.get("local.retention.ms", "-2"))
+    size = int(configs.get("local.retention.bytes", "-2"))
+    if ms == -2:
+        ms = int(configs.get("retention.ms", TOPIC_CONFIGS["retention.ms"].default))
+    if size == -2:
+        size = int(configs.get("retention.bytes", TOPIC_CONFIGS["retention.bytes"].default))
+    return ms, size

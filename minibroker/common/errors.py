@@ -68,6 +68,7 @@ class Errors(enum.IntEnum):
     STALE_BROKER_EPOCH = 77
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109
 
     def __str__(self) -> str:
         return self.name

@@ -27,6 +27,7 @@ import trio
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
+from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.clients.admin import AdminClient
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
@@ -78,12 +79,15 @@ class Cluster:
         self.scheduler = Scheduler(self.clock, name="cluster")
         self.network = Network(self.scheduler, latency_ms, tracer)
         self.brokers: list[Broker] = []
+        #: tiered storage's remote tier, one for the cluster (``remote_storage_manager``)
+        self.remote_storage = RemoteStorageManager()
         for broker_id in range(brokers):
             overrides = (broker_configs or {}).get(broker_id)
             broker_config = base.with_kafka(overrides, f"broker {broker_id}") if overrides else base
             broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
             broker.leader_of = self.leader_of
             broker.topic_overrides = self.topic_overrides
+            broker.remote_storage = self.remote_storage
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
