@@ -29,7 +29,7 @@ or failing mid-run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -41,8 +41,25 @@ from minibroker.common.record_batch import RecordBatch
 from minibroker.timer import TimerTask
 
 if TYPE_CHECKING:
+    from minibroker.broker.config import BrokerConfig
     from minibroker.broker.log import Log
-    from minibroker.broker.replica_manager import ReplicaManager
+    from minibroker.broker.partition import Partition
+    from minibroker.timer import Timer
+    from minibroker.trace import Tracer
+
+
+class RemoteLogHost(Protocol):
+    """What the RemoteLogManager uses of its broker's ReplicaManager."""
+
+    config: BrokerConfig
+    timer: Timer
+    tracer: Tracer
+    partitions: dict[TopicPartition, Partition]
+    topic_overrides: Callable[[str], dict[str, str]]
+
+    def now(self) -> int: ...
+
+    def emit(self, kind: str, **fields: Any) -> None: ...
 
 
 class RemoteTask(TimerTask):
@@ -74,7 +91,7 @@ class RemoteOffsetResult:
 class RemoteLogManager:
     """Copy tasks per led partition, the local retention check, and remote reads, on the broker's timer."""
 
-    def __init__(self, manager: ReplicaManager, storage: RemoteStorageManager) -> None:
+    def __init__(self, manager: RemoteLogHost, storage: RemoteStorageManager) -> None:
         self.manager = manager
         self.storage = storage
         self.copy_tasks: dict[TopicPartition, TimerTask] = {}

@@ -492,7 +492,14 @@ class ReplicaManager:
                     and self.remote_log_manager.enabled_for(tp)
                 ):
                     if request.is_from_follower:
-                        raise PartitionError(Errors.OFFSET_MOVED_TO_TIERED_STORAGE)
+                        results[tp] = PartitionFetchResponse(
+                            Errors.OFFSET_MOVED_TO_TIERED_STORAGE,
+                            log.high_watermark,
+                            log.log_start_offset,
+                            log.log_end_offset,
+                            local_log_start_offset=log.local_log_start_offset,
+                        )
+                        continue
                     if remote is not None:
                         remote.append(tp)
                     offsets[tp] = LogOffsetMetadata(wanted.fetch_offset)

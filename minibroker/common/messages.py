@@ -126,6 +126,9 @@ class PartitionFetchResponse:
     log_end_offset: int = -1
     batches: tuple[RecordBatch, ...] = ()
     diverging_epoch: EpochEndOffset | None = None
+    #: with OFFSET_MOVED_TO_TIERED_STORAGE, the leader's local log start offset (a Kafka follower asks
+    #: for it with ListOffsets -4; the answer carries it here)
+    local_log_start_offset: int = -1
 
     @property
     def size(self) -> int:
