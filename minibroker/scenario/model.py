@@ -55,6 +55,8 @@ class TopicSpecModel:
     partitions: int = 1
     replication_factor: int = 1
     assignment: tuple[tuple[int, ...], ...] | None = None
+    #: Kafka topic configs by name, as strings (``remote.storage.enable``, ``segment.bytes``, ...)
+    configs: dict[str, str] = attrs.field(factory=dict, hash=False)
 
 
 @attrs.frozen
@@ -221,6 +223,7 @@ class PartitionState(Expectation):
     hw: int | None = None
     leo: int | None = None
     log_start: int | None = None
+    local_log_start: int | None = None
 
 
 @attrs.frozen

@@ -478,6 +478,7 @@ class Cluster:
                         log.log_start_offset if log else 0,
                         broker.alive,
                         manager.fetchers_paused if manager else False,
+                        log.local_log_start_offset if log else 0,
                     )
                 )
             pending = None

@@ -149,6 +149,7 @@ def delete_topic(cluster: Cluster, name: str) -> None:
             if broker.replica_manager is not None:
                 broker.replica_manager.stop_replica(tp, delete=True)
             broker.logs.pop(tp, None)
+        cluster.remote_storage.delete_partition(tp)
     cluster.on_metadata_change()
     if cluster.tracer.enabled:
         cluster.tracer.emit("topic.delete", topic=name, partitions=spec.partitions)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.topic_configs import TopicConfigError, check_topic_config
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.loader.scope import Scope, between, is_broker, kafka, unique
@@ -74,8 +75,27 @@ def _topic(table: Table, brokers: int) -> TopicSpecModel:
                 f"got {describe(raw)}",
             )
         assignment = tuple(tuple(r) for r in raw)
+    configs = _topic_configs(table.table("configs"))
     table.finish()
-    return TopicSpecModel(name, partitions, rf, assignment)
+    return TopicSpecModel(name, partitions, rf, assignment, configs)
+
+
+def _topic_configs(table: Table) -> dict[str, str]:
+    """``configs``: Kafka topic configs (``{ "remote.storage.enable" = true }``), kept as Kafka's strings."""
+    configs = {}
+    for name, value in table.data.items():
+        table.used.add(name)
+        if isinstance(value, bool):
+            value = str(value).lower()
+        elif isinstance(value, int):
+            value = str(value)
+        elif not isinstance(value, str):
+            raise table.error(name, f"expected a string, number or boolean, got {describe(value)}")
+        try:
+            configs[name] = check_topic_config(name, value)
+        except TopicConfigError as error:
+            raise table.error(name, str(error)) from None
+    return configs
 
 
 def read_links(root: Table, scope: Scope) -> None:

@@ -43,9 +43,10 @@ ERRORS = (
     "INVALID_REQUIRED_ACKS",
     "FENCED_LEADER_EPOCH",
     "UNKNOWN_LEADER_EPOCH",
+    "UNKNOWN_SERVER_ERROR",
 )
 #: the purgatories a ``purgatory`` expectation or a count may name
-PURGATORIES = ("Produce", "Fetch", "DeleteRecords")
+PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "RemoteFetch", "RemoteListOffsets")
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 
@@ -128,6 +129,7 @@ def _partition(table: Table, scope: Scope, index: int) -> Expectation:
         table.int("hw", None),
         table.int("leo", None),
         table.int("log_start", None),
+        table.int("local_log_start", None),
     )
 
 
