@@ -16,9 +16,12 @@ creates one, an incremental fetch reads every partition of its session and the
 answer carries only those with news.
 
 ListOffsets: -2 (earliest) is the log start offset, -1 (latest) the HW (the
-LSO for READ_COMMITTED, v2+), a timestamp the first record stamped
-at or after it below the HW. OffsetForLeaderEpoch answers from the leader's
-epoch cache. Both read the leader's state directly (no purgatory is involved).
+LSO for READ_COMMITTED, v2+), -4 (earliest local) the local log start offset, -5
+(latest tiered) the highest offset in remote storage (-1: none), a timestamp the first
+record stamped at or after it below the HW. OffsetForLeaderEpoch answers from the leader's
+epoch cache. Both read the leader's state directly, except a timestamp on a topic in tiered
+storage: it goes to the broker's ``ReplicaManager.list_offsets``, which looks in the remote tier
+first and waits in the RemoteListOffsets purgatory (records there are found by append time).
 """
 
 from __future__ import annotations
@@ -31,9 +34,12 @@ from minibroker.broker.partition import Partition, PartitionError
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     CONSUMER_REPLICA_ID,
+    EARLIEST_LOCAL_TIMESTAMP,
     HIGH_WATERMARK,
+    LATEST_TIERED_TIMESTAMP,
     TXN_COMMITTED,
     FetchRequest,
+    ListOffsetsRequest,
     TopicPartition,
 )
 from minibroker.common.messages import (
@@ -150,6 +156,15 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
                 elif part.timestamp == LATEST:
                     committed = version >= 2 and body.isolation_level == 1
                     offset = log.last_stable_offset if committed else log.high_watermark
+                elif part.timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                    offset = log.local_log_start_offset
+                elif part.timestamp == LATEST_TIERED_TIMESTAMP:
+                    tiers = conn.replica_manager().remote_log_manager
+                    offset = tiers.storage.highest_offset(tp) if tiers.enabled_for(tp) else -1
+                elif part.timestamp >= 0 and conn.replica_manager().remote_log_manager.enabled_for(tp):
+                    error, timestamp, offset = await _remote_offset_for_time(
+                        conn, request, tp, part.timestamp, epoch
+                    )
                 elif part.timestamp >= 0:
                     below_hw = log.read(log.log_start_offset, 2**62, log.high_watermark).batches
                     found = offset_for_timestamp(below_hw, part.timestamp, conn.state.epoch_origin_ms)
@@ -170,6 +185,23 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
             )
         topics.append(OffsetsTopic(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+async def _remote_offset_for_time(
+    conn: Connection, request: Request, tp: TopicPartition, target_ms: int, epoch: int
+) -> tuple[int, int, int]:
+    """A timestamp lookup on a topic in tiered storage, through the broker's RemoteListOffsets purgatory."""
+    origin = conn.state.epoch_origin_ms
+    message = ListOffsetsRequest(
+        {tp: max(0, target_ms - origin)},
+        request_id=conn.request_id(request.correlation_id),
+        current_leader_epochs={tp: epoch},
+    )
+    timeout = conn.replica_manager().config.remote_list_offsets_request_timeout_ms
+    response = await conn.call(message, timeout + RESPONSE_GRACE_MS)
+    part = response.partitions[tp]
+    found = part.offset >= 0
+    return int(part.error), part.timestamp + origin if found else -1, part.offset
 
 
 async def offset_for_leader_epoch(request: Request, conn: Connection) -> OffsetForLeaderEpochResponse:

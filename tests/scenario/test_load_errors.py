@@ -130,7 +130,8 @@ def test_base_is_valid():
             "delete.records.purgatory.purge.interval.requests, fetch.purgatory.purge.interval.requests, "
             "group.initial.rebalance.delay.ms, group.max.session.timeout.ms, group.max.size, "
             "group.min.session.timeout.ms, log.flush.interval.messages, log.flush.interval.ms, "
-            "log.segment.bytes, max.incremental.fetch.session.cache.slots, min.insync.replicas,",
+            "log.retention.check.interval.ms, log.segment.bytes, max.incremental.fetch.session.cache.slots, "
+            "min.insync.replicas,",
         ),
         (
             '[[steps]]\nat = 5\naction = "latency"\nbetween = [0, "ghost"]\nlatency_ms = 3\n',

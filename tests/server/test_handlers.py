@@ -217,3 +217,36 @@ def test_fetch_corners(server, client):
 def test_topic_ids_are_stable_uuids():
     assert topic_id("t") == topic_id("t") != topic_id("u")
     assert isinstance(topic_id("t"), uuid.UUID) and topic_id("t").version == 5
+
+
+def test_list_offsets_earliest_local_latest_tiered_and_by_time_through_the_remote_tier(serve):
+    tiered = (
+        'name = "t"\npartitions = 1\nreplication_factor = 1\n'
+        'configs = { "remote.storage.enable" = true, "segment.bytes" = 14, "local.retention.bytes" = 0 }'
+    )
+    server = serve(
+        scenario(
+            config='"remote.log.storage.system.enable" = true, "remote.log.manager.task.interval.ms" = 10, '
+            '"log.retention.check.interval.ms" = 10, "minibroker.remote.storage.read.latency.ms" = 20',
+            topics=tiered,
+        )
+    )
+    raw = RawClient(server.port(0))
+    try:
+        for value in (b"a", b"b", b"c"):  # one batch, one segment each: [0] and [1] close and are copied
+            request = produce_request(-1, 5000)
+            request.topic_data[0].partition_data[0].records = _stamped([(1000, value)])
+            assert (
+                raw.request(request, ProduceResponse, 9).responses[0].partition_responses[0].error_code == 0
+            )
+        log = server.cluster.brokers[0].logs[TopicPartition("t", 0)]
+        server.wait_for(lambda: log.local_log_start_offset == 2, "local retention after the copies")
+        assert list_offsets(raw, -2)[2] == 0
+        assert list_offsets(raw, -4)[2] == 2  # earliest local
+        assert list_offsets(raw, -5)[2] == 1  # latest tiered
+        error, timestamp, offset, _ = list_offsets(raw, 0)  # by time: the remote tier first
+        assert (error, offset) == (0, 0) and timestamp > 0
+        remote = server.cluster.brokers[0].replica_manager.remote_list_offsets_purgatory
+        assert (remote.completions, remote.expirations, remote.num_delayed()) == (1, 0, 0)  # it waited there
+    finally:
+        raw.close()
