@@ -136,6 +136,13 @@ class RemoteLogManager:
         if leader and self.enabled_for(tp):
             self.copy_tasks[tp] = self._schedule(f"remote-copy {tp}", 0, lambda: self._copy_round(tp, epoch))
 
+    def on_topic_config(self, tp: TopicPartition) -> None:
+        """The topic's configs changed: a partition led here starts (or stops) its copy task."""
+        partition = self.manager.partitions.get(tp)
+        leading = partition is not None and partition.is_leader and self.enabled_for(tp)
+        if leading != (tp in self.copy_tasks):
+            self.on_leadership(tp, leading, partition.leader_epoch if partition is not None else -1)
+
     # ---- copying -------------------------------------------------------------------------------------------
     def _leading(self, tp: TopicPartition, epoch: int) -> Log | None:
         partition = self.manager.partitions.get(tp)

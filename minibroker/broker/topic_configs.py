@@ -164,3 +164,30 @@ def local_retention(configs: Mapping[str, str]) -> tuple[int, int]:
     if size == -2:
         size = int(configs.get("retention.bytes", TOPIC_CONFIGS["retention.bytes"].default))
     return ms, size
+
+
+def check_remote_storage(configs: Mapping[str, str], system_enabled: bool) -> None:
+    """Kafka's rules for a topic in tiered storage (``LogConfig``), as TopicConfigError.
+
+    ``remote.storage.enable=true`` needs the brokers' ``remote.log.storage.system.enable`` and a
+    ``cleanup.policy`` of ``delete`` alone; its local retention may not exceed the total retention.
+    """
+    if not remote_storage_enabled(configs):
+        return
+    if not system_enabled:
+        raise TopicConfigError(
+            "remote.storage.enable: tiered storage is off on the brokers "
+            "(remote.log.storage.system.enable=false); a topic cannot use remote storage"
+        )
+    if configs.get("cleanup.policy", "delete") != "delete":
+        raise TopicConfigError("remote.storage.enable: remote storage supports only cleanup.policy=delete")
+    for local, total in (
+        ("local.retention.ms", "retention.ms"),
+        ("local.retention.bytes", "retention.bytes"),
+    ):
+        local_value = int(configs.get(local, TOPIC_CONFIGS[local].default))
+        total_value = int(configs.get(total, TOPIC_CONFIGS[total].default))
+        if local_value not in (-2, -1) and total_value != -1 and local_value > total_value:
+            raise TopicConfigError(f"{local}: {local_value} is more than {total} ({total_value})")
+        if local_value == -1 and total_value != -1:
+            raise TopicConfigError(f"{local}: -1 (unlimited) is more than {total} ({total_value})")

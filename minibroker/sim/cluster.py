@@ -196,6 +196,7 @@ class Cluster:
             for tp, partition in manager.partitions.items():
                 if tp.topic == name:
                     partition.min_insync_replicas = manager.min_isr_for(name)
+                    manager.remote_log_manager.on_topic_config(tp)
         self._fault("topic_config", topic=name, settings=dict(configs))
 
     def known(self, tp: TopicPartition) -> bool:
@@ -459,6 +460,10 @@ class Cluster:
         broker = self._broker(broker_id)
         broker.set_config(broker.config.with_kafka(settings, f"broker {broker_id}"))
         self._fault("config", broker=broker_id, settings={k: str(v) for k, v in settings.items()})
+
+    def remote_storage_system_enabled(self) -> bool:
+        """Whether the brokers have tiered storage on (``remote.log.storage.system.enable``)."""
+        return any(broker.config.remote_log_storage_system_enable for broker in self.brokers)
 
     # --- views -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterView:

@@ -13,6 +13,11 @@ taking 50 ms; local retention is checked every 500 ms with ``local.retention.byt
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
+from minibroker.broker.topic_configs import TopicConfigError, check_remote_storage, local_retention
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -183,3 +188,32 @@ def test_without_the_broker_switch_nothing_is_tiered():
     assert (log.local_log_start_offset, log.highest_offset_in_remote_storage) == (0, -1)
     assert list_offsets(h, LATEST_TIERED_TIMESTAMP)[0].partitions[TP].offset == -1
     assert [p.name for p in h.rm.purgatories] == ["Produce", "Fetch", "DeleteRecords"]
+
+
+@pytest.mark.parametrize(
+    ("configs", "system", "problem"),
+    [
+        ({"remote.storage.enable": "true"}, False, "tiered storage is off on the brokers"),
+        (
+            {"remote.storage.enable": "true", "cleanup.policy": "delete,compact"},
+            True,
+            "remote storage supports only cleanup.policy=delete",
+        ),
+        (
+            {"remote.storage.enable": "true", "local.retention.bytes": "200", "retention.bytes": "100"},
+            True,
+            "local.retention.bytes: 200 is more than retention.bytes (100)",
+        ),
+        ({"remote.storage.enable": "true", "local.retention.ms": "-1"}, True, "-1 (unlimited) is more than"),
+    ],
+)
+def test_kafka_refuses_remote_storage_configs_it_cannot_honour(configs, system, problem):
+    with pytest.raises(TopicConfigError, match=re.escape(problem)):
+        check_remote_storage(configs, system)
+
+
+def test_remote_storage_configs_kafka_accepts():
+    check_remote_storage({"remote.storage.enable": "false", "cleanup.policy": "compact"}, False)
+    check_remote_storage({"remote.storage.enable": "true", "local.retention.ms": "1000"}, True)
+    assert local_retention({"retention.ms": "5000"}) == (5000, -1)
+    assert local_retention({"local.retention.bytes": "0"}) == (604_800_000, 0)
