@@ -7,7 +7,8 @@ the request waits in the ``RemoteListOffsets`` purgatory for ``remote.list.offse
 (30 s by default). Each partition with a lookup starts *pending* with its answer preset to
 REQUEST_TIMED_OUT (what a timeout answers); the others are answered already. It completes when
 every lookup has finished (cause "condition"): a lookup that failed answers its error
-(UNKNOWN_SERVER_ERROR for a failing tier), one that found nothing answers offset -1.
+(UNKNOWN_SERVER_ERROR for a failing tier), one that found nothing answers offset -1, one that found
+a record its offset, timestamp and the leader epoch of its batch.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ from minibroker.purgatory import DelayedOperation
 class DelayedRemoteListOffsets(DelayedOperation):
     """Completes once every remote lookup has finished, or at its timeout."""
 
-    __slots__ = ("responses", "pending", "epochs", "respond")
+    __slots__ = ("responses", "pending", "respond")
 
     def __init__(
         self,
         delay_ms: int,
         responses: dict[TopicPartition, PartitionListOffsetsResponse],
         pending: set[TopicPartition],
-        epochs: dict[TopicPartition, int],
         respond: Callable[[ListOffsetsResponse], object],
         op_id: str | None = None,
     ) -> None:
@@ -40,8 +40,6 @@ class DelayedRemoteListOffsets(DelayedOperation):
             self.responses[tp] = PartitionListOffsetsResponse(Errors.REQUEST_TIMED_OUT)
         #: partitions whose lookup has not finished
         self.pending = set(pending)
-        #: the leader epoch each lookup's answer carries
-        self.epochs = epochs
         self.respond = respond
 
     def lookup_done(self, tp: TopicPartition, result: RemoteOffsetResult) -> None:
@@ -54,10 +52,8 @@ class DelayedRemoteListOffsets(DelayedOperation):
         elif result.found is None:
             self.responses[tp] = PartitionListOffsetsResponse(Errors.NONE)
         else:
-            timestamp, offset = result.found
-            self.responses[tp] = PartitionListOffsetsResponse(
-                Errors.NONE, timestamp, offset, self.epochs.get(tp, -1)
-            )
+            timestamp, offset, epoch = result.found
+            self.responses[tp] = PartitionListOffsetsResponse(Errors.NONE, timestamp, offset, epoch)
 
     def try_complete(self) -> bool:
         if self.pending:

@@ -82,9 +82,9 @@ class RemoteLogReadResult:
 
 @attrs.frozen(slots=True)
 class RemoteOffsetResult:
-    """A remote offset lookup's outcome: (timestamp, offset) found, None, or an error."""
+    """A remote offset lookup's outcome: (timestamp, offset, its batch's leader epoch), None, or an error."""
 
-    found: tuple[int, int] | None = None
+    found: tuple[int, int, int] | None = None
     error: Errors = Errors.NONE
 
 
@@ -279,7 +279,7 @@ class RemoteLogManager:
         tp: TopicPartition,
         target_ms: int,
         log: Log,
-        search_local: Callable[[], tuple[int, int] | None],
+        search_local: Callable[[], tuple[int, int, int] | None],
         on_done: Callable[[RemoteOffsetResult], None],
     ) -> None:
         """Kafka's ``asyncOffsetRead``: the first offset stamped ``target_ms`` or later, remote tier first

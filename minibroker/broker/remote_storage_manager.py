@@ -94,14 +94,15 @@ class RemoteStorageManager:
 
     def find_offset_by_timestamp(
         self, tp: TopicPartition, target_ms: int, start_offset: int
-    ) -> tuple[int, int] | None:
-        """(append time, offset) of the first batch from ``start_offset`` stamped ``target_ms`` or later."""
+    ) -> tuple[int, int, int] | None:
+        """(append time, offset, leader epoch) of the first batch from ``start_offset`` stamped
+        ``target_ms`` or later."""
         for segment in self.segments.get(tp, []):
             if segment.end_offset < start_offset or segment.max_timestamp_ms < target_ms:
                 continue
             for batch in segment.batches:
                 if batch.next_offset > start_offset and batch.append_time_ms >= target_ms:
-                    return batch.append_time_ms, max(batch.base_offset, start_offset)
+                    return batch.append_time_ms, max(batch.base_offset, start_offset), batch.leader_epoch
         return None
 
     def delete_partition(self, tp: TopicPartition) -> None:

@@ -564,7 +564,6 @@ class ReplicaManager:
     def list_offsets(self, request: ListOffsetsRequest, respond: Callable[[Any], None]) -> None:
         responses: dict[TopicPartition, PartitionListOffsetsResponse] = {}
         lookups: dict[TopicPartition, Any] = {}
-        epochs: dict[TopicPartition, int] = {}
         for tp, timestamp in request.timestamps.items():
             partition = self.partitions.get(tp)
             try:
@@ -577,29 +576,28 @@ class ReplicaManager:
                 continue
             log = partition.log
             epoch = partition.leader_epoch
-            special = {
-                LATEST_TIMESTAMP: (
-                    log.last_stable_offset if request.isolation == TXN_COMMITTED else log.high_watermark
+            tiered = self.remote_log_manager.enabled_for(tp)
+            highest_remote = self.remote_log_manager.storage.highest_offset(tp) if tiered else -1
+            latest = log.last_stable_offset if request.isolation == TXN_COMMITTED else log.high_watermark
+            special = {  # the offset and its leader epoch (Kafka's epoch cache lookups; the HW: this epoch)
+                LATEST_TIMESTAMP: (latest, epoch),
+                EARLIEST_TIMESTAMP: (log.log_start_offset, _epoch_at(log, log.log_start_offset)),
+                EARLIEST_LOCAL_TIMESTAMP: (
+                    log.local_log_start_offset,
+                    _epoch_at(log, log.local_log_start_offset),
                 ),
-                EARLIEST_TIMESTAMP: log.log_start_offset,
-                EARLIEST_LOCAL_TIMESTAMP: log.local_log_start_offset,
-                LATEST_TIERED_TIMESTAMP: (
-                    self.remote_log_manager.storage.highest_offset(tp)
-                    if self.remote_log_manager.enabled_for(tp)
-                    else -1
-                ),
+                LATEST_TIERED_TIMESTAMP: (highest_remote, _epoch_at(log, highest_remote)),
             }
             if timestamp in special:
-                responses[tp] = PartitionListOffsetsResponse(Errors.NONE, -1, special[timestamp], epoch)
+                responses[tp] = PartitionListOffsetsResponse(Errors.NONE, -1, *special[timestamp])
             elif timestamp < 0:
                 responses[tp] = PartitionListOffsetsResponse(Errors.INVALID_REQUEST)
-            elif self.remote_log_manager.enabled_for(tp) and log.log_end_offset > log.log_start_offset:
+            elif tiered and log.log_end_offset > log.log_start_offset:
                 lookups[tp] = (timestamp, log)
-                epochs[tp] = epoch
             else:
                 found = _offset_for_time(log, log.local_log_start_offset, timestamp)
                 responses[tp] = (
-                    PartitionListOffsetsResponse(Errors.NONE, found[0], found[1], epoch)
+                    PartitionListOffsetsResponse(Errors.NONE, *found)
                     if found is not None
                     else PartitionListOffsetsResponse(Errors.NONE)
                 )
@@ -610,7 +608,6 @@ class ReplicaManager:
             self.config.remote_list_offsets_request_timeout_ms,
             responses,
             set(lookups),
-            epochs,
             respond,
             op_id=request.request_id or None,
         )
@@ -900,10 +897,20 @@ class ReplicaManager:
         return f"b{self.broker_id}-{kind}-{next(self.request_numbers)}"
 
 
-def _offset_for_time(log: Log, start: int, target_ms: int) -> tuple[int, int] | None:
-    """(append time, offset) of the first local batch from ``start`` appended at or after ``target_ms``,
-    below the HW; None if there is none."""
+def _offset_for_time(log: Log, start: int, target_ms: int) -> tuple[int, int, int] | None:
+    """(append time, offset, leader epoch) of the first local batch from ``start`` appended at or after
+    ``target_ms``, below the HW; None if there is none."""
     for batch in log.read(start, 2**62, log.high_watermark).batches:
         if batch.append_time_ms >= target_ms:
-            return batch.append_time_ms, max(batch.base_offset, start)
+            return batch.append_time_ms, max(batch.base_offset, start), batch.leader_epoch
     return None
+
+
+def _epoch_at(log: Log, offset: int) -> int:
+    """The leader epoch of ``offset`` by the leader epoch cache (-1 before the first entry)."""
+    epoch = -1
+    for candidate, start in log.epochs:
+        if start > offset:
+            break
+        epoch = candidate
+    return epoch

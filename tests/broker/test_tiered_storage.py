@@ -142,12 +142,15 @@ def test_a_follower_below_the_local_log_start_is_told_offset_moved_to_tiered_sto
 
 def test_list_offsets_earliest_local_and_latest_tiered_answer_from_the_tiers_at_once():
     h = tiered()
-    answers = {ts: list_offsets(h, ts)[0].partitions[TP].offset for ts in (-1, -2, -4, -5)}
+    answers = {}
+    for ts in (-1, -2, -4, -5):
+        part = list_offsets(h, ts)[0].partitions[TP]
+        answers[ts] = (part.error, part.timestamp, part.offset, part.leader_epoch)
     assert answers == {
-        LATEST_TIMESTAMP: 10,
-        EARLIEST_TIMESTAMP: 0,
-        EARLIEST_LOCAL_TIMESTAMP: 9,
-        LATEST_TIERED_TIMESTAMP: 8,
+        LATEST_TIMESTAMP: (Errors.NONE, -1, 10, 0),
+        EARLIEST_TIMESTAMP: (Errors.NONE, -1, 0, 0),
+        EARLIEST_LOCAL_TIMESTAMP: (Errors.NONE, -1, 9, 0),
+        LATEST_TIERED_TIMESTAMP: (Errors.NONE, -1, 8, 0),
     }
 
 
@@ -160,7 +163,13 @@ def test_a_timestamp_lookup_waits_in_remote_list_offsets_for_the_remote_metadata
     h.advance(1800)
     (response,) = box
     part = response.partitions[TP]
-    assert (part.error, part.timestamp, part.offset, response.cause) == (Errors.NONE, 100, 0, "condition")
+    assert (part.error, part.timestamp, part.offset, part.leader_epoch, response.cause) == (
+        Errors.NONE,
+        100,
+        0,
+        0,
+        "condition",
+    )
 
 
 def test_a_timestamp_lookup_times_out_with_request_timed_out():
@@ -217,3 +226,15 @@ def test_remote_storage_configs_kafka_accepts():
     check_remote_storage({"remote.storage.enable": "true", "local.retention.ms": "1000"}, True)
     assert local_retention({"retention.ms": "5000"}) == (5000, -1)
     assert local_retention({"local.retention.bytes": "0"}) == (604_800_000, 0)
+
+
+def test_a_timestamp_past_the_remote_tier_is_found_in_the_local_log_and_none_answers_minus_one():
+    h = tiered(read_latency=200)
+    h.advance(1700)
+    h.produce(count=1, acks=1)  # offset 10, appended at 1700
+    later, never = list_offsets(h, 1650), list_offsets(h, 5000)
+    h.advance(1900)
+    found = later[0].partitions[TP]
+    assert (found.error, found.timestamp, found.offset) == (Errors.NONE, 1700, 10)
+    missing = never[0].partitions[TP]
+    assert (missing.error, missing.timestamp, missing.offset) == (Errors.NONE, -1, -1)
