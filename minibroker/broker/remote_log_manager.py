@@ -242,37 +242,38 @@ class RemoteLogManager:
         return deleted
 
     # ---- reads (RemoteLogReader) ---------------------------------------------------------------------------
-    def async_read(
-        self, tp: TopicPartition, offset: int, max_bytes: int, on_done: Callable[[RemoteLogReadResult], None]
-    ) -> None:
-        """Read the remote segment holding ``offset``; ``on_done`` gets the result after the read latency."""
+    def _read_task(self, label: str, read: Callable[[bool], Any]) -> None:
+        """Run ``read(failing)`` after the read latency; ``failing`` is the fault when the read started."""
         failing = self._failing()
         self.reads_in_flight += 1
 
         def done() -> None:
             self.reads_in_flight -= 1
+            read(failing)
+
+        self._schedule(label, self._latency(self.manager.config.remote_storage_read_latency_ms), done)
+
+    def async_read(
+        self, tp: TopicPartition, offset: int, max_bytes: int, on_done: Callable[[RemoteLogReadResult], None]
+    ) -> None:
+        """Read the remote segment holding ``offset``; ``on_done`` gets the result after the read latency."""
+
+        def read(failing: bool) -> None:
+            segment = None if failing else self.storage.segment_for(tp, offset)
             if failing:
                 result = RemoteLogReadResult(error=Errors.UNKNOWN_SERVER_ERROR)
+            elif segment is None:
+                result = RemoteLogReadResult(error=Errors.OFFSET_OUT_OF_RANGE)
             else:
-                segment = self.storage.segment_for(tp, offset)
-                result = (
-                    RemoteLogReadResult(self.storage.fetch_log_segment(segment, offset, max_bytes))
-                    if segment is not None
-                    else RemoteLogReadResult(error=Errors.OFFSET_OUT_OF_RANGE)
-                )
+                result = RemoteLogReadResult(self.storage.fetch_log_segment(segment, offset, max_bytes))
             if self.manager.tracer.enabled:
+                records = sum(batch.count for batch in result.batches)
                 self.manager.emit(
-                    "remote.read",
-                    partition=str(tp),
-                    offset=offset,
-                    records=sum(batch.count for batch in result.batches),
-                    error=result.error.name,
+                    "remote.read", partition=str(tp), offset=offset, records=records, error=result.error.name
                 )
             on_done(result)
 
-        self._schedule(
-            f"remote-read {tp}", self._latency(self.manager.config.remote_storage_read_latency_ms), done
-        )
+        self._read_task(f"remote-read {tp}", read)
 
     def async_offset_read(
         self,
@@ -284,28 +285,22 @@ class RemoteLogManager:
     ) -> None:
         """Kafka's ``asyncOffsetRead``: the first offset stamped ``target_ms`` or later, remote tier first
         (from the log start offset), then the local log; ``on_done`` gets it after the read latency."""
-        failing = self._failing()
-        self.reads_in_flight += 1
 
-        def done() -> None:
-            self.reads_in_flight -= 1
+        def read(failing: bool) -> None:
             if failing:
                 result = RemoteOffsetResult(error=Errors.UNKNOWN_SERVER_ERROR)
             else:
                 found = self.storage.find_offset_by_timestamp(tp, target_ms, log.log_start_offset)
                 result = RemoteOffsetResult(found if found is not None else search_local())
             if self.manager.tracer.enabled:
+                offset = result.found[1] if result.found else -1
                 self.manager.emit(
                     "remote.offset_read",
                     partition=str(tp),
                     timestamp=target_ms,
-                    offset=result.found[1] if result.found else -1,
+                    offset=offset,
                     error=result.error.name,
                 )
             on_done(result)
 
-        self._schedule(
-            f"remote-offset-read {tp}",
-            self._latency(self.manager.config.remote_storage_read_latency_ms),
-            done,
-        )
+        self._read_task(f"remote-offset-read {tp}", read)

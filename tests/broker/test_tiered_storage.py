@@ -57,6 +57,16 @@ def tiered(read_latency: int = 200, fault: str = "none", later: dict | None = No
     return h
 
 
+def answered_at(h: Harness, box: list, purgatory, at: int):
+    """Nothing at ``at - 1`` with one operation parked in ``purgatory``; the one answer at ``at``."""
+    h.advance(at - 1)
+    assert box == []
+    assert purgatory.num_delayed() == 1
+    h.advance(at)
+    (response,) = box
+    return response
+
+
 def list_offsets(h: Harness, timestamp: int) -> list:
     box: list = []
     h.rm.list_offsets(ListOffsetsRequest({TP: timestamp}, request_id=f"l{timestamp}"), box.append)
@@ -76,11 +86,7 @@ def test_closed_segments_are_copied_one_after_the_other_and_deleted_locally_past
 def test_a_fetch_below_the_local_log_start_waits_exactly_the_read_latency():
     h = tiered(read_latency=200)
     box = h.fetch(0, max_wait=10)
-    h.advance(1799)
-    assert box == []
-    assert h.rm.remote_fetch_purgatory.num_delayed() == 1
-    h.advance(1800)
-    (response,) = box
+    response = answered_at(h, box, h.rm.remote_fetch_purgatory, 1800)
     part = response.partitions[TP]
     assert (part.error, response.cause) == (Errors.NONE, "condition")
     assert [b.base_offset for b in part.batches] == [0, 1, 2]  # one remote segment per read
@@ -96,10 +102,7 @@ def test_a_slow_tier_expires_the_fetch_at_remote_fetch_max_wait_with_no_records(
         later={"minibroker.remote.storage.fault": "slow", "minibroker.remote.storage.slow.ms": 400},
     )
     box = h.fetch(0)
-    h.advance(2099)
-    assert box == []
-    h.advance(2100)  # 1600 + remote.fetch.max.wait.ms 500
-    (response,) = box
+    response = answered_at(h, box, h.rm.remote_fetch_purgatory, 2100)  # 1600 + remote.fetch.max.wait.ms
     assert (response.partitions[TP].error, response.cause, response.partitions[TP].batches) == (
         Errors.NONE,
         "expiry",
@@ -157,11 +160,7 @@ def test_list_offsets_earliest_local_and_latest_tiered_answer_from_the_tiers_at_
 def test_a_timestamp_lookup_waits_in_remote_list_offsets_for_the_remote_metadata():
     h = tiered(read_latency=200)
     box = list_offsets(h, 100)
-    h.advance(1799)
-    assert box == []
-    assert h.rm.remote_list_offsets_purgatory.num_delayed() == 1
-    h.advance(1800)
-    (response,) = box
+    response = answered_at(h, box, h.rm.remote_list_offsets_purgatory, 1800)
     part = response.partitions[TP]
     assert (part.error, part.timestamp, part.offset, part.leader_epoch, response.cause) == (
         Errors.NONE,
@@ -175,10 +174,7 @@ def test_a_timestamp_lookup_waits_in_remote_list_offsets_for_the_remote_metadata
 def test_a_timestamp_lookup_times_out_with_request_timed_out():
     h = tiered(read_latency=200, **{"remote.list.offsets.request.timeout.ms": 150})
     box = list_offsets(h, 100)
-    h.advance(1749)
-    assert box == []
-    h.advance(1750)
-    (response,) = box
+    response = answered_at(h, box, h.rm.remote_list_offsets_purgatory, 1750)
     assert (response.partitions[TP].error, response.cause) == (Errors.REQUEST_TIMED_OUT, "expiry")
     h.advance(1800)
     assert len(box) == 1
