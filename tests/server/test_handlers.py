@@ -3,6 +3,7 @@ OffsetForLeaderEpoch, and the Fetch corners (sessions, isolation, errors)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -270,3 +271,35 @@ def test_a_fetch_below_the_local_log_start_gets_the_remote_records_over_the_wire
         assert (remote.completions, remote.expirations) == (1, 0)
     finally:
         raw.close()
+
+
+def test_a_confluent_kafka_consumer_from_the_beginning_reads_through_the_remote_tier(serve):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    server, raw = tiered_server(serve)
+    raw.close()
+    errors: list = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": "tiered",  # librdkafka requires one; assign() never joins the group
+            "enable.auto.commit": False,
+            "error_cb": errors.append,
+        }
+    )
+    got = []
+    try:
+        consumer.assign([KafkaTopicPartition("t", 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    assert got == [(0, b"a"), (1, b"b"), (2, b"c")]  # 0 and 1 from the remote tier, 2 from the local log
+    assert errors == []
+    remote = server.cluster.brokers[0].replica_manager.remote_fetch_purgatory
+    assert (remote.completions, remote.expirations) == (2, 0)
