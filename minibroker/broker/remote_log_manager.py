@@ -151,12 +151,18 @@ class RemoteLogManager:
         return partition.log
 
     def _next_segment(self, tp: TopicPartition, log: Log) -> tuple[RecordBatch, ...] | None:
-        """The batches of the next closed segment to copy, wholly below the LSO; None if there is none."""
+        """The batches of the next closed segment to copy (those past the tier's end), wholly below the
+        LSO; None if there is none."""
         start = self.storage.highest_offset(tp) + 1
         lso = log.last_stable_offset
         for segment, following in zip(log.segments, log.segments[1:], strict=False):
-            if segment.batches and segment.base_offset >= start and following.base_offset <= lso:
-                return tuple(segment.batches)
+            if following.base_offset > lso:
+                return None
+            # from the first batch past the tier's end: a new leader's segments may not line up with
+            # the ones its predecessor copied (the batches do: every replica holds the same)
+            batches = tuple(batch for batch in segment.batches if batch.base_offset >= start)
+            if batches:
+                return batches
         return None
 
     def _copy_round(self, tp: TopicPartition, epoch: int) -> None:

@@ -234,3 +234,25 @@ def test_a_timestamp_past_the_remote_tier_is_found_in_the_local_log_and_none_ans
     assert (found.error, found.timestamp, found.offset) == (Errors.NONE, 1700, 10)
     missing = never[0].partitions[TP]
     assert (missing.error, missing.timestamp, missing.offset) == (Errors.NONE, -1, -1)
+
+
+def test_a_new_leader_copies_on_from_the_tiers_end_even_inside_one_of_its_segments():
+    h = Harness(
+        **{
+            "remote.log.storage.system.enable": True,
+            "remote.log.manager.task.interval.ms": 1000,
+            "minibroker.remote.storage.copy.latency.ms": 50,
+        }
+    )
+    h.rm.topic_overrides = lambda topic: dict(TOPIC)
+    h.lead(replicas=(0,))
+    h.advance(100)
+    for _ in range(10):
+        h.produce(count=1, acks=1)
+    log = h.rm.partitions[TP].log
+    # a previous leader, whose segments rolled elsewhere, copied offsets 0 and 1
+    h.rm.remote_log_manager.storage.copy_log_segment(TP, tuple(log.batches()[:2]))
+    for now in (1000, 1050, 1100, 1150):
+        h.advance(now)
+    copies = [(e["time_ms"], e["start"], e["end"]) for e in h.events.of_kind("remote.copy")]
+    assert copies == [(1050, 2, 2), (1100, 3, 5), (1150, 6, 8)]
