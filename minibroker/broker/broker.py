@@ -16,6 +16,7 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
+from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.share import ShareAcknowledgeRequest, ShareFetchRequest, SharePartitionManager
 from minibroker.broker.share.persister import Persister
@@ -25,6 +26,7 @@ from minibroker.common.messages import (
     DeleteRecordsRequest,
     FetchRequest,
     LeaderAndIsr,
+    ListOffsetsRequest,
     MetadataCatchUp,
     ProduceRequest,
     TopicPartition,
@@ -111,6 +113,8 @@ class Broker:
         self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: topic name -> partition count (the cluster points this at its topics; KIP-848's assignors read it)
         self.topic_partitions: Callable[[], dict[str, int]] = dict
+        #: the remote tier of tiered storage (the cluster shares one between its brokers)
+        self.remote_storage = RemoteStorageManager()
         #: called with no argument after every start and crash (e.g. a wire listener opens or closes)
         self._watchers: list[Callable[[], None]] = []
         network.register(broker_id, self)
@@ -132,7 +136,14 @@ class Broker:
         if self.alive:
             raise RuntimeError(f"broker {self.broker_id} is already running")
         manager = ReplicaManager(
-            self.broker_id, self.config, self.clock, self.network, self.logs, self.known, self.tracer
+            self.broker_id,
+            self.config,
+            self.clock,
+            self.network,
+            self.logs,
+            self.known,
+            self.tracer,
+            self.remote_storage,
         )
         manager.request_numbers = self._request_numbers
         self.contain_errors(manager)
@@ -214,6 +225,9 @@ class Broker:
         elif isinstance(message, DeleteRecordsRequest):
             assert respond is not None
             manager.delete_records(message, respond)
+        elif isinstance(message, ListOffsetsRequest):
+            assert respond is not None
+            manager.list_offsets(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
@@ -329,6 +343,7 @@ class Broker:
         manager.produce_purgatory.purge_interval = config.producer_purge_interval
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
         manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
+        manager.remote_log_manager.start()
         for tp, partition in manager.partitions.items():
             partition.min_insync_replicas = manager.min_isr_for(tp.topic)
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms

@@ -8,6 +8,7 @@ prefixed ``minibroker.``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +47,19 @@ def _text_field(kafka: str, default: str) -> Any:
     return attrs.field(default=default, metadata={"kafka": kafka, "type": str, "choices": None})
 
 
+#: above this many settings, an unknown name is answered with the closest ones instead of the whole list
+_LISTED_NAMES = 24
+
+
+def _expected_names(key: str, names: Mapping[str, str]) -> str:
+    """What an unknown setting ``key`` is told: every name when there are few, else the closest ones."""
+    if len(names) <= _LISTED_NAMES:
+        return f"expected one of: {', '.join(sorted(names))}"
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
+    return f"{hint}expected one of the {len(names)} settings listed in docs/scenarios.md#broker-settings"
+
+
 class _KafkaNamed:
     """Mixin: build from and show as Kafka-named settings."""
 
@@ -61,9 +75,7 @@ class _KafkaNamed:
         fields = {f.name: f for f in attrs.fields(cls)}  # type: ignore[arg-type]
         for key, value in settings.items():
             if key not in names:
-                raise ConfigError(
-                    f"{where}: unknown setting {key!r}; expected one of: {', '.join(sorted(names))}"
-                )
+                raise ConfigError(f"{where}: unknown setting {key!r}; {_expected_names(key, names)}")
             field = fields[names[key]]
             values[field.name] = check_value(field, value, f"{where}.{key}")
         return cls(**values)
@@ -239,6 +251,24 @@ class BrokerConfig(_KafkaNamed):
         "share.coordinator.state.topic.replication.factor", 3, 1
     )
     share_coordinator_state_topic_min_isr: int = _int_field("share.coordinator.state.topic.min.isr", 2, 1)
+    #: tiered storage (KIP-405): the broker's switch, the remote purgatories' waits, the copy task's
+    #: period, and how often local retention deletes segments already copied
+    remote_log_storage_system_enable: bool = _bool_field("remote.log.storage.system.enable", False)
+    remote_fetch_max_wait_ms: int = _int_field("remote.fetch.max.wait.ms", 500, 1)
+    remote_list_offsets_request_timeout_ms: int = _int_field(
+        "remote.list.offsets.request.timeout.ms", 30_000, 1
+    )
+    remote_log_manager_task_interval_ms: int = _int_field("remote.log.manager.task.interval.ms", 30_000, 1)
+    log_retention_check_interval_ms: int = _int_field("log.retention.check.interval.ms", 300_000, 1)
+    #: the emulated remote tier as this broker reaches it: virtual time per segment copied and per read
+    #: (a remote fetch or a remote offset lookup), and a fault: ``slow`` adds
+    #: ``minibroker.remote.storage.slow.ms`` to each, ``failing`` fails each after its latency
+    remote_storage_copy_latency_ms: int = _int_field("minibroker.remote.storage.copy.latency.ms", 0)
+    remote_storage_read_latency_ms: int = _int_field("minibroker.remote.storage.read.latency.ms", 0)
+    remote_storage_fault: str = _str_field(
+        "minibroker.remote.storage.fault", "none", ("none", "slow", "failing")
+    )
+    remote_storage_slow_ms: int = _int_field("minibroker.remote.storage.slow.ms", 1000)
 
     @property
     def isr_expiration_period_ms(self) -> int:

@@ -8,6 +8,10 @@ compares to tell "same segment" from "older segment".
 
 - log start offset: the first offset still held (0 until DeleteRecords, or the leader's
   log start offset replicated to a follower, moves it up; never above the HW on a leader);
+- local log start offset: the first offset held in this log's own segments. It equals the log
+  start offset unless tiered storage (KIP-405) deleted local segments already copied to the remote
+  tier; the offsets between the two are read from there. ``log start <= local log start <= LEO``;
+- highest offset in remote storage: the last offset the remote tier holds (-1: none);
 - log end offset (LEO): the next offset to be written;
 - high watermark (HW): the first offset not yet known to be replicated to the
   ISR; consumers read below it. ``0 <= HW <= LEO`` always.
@@ -139,6 +143,8 @@ class Log:
         self.producer_state = ProducerStateManager()
         #: the log's files, when it has any (``LogStore``); None keeps it in memory only
         self.store: LogStore | None = None
+        #: tiered storage: the last offset copied to the remote tier (-1: none)
+        self.highest_offset_in_remote_storage = -1
 
     # --- writing ---------------------------------------------------------------------------
     def append(self, batch: RecordBatch) -> None:
@@ -228,6 +234,21 @@ class Log:
         if self.store is not None:
             self.store.start_offset_moved(self)
         return True
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset this log holds in its own segments (Kafka's ``localLogStartOffset``)."""
+        return max(self.log_start_offset, self.segments[0].base_offset)
+
+    def delete_local_segment(self) -> Segment:
+        """Drop the oldest local segment (tiered storage's local retention); never the active one.
+
+        The log start offset stays: the records now live only in the remote tier.
+        """
+        if len(self.segments) < 2:
+            raise ValueError("the active segment is never deleted")
+        self.segment_bases.pop(0)
+        return self.segments.pop(0)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and start empty at ``offset`` (a follower behind its leader's log start)."""

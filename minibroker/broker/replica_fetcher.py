@@ -25,6 +25,7 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.delayed_fetch import DelayedFetch
+from minibroker.broker.log import Log
 from minibroker.broker.partition import Partition
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
@@ -33,6 +34,7 @@ from minibroker.common.messages import (
     FetchRequest,
     FetchResponse,
     NetworkError,
+    PartitionFetchResponse,
     TopicPartition,
 )
 from minibroker.common.network import NetworkClient
@@ -127,6 +129,24 @@ class ReplicaFetcher:
             elif clock.now_ms() == started and not any(p.batches for p in response.partitions.values()):
                 await clock.sleep_until(started + 1)
 
+    def _build_remote_log_aux_state(
+        self, tp: TopicPartition, log: Log, result: PartitionFetchResponse
+    ) -> None:
+        """Behind the leader's local log start on a tiered topic (Kafka's ``buildRemoteLogAuxState``):
+        start empty at the leader's local log start offset, with the leader's log start offset; the
+        records between the two stay in the remote tier."""
+        removed = log.log_end_offset - log.log_start_offset
+        log.truncate_fully_and_start_at(result.local_log_start_offset)
+        log.log_start_offset = min(result.log_start_offset, result.local_log_start_offset)
+        if self.manager.tracer.enabled:
+            self.manager.emit(
+                "truncate",
+                partition=str(tp),
+                offset=result.local_log_start_offset,
+                removed=removed,
+                leo=log.log_end_offset,
+            )
+
     def process_fetch_response(self, request: FetchRequest, response: FetchResponse) -> int:
         """Apply a fetch response on this follower (Kafka's processPartitionData); count erred partitions.
 
@@ -160,6 +180,9 @@ class ReplicaFetcher:
                         )
                     continue
                 errors += 1
+                continue
+            if result.error is Errors.OFFSET_MOVED_TO_TIERED_STORAGE:
+                self._build_remote_log_aux_state(tp, log, result)
                 continue
             if result.error is not Errors.NONE:
                 errors += 1

@@ -50,13 +50,21 @@ from minibroker.broker.config import BrokerConfig
 from minibroker.broker.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsPartitionStatus
 from minibroker.broker.delayed_fetch import DelayedFetch
 from minibroker.broker.delayed_produce import DelayedProduce, ProducePartitionStatus
+from minibroker.broker.delayed_remote_fetch import DelayedRemoteFetch
+from minibroker.broker.delayed_remote_list_offsets import DelayedRemoteListOffsets
 from minibroker.broker.log import Log, LogOffsetMetadata
 from minibroker.broker.partition import Partition, PartitionError
 from minibroker.broker.pushed_errors import PushedErrors
+from minibroker.broker.remote_log_manager import RemoteLogManager
+from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.broker.replica_fetcher import ReplicaFetcher
 from minibroker.broker.topic_configs import deletes_records
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
     LOG_END,
     TXN_COMMITTED,
     AlterPartitionRequest,
@@ -68,9 +76,12 @@ from minibroker.common.messages import (
     FetchRequest,
     FetchResponse,
     LeaderAndIsr,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     NetworkError,
     PartitionDeleteRecordsResponse,
     PartitionFetchResponse,
+    PartitionListOffsetsResponse,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -97,6 +108,7 @@ class ReplicaManager:
         logs: dict[TopicPartition, Log],
         known: Callable[[TopicPartition], bool],
         tracer: Tracer = NULL_TRACER,
+        remote_storage: RemoteStorageManager | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config
@@ -134,7 +146,18 @@ class ReplicaManager:
                 tracer=tracer,
             )
         )
-        for purgatory in self.purgatories:
+        #: tiered storage (KIP-405): fetches and ListOffsets waiting on the remote tier
+        self.remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] = (
+            DelayedOperationPurgatory("RemoteFetch", self.timer, broker_id=broker_id, tracer=tracer)
+        )
+        self.remote_list_offsets_purgatory: DelayedOperationPurgatory[DelayedRemoteListOffsets] = (
+            DelayedOperationPurgatory("RemoteListOffsets", self.timer, broker_id=broker_id, tracer=tracer)
+        )
+        for purgatory in (
+            *self.purgatories[:3],
+            self.remote_fetch_purgatory,
+            self.remote_list_offsets_purgatory,
+        ):
             self.reaper.add_hook(purgatory.maybe_purge)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -158,6 +181,9 @@ class ReplicaManager:
         self.add_partitions_to_txn = AddPartitionsToTxnManager(self)
         #: called with a partition whose high watermark rose (the ShareFetch purgatory watches this)
         self.high_watermark_listeners: list[Callable[[TopicPartition], None]] = []
+        #: tiered storage: copies to the remote tier (shared by a cluster's brokers), remote reads
+        self.remote_log_manager = RemoteLogManager(self, remote_storage or RemoteStorageManager())
+        self.leadership_listeners.append(self.remote_log_manager.on_leadership)
 
     # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -166,6 +192,7 @@ class ReplicaManager:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.reaper.run)
+                self.remote_log_manager.start()
                 nursery.start_soon(self.run_isr_expiration)
                 for fetcher in self.fetchers.values():
                     nursery.start_soon(fetcher.run)
@@ -176,8 +203,12 @@ class ReplicaManager:
 
     @property
     def purgatories(self) -> tuple[DelayedOperationPurgatory, ...]:
-        """Produce, Fetch and DeleteRecords, in that order (the figures list them so)."""
-        return (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory)
+        """Produce, Fetch and DeleteRecords, in that order (the figures list them so); then RemoteFetch
+        and RemoteListOffsets when the broker enables tiered storage."""
+        local = (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory)
+        if not self.config.remote_log_storage_system_enable:
+            return local
+        return (*local, self.remote_fetch_purgatory, self.remote_list_offsets_purgatory)
 
     def now(self) -> int:
         return self.clock.now_ms()
@@ -348,8 +379,13 @@ class ReplicaManager:
     # partition is checked. A follower asking below the log start gets OFFSET_OUT_OF_RANGE with the
     # leader's log start offset, where it starts again.
     def fetch_messages(self, request: FetchRequest, respond: Callable[[Any], None]) -> None:
-        """Read now; answer at once or park a DelayedFetch until min_bytes or max_wait."""
-        results, fetch_offsets, diverging = self._read(request, update_follower=True)
+        """Read now; answer at once, park a DelayedRemoteFetch for data only in the remote tier, or
+        park a DelayedFetch until min_bytes or max_wait."""
+        remote: list[TopicPartition] = []
+        results, fetch_offsets, diverging = self._read(request, update_follower=True, remote=remote)
+        if remote:
+            self._fetch_remote(request, respond, results, remote[0])
+            return
         isolation = LOG_END if request.is_from_follower else request.isolation
         size = sum(result.size for result in results.values())
         errors = any(result.error is not Errors.NONE for result in results.values())
@@ -373,6 +409,34 @@ class ReplicaManager:
         )
         self.fetch_purgatory.try_complete_else_watch(operation, list(request.partitions))
 
+    def _fetch_remote(
+        self,
+        request: FetchRequest,
+        respond: Callable[[Any], None],
+        results: dict[TopicPartition, PartitionFetchResponse],
+        tp: TopicPartition,
+    ) -> None:
+        """Kafka's ``processRemoteFetches``: read the first remote partition from the remote tier and
+        wait in the RemoteFetch purgatory for ``remote.fetch.max.wait.ms`` (other remote partitions
+        answer no records)."""
+        operation = DelayedRemoteFetch(
+            self.config.remote_fetch_max_wait_ms,
+            request,
+            tp,
+            results,
+            self.partition,
+            lambda response: self._respond_fetch(request, respond, response),
+            op_id=request.request_id or None,
+        )
+
+        def read_done(result: Any) -> None:
+            operation.read_done(result)
+            self.remote_fetch_purgatory.check_and_complete(tp)
+
+        wanted = request.partitions[tp]
+        self.remote_log_manager.async_read(tp, wanted.fetch_offset, wanted.partition_max_bytes, read_done)
+        self.remote_fetch_purgatory.try_complete_else_watch(operation, list(request.partitions))
+
     def _respond_fetch(
         self, request: FetchRequest, respond: Callable[[Any], None], response: FetchResponse
     ) -> None:
@@ -392,9 +456,14 @@ class ReplicaManager:
         respond(response)
 
     def _read(
-        self, request: FetchRequest, update_follower: bool
+        self, request: FetchRequest, update_follower: bool, remote: list[TopicPartition] | None = None
     ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
-        """Read every partition of ``request``; a follower's first read also updates its fetch state."""
+        """Read every partition of ``request``; a follower's first read also updates its fetch state.
+
+        A consumer's offset between the log start offset and the local log start offset of a topic in
+        tiered storage reads nothing locally: the partition answers no records yet and is added to
+        ``remote`` (when given) for a remote read. A follower gets OFFSET_MOVED_TO_TIERED_STORAGE.
+        """
         now = self.now()
         results: dict[TopicPartition, PartitionFetchResponse] = {}
         offsets: dict[TopicPartition, LogOffsetMetadata] = {}
@@ -428,6 +497,26 @@ class ReplicaManager:
                         )
                         offsets[tp] = log.offset_metadata(wanted.fetch_offset)
                         continue
+                if (
+                    log.log_start_offset <= wanted.fetch_offset < log.local_log_start_offset
+                    and self.remote_log_manager.enabled_for(tp)
+                ):
+                    if request.is_from_follower:
+                        results[tp] = PartitionFetchResponse(
+                            Errors.OFFSET_MOVED_TO_TIERED_STORAGE,
+                            log.high_watermark,
+                            log.log_start_offset,
+                            log.log_end_offset,
+                            local_log_start_offset=log.local_log_start_offset,
+                        )
+                        continue
+                    if remote is not None:
+                        remote.append(tp)
+                    offsets[tp] = LogOffsetMetadata(wanted.fetch_offset)
+                    results[tp] = PartitionFetchResponse(
+                        Errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset
+                    )
+                    continue
                 if wanted.fetch_offset > log.log_end_offset or wanted.fetch_offset < log.log_start_offset:
                     if request.is_from_follower:  # tell it where the log starts now (see fetcher)
                         results[tp] = PartitionFetchResponse(
@@ -486,6 +575,79 @@ class ReplicaManager:
             self.trace_hw(partition, hw_before)
         if raised or low_raised:
             self.try_complete_delayed_requests(partition.tp)
+
+    # ---- fetchOffset (ListOffsets) -------------------------------------------------------------------------
+    # Answered from the leader's log at once: -1 the HW (the LSO for READ_COMMITTED), -2 the log start
+    # offset, -4 the local log start offset, -5 the highest offset in remote storage (-1: none or no
+    # tiered storage), a timestamp the first batch appended at or after it below the HW. A timestamp on
+    # a topic in tiered storage is looked up in the remote tier first (``async_offset_read``): the
+    # request waits in the RemoteListOffsets purgatory for ``remote.list.offsets.request.timeout.ms``.
+    def list_offsets(self, request: ListOffsetsRequest, respond: Callable[[Any], None]) -> None:
+        responses: dict[TopicPartition, PartitionListOffsetsResponse] = {}
+        lookups: dict[TopicPartition, Any] = {}
+        for tp, timestamp in request.timestamps.items():
+            partition = self.partitions.get(tp)
+            try:
+                if partition is None:
+                    raise PartitionError(self._lookup_error(tp))
+                partition.require_leader()
+                partition.check_leader_epoch(request.current_leader_epochs.get(tp, -1))
+            except PartitionError as failure:
+                responses[tp] = PartitionListOffsetsResponse(failure.error)
+                continue
+            log = partition.log
+            epoch = partition.leader_epoch
+            tiered = self.remote_log_manager.enabled_for(tp)
+            highest_remote = self.remote_log_manager.storage.highest_offset(tp) if tiered else -1
+            latest = log.last_stable_offset if request.isolation == TXN_COMMITTED else log.high_watermark
+            special = {  # the offset and its leader epoch (Kafka's epoch cache lookups; the HW: this epoch)
+                LATEST_TIMESTAMP: (latest, epoch),
+                EARLIEST_TIMESTAMP: (log.log_start_offset, _epoch_at(log, log.log_start_offset)),
+                EARLIEST_LOCAL_TIMESTAMP: (
+                    log.local_log_start_offset,
+                    _epoch_at(log, log.local_log_start_offset),
+                ),
+                LATEST_TIERED_TIMESTAMP: (highest_remote, _epoch_at(log, highest_remote)),
+            }
+            if timestamp in special:
+                responses[tp] = PartitionListOffsetsResponse(Errors.NONE, -1, *special[timestamp])
+            elif timestamp < 0:
+                responses[tp] = PartitionListOffsetsResponse(Errors.INVALID_REQUEST)
+            elif tiered and log.log_end_offset > log.log_start_offset:
+                lookups[tp] = (timestamp, log)
+            else:
+                found = _offset_for_time(log, log.local_log_start_offset, timestamp)
+                responses[tp] = (
+                    PartitionListOffsetsResponse(Errors.NONE, *found)
+                    if found is not None
+                    else PartitionListOffsetsResponse(Errors.NONE)
+                )
+        if not lookups:
+            respond(ListOffsetsResponse(responses))
+            return
+        operation = DelayedRemoteListOffsets(
+            self.config.remote_list_offsets_request_timeout_ms,
+            responses,
+            set(lookups),
+            respond,
+            op_id=request.request_id or None,
+        )
+        for tp, (timestamp, log) in lookups.items():
+
+            def done(result: Any, tp: TopicPartition = tp) -> None:
+                operation.lookup_done(tp, result)
+                self.remote_list_offsets_purgatory.check_and_complete(tp)
+
+            self.remote_log_manager.async_offset_read(
+                tp,
+                timestamp,
+                log,
+                lambda log=log, timestamp=timestamp: _offset_for_time(
+                    log, log.local_log_start_offset, timestamp
+                ),
+                done,
+            )
+        self.remote_list_offsets_purgatory.try_complete_else_watch(operation, list(request.timestamps))
 
     # ---- deleteRecords -------------------------------------------------------------------------------------
     # The leader moves its log start offset at once (``Partition.delete_records_on_leader``: -1 means the
@@ -563,7 +725,10 @@ class ReplicaManager:
         tp = state.tp
         partition = self.partitions.get(tp)
         if partition is None:
-            log = self.logs.setdefault(tp, Log(self.config.log_segment_bytes))
+            segment_bytes = self.topic_overrides(tp.topic).get("segment.bytes")
+            log = self.logs.setdefault(
+                tp, Log(int(segment_bytes) if segment_bytes else self.config.log_segment_bytes)
+            )
             partition = Partition(
                 tp,
                 self.broker_id,
@@ -648,6 +813,7 @@ class ReplicaManager:
             self.emit("replica.stopped", partition=str(tp), deleted=delete)
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.remote_fetch_purgatory.check_and_complete(tp)
 
     # ---- ISR changes (maybeShrinkIsr, AlterPartition, commits) ---------------------------------------------
     # Every ``isr_expiration_period_ms`` (Kafka: half of ``replica.lag.time.max.ms``) each led partition
@@ -750,3 +916,22 @@ class ReplicaManager:
     # ---- figures -------------------------------------------------------------------------------------------
     def next_request_id(self, kind: str) -> str:
         return f"b{self.broker_id}-{kind}-{next(self.request_numbers)}"
+
+
+def _offset_for_time(log: Log, start: int, target_ms: int) -> tuple[int, int, int] | None:
+    """(append time, offset, leader epoch) of the first local batch from ``start`` appended at or after
+    ``target_ms``, below the HW; None if there is none."""
+    for batch in log.read(start, 2**62, log.high_watermark).batches:
+        if batch.append_time_ms >= target_ms:
+            return batch.append_time_ms, max(batch.base_offset, start), batch.leader_epoch
+    return None
+
+
+def _epoch_at(log: Log, offset: int) -> int:
+    """The leader epoch of ``offset`` by the leader epoch cache (-1 before the first entry)."""
+    epoch = -1
+    for candidate, start in log.epochs:
+        if start > offset:
+            break
+        epoch = candidate
+    return epoch

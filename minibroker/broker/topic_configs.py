@@ -18,7 +18,11 @@ has that broker setting. Some are *modelled* (they change what the emulator does
 - ``message.timestamp.type``, ``message.timestamp.before.max.ms``, ``...after.max.ms``:
   LogAppendTime stamping and the timestamp bounds (INVALID_TIMESTAMP);
 - ``flush.messages``, ``flush.ms``: with ``serve --data-dir``, when a log is fsynced (read when
-  the log's files are opened).
+  the log's files are opened);
+- ``remote.storage.enable``, ``local.retention.ms``, ``local.retention.bytes``: tiered storage
+  (KIP-405, ``remote_log_manager``): closed segments are copied to the remote tier and deleted
+  locally past the local retention (-2: ``retention.ms`` / ``retention.bytes``);
+- ``segment.bytes``: the size at which a new replica's log rolls its segments.
 
 The others are kept and described but change nothing here (retention, compaction,
 remote storage, throttles): an application may set them, and reads back what it set.
@@ -88,8 +92,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("follower.replication.throttled.replicas", "throttled", ""),
         TopicConfigDef("index.interval.bytes", "int", "4096", "log.index.interval.bytes", maximum=INT32_MAX),
         TopicConfigDef("leader.replication.throttled.replicas", "throttled", ""),
-        TopicConfigDef("local.retention.bytes", "long", "-2", "log.local.retention.bytes", minimum=-2),
-        TopicConfigDef("local.retention.ms", "long", "-2", "log.local.retention.ms", minimum=-2),
+        TopicConfigDef(
+            "local.retention.bytes", "long", "-2", "log.local.retention.bytes", minimum=-2, modelled=True
+        ),
+        TopicConfigDef(
+            "local.retention.ms", "long", "-2", "log.local.retention.ms", minimum=-2, modelled=True
+        ),
         TopicConfigDef(
             "max.compaction.lag.ms", "long", str(INT64_MAX), "log.cleaner.max.compaction.lag.ms", minimum=1
         ),
@@ -132,7 +140,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("preallocate", "bool", "false", "log.preallocate"),
         TopicConfigDef("remote.log.copy.disable", "bool", "false"),
         TopicConfigDef("remote.log.delete.on.disable", "bool", "false"),
-        TopicConfigDef("remote.storage.enable", "bool", "false"),
+        TopicConfigDef("remote.storage.enable", "bool", "false", modelled=True),
         TopicConfigDef("retention.bytes", "long", "-1", "log.retention.bytes", minimum=-INT64_MAX - 1),
         TopicConfigDef("retention.ms", "long", "604800000", "log.retention.ms", minimum=-1),
         TopicConfigDef(
@@ -230,3 +238,49 @@ def topic_value(name: str, overrides: Mapping[str, str], broker_settings: Mappin
         value = broker_settings[definition.broker_key]
         return ("true" if value else "false") if isinstance(value, bool) else str(value)
     return definition.default
+
+
+def remote_storage_enabled(configs: Mapping[str, str]) -> bool:
+    """Whether ``remote.storage.enable`` is true (the topic's closed segments go to the remote tier)."""
+    return configs.get("remote.storage.enable", "false") == "true"
+
+
+def local_retention(configs: Mapping[str, str]) -> tuple[int, int]:
+    """(``local.retention.ms``, ``local.retention.bytes``), -2 resolved to ``retention.ms`` / ``.bytes``.
+
+    -1 keeps local segments without limit (Kafka's LogConfig ``localRetentionMs/Bytes``).
+    """
+    ms = int(configs.get("local.retention.ms", "-2"))
+    size = int(configs.get("local.retention.bytes", "-2"))
+    if ms == -2:
+        ms = int(configs.get("retention.ms", TOPIC_CONFIGS["retention.ms"].default))
+    if size == -2:
+        size = int(configs.get("retention.bytes", TOPIC_CONFIGS["retention.bytes"].default))
+    return ms, size
+
+
+def check_remote_storage(configs: Mapping[str, str], system_enabled: bool) -> None:
+    """Kafka's rules for a topic in tiered storage (``LogConfig``), as TopicConfigError.
+
+    ``remote.storage.enable=true`` needs the brokers' ``remote.log.storage.system.enable`` and a
+    ``cleanup.policy`` of ``delete`` alone; its local retention may not exceed the total retention.
+    """
+    if not remote_storage_enabled(configs):
+        return
+    if not system_enabled:
+        raise TopicConfigError(
+            "remote.storage.enable: tiered storage is off on the brokers "
+            "(remote.log.storage.system.enable=false); a topic cannot use remote storage"
+        )
+    if configs.get("cleanup.policy", "delete") != "delete":
+        raise TopicConfigError("remote.storage.enable: remote storage supports only cleanup.policy=delete")
+    for local, total in (
+        ("local.retention.ms", "retention.ms"),
+        ("local.retention.bytes", "retention.bytes"),
+    ):
+        local_value = int(configs.get(local, TOPIC_CONFIGS[local].default))
+        total_value = int(configs.get(total, TOPIC_CONFIGS[total].default))
+        if local_value not in (-2, -1) and total_value != -1 and local_value > total_value:
+            raise TopicConfigError(f"{local}: {local_value} is more than {total} ({total_value})")
+        if local_value == -1 and total_value != -1:
+            raise TopicConfigError(f"{local}: -1 (unlimited) is more than {total} ({total_value})")

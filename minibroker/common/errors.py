@@ -77,6 +77,7 @@ class Errors(enum.IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
     INVALID_REGULAR_EXPRESSION = 128
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109
     # the log's size and timestamp checks, authorization, admin APIs (server/log_validator.py, ...)
     RECORD_TOO_LARGE = 10  # an alias of MESSAGE_TOO_LARGE (Kafka's RecordTooLargeException)
     RECORD_LIST_TOO_LARGE = 18

@@ -128,6 +128,9 @@ class PartitionFetchResponse:
     diverging_epoch: EpochEndOffset | None = None
     #: READ_COMMITTED: (producer id, first offset) of each aborted transaction the batches overlap
     aborted: tuple[tuple[int, int], ...] = ()
+    #: with OFFSET_MOVED_TO_TIERED_STORAGE, the leader's local log start offset (a Kafka follower asks
+    #: for it with ListOffsets -4; the answer carries it here)
+    local_log_start_offset: int = -1
 
     @property
     def size(self) -> int:
@@ -163,6 +166,39 @@ class PartitionDeleteRecordsResponse:
 @attrs.frozen(slots=True)
 class DeleteRecordsResponse:
     partitions: dict[TopicPartition, PartitionDeleteRecordsResponse]
+    cause: str = "immediate"
+
+
+# --- list offsets ----------------------------------------------------------------------------
+#: ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``): the HW (or LSO), the log start
+#: offset, the local log start offset (v8+) and the highest offset in remote storage (v9+)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+@attrs.frozen(slots=True)
+class ListOffsetsRequest:
+    """For each partition, the offset of a special timestamp or of the first record at or after a time."""
+
+    timestamps: dict[TopicPartition, int]
+    isolation: str = HIGH_WATERMARK
+    request_id: str = ""
+    current_leader_epochs: dict[TopicPartition, int] = attrs.field(factory=dict)
+
+
+@attrs.frozen(slots=True)
+class PartitionListOffsetsResponse:
+    error: Errors
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@attrs.frozen(slots=True)
+class ListOffsetsResponse:
+    partitions: dict[TopicPartition, PartitionListOffsetsResponse]
     cause: str = "immediate"
 
 

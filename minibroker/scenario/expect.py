@@ -44,9 +44,14 @@ def check_partition(
             ("leo", expectation.leo, state.log_end_offset if state else None),
             ("log start", expectation.log_start, state.log_start_offset if state else None),
             ("lso", expectation.lso, lso),
+            (
+                "local log start",
+                expectation.local_log_start,
+                state.local_log_start_offset if state else None,
+            ),
         ]
     )
-    per_replica = (expectation.hw, expectation.leo, expectation.log_start)
+    per_replica = (expectation.hw, expectation.leo, expectation.log_start, expectation.local_log_start)
     who = f" (broker {replica})" if any(v is not None for v in per_replica) else ""
     return ExpectationResult(
         expectation.where,

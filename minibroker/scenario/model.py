@@ -55,6 +55,8 @@ class TopicSpecModel:
     partitions: int = 1
     replication_factor: int = 1
     assignment: tuple[tuple[int, ...], ...] | None = None
+    #: Kafka topic configs by name, as strings (``remote.storage.enable``, ``segment.bytes``, ...)
+    configs: dict[str, str] = attrs.field(factory=dict, hash=False)
 
 
 @attrs.frozen
@@ -240,6 +242,7 @@ class PartitionState(Expectation):
     log_start: int | None = None
     #: the leader's last stable offset
     lso: int | None = None
+    local_log_start: int | None = None
 
 
 @attrs.frozen

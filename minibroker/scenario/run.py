@@ -157,7 +157,7 @@ class ScenarioRunner:
         async with open_cluster(
             spec.brokers,
             [
-                TopicSpec(t.name, t.partitions, t.replication_factor, t.assignment)
+                TopicSpec(t.name, t.partitions, t.replication_factor, t.assignment, configs=dict(t.configs))
                 for t in self.scenario.topics
             ],
             spec.config,

@@ -19,9 +19,12 @@ ListOffsets: -2 (earliest) is the log start offset, -1 (latest) the HW (the
 LSO for READ_COMMITTED, v2+), a timestamp the first record stamped
 at or after it below the HW; -3 (max timestamp, v7+) the first record stamped
 latest below the HW, with its batch's leader epoch; -4 (earliest local, v8+) the
-log start offset, the whole log being local; -5 (latest tiered, v9+) offset -1 and
-epoch -1, as Kafka answers for a topic without remote storage. OffsetForLeaderEpoch answers from the leader's
-epoch cache. Both read the leader's state directly (no purgatory is involved).
+local log start offset; -5 (latest tiered, v9+) the highest offset in remote
+storage (-1 and epoch -1 without one, as Kafka answers). OffsetForLeaderEpoch answers
+from the leader's epoch cache. Both read the leader's state directly, except a timestamp
+on a topic in tiered storage: it goes to the broker's ``ReplicaManager.list_offsets``,
+which looks in the remote tier first and waits in the RemoteListOffsets purgatory
+(records there are found by append time).
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ from minibroker.broker.partition import Partition, PartitionError
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     CONSUMER_REPLICA_ID,
+    EARLIEST_LOCAL_TIMESTAMP,
     HIGH_WATERMARK,
+    LATEST_TIERED_TIMESTAMP,
     TXN_COMMITTED,
     FetchRequest,
+    ListOffsetsRequest,
     TopicPartition,
 )
 from minibroker.common.messages import (
@@ -61,10 +67,8 @@ EpochPartition = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEn
 #: ListOffsets' special timestamps
 LATEST = -1
 EARLIEST = -2
-#: ListOffsets v7+ (KIP-734), v8+ (KIP-1005: earliest local; here the log is all local), v9+ (latest tiered)
+#: ListOffsets v7+ (KIP-734); earliest local (-4, v8+) and latest tiered (-5, v9+) are KIP-1005's
 MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
 
 
 async def fetch(request: Request, conn: Connection) -> FetchResponse:
@@ -160,10 +164,8 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
                 partition = _leader(conn, tp, epoch)
                 leader_epoch = partition.leader_epoch
                 log = partition.log
-                if part.timestamp in (EARLIEST, EARLIEST_LOCAL):
+                if part.timestamp == EARLIEST:
                     offset = log.log_start_offset
-                elif part.timestamp == LATEST_TIERED:  # no remote storage: Kafka answers -1, epoch -1
-                    leader_epoch = -1
                 elif part.timestamp == MAX_TIMESTAMP:
                     below_hw = log.read(log.log_start_offset, 2**62, log.high_watermark).batches
                     found = max_timestamp_offset(below_hw, conn.state.epoch_origin_ms)
@@ -172,6 +174,17 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
                 elif part.timestamp == LATEST:
                     committed = version >= 2 and body.isolation_level == 1
                     offset = log.last_stable_offset if committed else log.high_watermark
+                elif part.timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                    offset = log.local_log_start_offset
+                elif part.timestamp == LATEST_TIERED_TIMESTAMP:
+                    tiers = conn.replica_manager().remote_log_manager
+                    offset = tiers.storage.highest_offset(tp) if tiers.enabled_for(tp) else -1
+                    if offset == -1:  # nothing in remote storage: Kafka answers -1, epoch -1
+                        leader_epoch = -1
+                elif part.timestamp >= 0 and conn.replica_manager().remote_log_manager.enabled_for(tp):
+                    error, timestamp, offset = await _remote_offset_for_time(
+                        conn, request, tp, part.timestamp, epoch
+                    )
                 elif part.timestamp >= 0:
                     below_hw = log.read(log.log_start_offset, 2**62, log.high_watermark).batches
                     found = offset_for_timestamp(below_hw, part.timestamp, conn.state.epoch_origin_ms)
@@ -192,6 +205,23 @@ async def list_offsets(request: Request, conn: Connection) -> ListOffsetsRespons
             )
         topics.append(OffsetsTopic(name=topic.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+async def _remote_offset_for_time(
+    conn: Connection, request: Request, tp: TopicPartition, target_ms: int, epoch: int
+) -> tuple[int, int, int]:
+    """A timestamp lookup on a topic in tiered storage, through the broker's RemoteListOffsets purgatory."""
+    origin = conn.state.epoch_origin_ms
+    message = ListOffsetsRequest(
+        {tp: max(0, target_ms - origin)},
+        request_id=conn.request_id(request.correlation_id),
+        current_leader_epochs={tp: epoch},
+    )
+    timeout = conn.replica_manager().config.remote_list_offsets_request_timeout_ms
+    response = await conn.call(message, timeout + RESPONSE_GRACE_MS)
+    part = response.partitions[tp]
+    found = part.offset >= 0
+    return int(part.error), part.timestamp + origin if found else -1, part.offset
 
 
 async def offset_for_leader_epoch(request: Request, conn: Connection) -> OffsetForLeaderEpochResponse:

@@ -27,6 +27,7 @@ import trio
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.config import BrokerConfig, ConfigError, ConsumerConfig, ProducerConfig
+from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.clients.admin import AdminClient
 from minibroker.clients.transactional_producer import TransactionalProducer
@@ -80,6 +81,8 @@ class Cluster:
         self.scheduler = Scheduler(self.clock, name="cluster")
         self.network = Network(self.scheduler, latency_ms, tracer)
         self.brokers: list[Broker] = []
+        #: tiered storage's remote tier, one for the cluster (``remote_storage_manager``)
+        self.remote_storage = RemoteStorageManager()
         for broker_id in range(brokers):
             overrides = (broker_configs or {}).get(broker_id)
             broker_config = base.with_kafka(overrides, f"broker {broker_id}") if overrides else base
@@ -89,6 +92,7 @@ class Cluster:
             broker.topic_partitions = self.topic_partitions
             broker.share_coordinator_of = self.share_coordinator_for
             broker.group_configs = lambda group_id: self.resource_configs.get((32, group_id), {})
+            broker.remote_storage = self.remote_storage
             self.brokers.append(broker)
         #: each broker's settings as the cluster was made with them (a dynamic config deleted returns here)
         self.static_configs = {broker.broker_id: broker.config for broker in self.brokers}
@@ -202,6 +206,7 @@ class Cluster:
             for tp, partition in manager.partitions.items():
                 if tp.topic == name:
                     partition.min_insync_replicas = manager.min_isr_for(name)
+                    manager.remote_log_manager.on_topic_config(tp)
         self._fault("topic_config", topic=name, settings=dict(configs))
 
     def topic_partitions(self) -> dict[str, int]:
@@ -494,6 +499,10 @@ class Cluster:
         broker.set_config(broker.config.with_kafka(settings, f"broker {broker_id}"))
         self._fault("config", broker=broker_id, settings={k: str(v) for k, v in settings.items()})
 
+    def remote_storage_system_enabled(self) -> bool:
+        """Whether the brokers have tiered storage on (``remote.log.storage.system.enable``)."""
+        return any(broker.config.remote_log_storage_system_enable for broker in self.brokers)
+
     # --- views -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterView:
         brokers = [broker.snapshot() for broker in self.brokers]
@@ -512,6 +521,7 @@ class Cluster:
                         log.log_start_offset if log else 0,
                         broker.alive,
                         manager.fetchers_paused if manager else False,
+                        log.local_log_start_offset if log else 0,
                     )
                 )
             pending = None

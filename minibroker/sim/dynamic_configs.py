@@ -35,7 +35,12 @@ from typing import Any
 import attrs
 
 from minibroker.broker.config import BrokerConfig, ConfigError, check_value
-from minibroker.broker.topic_configs import TOPIC_CONFIGS, TopicConfigError, check_topic_config
+from minibroker.broker.topic_configs import (
+    TOPIC_CONFIGS,
+    TopicConfigError,
+    check_remote_storage,
+    check_topic_config,
+)
 from minibroker.common.errors import Errors
 from minibroker.sim.cluster import Cluster
 from minibroker.sim.topic_admin import AdminError
@@ -370,6 +375,7 @@ def _alter_topic(
                 configs[key] = check_topic_config(key, ",".join(merged))
             else:
                 raise AdminError(Errors.INVALID_REQUEST, f"{key}: unknown config operation {op}")
+        check_remote_storage(configs, cluster.remote_storage_system_enabled())
     except TopicConfigError as error:
         raise AdminError(Errors.INVALID_CONFIG, str(error)) from None
     if not validate_only:

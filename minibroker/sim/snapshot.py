@@ -26,6 +26,8 @@ class ReplicaView:
     log_start_offset: int
     alive: bool
     fetcher_paused: bool
+    #: below the log start offset when tiered storage deleted local segments (``Log``)
+    local_log_start_offset: int = -1
 
 
 @attrs.frozen

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from minibroker.broker.topic_configs import TopicConfigError, check_topic_configs
+from minibroker.broker.topic_configs import TopicConfigError, check_remote_storage, check_topic_configs
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.common.topic_names import topic_error
@@ -119,6 +119,7 @@ def create_topic(
         raise AdminError(Errors.POLICY_VIOLATION, problem[0].upper() + problem[1:] + ".")
     try:
         checked = check_topic_configs(configs or {})
+        check_remote_storage(checked, cluster.remote_storage_system_enabled())
     except TopicConfigError as error:
         raise AdminError(Errors.INVALID_CONFIG, str(error)) from None
     spec = TopicSpec(name, partitions, replication_factor, layout, configs=checked)
@@ -150,6 +151,7 @@ def delete_topic(cluster: Cluster, name: str) -> None:
             if broker.replica_manager is not None:
                 broker.replica_manager.stop_replica(tp, delete=True)
             broker.logs.pop(tp, None)
+        cluster.remote_storage.delete_partition(tp)
     cluster.on_metadata_change()
     if cluster.tracer.enabled:
         cluster.tracer.emit("topic.delete", topic=name, partitions=spec.partitions)

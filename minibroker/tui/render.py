@@ -148,6 +148,8 @@ def _replica(partition_leader: int, replica: ReplicaView) -> Text:
     text.append(f" {replica.log_end_offset:,}/{replica.high_watermark:,}")
     if replica.log_start_offset:  # DeleteRecords moved it
         text.append(f" start {replica.log_start_offset:,}", style="dim")
+    if replica.local_log_start_offset > replica.log_start_offset:  # tiered storage: below it, remote only
+        text.append(f" local {replica.local_log_start_offset:,}", style="dim")
     if not replica.alive:
         text.append(" down", style="bold red")
     elif replica.fetcher_paused:

@@ -67,7 +67,7 @@ def test_kafka_python_describes_group_broker_logger_and_client_metrics_configs(s
         answers = admin.describe_configs(resources, config_filter="all")
         group = {name: (c["value"], c["config_source"]) for name, c in answers["group"]["g"].items()}
         assert group["consumer.session.timeout.ms"] == ("45000", "DEFAULT_CONFIG")
-        assert len(group) == 5
+        assert len(group) == 7 and group["share.auto.offset.reset"] == ("latest", "DEFAULT_CONFIG")
         assert {name: c["value"] for name, c in answers["broker_logger"]["0"].items()} == {"root": "INFO"}
         assert answers["client_metrics"] == {"sub": {}}
     finally:

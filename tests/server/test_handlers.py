@@ -3,6 +3,7 @@ OffsetForLeaderEpoch, and the Fetch corners (sessions, isolation, errors)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -15,7 +16,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceResponse
-from kafka.record.memory_records import MemoryRecordsBuilder
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 from minibroker.common.messages import TopicPartition
 from minibroker.server.metadata import topic_id
@@ -227,3 +228,88 @@ def test_fetch_corners(server, client):
 def test_topic_ids_are_stable_uuids():
     assert topic_id("t") == topic_id("t") != topic_id("u")
     assert isinstance(topic_id("t"), uuid.UUID) and topic_id("t").version == 5
+
+
+def tiered_server(serve, read_latency_ms: int = 20):
+    """One broker, t-0 in tiered storage, three one-batch segments of which [0] and [1] are copied and
+    deleted locally (local log start 2, highest offset in remote storage 1); and a client."""
+    tiered = (
+        'name = "t"\npartitions = 1\nreplication_factor = 1\n'
+        'configs = { "remote.storage.enable" = true, "segment.bytes" = 14, "local.retention.bytes" = 0 }'
+    )
+    server = serve(
+        scenario(
+            config='"remote.log.storage.system.enable" = true, "remote.log.manager.task.interval.ms" = 10, '
+            '"log.retention.check.interval.ms" = 10, '
+            f'"minibroker.remote.storage.read.latency.ms" = {read_latency_ms}',
+            topics=tiered,
+        )
+    )
+    raw = RawClient(server.port(0))
+    for value in (b"a", b"b", b"c"):  # one batch, one segment each: [0] and [1] close and are copied
+        request = produce_request(-1, 5000)
+        request.topic_data[0].partition_data[0].records = _stamped([(1000, value)])
+        assert raw.request(request, ProduceResponse, 9).responses[0].partition_responses[0].error_code == 0
+    log = server.cluster.brokers[0].logs[TopicPartition("t", 0)]
+    server.wait_for(lambda: log.local_log_start_offset == 2, "local retention after the copies")
+    return server, raw
+
+
+def test_list_offsets_earliest_local_latest_tiered_and_by_time_through_the_remote_tier(serve):
+    server, raw = tiered_server(serve)
+    try:
+        assert list_offsets(raw, -2)[2] == 0
+        assert list_offsets(raw, -4)[2] == 2  # earliest local
+        assert list_offsets(raw, -5)[2] == 1  # latest tiered
+        error, timestamp, offset, _ = list_offsets(raw, 0)  # by time: the remote tier first
+        assert (error, offset) == (0, 0) and timestamp > 0
+        remote = server.cluster.brokers[0].replica_manager.remote_list_offsets_purgatory
+        assert (remote.completions, remote.expirations, remote.num_delayed()) == (1, 0, 0)  # it waited there
+    finally:
+        raw.close()
+
+
+def test_a_fetch_below_the_local_log_start_gets_the_remote_records_over_the_wire(serve):
+    server, raw = tiered_server(serve)
+    try:
+        response = raw.request(fetch_request(0, 100, 1), FetchResponse, 12)
+        (part,) = response.responses[0].partitions
+        assert (part.error_code, part.high_watermark, part.log_start_offset) == (0, 3, 0)
+        records = [(r.offset, r.value) for batch in MemoryRecords(part.records) for r in batch]
+        assert records == [(0, b"a")]  # one remote segment per read
+        remote = server.cluster.brokers[0].replica_manager.remote_fetch_purgatory
+        assert (remote.completions, remote.expirations) == (1, 0)
+    finally:
+        raw.close()
+
+
+def test_a_confluent_kafka_consumer_from_the_beginning_reads_through_the_remote_tier(serve):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    server, raw = tiered_server(serve)
+    raw.close()
+    errors: list = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": "tiered",  # librdkafka requires one; assign() never joins the group
+            "enable.auto.commit": False,
+            "error_cb": errors.append,
+        }
+    )
+    got = []
+    try:
+        consumer.assign([KafkaTopicPartition("t", 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    assert got == [(0, b"a"), (1, b"b"), (2, b"c")]  # 0 and 1 from the remote tier, 2 from the local log
+    assert errors == []
+    remote = server.cluster.brokers[0].replica_manager.remote_fetch_purgatory
+    assert (remote.completions, remote.expirations) == (2, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import trio
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
@@ -171,3 +172,24 @@ async def test_topics_past_the_clusters_partition_replicas_are_a_policy_violatio
         assert cluster.topics["t"].partitions == 2
         cluster.ensure_offsets_topic()  # internal topics are bounded by their own settings
         assert cluster.topics["__consumer_offsets"].partitions == 50
+
+
+async def test_remote_storage_needs_the_brokers_switch_and_starts_copying_once_set(autojump_clock):
+    async with open_cluster(1, [TopicSpec("t", 1, 1)]) as cluster:
+        tiered = {"remote.storage.enable": "true"}
+        assert refused(create_topic, cluster, "a", 1, 1, configs=tiered) is Errors.INVALID_CONFIG
+        assert refused(alter_configs, cluster, TOPIC, "t", [("remote.storage.enable", SET, "true")]) is (
+            Errors.INVALID_CONFIG
+        )
+    base = {"remote.log.storage.system.enable": True, "minibroker.remote.storage.copy.latency.ms": 0}
+    async with open_cluster(1, [TopicSpec("t", 1, 1, configs={"segment.bytes": "100"})], base) as cluster:
+        compacted = {**tiered, "cleanup.policy": "compact"}
+        assert refused(create_topic, cluster, "a", 1, 1, configs=compacted) is Errors.INVALID_CONFIG
+        producer = cluster.producer("p")
+        for _ in range(3):  # three 100-byte batches: three segments, two closed
+            await producer.send_and_wait("t", 0, 1, 100)
+        manager = cluster.brokers[0].replica_manager
+        assert manager.remote_log_manager.storage.highest_offset(TP) == -1
+        alter_configs(cluster, TOPIC, "t", [("remote.storage.enable", SET, "true")])
+        await trio.sleep(0.001)  # the copy task's first run: at once
+        assert manager.remote_log_manager.storage.highest_offset(TP) == 1

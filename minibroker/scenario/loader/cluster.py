@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.topic_configs import TopicConfigError, check_remote_storage, check_topic_config
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.loader.scope import Scope, between, is_broker, kafka, unique
@@ -37,7 +38,12 @@ def read_cluster(root: Table, scope: Scope) -> None:
 
 def read_topics(root: Table, scope: Scope) -> None:
     """``[[topics]]``: names (unique), partition counts, replication factors, assignments."""
-    scope.topics = scope.items(root, "topics", lambda table, _: _topic(table, scope.cluster.brokers))
+    cluster = scope.cluster
+    tiered = any(
+        settings.get("remote.log.storage.system.enable", False)
+        for settings in (cluster.config, *cluster.broker_overrides.values())
+    )
+    scope.topics = scope.items(root, "topics", lambda table, _: _topic(table, cluster.brokers, tiered))
     if len(scope.topics) < len(root.array("topics")):
         return  # a topic with a problem: names are checked once they all load
     unique([t.name for t in scope.topics], "topics", "name", scope.ctx)
@@ -50,7 +56,7 @@ def read_topics(root: Table, scope: Scope) -> None:
         )
 
 
-def _topic(table: Table, brokers: int) -> TopicSpecModel:
+def _topic(table: Table, brokers: int, tiered: bool) -> TopicSpecModel:
     name = table.str("name")
     partitions = table.int("partitions", 1, 1, maximum=MAX_PARTITION_REPLICAS)
     rf = table.int("replication_factor", 1, 1)
@@ -74,8 +80,31 @@ def _topic(table: Table, brokers: int) -> TopicSpecModel:
                 f"got {describe(raw)}",
             )
         assignment = tuple(tuple(r) for r in raw)
+    configs = _topic_configs(table.table("configs"))
+    try:
+        check_remote_storage(configs, tiered)
+    except TopicConfigError as error:
+        raise table.error("configs", str(error)) from None
     table.finish()
-    return TopicSpecModel(name, partitions, rf, assignment)
+    return TopicSpecModel(name, partitions, rf, assignment, configs)
+
+
+def _topic_configs(table: Table) -> dict[str, str]:
+    """``configs``: Kafka topic configs (``{ "remote.storage.enable" = true }``), kept as Kafka's strings."""
+    configs = {}
+    for name, value in table.data.items():
+        table.used.add(name)
+        if isinstance(value, bool):
+            value = str(value).lower()
+        elif isinstance(value, int):
+            value = str(value)
+        elif not isinstance(value, str):
+            raise table.error(name, f"expected a string, number or boolean, got {describe(value)}")
+        try:
+            configs[name] = check_topic_config(name, value)
+        except TopicConfigError as error:
+            raise table.error(name, str(error)) from None
+    return configs
 
 
 def read_links(root: Table, scope: Scope) -> None:

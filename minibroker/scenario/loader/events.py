@@ -31,6 +31,12 @@ KINDS: dict[str, frozenset[str]] = {
         "delete_records.request": ("broker", "op", "keys", "offsets", "timeout_ms"),
         "delete_records.response": ("broker", "op", "partition", "error", "low_watermark", "cause"),
         "log_start": ("broker", "partition", "op", "offset", "previous"),
+        # tiered storage (minibroker.broker.remote_log_manager, docs/kafka-model.md section 7)
+        "remote.copy": ("broker", "partition", "start", "end", "bytes"),
+        "remote.copy.failed": ("broker", "partition", "offset"),
+        "local_log_start": ("broker", "partition", "offset", "log_start", "cause"),
+        "remote.read": ("broker", "partition", "offset", "records", "error"),
+        "remote.offset_read": ("broker", "partition", "timestamp", "offset", "error"),
         "produce.request": ("broker", "op", "keys", "acks", "timeout_ms"),
         "append": ("broker", "op", "partition", "offset", "count", "bytes", "leo", "hw"),
         "append.rejected": ("broker", "op", "partition", "error"),

@@ -53,9 +53,10 @@ ERRORS = (
     "INVALID_TRANSACTION_TIMEOUT",
     "COORDINATOR_NOT_AVAILABLE",
     "NOT_COORDINATOR",
+    "UNKNOWN_SERVER_ERROR",
 )
 #: the purgatories a ``purgatory`` expectation or a count may name
-PURGATORIES = ("Produce", "Fetch", "DeleteRecords")
+PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "RemoteFetch", "RemoteListOffsets")
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 
@@ -139,6 +140,7 @@ def _partition(table: Table, scope: Scope, index: int) -> Expectation:
         table.int("leo", None),
         table.int("log_start", None),
         table.int("lso", None),
+        table.int("local_log_start", None),
     )
 
 
