@@ -11,7 +11,11 @@ cluster's nursery; each but ``begin_transaction`` returns a ``ClientRequest`` co
   coordinator, the leader of its ``__transaction_state`` partition; the answer is the producer id and
   epoch every later request carries;
 - ``send`` (kind ``produce``): before the first record to a partition in a transaction,
-  AddPartitionsToTxn; then a transactional batch (producer id, epoch, sequence) to the leader;
+  AddPartitionsToTxn; then a transactional batch (producer id, epoch, sequence) to the leader. The
+  produce carries the transactional id, as Kafka's producer's does, so the leader verifies the
+  partition with the coordinator before the transaction's first batch there (KIP-890). A batch
+  answered NOT_ENOUGH_REPLICAS (also a leader's answer when it could not verify) is sent again
+  after ``retry.backoff.ms`` until ``delivery.timeout.ms`` from the call;
 - ``send_offsets_to_transaction`` (kind ``send_offsets``): AddOffsetsToTxn (the group's
   ``__consumer_offsets`` partition joins the transaction), then TxnOffsetCommit to the group
   coordinator;
@@ -25,12 +29,14 @@ from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``, at that inst
 PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are
 fatal: every later operation fails at once with that error. A failed send makes the transaction
 abortable: commit fails at once with the send's error, abort is sent (INVALID_PRODUCER_EPOCH on a
-send is abortable, KIP-588; the abort's EndTxn then learns whether the producer was fenced).
+send is abortable, KIP-588, and so are a verification's INVALID_TXN_STATE and TRANSACTION_ABORTABLE;
+the abort's EndTxn then learns whether the producer was fenced); PRODUCER_FENCED and
+INVALID_PRODUCER_ID_MAPPING on a send are fatal.
 
 Deviations from the Java client: the coordinator is read from the controller's state instead of
 being asked with FindCoordinator key type 1 (as the emulator's other clients learn leaders), the
-retry backoff is fixed (no exponential growth nor jitter: exact times), sends are not retried and
-not batched (one request per ``send``), and the transaction protocol is version 1.
+retry backoff is fixed (no exponential growth nor jitter: exact times), sends are retried only on
+NOT_ENOUGH_REPLICAS and not batched (one request per ``send``).
 """
 
 from __future__ import annotations
@@ -45,7 +51,15 @@ from minibroker.broker.config import ConfigError, ProducerConfig
 from minibroker.clients.producer import Producer
 from minibroker.clients.request import ClientContext, ClientRequest
 from minibroker.common.errors import Errors
-from minibroker.common.messages import NetworkError, ProduceData, ProduceRequest, TopicPartition
+from minibroker.common.messages import (
+    ADD_PARTITION,
+    GENERIC_ERROR_SUPPORTED,
+    NetworkError,
+    ProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
 from minibroker.common.record_batch import ProducerBatch
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
 from minibroker.coordinator.group import messages as groups
@@ -86,6 +100,14 @@ _ABORTABLE = frozenset(
     }
 )
 
+#: a leader's answer to a transactional batch that the producer sends again after ``retry.backoff.ms``
+#: (NOT_ENOUGH_REPLICAS is also what a leader answers when it could not verify the partition with the
+#: transaction coordinator, KIP-890), until ``delivery.timeout.ms`` from the call
+_RETRIABLE_PRODUCE = frozenset({Errors.NOT_ENOUGH_REPLICAS})
+#: a leader's answers that make the producer unusable (Kafka's ``TransactionManager``); any other
+#: failed send (INVALID_TXN_STATE, TRANSACTION_ABORTABLE, INVALID_PRODUCER_EPOCH, ...) is abortable
+_FATAL_PRODUCE = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING})
+
 Work = Callable[[ClientRequest], Awaitable[None]]
 
 
@@ -110,6 +132,8 @@ class TransactionalProducer(Producer):
         self.errors: list[tuple[int, str, str]] = []
         self._sequences: dict[TopicPartition, int] = {}
         self._sends: list[ClientRequest] = []
+        #: each send's ProduceRequest, sent again as it was on a retriable answer
+        self._batches: dict[str, ProduceRequest] = {}
         self._queue: collections.deque[tuple[ClientRequest | None, Work]] = collections.deque()
         self._current: ClientRequest | None = None
         self._scope: trio.CancelScope | None = None
@@ -260,6 +284,7 @@ class TransactionalProducer(Producer):
         self.state = IN_TRANSACTION
         self.partitions = set()
         self._sends = []
+        self._batches = {}
 
     def _in_transaction(self, request: ClientRequest) -> bool:
         """True when sends may join the open transaction; else the request fails at once."""
@@ -301,18 +326,58 @@ class TransactionalProducer(Producer):
             self.config.request_timeout_ms,
             {tp: ProduceData(count, size, producers=(batch,))},
             request.id,
+            self.transactional_id,
+            # Produce v11 (its leader answers TRANSACTION_ABORTABLE for a partition not in the
+            # transaction), v12+ with transaction version 2 (its leader adds the partition)
+            ADD_PARTITION if self.config.transaction_version >= 2 else GENERIC_ERROR_SUPPORTED,
         )
         self._sends.append(request)
+        self._batches[request.id] = message
         self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
 
     def _on_response(self, request: ClientRequest, response: Any) -> None:
+        if isinstance(response, ProduceResponse) and self._retry_produce(request, response):
+            return
         super()._on_response(request, response)
         failed = [Errors[name] for name in request.errors.values() if name != Errors.NONE.name]
         if failed and request in self._sends:
-            if Errors.PRODUCER_FENCED in failed:
-                self._become_fatal(Errors.PRODUCER_FENCED)
+            fatal = [error for error in failed if error in _FATAL_PRODUCE]
+            if fatal:
+                self._become_fatal(fatal[0])
             else:
                 self._become_abortable(failed[0])
+
+    def _retry_produce(self, request: ClientRequest, response: ProduceResponse) -> bool:
+        """True when the batch is sent again ``retry.backoff.ms`` later (a retriable answer, time left)."""
+        ((tp, part),) = response.partitions.items()
+        config = self.config
+        resend_at = self.cluster.now() + config.retry_backoff_ms
+        if (
+            part.error not in _RETRIABLE_PRODUCE
+            or self.state == CRASHED
+            or resend_at >= request.created_ms + config.delivery_timeout_ms
+        ):
+            return False
+        self._trace(
+            "client.txn.retry",
+            request,
+            lambda: {"api": "Produce", "error": part.error.name, "backoff_ms": config.retry_backoff_ms},
+        )
+        self.errors.append((self.cluster.now(), "Produce", part.error.name))
+
+        async def resend() -> None:
+            await self.cluster.clock.sleep_until(resend_at)
+            if self.state == CRASHED or request.completed:
+                return
+            request.broker = self.cluster.leader_of(tp)
+            if request.broker < 0:
+                self._become_abortable(Errors.LEADER_NOT_AVAILABLE)
+                return self._fail(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+            message = self._batches[request.id]
+            self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
+
+        self.cluster.nursery.start_soon(resend)
+        return True
 
     async def _send_offsets(
         self, request: ClientRequest, offsets: dict[TopicPartition, int], group_id: str
@@ -365,6 +430,7 @@ class TransactionalProducer(Producer):
         self.error = None
         self.partitions = set()
         self._sends = []
+        self._batches = {}
         request.errors[self.transactional_id] = Errors.NONE.name
         self._finish(request, "immediate")
 

@@ -9,6 +9,8 @@ from minibroker.clients import TransactionalProducer
 from minibroker.clients import transactional_producer as tp_states
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
+from minibroker.sim import TopicSpec
+from tests.coordinator.transaction.test_kip890 import _cluster as kip890_cluster
 from tests.coordinator.transaction.test_transaction_coordinator import _cluster as coordinator_cluster
 
 T0 = TopicPartition("t", 0)
@@ -174,3 +176,37 @@ async def test_a_call_the_coordinator_never_answers_fails_at_max_block_ms(autoju
         assert producer.state == tp_states.UNINITIALIZED
         cluster.heal_link("p", 0)
         assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
+
+
+async def test_a_send_is_verified_by_its_leader_and_sent_again_when_the_verification_is_lost(autojump_clock):
+    # w-0 on broker 1 alone; the coordinator is broker 0, 5 ms from broker 1; broker 1 waits 1000 ms
+    # for the coordinator's answer (request.timeout.ms)
+    async with kip890_cluster(**{"request.timeout.ms": 1000}) as (cluster, sink):
+        cluster.create_topic(TopicSpec("w", 1, 1, assignment=((1,),)))
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        await producer.init_transactions().wait()
+        producer.begin_transaction()
+        sent = producer.send("w", 0, 2, name="send")
+        while not sink.of_kind("txn.verify"):
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        (first,) = sink.of_kind("txn.verify")
+        start = first["time_ms"]
+        assert (first["broker"], first["op"], first["txn"], first["add"]) == (1, "send", "tx", False)
+        cluster.network.drop(1, 0, one_way=True)  # the verification (in flight) is lost
+        await cluster.clock.sleep_until(start + 500)
+        cluster.network.heal(1, 0, one_way=True)
+        await sent.wait()
+        # lost: NOT_ENOUGH_REPLICAS at start + 1000, sent again 100 ms later, verified in 2 x 5 ms
+        assert (sent.errors, sent.completed_ms) == ({"w-0": "NONE"}, start + 1110)
+        (retry,) = sink.of_kind("client.txn.retry")
+        assert (retry["time_ms"], retry["api"], retry["error"]) == (
+            start + 1000,
+            "Produce",
+            "NOT_ENOUGH_REPLICAS",
+        )
+        verified = [(e["time_ms"], e["refused"]) for e in sink.of_kind("txn.verified")]
+        assert verified == [(start + 1000, {"w-0": "NOT_ENOUGH_REPLICAS"}), (start + 1110, {})]
+        assert producer.state == tp_states.IN_TRANSACTION
+        log = cluster.brokers[1].replica_manager.partition(TopicPartition("w", 0)).log
+        assert (log.high_watermark, log.last_stable_offset) == (2, 0)
