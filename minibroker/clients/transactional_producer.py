@@ -22,6 +22,13 @@ cluster's nursery; each but ``begin_transaction`` returns a ``ClientRequest`` co
 - ``commit_transaction`` / ``abort_transaction`` (kind ``end_txn``): wait for the transaction's
   sends, then EndTxn. A transaction that added no partition ends without a request, as Kafka's does.
 
+Transaction protocol version 2 (KIP-890) with ``minibroker.transaction.version = 2`` (default 1):
+Kafka's producer reads the brokers' finalized ``transaction.version`` feature (ApiVersions) and
+speaks version 2 when it is 2; the emulated producer is told by this setting. Then ``send`` sends
+no AddPartitionsToTxn: its produce (Produce v12) has the leader add the partition to the
+transaction; EndTxn (v5) has the coordinator bump the epoch at the end, and the producer continues
+with the producer id and epoch of its answer (sequences from 0 again).
+
 Coordinator requests refused with NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS or CONCURRENT_TRANSACTIONS, or lost on the network, are sent again
 after ``retry.backoff.ms`` (the coordinator is looked up again each time), until ``max.block.ms``
@@ -36,7 +43,9 @@ INVALID_PRODUCER_ID_MAPPING on a send are fatal.
 Deviations from the Java client: the coordinator is read from the controller's state instead of
 being asked with FindCoordinator key type 1 (as the emulator's other clients learn leaders), the
 retry backoff is fixed (no exponential growth nor jitter: exact times), sends are retried only on
-NOT_ENOUGH_REPLICAS and not batched (one request per ``send``).
+NOT_ENOUGH_REPLICAS and not batched (one request per ``send``), and with transaction version 2
+``send_offsets_to_transaction`` still sends AddOffsetsToTxn (Kafka's producer lets TxnOffsetCommit v5
+add the group's partition).
 """
 
 from __future__ import annotations
@@ -121,6 +130,8 @@ class TransactionalProducer(Producer):
             raise ConfigError(f"producer {client_id}: a transactional producer needs acks = all")
         super().__init__(cluster, client_id, config)
         self.transactional_id = config.transactional_id
+        #: the transaction protocol version spoken (``minibroker.transaction.version``, KIP-890)
+        self.transaction_version = config.transaction_version
         self.state = UNINITIALIZED
         self.producer_id = -1
         self.epoch = -1
@@ -299,7 +310,11 @@ class TransactionalProducer(Producer):
         if not new:
             return True
         message = txn.AddPartitionsToTxnRequest(
-            self.transactional_id, self.producer_id, self.epoch, tuple((tp.topic, tp.partition) for tp in new)
+            self.transactional_id,
+            self.producer_id,
+            self.epoch,
+            tuple((tp.topic, tp.partition) for tp in new),
+            transaction_version=self.transaction_version,
         )
         answer = await self._call(request, api, self._coordinator, lambda: message, RETRIABLE)
         error = self._error_of(answer)
@@ -310,9 +325,11 @@ class TransactionalProducer(Producer):
         return True
 
     async def _send_records(self, request: ClientRequest, tp: TopicPartition, count: int, size: int) -> None:
-        if not self._in_transaction(request) or not await self._add_partitions(
-            request, [tp], "AddPartitionsToTxn"
-        ):
+        if not self._in_transaction(request):
+            return
+        if self.transaction_version >= 2:
+            self.partitions.add(tp)  # the produce adds it: its leader asks the coordinator (KIP-890)
+        elif not await self._add_partitions(request, [tp], "AddPartitionsToTxn"):
             return
         request.broker = self.cluster.leader_of(tp)
         if request.broker < 0:
@@ -421,11 +438,17 @@ class TransactionalProducer(Producer):
         if self.state == FATAL_ERROR:
             return self._fail(request, self.error or Errors.PRODUCER_FENCED, "immediate")
         if self.partitions:
-            message = txn.EndTxnRequest(self.transactional_id, self.producer_id, self.epoch, commit)
+            message = txn.EndTxnRequest(
+                self.transactional_id, self.producer_id, self.epoch, commit, self.transaction_version
+            )
             answer = await self._call(request, "EndTxn", self._coordinator, lambda: message, RETRIABLE)
             error = self._error_of(answer)
             if error is not Errors.NONE:
                 return self._end_in(request, error, fatal=True)
+            if self.transaction_version >= 2 and answer.producer_id >= 0:
+                # the coordinator bumped the epoch at the end (KIP-890): the next transaction uses it
+                self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
+                self._sequences.clear()
         self.state = READY
         self.error = None
         self.partitions = set()
