@@ -56,3 +56,15 @@ def test_a_new_coordinator_reloads_a_prepare_commit_and_completes_its_markers():
     assert _done(result, "commit") == (1960, {"tx": "NONE"})
     (read,) = result.named["read"]
     assert (read.completed_ms, read.records) == (1890, {"t-0": 3})
+
+
+def test_a_late_send_hangs_the_lso_without_verification_and_is_refused_with_it():
+    result = _run("txn_hanging_transaction")
+    # each send reaches broker 1 5000 ms after it left, 3500 ms after its transaction's ABORT marker
+    assert _done(result, "late-0") == (2000, {"t-0": "REQUEST_TIMED_OUT"})
+    assert _done(result, "abort-0") == (2500, {"tx": "NONE"})
+    assert _done(result, "late-1") == (22000, {"t-1": "REQUEST_TIMED_OUT"})
+    assert _done(result, "abort-1") == (22500, {"tx": "NONE"})
+    (read,) = result.named["read"]
+    # t-0 holds at LSO 1 (the late write's open transaction); t-1 hands over the plain record
+    assert (read.completed_ms, read.records) == (29000, {"t-0": 0, "t-1": 1})
