@@ -139,7 +139,7 @@ class TransactionalProducer(Producer):
         self.partitions: set[TopicPartition] = set()
         #: the error that made the transaction abortable or the producer unusable
         self.error: Errors | None = None
-        #: every error a coordinator answered, in order: (ms, api, error name)
+        #: every error a coordinator answered and each retried send's (api Produce): (ms, api, error)
         self.errors: list[tuple[int, str, str]] = []
         self._sequences: dict[TopicPartition, int] = {}
         self._sends: list[ClientRequest] = []
@@ -346,7 +346,7 @@ class TransactionalProducer(Producer):
             self.transactional_id,
             # Produce v11 (its leader answers TRANSACTION_ABORTABLE for a partition not in the
             # transaction), v12+ with transaction version 2 (its leader adds the partition)
-            ADD_PARTITION if self.config.transaction_version >= 2 else GENERIC_ERROR_SUPPORTED,
+            ADD_PARTITION if self.transaction_version >= 2 else GENERIC_ERROR_SUPPORTED,
         )
         self._sends.append(request)
         self._batches[request.id] = message
