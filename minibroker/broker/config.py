@@ -102,6 +102,9 @@ def check_value(field: attrs.Attribute, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a whole number, got {value!r}")
         if value < field.metadata["min"]:
             raise ConfigError(f"{where}: expected a number >= {field.metadata['min']}, got {value}")
+        if value > field.metadata.get("max", value):
+            low, high = field.metadata["min"], field.metadata["max"]
+            raise ConfigError(f"{where}: expected a number from {low} to {high}, got {value}")
         return value
     choices = field.metadata["choices"]
     if choices is None:
@@ -290,6 +293,15 @@ class ProducerConfig(_KafkaNamed):
     retry_backoff_ms: int = _int_field("retry.backoff.ms", 100)
     #: how long a transactional producer's call may take before it fails with REQUEST_TIMED_OUT
     max_block_ms: int = _int_field("max.block.ms", 60_000)
+    #: how long a transactional producer sends a batch again on a retriable answer (NOT_ENOUGH_REPLICAS)
+    delivery_timeout_ms: int = _int_field("delivery.timeout.ms", 120_000, 1)
+    #: the transaction protocol version a transactional producer speaks, 1 or 2 (KIP-890): Kafka's
+    #: producer reads it from the brokers' finalized ``transaction.version`` feature (ApiVersions)
+    #: and uses 2 when they finalize it; here the producer is told
+    transaction_version: int = attrs.field(
+        default=1,
+        metadata={"kafka": "minibroker.transaction.version", "type": int, "min": 1, "max": 2},
+    )
 
 
 @attrs.define(frozen=True)

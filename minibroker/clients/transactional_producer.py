@@ -11,12 +11,23 @@ cluster's nursery; each but ``begin_transaction`` returns a ``ClientRequest`` co
   coordinator, the leader of its ``__transaction_state`` partition; the answer is the producer id and
   epoch every later request carries;
 - ``send`` (kind ``produce``): before the first record to a partition in a transaction,
-  AddPartitionsToTxn; then a transactional batch (producer id, epoch, sequence) to the leader;
+  AddPartitionsToTxn; then a transactional batch (producer id, epoch, sequence) to the leader. The
+  produce carries the transactional id, as Kafka's producer's does, so the leader verifies the
+  partition with the coordinator before the transaction's first batch there (KIP-890). A batch
+  answered NOT_ENOUGH_REPLICAS (also a leader's answer when it could not verify) is sent again
+  after ``retry.backoff.ms`` until ``delivery.timeout.ms`` from the call;
 - ``send_offsets_to_transaction`` (kind ``send_offsets``): AddOffsetsToTxn (the group's
   ``__consumer_offsets`` partition joins the transaction), then TxnOffsetCommit to the group
   coordinator;
 - ``commit_transaction`` / ``abort_transaction`` (kind ``end_txn``): wait for the transaction's
   sends, then EndTxn. A transaction that added no partition ends without a request, as Kafka's does.
+
+Transaction protocol version 2 (KIP-890) with ``minibroker.transaction.version = 2`` (default 1):
+Kafka's producer reads the brokers' finalized ``transaction.version`` feature (ApiVersions) and
+speaks version 2 when it is 2; the emulated producer is told by this setting. Then ``send`` sends
+no AddPartitionsToTxn: its produce (Produce v12) has the leader add the partition to the
+transaction; EndTxn (v5) has the coordinator bump the epoch at the end, and the producer continues
+with the producer id and epoch of its answer (sequences from 0 again).
 
 Coordinator requests refused with NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS or CONCURRENT_TRANSACTIONS, or lost on the network, are sent again
@@ -25,12 +36,16 @@ from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``, at that inst
 PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are
 fatal: every later operation fails at once with that error. A failed send makes the transaction
 abortable: commit fails at once with the send's error, abort is sent (INVALID_PRODUCER_EPOCH on a
-send is abortable, KIP-588; the abort's EndTxn then learns whether the producer was fenced).
+send is abortable, KIP-588, and so are a verification's INVALID_TXN_STATE and TRANSACTION_ABORTABLE;
+the abort's EndTxn then learns whether the producer was fenced); PRODUCER_FENCED and
+INVALID_PRODUCER_ID_MAPPING on a send are fatal.
 
 Deviations from the Java client: the coordinator is read from the controller's state instead of
 being asked with FindCoordinator key type 1 (as the emulator's other clients learn leaders), the
-retry backoff is fixed (no exponential growth nor jitter: exact times), sends are not retried and
-not batched (one request per ``send``), and the transaction protocol is version 1.
+retry backoff is fixed (no exponential growth nor jitter: exact times), sends are retried only on
+NOT_ENOUGH_REPLICAS and not batched (one request per ``send``), and with transaction version 2
+``send_offsets_to_transaction`` still sends AddOffsetsToTxn (Kafka's producer lets TxnOffsetCommit v5
+add the group's partition).
 """
 
 from __future__ import annotations
@@ -45,7 +60,15 @@ from minibroker.broker.config import ConfigError, ProducerConfig
 from minibroker.clients.producer import Producer
 from minibroker.clients.request import ClientContext, ClientRequest
 from minibroker.common.errors import Errors
-from minibroker.common.messages import NetworkError, ProduceData, ProduceRequest, TopicPartition
+from minibroker.common.messages import (
+    ADD_PARTITION,
+    GENERIC_ERROR_SUPPORTED,
+    NetworkError,
+    ProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
 from minibroker.common.record_batch import ProducerBatch
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
 from minibroker.coordinator.group import messages as groups
@@ -86,6 +109,14 @@ _ABORTABLE = frozenset(
     }
 )
 
+#: a leader's answer to a transactional batch that the producer sends again after ``retry.backoff.ms``
+#: (NOT_ENOUGH_REPLICAS is also what a leader answers when it could not verify the partition with the
+#: transaction coordinator, KIP-890), until ``delivery.timeout.ms`` from the call
+_RETRIABLE_PRODUCE = frozenset({Errors.NOT_ENOUGH_REPLICAS})
+#: a leader's answers that make the producer unusable (Kafka's ``TransactionManager``); any other
+#: failed send (INVALID_TXN_STATE, TRANSACTION_ABORTABLE, INVALID_PRODUCER_EPOCH, ...) is abortable
+_FATAL_PRODUCE = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING})
+
 Work = Callable[[ClientRequest], Awaitable[None]]
 
 
@@ -99,6 +130,8 @@ class TransactionalProducer(Producer):
             raise ConfigError(f"producer {client_id}: a transactional producer needs acks = all")
         super().__init__(cluster, client_id, config)
         self.transactional_id = config.transactional_id
+        #: the transaction protocol version spoken (``minibroker.transaction.version``, KIP-890)
+        self.transaction_version = config.transaction_version
         self.state = UNINITIALIZED
         self.producer_id = -1
         self.epoch = -1
@@ -106,10 +139,12 @@ class TransactionalProducer(Producer):
         self.partitions: set[TopicPartition] = set()
         #: the error that made the transaction abortable or the producer unusable
         self.error: Errors | None = None
-        #: every error a coordinator answered, in order: (ms, api, error name)
+        #: every error a coordinator answered and each retried send's (api Produce): (ms, api, error)
         self.errors: list[tuple[int, str, str]] = []
         self._sequences: dict[TopicPartition, int] = {}
         self._sends: list[ClientRequest] = []
+        #: each send's ProduceRequest, sent again as it was on a retriable answer
+        self._batches: dict[str, ProduceRequest] = {}
         self._queue: collections.deque[tuple[ClientRequest | None, Work]] = collections.deque()
         self._current: ClientRequest | None = None
         self._scope: trio.CancelScope | None = None
@@ -260,6 +295,7 @@ class TransactionalProducer(Producer):
         self.state = IN_TRANSACTION
         self.partitions = set()
         self._sends = []
+        self._batches = {}
 
     def _in_transaction(self, request: ClientRequest) -> bool:
         """True when sends may join the open transaction; else the request fails at once."""
@@ -274,7 +310,11 @@ class TransactionalProducer(Producer):
         if not new:
             return True
         message = txn.AddPartitionsToTxnRequest(
-            self.transactional_id, self.producer_id, self.epoch, tuple((tp.topic, tp.partition) for tp in new)
+            self.transactional_id,
+            self.producer_id,
+            self.epoch,
+            tuple((tp.topic, tp.partition) for tp in new),
+            transaction_version=self.transaction_version,
         )
         answer = await self._call(request, api, self._coordinator, lambda: message, RETRIABLE)
         error = self._error_of(answer)
@@ -285,9 +325,11 @@ class TransactionalProducer(Producer):
         return True
 
     async def _send_records(self, request: ClientRequest, tp: TopicPartition, count: int, size: int) -> None:
-        if not self._in_transaction(request) or not await self._add_partitions(
-            request, [tp], "AddPartitionsToTxn"
-        ):
+        if not self._in_transaction(request):
+            return
+        if self.transaction_version >= 2:
+            self.partitions.add(tp)  # the produce adds it: its leader asks the coordinator (KIP-890)
+        elif not await self._add_partitions(request, [tp], "AddPartitionsToTxn"):
             return
         request.broker = self.cluster.leader_of(tp)
         if request.broker < 0:
@@ -301,18 +343,58 @@ class TransactionalProducer(Producer):
             self.config.request_timeout_ms,
             {tp: ProduceData(count, size, producers=(batch,))},
             request.id,
+            self.transactional_id,
+            # Produce v11 (its leader answers TRANSACTION_ABORTABLE for a partition not in the
+            # transaction), v12+ with transaction version 2 (its leader adds the partition)
+            ADD_PARTITION if self.transaction_version >= 2 else GENERIC_ERROR_SUPPORTED,
         )
         self._sends.append(request)
+        self._batches[request.id] = message
         self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
 
     def _on_response(self, request: ClientRequest, response: Any) -> None:
+        if isinstance(response, ProduceResponse) and self._retry_produce(request, response):
+            return
         super()._on_response(request, response)
         failed = [Errors[name] for name in request.errors.values() if name != Errors.NONE.name]
         if failed and request in self._sends:
-            if Errors.PRODUCER_FENCED in failed:
-                self._become_fatal(Errors.PRODUCER_FENCED)
+            fatal = [error for error in failed if error in _FATAL_PRODUCE]
+            if fatal:
+                self._become_fatal(fatal[0])
             else:
                 self._become_abortable(failed[0])
+
+    def _retry_produce(self, request: ClientRequest, response: ProduceResponse) -> bool:
+        """True when the batch is sent again ``retry.backoff.ms`` later (a retriable answer, time left)."""
+        ((tp, part),) = response.partitions.items()
+        config = self.config
+        resend_at = self.cluster.now() + config.retry_backoff_ms
+        if (
+            part.error not in _RETRIABLE_PRODUCE
+            or self.state == CRASHED
+            or resend_at >= request.created_ms + config.delivery_timeout_ms
+        ):
+            return False
+        self._trace(
+            "client.txn.retry",
+            request,
+            lambda: {"api": "Produce", "error": part.error.name, "backoff_ms": config.retry_backoff_ms},
+        )
+        self.errors.append((self.cluster.now(), "Produce", part.error.name))
+
+        async def resend() -> None:
+            await self.cluster.clock.sleep_until(resend_at)
+            if self.state == CRASHED or request.completed:
+                return
+            request.broker = self.cluster.leader_of(tp)
+            if request.broker < 0:
+                self._become_abortable(Errors.LEADER_NOT_AVAILABLE)
+                return self._fail(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+            message = self._batches[request.id]
+            self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
+
+        self.cluster.nursery.start_soon(resend)
+        return True
 
     async def _send_offsets(
         self, request: ClientRequest, offsets: dict[TopicPartition, int], group_id: str
@@ -356,15 +438,22 @@ class TransactionalProducer(Producer):
         if self.state == FATAL_ERROR:
             return self._fail(request, self.error or Errors.PRODUCER_FENCED, "immediate")
         if self.partitions:
-            message = txn.EndTxnRequest(self.transactional_id, self.producer_id, self.epoch, commit)
+            message = txn.EndTxnRequest(
+                self.transactional_id, self.producer_id, self.epoch, commit, self.transaction_version
+            )
             answer = await self._call(request, "EndTxn", self._coordinator, lambda: message, RETRIABLE)
             error = self._error_of(answer)
             if error is not Errors.NONE:
                 return self._end_in(request, error, fatal=True)
+            if self.transaction_version >= 2 and answer.producer_id >= 0:
+                # the coordinator bumped the epoch at the end (KIP-890): the next transaction uses it
+                self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
+                self._sequences.clear()
         self.state = READY
         self.error = None
         self.partitions = set()
         self._sends = []
+        self._batches = {}
         request.errors[self.transactional_id] = Errors.NONE.name
         self._finish(request, "immediate")
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.broker.config import ConfigError
+from minibroker.broker.config import ConfigError, ProducerConfig
 from minibroker.clients import TransactionalProducer
 from minibroker.clients import transactional_producer as tp_states
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
+from minibroker.sim import TopicSpec
+from tests.coordinator.transaction.test_kip890 import V0
+from tests.coordinator.transaction.test_kip890 import _cluster as kip890_cluster
 from tests.coordinator.transaction.test_transaction_coordinator import _cluster as coordinator_cluster
 
 T0 = TopicPartition("t", 0)
@@ -22,6 +25,11 @@ def _cluster():
 def _txn(cluster, txn_id: str):
     broker = cluster.transaction_coordinator_for(txn_id)
     return cluster.brokers[broker].transaction_coordinator.transactions[txn_id]
+
+
+async def _until(cluster, txn_id: str, state: str) -> None:
+    while _txn(cluster, txn_id).state != state:
+        await cluster.clock.sleep_until(cluster.now() + 1)
 
 
 def _log(cluster, tp=T0):
@@ -174,3 +182,75 @@ async def test_a_call_the_coordinator_never_answers_fails_at_max_block_ms(autoju
         assert producer.state == tp_states.UNINITIALIZED
         cluster.heal_link("p", 0)
         assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
+
+
+async def test_a_send_is_verified_by_its_leader_and_sent_again_when_the_verification_is_lost(autojump_clock):
+    # w-0 on broker 1 alone; the coordinator is broker 0, 5 ms from broker 1; broker 1 waits 1000 ms
+    # for the coordinator's answer (request.timeout.ms)
+    async with kip890_cluster(**{"request.timeout.ms": 1000}) as (cluster, sink):
+        cluster.create_topic(TopicSpec("w", 1, 1, assignment=((1,),)))
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        await producer.init_transactions().wait()
+        producer.begin_transaction()
+        sent = producer.send("w", 0, 2, name="send")
+        while not sink.of_kind("txn.verify"):
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        (first,) = sink.of_kind("txn.verify")
+        start = first["time_ms"]
+        assert (first["broker"], first["op"], first["txn"], first["add"]) == (1, "send", "tx", False)
+        cluster.network.drop(1, 0, one_way=True)  # the verification (in flight) is lost
+        await cluster.clock.sleep_until(start + 500)
+        cluster.network.heal(1, 0, one_way=True)
+        await sent.wait()
+        # lost: NOT_ENOUGH_REPLICAS at start + 1000, sent again 100 ms later, verified in 2 x 5 ms
+        assert (sent.errors, sent.completed_ms) == ({"w-0": "NONE"}, start + 1110)
+        (retry,) = sink.of_kind("client.txn.retry")
+        assert (retry["time_ms"], retry["api"], retry["error"]) == (
+            start + 1000,
+            "Produce",
+            "NOT_ENOUGH_REPLICAS",
+        )
+        verified = [(e["time_ms"], e["refused"]) for e in sink.of_kind("txn.verified")]
+        assert verified == [(start + 1000, {"w-0": "NOT_ENOUGH_REPLICAS"}), (start + 1110, {})]
+        assert producer.state == tp_states.IN_TRANSACTION
+        log = cluster.brokers[1].replica_manager.partition(TopicPartition("w", 0)).log
+        assert (log.high_watermark, log.last_stable_offset) == (2, 0)
+
+
+async def test_transaction_version_2_adds_partitions_by_the_produce_and_takes_the_epoch_from_end_txn(
+    autojump_clock,
+):
+    # v-0 led by broker 1 (replicas 1, 2, 0), the coordinator broker 0, 5 ms from broker 1 both ways
+    async with kip890_cluster() as (cluster, sink):
+        producer = cluster.producer("p", {"transactional.id": "tx", "minibroker.transaction.version": 2})
+        assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
+        pid = producer.producer_id
+        for epoch in (0, 1):
+            assert producer.epoch == epoch
+            producer.begin_transaction()
+            start = cluster.now()
+            sent = await producer.send("v", 0, 2).wait()
+            # no AddPartitionsToTxn from the producer: its leader adds v-0 (5 ms there, the Ongoing
+            # write 10 ms: broker 1 is in __transaction_state's ISR, 5 ms back), then the append waits
+            # 10 ms for broker 0's fetch of v-0
+            assert (sent.errors, sent.completed_ms - start) == ({"v-0": "NONE"}, 30)
+            assert _txn(cluster, "tx").state == ONGOING and _txn(cluster, "tx").transaction_version == 2
+            ended = await producer.commit_transaction().wait()
+            assert ended.errors == {"tx": "NONE"}
+            # EndTxn bumped the epoch (PrepareCommit at epoch + 1) and answered it
+            assert (producer.producer_id, producer.epoch) == (pid, epoch + 1)
+            await _until(cluster, "tx", COMPLETE_COMMIT)
+        adds = [(e["broker"], e["add"], e["partitions"]) for e in sink.of_kind("txn.verify")]
+        assert adds == [(1, True, ["v-0"]), (1, True, ["v-0"])]
+        log = cluster.brokers[1].replica_manager.partition(V0).log
+        # 2 records, COMMIT at epoch 1; 2 records of epoch 1 (sequences from 0 again), COMMIT at epoch 2
+        assert (log.high_watermark, log.last_stable_offset) == (6, 6)
+        assert producer.errors == []
+
+
+def test_minibroker_transaction_version_is_1_or_2():
+    with pytest.raises(
+        ConfigError, match=r"minibroker.transaction.version: expected a number from 1 to 2, got 3"
+    ):
+        ProducerConfig.from_kafka({"minibroker.transaction.version": 3})

@@ -148,6 +148,8 @@ KINDS: dict[str, frozenset[str]] = {
         "txn.load": ("broker", "partition", "transactions"),
         "txn.timeout": ("broker", "txn", "started"),
         "txn.expire": ("broker", "txn", "producer_id"),
+        "txn.verify": ("broker", "op", "txn", "coordinator", "partitions", "add"),
+        "txn.verified": ("broker", "op", "txn", "refused"),
         "group.txn_commit": (*_GROUP, "producer_id", "error", "offsets"),
         "group.txn_offsets": (*_GROUP, "producer_id", "committed", "partitions"),
         "client.init_producer_id": (*_CLIENT, "txn"),
