@@ -151,7 +151,7 @@ def render(result: RunResult, console: Console) -> None:
     for view in result.final.brokers:
         totals = result.purgatory_totals[view.broker]
         live = {p.name: p for p in view.purgatories}
-        for name in ("Produce", "Fetch", "DeleteRecords"):
+        for name in ("Produce", "Fetch", "DeleteRecords", "ElectLeader"):
             figures = totals.get(name, {})
             current = live.get(name)
             purgatories.add_row(

@@ -21,6 +21,7 @@ from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     DeleteRecordsRequest,
+    ElectLeadersRequest,
     FetchRequest,
     LeaderAndIsr,
     MetadataCatchUp,
@@ -75,6 +76,8 @@ class Broker:
         self.transaction_coordinator: TransactionCoordinator | None = None
         #: the leader of a partition (the cluster points this at its controller)
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
+        #: the controller's election for (partition, election type): the new leader or (error, message)
+        self.elect_leader: Callable[[TopicPartition, int], int | tuple[Errors, str]] | None = None
         #: producer ids this broker's transaction coordinator hands out (a block per broker)
         self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
@@ -107,6 +110,9 @@ class Broker:
         manager.request_numbers = self._request_numbers
         self.contain_errors(manager)
         manager.topic_overrides = self.topic_overrides
+        manager.metadata_leader = self.leader_of
+        if self.elect_leader is not None:
+            manager.elect_leader = self.elect_leader
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
@@ -163,6 +169,9 @@ class Broker:
         elif isinstance(message, DeleteRecordsRequest):
             assert respond is not None
             manager.delete_records(message, respond)
+        elif isinstance(message, ElectLeadersRequest):
+            assert respond is not None
+            manager.elect_leaders(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
         elif isinstance(message, GroupRequest) and self.coordinator is not None:

@@ -1,4 +1,4 @@
-"""ReplicaManager: one broker's partitions, its three purgatories, its replica fetchers and ISR changes.
+"""ReplicaManager: one broker's partitions, its four purgatories, its replica fetchers and ISR changes.
 
 Kafka's ``ReplicaManager`` with the leader-side parts of its ``Partition`` in one class, in sections:
 ``append_records`` (the produce path), ``fetch_messages`` (reads, and the leader's view of each
@@ -10,9 +10,9 @@ ISR changes (``maybe_shrink_isr``, ``alter_partition``, ``commit_isr``) and the 
 
 It holds the partitions this broker hosts (``partitions``, over the broker's ``logs``, which outlive it
 across restarts), one ``ReplicaFetcher`` per leader it follows, the broker registrations the controller
-last sent, and the Produce, Fetch and DeleteRecords purgatories. The purgatories share the broker's one
-timer and one Reaper (a deliberate deviation, docs/deviations.md: Kafka gives each purgatory its own
-timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
+last sent, and the Produce, Fetch, DeleteRecords and ElectLeader purgatories. The purgatories share
+the broker's one timer and one Reaper (a deliberate deviation, docs/deviations.md: Kafka gives each
+purgatory its own timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
 
 | event                                                    | purgatories checked          |
 |----------------------------------------------------------|------------------------------|
@@ -23,6 +23,7 @@ timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
 | leadership lost (they answer NOT_LEADER_OR_FOLLOWER)     | produce, fetch               |
 | follower appended replicated data                        | fetch                        |
 | broker registrations changed and the HW rose             | fetch, produce, deleteRecords|
+| a partition's metadata changed (LeaderAndIsr, stop)      | electLeader                  |
 
 Invariants:
 
@@ -47,6 +48,7 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsPartitionStatus
+from minibroker.broker.delayed_elect_leader import DelayedElectLeader
 from minibroker.broker.delayed_fetch import DelayedFetch
 from minibroker.broker.delayed_produce import DelayedProduce, ProducePartitionStatus
 from minibroker.broker.log import Log, LogOffsetMetadata
@@ -61,6 +63,8 @@ from minibroker.common.messages import (
     AlterPartitionResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     EpochEndOffset,
     FetchPartition,
     FetchRequest,
@@ -68,6 +72,7 @@ from minibroker.common.messages import (
     LeaderAndIsr,
     NetworkError,
     PartitionDeleteRecordsResponse,
+    PartitionElectLeaderResponse,
     PartitionFetchResponse,
     PartitionProduceResponse,
     ProduceRequest,
@@ -132,6 +137,11 @@ class ReplicaManager:
                 tracer=tracer,
             )
         )
+        #: ElectLeaders waiting for the elected leaders in this broker's metadata (Kafka's default purge
+        #: interval: the ElectLeader purgatory has no setting of its own)
+        self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
+            DelayedOperationPurgatory("ElectLeader", self.timer, broker_id=broker_id, tracer=tracer)
+        )
         for purgatory in self.purgatories:
             self.reaper.add_hook(purgatory.maybe_purge)
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -152,6 +162,14 @@ class ReplicaManager:
         self.topic_overrides: Callable[[str], dict[str, str]] = lambda topic: {}
         #: called with (partition, is_leader, leader epoch) after each leadership change
         self.leadership_listeners: list[Callable[[TopicPartition, bool, int], None]] = []
+        #: the controller's election for (partition, election type): the leader it elected, or
+        #: (error, message) when it elects none (the broker points this at the controller)
+        self.elect_leader: Callable[[TopicPartition, int], int | tuple[Errors, str]] = lambda tp, kind: (
+            Errors.UNKNOWN_TOPIC_OR_PARTITION,
+            f"partition {tp} does not exist",
+        )
+        #: the leader of a partition this broker does not host, as its metadata shows it
+        self.metadata_leader: Callable[[TopicPartition], int] = lambda tp: -1
 
     # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -170,8 +188,13 @@ class ReplicaManager:
 
     @property
     def purgatories(self) -> tuple[DelayedOperationPurgatory, ...]:
-        """Produce, Fetch and DeleteRecords, in that order (the figures list them so)."""
-        return (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory)
+        """Produce, Fetch, DeleteRecords and ElectLeader, in that order (the figures list them so)."""
+        return (
+            self.produce_purgatory,
+            self.fetch_purgatory,
+            self.delete_records_purgatory,
+            self.elect_leader_purgatory,
+        )
 
     def now(self) -> int:
         return self.clock.now_ms()
@@ -515,8 +538,63 @@ class ReplicaManager:
                 )
         respond(response)
 
+    # ---- electLeaders -------------------------------------------------------------------------------------
+    # The controller elects at once (``elect_leader``); the partitions it elected a leader for wait in the
+    # ElectLeader purgatory until this broker's metadata shows that leader, or ``timeout_ms``; the ones it
+    # refused keep its error. With none elected the answer goes out now.
+    def elect_leaders(self, request: ElectLeadersRequest, respond: Callable[[Any], None]) -> None:
+        """Kafka's ``ReplicaManager.electLeaders``: elect, then wait for the leaders in the metadata."""
+        tracing = self.tracer.enabled
+        if tracing:
+            self.emit(
+                "elect_leaders.request",
+                op=request.request_id,
+                keys=[str(tp) for tp in request.partitions],
+                election=request.election_type,
+                timeout_ms=request.timeout_ms,
+            )
+        expected: dict[TopicPartition, int] = {}
+        refused: dict[TopicPartition, PartitionElectLeaderResponse] = {}
+        for tp in request.partitions:
+            outcome = self.elect_leader(tp, request.election_type)
+            if isinstance(outcome, int):
+                expected[tp] = outcome
+            else:
+                refused[tp] = PartitionElectLeaderResponse(*outcome)
+
+        def answer(response: ElectLeadersResponse) -> None:
+            if self.tracer.enabled:
+                for tp, part in response.partitions.items():
+                    self.emit(
+                        "elect_leaders.response",
+                        op=request.request_id,
+                        partition=str(tp),
+                        error=part.error.name,
+                        cause=response.cause,
+                    )
+            respond(response)
+
+        if not expected:
+            answer(ElectLeadersResponse(refused))
+            return
+        operation = DelayedElectLeader(
+            request.timeout_ms, expected, refused, self.leader_in_metadata, answer, request.request_id or None
+        )
+        self.elect_leader_purgatory.try_complete_else_watch(operation, list(expected))
+
+    def leader_in_metadata(self, tp: TopicPartition) -> int:
+        """The leader of ``tp`` as this broker knows it: its replica's, else the metadata's."""
+        partition = self.partitions.get(tp)
+        return partition.leader_id if partition is not None else self.metadata_leader(tp)
+
     # ---- becomeLeaderOrFollower and stopReplicas (leadership) ----------------------------------------------
     def apply_leader_and_isr(self, state: LeaderAndIsr) -> None:
+        """The controller's decision for one partition; an ElectLeaders waiting on it is checked after."""
+        self._become_leader_or_follower(state)
+        if self.elect_leader_purgatory.num_delayed():
+            self.elect_leader_purgatory.check_and_complete(state.tp)
+
+    def _become_leader_or_follower(self, state: LeaderAndIsr) -> None:
         """The controller's decision for one partition: lead, follow, or just a new ISR."""
         tp = state.tp
         partition = self.partitions.get(tp)
@@ -606,6 +684,7 @@ class ReplicaManager:
             self.emit("replica.stopped", partition=str(tp), deleted=delete)
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.elect_leader_purgatory.check_and_complete(tp)
 
     # ---- ISR changes (maybeShrinkIsr, AlterPartition, commits) ---------------------------------------------
     # Every ``isr_expiration_period_ms`` (Kafka: half of ``replica.lag.time.max.ms``) each led partition

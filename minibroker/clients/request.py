@@ -59,7 +59,7 @@ class ClientRequest:
 
     id: str
     client: str
-    kind: str  # "produce", "fetch" or "delete_records"
+    kind: str  # "produce", "fetch", "delete_records" or "elect_leaders"
     broker: int
     created_ms: int
     partitions: tuple[TopicPartition, ...]

@@ -147,6 +147,30 @@ class DeleteRecordsResponse:
     cause: str = "immediate"
 
 
+# --- elect leaders ---------------------------------------------------------------------------
+@attrs.frozen(slots=True)
+class ElectLeadersRequest:
+    """Elect a leader for each partition (0: preferred, 1: unclean); wait up to ``timeout_ms`` for
+    every elected leader to show in the metadata of the broker that was asked."""
+
+    partitions: tuple[TopicPartition, ...]
+    election_type: int
+    timeout_ms: int
+    request_id: str = ""
+
+
+@attrs.frozen(slots=True)
+class PartitionElectLeaderResponse:
+    error: Errors
+    message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class ElectLeadersResponse:
+    partitions: dict[TopicPartition, PartitionElectLeaderResponse]
+    cause: str = "immediate"
+
+
 # --- controller ------------------------------------------------------------------------------
 @attrs.frozen(slots=True)
 class AlterPartitionRequest:

@@ -154,6 +154,21 @@ class DeleteRecords(Step):
 
 
 @attrs.frozen
+class ElectLeaders(Step):
+    """An admin client's ElectLeaders for one partition (``election`` 0: preferred, 1: unclean), sent
+    to ``broker`` (None: the lowest live one); it waits in that broker's ElectLeader purgatory until
+    the elected leader is in its metadata, at most ``timeout_ms``."""
+
+    client: str
+    topic: str
+    partition: int
+    election: int = 0
+    timeout_ms: int = 30_000
+    broker: int | None = None
+    id: str | None = None
+
+
+@attrs.frozen
 class BrokerFault(Step):
     """pause / resume (a follower's fetchers), crash / restart / shutdown (a broker)."""
 

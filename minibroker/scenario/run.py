@@ -35,6 +35,7 @@ from minibroker.scenario.model import (
     BrokerFault,
     Count,
     DeleteRecords,
+    ElectLeaders,
     Event,
     Expectation,
     Fetch,
@@ -271,6 +272,11 @@ class ScenarioRunner:
             tp = TopicPartition(step.topic, step.partition)
             admin = cluster.admin(step.client)
             self._name(admin.delete_records({tp: step.offset}, step.timeout_ms, step.id), step.id)
+        elif isinstance(step, ElectLeaders):
+            tp = TopicPartition(step.topic, step.partition)
+            admin = cluster.admin(step.client)
+            request = admin.elect_leaders([tp], step.election, step.timeout_ms, step.id, step.broker)
+            self._name([request], step.id)
         elif isinstance(step, Load):
             workers.start_soon(self._load, step)
         elif isinstance(step, BrokerFault):

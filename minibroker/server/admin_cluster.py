@@ -6,7 +6,10 @@
   endpoint type 2) is UNSUPPORTED_ENDPOINT_TYPE, as a broker answers. No
   authorizer: authorized operations are never reported.
 - ElectLeaders: per partition (all partitions when the list is null, then without
-  the ELECTION_NOT_NEEDED ones) a preferred election, or an unclean one (v1+).
+  the ELECTION_NOT_NEEDED ones) a preferred election, or an unclean one (v1+), sent to
+  this broker over the emulated network: the controller elects at once and the answer
+  waits in the broker's ElectLeader purgatory until every elected leader is in its
+  metadata, at most ``timeout_ms`` (then REQUEST_TIMED_OUT for the partitions still waiting).
 - DeleteRecords: one emulated DeleteRecords request to this broker over the
   emulated network; the broker answers for the partitions it leads
   (NOT_LEADER_OR_FOLLOWER for the others) once its DeleteRecords purgatory lets it.
@@ -17,11 +20,10 @@ from __future__ import annotations
 from kafka.protocol.admin import DeleteRecordsResponse, DescribeClusterResponse, ElectLeadersResponse
 
 from minibroker.common.errors import Errors
-from minibroker.common.messages import DeleteRecordsRequest, TopicPartition
+from minibroker.common.messages import DeleteRecordsRequest, ElectLeadersRequest, TopicPartition
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
-from minibroker.sim import topic_admin
-from minibroker.sim.topic_admin import PREFERRED, AdminError
+from minibroker.sim.topic_admin import PREFERRED
 
 ClusterBroker = DescribeClusterResponse.DescribeClusterBroker
 ElectionResult = ElectLeadersResponse.ReplicaElectionResult
@@ -75,17 +77,16 @@ async def elect_leaders(request: Request, conn: Connection) -> ElectLeadersRespo
         asked = [tp for tp in sorted(cluster.controller.state) if not cluster.topics[tp.topic].internal]
     else:
         asked = [TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions]
+    timeout_ms = max(0, body.timeout_ms)
+    message = ElectLeadersRequest(tuple(asked), election, timeout_ms, conn.request_id(request.correlation_id))
+    answer = await conn.call(message, timeout_ms + RESPONSE_GRACE_MS)
     by_topic: dict[str, list] = {}
     for tp in asked:
-        error, message = Errors.NONE, None
-        try:
-            topic_admin.elect_leader(cluster, tp, election)
-        except AdminError as refused:
-            error, message = refused.error, str(refused)
-        if everything and error is Errors.ELECTION_NOT_NEEDED:
+        part = answer.partitions[tp]
+        if everything and part.error is Errors.ELECTION_NOT_NEEDED:
             continue
         by_topic.setdefault(tp.topic, []).append(
-            ElectionPartition(partition_id=tp.partition, error_code=error, error_message=message)
+            ElectionPartition(partition_id=tp.partition, error_code=part.error, error_message=part.message)
         )
     response = ElectLeadersResponse(
         throttle_time_ms=0,

@@ -30,6 +30,7 @@ from minibroker.scenario.loader.retry import retry_events
 from minibroker.scenario.loader.scope import Scope
 from minibroker.scenario.model import (
     DeleteRecords,
+    ElectLeaders,
     Fetch,
     GroupState,
     Load,
@@ -43,7 +44,7 @@ from minibroker.scenario.model import (
 Planned = Scenario | Scope
 
 #: steps that make client requests
-REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords)
+REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords, ElectLeaders)
 
 
 @attrs.frozen
@@ -143,7 +144,7 @@ def projected_span(scope: Planned) -> int:
     last = max(ends)
     if scope.end_ms is None and any(isinstance(step, REQUESTS) for step in scope.steps):
         waits = [_client_wait(c.type, c.config) for c in scope.clients]
-        waits += [s.timeout_ms for s in scope.steps if isinstance(s, DeleteRecords)]
+        waits += [s.timeout_ms for s in scope.steps if isinstance(s, (DeleteRecords, ElectLeaders))]
         last += max(waits, default=0)
     return last
 
@@ -180,7 +181,7 @@ def projected_events(scope: Planned) -> tuple[int, int, int]:
         elif isinstance(step, Load):
             requests += step.rate * step.duration_ms // 1000 * factor[step.topic]
             records += step.rate * step.duration_ms // 1000 * step.records if step.topic == retried else 0
-        elif isinstance(step, DeleteRecords):
+        elif isinstance(step, (DeleteRecords, ElectLeaders)):
             requests += factor[step.topic]
         elif isinstance(step, (Fetch, Poll)):
             consumer = clients[step.client]

@@ -43,9 +43,11 @@ ERRORS = (
     "INVALID_REQUIRED_ACKS",
     "FENCED_LEADER_EPOCH",
     "UNKNOWN_LEADER_EPOCH",
+    "ELECTION_NOT_NEEDED",
+    "PREFERRED_LEADER_NOT_AVAILABLE",
 )
 #: the purgatories a ``purgatory`` expectation or a count may name
-PURGATORIES = ("Produce", "Fetch", "DeleteRecords")
+PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "ElectLeader")
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.scenario.loader.admin import delete_records_step
+from minibroker.scenario.loader.admin import delete_records_step, elect_leaders_step
 from minibroker.scenario.loader.delay import delay_of
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.groups import member_step
@@ -143,6 +143,7 @@ STEPS: dict[str, StepParser] = {
     "hang": member_step,
     "commit": member_step,
     "delete_records": delete_records_step,
+    "elect_leaders": elect_leaders_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 
