@@ -16,6 +16,7 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
+from minibroker.broker.log_cleaner import KeyOf
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.errors import Errors
@@ -32,8 +33,14 @@ from minibroker.common.network import NetworkClient
 from minibroker.common.record_batch import COMMIT_MARKER
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
+from minibroker.coordinator.group import records as group_records
 from minibroker.coordinator.group.messages import GroupRequest
-from minibroker.coordinator.transaction import TransactionContext, TransactionCoordinator
+from minibroker.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionContext,
+    TransactionCoordinator,
+    transaction_metadata,
+)
 from minibroker.coordinator.transaction.messages import (
     AddPartitionsToTxnRequest,
     DescribeTransactionsRequest,
@@ -43,6 +50,15 @@ from minibroker.coordinator.transaction.messages import (
 )
 from minibroker.runtime import MsClock
 from minibroker.trace import NULL_TRACER, Tracer
+
+
+def record_keys(topic: str) -> KeyOf | None:
+    """How the log cleaner reads the keys of the coordinators' records (values without Kafka keys)."""
+    if topic == OFFSETS_TOPIC:
+        return group_records.compaction_key
+    if topic == TRANSACTION_STATE_TOPIC:
+        return transaction_metadata.compaction_key
+    return None
 
 
 class Broker:
@@ -111,6 +127,8 @@ class Broker:
         self.contain_errors(manager)
         manager.topic_overrides = self.topic_overrides
         manager.metadata_leader = self.leader_of
+        manager.log_config_defaults = self.internal_topic_configs
+        manager.record_keys = record_keys
         if self.elect_leader is not None:
             manager.elect_leader = self.elect_leader
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
@@ -134,6 +152,18 @@ class Broker:
 
         await nursery.start(main)
         self._notify()
+
+    def internal_topic_configs(self, topic: str) -> dict[str, str]:
+        """Kafka creates its internal topics compacted, with segments of their own size."""
+        if topic == OFFSETS_TOPIC:
+            return {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+            }
+        if topic == TRANSACTION_STATE_TOPIC:
+            segment = str(self.config.transaction_state_log_segment_bytes)
+            return {"cleanup.policy": "compact", "segment.bytes": segment}
+        return {}
 
     def contain_errors(self, manager: ReplicaManager | None = None) -> None:
         """Hand exceptions from the reaper's tasks to ``network.on_error`` (when set), as the network does."""

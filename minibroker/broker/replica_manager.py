@@ -52,6 +52,8 @@ from minibroker.broker.delayed_elect_leader import DelayedElectLeader
 from minibroker.broker.delayed_fetch import DelayedFetch
 from minibroker.broker.delayed_produce import DelayedProduce, ProducePartitionStatus
 from minibroker.broker.log import Log, LogOffsetMetadata
+from minibroker.broker.log_cleaner import Cleaner, KeyOf, LogCleaner
+from minibroker.broker.log_config import LogConfig
 from minibroker.broker.partition import Partition, PartitionError
 from minibroker.broker.pushed_errors import PushedErrors
 from minibroker.broker.replica_fetcher import ReplicaFetcher
@@ -170,6 +172,21 @@ class ReplicaManager:
         )
         #: the leader of a partition this broker does not host, as its metadata shows it
         self.metadata_leader: Callable[[TopicPartition], int] = lambda tp: -1
+        #: the configs a topic has without overrides when Kafka creates it so (the internal topics)
+        self.log_config_defaults: Callable[[str], dict[str, str]] = lambda topic: {}
+        #: how the log cleaner reads the keys of a topic's values (the coordinators' internal topics)
+        self.record_keys: Callable[[str], KeyOf | None] = lambda topic: None
+        #: compacts this broker's cleanup.policy=compact logs (leaders' and followers' alike)
+        self.log_cleaner = LogCleaner(
+            broker_id,
+            self.timer,
+            self.now,
+            self._compacted_logs,
+            config.log_cleaner_backoff_ms,
+            Cleaner(lambda topic: self.record_keys(topic)),
+            tracer,
+        )
+        self.log_cleaner.enabled = config.log_cleaner_enable
 
     # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -178,6 +195,7 @@ class ReplicaManager:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.reaper.run)
+                self.log_cleaner.wake()
                 nursery.start_soon(self.run_isr_expiration)
                 for fetcher in self.fetchers.values():
                     nursery.start_soon(fetcher.run)
@@ -209,6 +227,13 @@ class ReplicaManager:
 
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
+
+    def log_config(self, topic: str) -> LogConfig:
+        """The topic's log settings: its overrides over Kafka's defaults for it and this broker's."""
+        return LogConfig.of({**self.log_config_defaults(topic), **self.topic_overrides(topic)}, self.config)
+
+    def _compacted_logs(self) -> list[tuple[TopicPartition, Log, LogConfig]]:
+        return [(tp, p.log, self.log_config(tp.topic)) for tp, p in self.partitions.items()]
 
     def _lookup_error(self, tp: TopicPartition) -> Errors:
         return Errors.NOT_LEADER_OR_FOLLOWER if self.known(tp) else Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -599,7 +624,12 @@ class ReplicaManager:
         tp = state.tp
         partition = self.partitions.get(tp)
         if partition is None:
-            log = self.logs.setdefault(tp, Log(self.config.log_segment_bytes))
+            settings = self.log_config(tp.topic)
+            log = self.logs.setdefault(tp, Log(settings.segment_bytes, settings.segment_ms))
+            log.segment_bytes, log.segment_ms = settings.segment_bytes, settings.segment_ms
+            log.on_roll = self.log_cleaner.wake
+            if len(log.segments) > 1:
+                self.log_cleaner.wake()
             partition = Partition(
                 tp,
                 self.broker_id,

@@ -7,12 +7,16 @@ Kafka's own default. Some are *modelled* (they change what the emulator does):
 
 - ``min.insync.replicas``: the partition's min ISR (acks=all produce, the HW freeze);
 - ``unclean.leader.election.enable``: the controller may elect an out-of-sync replica;
-- ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION;
+- ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION; with ``compact``
+  the log cleaner compacts the topic, as ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
+  ``max.compaction.lag.ms`` and ``delete.retention.ms`` say (``log_cleaner``);
+- ``segment.bytes``, ``segment.ms``: when a log rolls its active segment (read when a replica's
+  log is made);
 - ``flush.messages``, ``flush.ms``: with ``serve --data-dir``, when a log is fsynced (read when
   the log's files are opened).
 
-The others are kept and described but change nothing here (retention, segments,
-compression, timestamps): an application may set them, and reads back what it set.
+The others are kept and described but change nothing here (retention, compression,
+timestamps): an application may set them, and reads back what it set.
 An unknown name or a value of the wrong form raises ``TopicConfigError`` (Kafka's
 INVALID_CONFIG) with a one-line message.
 """
@@ -34,7 +38,7 @@ class TopicConfigError(ValueError):
 @attrs.frozen
 class TopicConfigDef:
     name: str
-    kind: str  # "int", "long", "bool", "choice" or "list"
+    kind: str  # "int", "long", "double", "bool", "choice" or "list"
     default: str
     broker_key: str | None = None  # the broker setting it falls back to
     minimum: int = 0
@@ -53,14 +57,28 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "producer",
             choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
         ),
-        TopicConfigDef("delete.retention.ms", "long", "86400000"),
+        TopicConfigDef(
+            "delete.retention.ms", "long", "86400000", "log.cleaner.delete.retention.ms", modelled=True
+        ),
         TopicConfigDef(
             "flush.messages", "long", str(INT64_MAX), "log.flush.interval.messages", minimum=1, modelled=True
         ),
         TopicConfigDef("flush.ms", "long", str(INT64_MAX), "log.flush.interval.ms", modelled=True),
+        TopicConfigDef(
+            "max.compaction.lag.ms",
+            "long",
+            str(INT64_MAX),
+            "log.cleaner.max.compaction.lag.ms",
+            minimum=1,
+            modelled=True,
+        ),
         TopicConfigDef("max.message.bytes", "int", "1048588", maximum=INT32_MAX),
         TopicConfigDef(
             "message.timestamp.type", "choice", "CreateTime", choices=("CreateTime", "LogAppendTime")
+        ),
+        TopicConfigDef("min.cleanable.dirty.ratio", "double", "0.5", maximum=1, modelled=True),
+        TopicConfigDef(
+            "min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms", modelled=True
         ),
         TopicConfigDef(
             "min.insync.replicas",
@@ -74,9 +92,15 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("retention.bytes", "long", "-1", minimum=-1),
         TopicConfigDef("retention.ms", "long", "604800000", minimum=-1),
         TopicConfigDef(
-            "segment.bytes", "int", "1073741824", "log.segment.bytes", minimum=14, maximum=INT32_MAX
+            "segment.bytes",
+            "int",
+            "1073741824",
+            "log.segment.bytes",
+            minimum=14,
+            maximum=INT32_MAX,
+            modelled=True,
         ),
-        TopicConfigDef("segment.ms", "long", "604800000", minimum=1),
+        TopicConfigDef("segment.ms", "long", "604800000", "log.roll.ms", minimum=1, modelled=True),
         TopicConfigDef(
             "unclean.leader.election.enable",
             "bool",
@@ -107,6 +131,16 @@ def check_topic_config(name: str, value: str | None) -> str:
                 f"{name}: expected a number in {definition.minimum}..{definition.maximum}, got {number}"
             )
         return str(number)
+    if definition.kind == "double":
+        try:
+            ratio = float(text)
+        except ValueError:
+            raise TopicConfigError(f"{name}: expected a number, got {value!r}") from None
+        if not definition.minimum <= ratio <= definition.maximum:
+            raise TopicConfigError(
+                f"{name}: expected a number in {definition.minimum}..{definition.maximum}, got {text}"
+            )
+        return str(ratio)
     if definition.kind == "bool":
         if text.lower() not in ("true", "false"):
             raise TopicConfigError(f"{name}: expected true or false, got {value!r}")

@@ -55,6 +55,8 @@ class TopicSpecModel:
     partitions: int = 1
     replication_factor: int = 1
     assignment: tuple[tuple[int, ...], ...] | None = None
+    #: topic config overrides by Kafka's names, as strings (``cleanup.policy = "compact"``, ...)
+    configs: dict[str, str] = attrs.field(factory=dict, hash=False)
 
 
 @attrs.frozen
@@ -107,6 +109,9 @@ class Produce(Step):
     #: a delayed send (``minibroker.delayed_messages``), through ``delay_via`` ("levels" or "wheel")
     delay_ms: int | None = None
     delay_via: str | None = None
+    #: one record per key (Kafka's record keys, for compacted topics); ``tombstone``: null values
+    keys: tuple[str, ...] | None = None
+    tombstone: bool = False
 
 
 @attrs.frozen

@@ -27,6 +27,7 @@ import trio.testing
 
 from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.common.messages import ProduceData, TopicPartition
+from minibroker.common.record_batch import build_batch
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
 from minibroker.scenario.expect_groups import check_group, check_member
@@ -155,7 +156,7 @@ class ScenarioRunner:
         async with open_cluster(
             spec.brokers,
             [
-                TopicSpec(t.name, t.partitions, t.replication_factor, t.assignment)
+                TopicSpec(t.name, t.partitions, t.replication_factor, t.assignment, configs=dict(t.configs))
                 for t in self.scenario.topics
             ],
             spec.config,
@@ -260,7 +261,15 @@ class ScenarioRunner:
                 )
                 self._name([request], step.id)
                 return
-            data = {TopicPartition(step.topic, step.partition): ProduceData(step.records, step.bytes)}
+            produced = ProduceData(step.records, step.bytes)
+            if step.keys is not None:
+                now = cluster.now()
+                raw = build_batch(
+                    (now, key.encode(), None if step.tombstone else f"{key}@{now}".encode(), [])
+                    for key in step.keys
+                )
+                produced = ProduceData(len(step.keys), len(raw), raw=raw)
+            data = {TopicPartition(step.topic, step.partition): produced}
             self._name(producer.produce(data, step.id), step.id)
         elif isinstance(step, Fetch):
             consumer = self.clients[step.client]

@@ -31,9 +31,9 @@ from minibroker.sim.topic_admin import AdminError
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
-BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_TOPIC_TYPES = {"int": INT, "long": LONG, "bool": BOOLEAN, "choice": STRING, "list": LIST}
+_TOPIC_TYPES = {"int": INT, "long": LONG, "double": DOUBLE, "bool": BOOLEAN, "choice": STRING, "list": LIST}
 _DEFAULTS = BrokerConfig()
 
 

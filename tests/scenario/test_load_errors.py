@@ -65,7 +65,7 @@ def test_base_is_valid():
             '[[steps]]\nat = 5\naction = "explode"\n',
             "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
             "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, "
-            "delete_records, got 'explode'",
+            "delete_records, elect_leaders, got 'explode'",
         ),
         (
             '[[steps]]\nat = 5\naction = "delete_records"\ntopic = "t"\noffset = -2\n',
@@ -129,7 +129,9 @@ def test_base_is_valid():
             "default.replication.factor, "
             "delete.records.purgatory.purge.interval.requests, fetch.purgatory.purge.interval.requests, "
             "group.initial.rebalance.delay.ms, group.max.session.timeout.ms, group.max.size, "
-            "group.min.session.timeout.ms, log.flush.interval.messages, log.flush.interval.ms, "
+            "group.min.session.timeout.ms, log.cleaner.backoff.ms, log.cleaner.delete.retention.ms, "
+            "log.cleaner.enable, log.cleaner.max.compaction.lag.ms, log.cleaner.min.compaction.lag.ms, "
+            "log.flush.interval.messages, log.flush.interval.ms, log.roll.ms, "
             "log.segment.bytes, max.incremental.fetch.session.cache.slots, min.insync.replicas,",
         ),
         (

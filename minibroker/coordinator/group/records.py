@@ -84,5 +84,21 @@ def decode(data: bytes) -> dict[str, Any]:
     return record
 
 
+def compaction_key(data: bytes) -> tuple[bytes, bool] | None:
+    """The log cleaner's key of a record (Kafka's record key) and whether it is a tombstone.
+
+    An offset is keyed by group, topic and partition, a group's metadata by group. A transactional
+    offset (``producer_id``) and anything unknown get None: the cleaner keeps them.
+    """
+    try:
+        record = decode(data)
+    except ValueError:
+        return None
+    if "producer_id" in record:
+        return None
+    fields = ("type", "group", "topic", "partition") if record["type"] == "offset" else ("type", "group")
+    return _dump({name: record.get(name) for name in fields}), record.get("value") is None
+
+
 def _dump(record: dict[str, Any]) -> bytes:
     return json.dumps(record, sort_keys=True, separators=(",", ":")).encode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from minibroker.broker.config import BrokerConfig
+from minibroker.broker.topic_configs import TopicConfigError, check_topic_config
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.limits import MAX_BROKERS, MAX_PARTITION_REPLICAS
 from minibroker.scenario.loader.scope import Scope, between, is_broker, kafka, unique
@@ -74,8 +75,27 @@ def _topic(table: Table, brokers: int) -> TopicSpecModel:
                 f"got {describe(raw)}",
             )
         assignment = tuple(tuple(r) for r in raw)
+    configs = _topic_configs(table) if table.has("configs") else {}
     table.finish()
-    return TopicSpecModel(name, partitions, rf, assignment)
+    return TopicSpecModel(name, partitions, rf, assignment, configs)
+
+
+def _topic_configs(table: Table) -> dict[str, str]:
+    """``configs = { "cleanup.policy" = "compact", ... }``: Kafka topic configs, checked as Kafka does."""
+    settings = table.table("configs")
+    settings.used.update(settings.data)
+    checked = {}
+    for name, value in settings.data.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not isinstance(value, (str, int, float)):
+            raise settings.ctx.error(
+                f"{settings.path}.{name}", f"expected a string or a number, got {describe(value)}"
+            )
+        try:
+            checked[name] = check_topic_config(name, text)
+        except TopicConfigError as error:
+            raise settings.ctx.error(f"{settings.path}.{name}", str(error)) from None
+    return checked
 
 
 def read_links(root: Table, scope: Scope) -> None:
