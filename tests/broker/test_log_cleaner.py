@@ -15,8 +15,16 @@ from minibroker.broker.log_cleaner_manager import cleanable, grab_filthiest
 from minibroker.broker.log_config import LogConfig
 from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.common.record_batch import build_batch, records
+from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.group import records as group_records
+from minibroker.coordinator.group.messages import (
+    CommitOffset,
+    OffsetCommitRequest,
+    OffsetFetchGroup,
+    OffsetFetchRequest,
+)
 from minibroker.sim import TopicSpec, open_cluster
+from tests.coordinator.group.helpers import Raw, open_group_cluster
 
 TP = TopicPartition("t", 0)
 COMPACT = LogConfig(compact=True, segment_ms=100, delete_retention_ms=1000, min_cleanable_ratio=0.1)
@@ -199,3 +207,29 @@ def test_property_latest_value_per_key_survives_and_tombstones_wait_for_their_ho
         for offset in before - after:
             k, dead, at = appended[offset]
             assert offset != latest[k] or (dead and now >= at + COMPACT.delete_retention_ms)
+
+
+async def test_consumer_offsets_stop_growing_and_the_latest_commit_survives_a_reload(autojump_clock):
+    config = {"offsets.topic.segment.bytes": 600, "log.cleaner.backoff.ms": 1000}
+    cm, cluster, _ = await open_group_cluster(1, config)
+    try:
+        cluster.create_topic(TopicSpec("t", 1, 1))
+        raw = Raw(cluster, "app")
+        for k in range(100):  # one commit every 100 ms for 10 s: about 4 records per 600-byte segment
+            await cluster.clock.sleep_until(100 * (k + 1))
+            request = OffsetCommitRequest("g", (CommitOffset("t", 0, k),), -1, "")
+            assert [e.name for *_, e in (await raw.call(0, request)).partitions] == ["NONE"]
+        log = cluster.brokers[0].replica_manager.partitions[TopicPartition(OFFSETS_TOPIC, 0)].log
+        assert log.log_end_offset == 100
+        # cleaned every second from 1000 to 10000: of the commits of (g, t, 0) only the newest one below
+        # the active segment (95) and those in it (96..99) are left; emptied segments stay, merged
+        assert [batch.base_offset for batch in log.batches()] == [95, 96, 97, 98, 99]
+        assert cluster.brokers[0].replica_manager.log_cleaner.cleanings == 10
+        assert [segment.base_offset for segment in log.segments] == [0, 88, 92, 96]
+        cluster.crash(0)
+        await cluster.restart(0)
+        await cluster.clock.sleep_until(cluster.now() + 100)  # the coordinator reads the compacted log
+        fetched = await raw.call(0, OffsetFetchRequest((OffsetFetchGroup("g"),)))
+        assert [(o.partition, o.offset) for o in fetched.groups[0].offsets] == [(0, 99)]
+    finally:
+        await cm.__aexit__(None, None, None)
