@@ -151,8 +151,8 @@ class Log:
 
     # --- writing ---------------------------------------------------------------------------
     def append(self, batch: RecordBatch) -> None:
-        """Append a batch whose base offset is the LEO (leader and follower alike)."""
-        if batch.base_offset != self.log_end_offset:
+        """Append a batch at the LEO, or past it: a follower copying a compacted leader skips its holes."""
+        if batch.base_offset < self.log_end_offset:
             raise ValueError(f"append at offset {batch.base_offset} but LEO is {self.log_end_offset}")
         if batch.count < 1 or batch.size < 0:
             raise ValueError("a batch holds at least one record and a non-negative size")

@@ -233,3 +233,24 @@ async def test_consumer_offsets_stop_growing_and_the_latest_commit_survives_a_re
         assert [(o.partition, o.offset) for o in fetched.groups[0].offsets] == [(0, 99)]
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_a_follower_behind_copies_the_compacted_leader_across_its_holes(autojump_clock):
+    configs = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.1"}
+    topic = TopicSpec("t", 1, 2, configs=configs)
+    settings = {"log.cleaner.backoff.ms": 1000, "replica.lag.time.max.ms": 200}
+    async with open_cluster(2, [topic], settings) as cluster:
+        producer = cluster.producer("p", {"acks": 1})
+        cluster.pause_fetcher(1)  # it leaves the ISR, so the leader's HW (and what it may clean) moves on
+        for at, keys in ((100, "abc"), (300, "ab"), (500, "c"), (700, "d")):
+            await cluster.clock.sleep_until(at)
+            raw = build_batch((at, k.encode(), b"v", []) for k in keys)
+            producer.produce({TP: ProduceData(len(keys), len(raw), raw=raw)})
+        await cluster.clock.sleep_until(1001)  # broker 0 cleaned at 1000: a@0, b@1, c@2 went
+        leader = cluster.brokers[0].replica_manager.partitions[TP].log
+        assert [b.base_offset for b in leader.batches()] == [3, 5, 6]
+        cluster.resume_fetcher(1)
+        await cluster.clock.sleep_until(2500)
+        follower = cluster.brokers[1].replica_manager.partitions[TP].log
+        assert [(b.base_offset, b.count) for b in follower.batches()] == [(3, 2), (5, 1), (6, 1)]
+        assert (follower.log_end_offset, follower.high_watermark) == (7, 7)
