@@ -121,26 +121,18 @@ def check_topic_config(name: str, value: str | None) -> str:
     if value is None:
         raise TopicConfigError(f"{name}: a value is needed (null given)")
     text = value.strip()
-    if definition.kind in ("int", "long"):
+    if definition.kind in ("int", "long", "double"):
+        whole = definition.kind != "double"
         try:
-            number = int(text)
+            number: float = int(text) if whole else float(text)
         except ValueError:
-            raise TopicConfigError(f"{name}: expected a whole number, got {value!r}") from None
+            form = "a whole number" if whole else "a number"
+            raise TopicConfigError(f"{name}: expected {form}, got {value!r}") from None
         if not definition.minimum <= number <= definition.maximum:
             raise TopicConfigError(
                 f"{name}: expected a number in {definition.minimum}..{definition.maximum}, got {number}"
             )
         return str(number)
-    if definition.kind == "double":
-        try:
-            ratio = float(text)
-        except ValueError:
-            raise TopicConfigError(f"{name}: expected a number, got {value!r}") from None
-        if not definition.minimum <= ratio <= definition.maximum:
-            raise TopicConfigError(
-                f"{name}: expected a number in {definition.minimum}..{definition.maximum}, got {text}"
-            )
-        return str(ratio)
     if definition.kind == "bool":
         if text.lower() not in ("true", "false"):
             raise TopicConfigError(f"{name}: expected true or false, got {value!r}")

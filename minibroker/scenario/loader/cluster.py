@@ -94,7 +94,8 @@ def _topic_configs(table: Table) -> dict[str, str]:
         try:
             checked[name] = check_topic_config(name, text)
         except TopicConfigError as error:
-            raise settings.ctx.error(f"{settings.path}.{name}", str(error)) from None
+            problem = str(error).removeprefix(f"{name}: ")
+            raise settings.ctx.error(f"{settings.path}.{name}", problem) from None
     return checked
 
 
