@@ -232,6 +232,11 @@ class ReplicaManager:
         """The topic's log settings: its overrides over Kafka's defaults for it and this broker's."""
         return LogConfig.of({**self.log_config_defaults(topic), **self.topic_overrides(topic)}, self.config)
 
+    def _rolled(self, tp: TopicPartition) -> None:
+        """A log rolled a segment: a compacted one may give the cleaner work."""
+        if self.log_config(tp.topic).compact:
+            self.log_cleaner.wake()
+
     def _compacted_logs(self) -> list[tuple[TopicPartition, Log, LogConfig]]:
         return [(tp, p.log, self.log_config(tp.topic)) for tp, p in self.partitions.items()]
 
@@ -627,7 +632,7 @@ class ReplicaManager:
             settings = self.log_config(tp.topic)
             log = self.logs.setdefault(tp, Log(settings.segment_bytes, settings.segment_ms))
             log.segment_bytes, log.segment_ms = settings.segment_bytes, settings.segment_ms
-            log.on_roll = self.log_cleaner.wake
+            log.on_roll = lambda: self._rolled(tp)
             if len(log.segments) > 1:
                 self.log_cleaner.wake()
             partition = Partition(
