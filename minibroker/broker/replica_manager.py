@@ -238,7 +238,10 @@ class ReplicaManager:
             self.log_cleaner.wake()
 
     def _compacted_logs(self) -> list[tuple[TopicPartition, Log, LogConfig]]:
-        return [(tp, p.log, self.log_config(tp.topic)) for tp, p in self.partitions.items()]
+        """The logs the cleaner looks at: all but those kept in files (their files hold every record)."""
+        return [
+            (tp, p.log, self.log_config(tp.topic)) for tp, p in self.partitions.items() if p.log.store is None
+        ]
 
     def _lookup_error(self, tp: TopicPartition) -> Errors:
         return Errors.NOT_LEADER_OR_FOLLOWER if self.known(tp) else Errors.UNKNOWN_TOPIC_OR_PARTITION
