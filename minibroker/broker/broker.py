@@ -308,6 +308,8 @@ class Broker:
         manager.produce_purgatory.purge_interval = config.producer_purge_interval
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
         manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
+        manager.log_cleaner.backoff_ms = config.log_cleaner_backoff_ms  # from its next pause on
+        manager.log_cleaner.enabled = config.log_cleaner_enable
         for tp, partition in manager.partitions.items():
             partition.min_insync_replicas = manager.min_isr_for(tp.topic)
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms
