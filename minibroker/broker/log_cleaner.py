@@ -291,7 +291,7 @@ class LogCleaner:
         self._task = None
         now = self.now()
         done: set[TopicPartition] = set()
-        while True:
+        while self.enabled:
             candidates = [c for c in self.logs() if c[0] not in done]
             ltc = grab_filthiest(candidates, now)
             if ltc is None:
