@@ -151,8 +151,12 @@ def render(result: RunResult, console: Console) -> None:
     for view in result.final.brokers:
         totals = result.purgatory_totals[view.broker]
         live = {p.name: p for p in view.purgatories}
-        extra = [name for name in [*totals, *live] if name not in ("Produce", "Fetch", "DeleteRecords")]
-        for name in ("Produce", "Fetch", "DeleteRecords", *dict.fromkeys(extra)):
+        extra = [
+            name
+            for name in [*totals, *live]
+            if name not in ("Produce", "Fetch", "DeleteRecords", "ElectLeader")
+        ]
+        for name in ("Produce", "Fetch", "DeleteRecords", "ElectLeader", *dict.fromkeys(extra)):
             figures = totals.get(name, {})
             current = live.get(name)
             purgatories.add_row(

@@ -16,6 +16,7 @@ import trio
 
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.log import Log
+from minibroker.broker.log_cleaner import KeyOf
 from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.share import ShareAcknowledgeRequest, ShareFetchRequest, SharePartitionManager
@@ -24,6 +25,7 @@ from minibroker.broker.views import BrokerView, PurgatoryView
 from minibroker.common.errors import Errors
 from minibroker.common.messages import (
     DeleteRecordsRequest,
+    ElectLeadersRequest,
     FetchRequest,
     LeaderAndIsr,
     ListOffsetsRequest,
@@ -35,6 +37,7 @@ from minibroker.common.network import NetworkClient
 from minibroker.common.record_batch import COMMIT_MARKER
 from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.coordinator.group import OFFSETS_TOPIC, GroupCoordinator
+from minibroker.coordinator.group import records as group_records
 from minibroker.coordinator.group.messages import GroupRequest
 from minibroker.coordinator.share import (
     ShareGroupCoordinator,
@@ -47,6 +50,7 @@ from minibroker.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
     TransactionContext,
     TransactionCoordinator,
+    transaction_metadata,
 )
 from minibroker.coordinator.transaction.messages import (
     AddPartitionsToTxnRequest,
@@ -57,6 +61,15 @@ from minibroker.coordinator.transaction.messages import (
 )
 from minibroker.runtime import MsClock
 from minibroker.trace import NULL_TRACER, Tracer
+
+
+def record_keys(topic: str) -> KeyOf | None:
+    """How the log cleaner reads the keys of the coordinators' records (values without Kafka keys)."""
+    if topic == OFFSETS_TOPIC:
+        return group_records.compaction_key
+    if topic == TRANSACTION_STATE_TOPIC:
+        return transaction_metadata.compaction_key
+    return None
 
 
 class Broker:
@@ -103,6 +116,8 @@ class Broker:
         self.group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}
         #: the leader of a partition (the cluster points this at its controller)
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
+        #: the controller's election for (partition, election type): the new leader or (error, message)
+        self.elect_leader: Callable[[TopicPartition, int], int | tuple[Errors, str]] | None = None
         #: producer ids this broker's transaction coordinator hands out (a block per broker)
         self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
         #: ms a transaction marker to a partition is held back from now (the control API sets it)
@@ -148,6 +163,11 @@ class Broker:
         manager.request_numbers = self._request_numbers
         self.contain_errors(manager)
         manager.topic_overrides = self.topic_overrides
+        manager.metadata_leader = self.leader_of
+        manager.log_config_defaults = self.internal_topic_configs
+        manager.record_keys = record_keys
+        if self.elect_leader is not None:
+            manager.elect_leader = self.elect_leader
         self.coordinator = GroupCoordinator(manager, self.offsets_partitions, self.tracer)
         self.coordinator.context.topic_partitions = lambda: self.topic_partitions()
         manager.leadership_listeners.append(self.coordinator.on_leadership)
@@ -187,6 +207,18 @@ class Broker:
 
         await nursery.start(main)
         self._notify()
+
+    def internal_topic_configs(self, topic: str) -> dict[str, str]:
+        """Kafka creates its internal topics compacted, with segments of their own size."""
+        if topic == OFFSETS_TOPIC:
+            return {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+            }
+        if topic == TRANSACTION_STATE_TOPIC:
+            segment = str(self.config.transaction_state_log_segment_bytes)
+            return {"cleanup.policy": "compact", "segment.bytes": segment}
+        return {}
 
     def contain_errors(self, manager: ReplicaManager | None = None) -> None:
         """Hand exceptions from the reaper's tasks to ``network.on_error`` (when set), as the network does."""
@@ -228,6 +260,9 @@ class Broker:
         elif isinstance(message, ListOffsetsRequest):
             assert respond is not None
             manager.list_offsets(message, respond)
+        elif isinstance(message, ElectLeadersRequest):
+            assert respond is not None
+            manager.elect_leaders(message, respond)
         elif isinstance(message, LeaderAndIsr):
             manager.apply_leader_and_isr(message)
         elif isinstance(message, GroupRequest) and self.coordinator is not None:
@@ -344,6 +379,8 @@ class Broker:
         manager.fetch_purgatory.purge_interval = config.fetch_purge_interval
         manager.delete_records_purgatory.purge_interval = config.delete_records_purge_interval
         manager.remote_log_manager.start()
+        manager.log_cleaner.backoff_ms = config.log_cleaner_backoff_ms  # from its next pause on
+        manager.log_cleaner.enabled = config.log_cleaner_enable
         for tp, partition in manager.partitions.items():
             partition.min_insync_replicas = manager.min_isr_for(tp.topic)
             partition.replica_lag_time_max_ms = config.replica_lag_time_max_ms

@@ -142,6 +142,15 @@ class BrokerConfig(_KafkaNamed):
     fetch_purge_interval: int = _int_field("fetch.purgatory.purge.interval.requests", 1000)
     delete_records_purge_interval: int = _int_field("delete.records.purgatory.purge.interval.requests", 1)
     log_segment_bytes: int = _int_field("log.segment.bytes", 1_073_741_824, 1)
+    #: a log rolls its active segment once a batch arrives this long after the segment's first one
+    log_roll_ms: int = _int_field("log.roll.ms", 604_800_000, 1)
+    #: the log cleaner (compaction of cleanup.policy=compact topics, minibroker.broker.log_cleaner):
+    #: on or off, its pause when nothing was cleanable, and the topic configs' broker defaults
+    log_cleaner_enable: bool = _bool_field("log.cleaner.enable", True)
+    log_cleaner_backoff_ms: int = _int_field("log.cleaner.backoff.ms", 15_000, 1)
+    log_cleaner_delete_retention_ms: int = _int_field("log.cleaner.delete.retention.ms", 86_400_000)
+    log_cleaner_min_compaction_lag_ms: int = _int_field("log.cleaner.min.compaction.lag.ms", 0)
+    log_cleaner_max_compaction_lag_ms: int = _int_field("log.cleaner.max.compaction.lag.ms", 2**63 - 1, 1)
     #: with a data dir (``serve --data-dir``): fsync a log after this many messages / this long after
     #: its oldest unflushed one; Kafka's defaults (Long.MAX_VALUE) leave it to the OS
     log_flush_interval_messages: int = _int_field("log.flush.interval.messages", 2**63 - 1, 1)
@@ -190,6 +199,8 @@ class BrokerConfig(_KafkaNamed):
     offsets_topic_num_partitions: int = _int_field("offsets.topic.num.partitions", 50, 1)
     #: used as min(this, brokers) (Kafka refuses to create the topic with fewer live brokers)
     offsets_topic_replication_factor: int = _int_field("offsets.topic.replication.factor", 3, 1)
+    #: the segment size of __consumer_offsets (compacted, like __transaction_state)
+    offsets_topic_segment_bytes: int = _int_field("offsets.topic.segment.bytes", 104_857_600, 1)
     offsets_commit_timeout_ms: int = _int_field("offsets.commit.timeout.ms", 5000, 1)
     offsets_retention_minutes: int = _int_field("offsets.retention.minutes", 10080, 1)
     offsets_retention_check_interval_ms: int = _int_field("offsets.retention.check.interval.ms", 600_000, 1)
@@ -221,6 +232,9 @@ class BrokerConfig(_KafkaNamed):
         "transaction.state.log.replication.factor", 3, 1
     )
     transaction_state_log_min_isr: int = _int_field("transaction.state.log.min.isr", 2, 1)
+    transaction_state_log_segment_bytes: int = _int_field(
+        "transaction.state.log.segment.bytes", 104_857_600, 1
+    )
     transaction_max_timeout_ms: int = _int_field("transaction.max.timeout.ms", 900_000, 1)
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _int_field(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1

@@ -1,10 +1,12 @@
 """Log: one replica's copy of a partition, as record batches in segments.
 
-Offsets are dense: a batch of ``count`` records starting at ``base_offset``
-occupies ``[base_offset, base_offset + count)``. Segments roll when the active
-one would exceed ``segment_bytes``; a position is (segment base offset, byte
-position in segment), Kafka's ``LogOffsetMetadata``, which is what DelayedFetch
-compares to tell "same segment" from "older segment".
+Offsets are dense as appended: a batch of ``count`` records starting at ``base_offset``
+occupies ``[base_offset, base_offset + count)``; the log cleaner (``log_cleaner``) may leave
+holes between batches, never moving a record to another offset. Segments roll when the active
+one would exceed ``segment_bytes``, or when a batch arrives more than ``segment_ms`` after the
+active segment's first one (Kafka's ``segment.ms``, at the batch's append time); a position is
+(segment base offset, byte position in segment), Kafka's ``LogOffsetMetadata``, which is what
+DelayedFetch compares to tell "same segment" from "older segment".
 
 - log start offset: the first offset still held (0 until DeleteRecords, or the leader's
   log start offset replicated to a follower, moves it up; never above the HW on a leader);
@@ -33,7 +35,7 @@ writes segments, indexes and checkpoints and loads them back). Without one nothi
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import attrs
@@ -130,10 +132,11 @@ class LogStore(Protocol):
 class Log:
     """A replica's log: segments of batches, LEO, HW, log start offset, leader epoch cache."""
 
-    def __init__(self, segment_bytes: int = 1_073_741_824) -> None:
-        if segment_bytes < 1:
-            raise ValueError("segment_bytes must be >= 1")
+    def __init__(self, segment_bytes: int = 1_073_741_824, segment_ms: int = 2**63 - 1) -> None:
+        if segment_bytes < 1 or segment_ms < 1:
+            raise ValueError("segment_bytes and segment_ms must be >= 1")
         self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
         self.segments: list[Segment] = [Segment(0)]
         self.segment_bases: list[int] = [0]
         self.log_start_offset = 0
@@ -145,19 +148,30 @@ class Log:
         self.store: LogStore | None = None
         #: tiered storage: the last offset copied to the remote tier (-1: none)
         self.highest_offset_in_remote_storage = -1
+        #: the log cleaner's checkpoint: the first offset it has not cleaned (None: never cleaned)
+        self.cleaner_checkpoint: int | None = None
+        #: offset of a tombstone the cleaner kept -> when it may go (Kafka's deleteHorizonMs)
+        self.delete_horizons: dict[int, int] = {}
+        #: called after the active segment rolled (the log cleaner may have work)
+        self.on_roll: Callable[[], None] | None = None
 
     # --- writing ---------------------------------------------------------------------------
     def append(self, batch: RecordBatch) -> None:
-        """Append a batch whose base offset is the LEO (leader and follower alike)."""
-        if batch.base_offset != self.log_end_offset:
+        """Append a batch at the LEO, or past it: a follower copying a compacted leader skips its holes."""
+        if batch.base_offset < self.log_end_offset:
             raise ValueError(f"append at offset {batch.base_offset} but LEO is {self.log_end_offset}")
         if batch.count < 1 or batch.size < 0:
             raise ValueError("a batch holds at least one record and a non-negative size")
         segment = self.segments[-1]
-        if segment.batches and segment.size + batch.size > self.segment_bytes:
+        if segment.batches and (
+            segment.size + batch.size > self.segment_bytes
+            or batch.append_time_ms - segment.batches[0].append_time_ms > self.segment_ms
+        ):
             segment = Segment(batch.base_offset)
             self.segments.append(segment)
             self.segment_bases.append(batch.base_offset)
+            if self.on_roll is not None:
+                self.on_roll()
         segment.push(batch)
         self.log_end_offset = batch.next_offset
         if batch.producers:
@@ -211,6 +225,7 @@ class Log:
         self.log_end_offset = offset
         self.high_watermark = min(self.high_watermark, offset)
         self.epochs = [(epoch, start) for epoch, start in self.epochs if start < offset]
+        self.delete_horizons = {at: ms for at, ms in self.delete_horizons.items() if at < offset}
         if removed and len(self.producer_state):
             self.producer_state.rebuild((b.base_offset, b.producers) for b in self.batches() if b.producers)
         if self.store is not None:
@@ -262,6 +277,16 @@ class Log:
         if self.store is not None:
             self.store.truncated(self)
             self.store.epochs_changed(self)
+
+    def replace_segments(self, count: int, segments: list[Segment]) -> None:
+        """Put ``segments`` (the cleaner's, same offsets with holes) in place of the first ``count``.
+
+        The active segment is never among them; the log start and end offsets do not move.
+        """
+        if not 0 < count < len(self.segments):
+            raise ValueError(f"can replace 1..{len(self.segments) - 1} segments, not {count}")
+        self.segments[:count] = segments
+        self.segment_bases = [segment.base_offset for segment in self.segments]
 
     # --- high watermark --------------------------------------------------------------------
     def maybe_increment_high_watermark(self, candidate: int) -> bool:

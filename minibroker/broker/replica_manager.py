@@ -1,4 +1,4 @@
-"""ReplicaManager: one broker's partitions, its three purgatories, its replica fetchers and ISR changes.
+"""ReplicaManager: one broker's partitions, its four purgatories, its replica fetchers and ISR changes.
 
 Kafka's ``ReplicaManager`` with the leader-side parts of its ``Partition`` in one class, in sections:
 ``append_records`` (the produce path), ``fetch_messages`` (reads, and the leader's view of each
@@ -10,9 +10,9 @@ ISR changes (``maybe_shrink_isr``, ``alter_partition``, ``commit_isr``) and the 
 
 It holds the partitions this broker hosts (``partitions``, over the broker's ``logs``, which outlive it
 across restarts), one ``ReplicaFetcher`` per leader it follows, the broker registrations the controller
-last sent, and the Produce, Fetch and DeleteRecords purgatories. The purgatories share the broker's one
-timer and one Reaper (a deliberate deviation, docs/deviations.md: Kafka gives each purgatory its own
-timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
+last sent, and the Produce, Fetch, DeleteRecords and ElectLeader purgatories. The purgatories share
+the broker's one timer and one Reaper (a deliberate deviation, docs/deviations.md: Kafka gives each
+purgatory its own timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
 
 | event                                                    | purgatories checked          |
 |----------------------------------------------------------|------------------------------|
@@ -23,6 +23,7 @@ timer). Purgatories are checked when Kafka's ``ReplicaManager`` checks them:
 | leadership lost (they answer NOT_LEADER_OR_FOLLOWER)     | produce, fetch               |
 | follower appended replicated data                        | fetch                        |
 | broker registrations changed and the HW rose             | fetch, produce, deleteRecords|
+| a partition's metadata changed (LeaderAndIsr, stop)      | electLeader                  |
 
 Invariants:
 
@@ -48,11 +49,14 @@ import trio
 from minibroker.broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsPartitionStatus
+from minibroker.broker.delayed_elect_leader import DelayedElectLeader
 from minibroker.broker.delayed_fetch import DelayedFetch
 from minibroker.broker.delayed_produce import DelayedProduce, ProducePartitionStatus
 from minibroker.broker.delayed_remote_fetch import DelayedRemoteFetch
 from minibroker.broker.delayed_remote_list_offsets import DelayedRemoteListOffsets
 from minibroker.broker.log import Log, LogOffsetMetadata
+from minibroker.broker.log_cleaner import Cleaner, KeyOf, LogCleaner
+from minibroker.broker.log_config import LogConfig
 from minibroker.broker.partition import Partition, PartitionError
 from minibroker.broker.pushed_errors import PushedErrors
 from minibroker.broker.remote_log_manager import RemoteLogManager
@@ -71,6 +75,8 @@ from minibroker.common.messages import (
     AlterPartitionResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     EpochEndOffset,
     FetchPartition,
     FetchRequest,
@@ -80,6 +86,7 @@ from minibroker.common.messages import (
     ListOffsetsResponse,
     NetworkError,
     PartitionDeleteRecordsResponse,
+    PartitionElectLeaderResponse,
     PartitionFetchResponse,
     PartitionListOffsetsResponse,
     PartitionProduceResponse,
@@ -153,8 +160,13 @@ class ReplicaManager:
         self.remote_list_offsets_purgatory: DelayedOperationPurgatory[DelayedRemoteListOffsets] = (
             DelayedOperationPurgatory("RemoteListOffsets", self.timer, broker_id=broker_id, tracer=tracer)
         )
+        #: ElectLeaders waiting for the elected leaders in this broker's metadata (Kafka's default purge
+        #: interval: the ElectLeader purgatory has no setting of its own)
+        self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
+            DelayedOperationPurgatory("ElectLeader", self.timer, broker_id=broker_id, tracer=tracer)
+        )
         for purgatory in (
-            *self.purgatories[:3],
+            *self.purgatories[:4],
             self.remote_fetch_purgatory,
             self.remote_list_offsets_purgatory,
         ):
@@ -184,6 +196,29 @@ class ReplicaManager:
         #: tiered storage: copies to the remote tier (shared by a cluster's brokers), remote reads
         self.remote_log_manager = RemoteLogManager(self, remote_storage or RemoteStorageManager())
         self.leadership_listeners.append(self.remote_log_manager.on_leadership)
+        #: the controller's election for (partition, election type): the leader it elected, or
+        #: (error, message) when it elects none (the broker points this at the controller)
+        self.elect_leader: Callable[[TopicPartition, int], int | tuple[Errors, str]] = lambda tp, kind: (
+            Errors.UNKNOWN_TOPIC_OR_PARTITION,
+            f"partition {tp} does not exist",
+        )
+        #: the leader of a partition this broker does not host, as its metadata shows it
+        self.metadata_leader: Callable[[TopicPartition], int] = lambda tp: -1
+        #: the configs a topic has without overrides when Kafka creates it so (the internal topics)
+        self.log_config_defaults: Callable[[str], dict[str, str]] = lambda topic: {}
+        #: how the log cleaner reads the keys of a topic's values (the coordinators' internal topics)
+        self.record_keys: Callable[[str], KeyOf | None] = lambda topic: None
+        #: compacts this broker's cleanup.policy=compact logs (leaders' and followers' alike)
+        self.log_cleaner = LogCleaner(
+            broker_id,
+            self.timer,
+            self.now,
+            self._compacted_logs,
+            config.log_cleaner_backoff_ms,
+            Cleaner(lambda topic: self.record_keys(topic)),
+            tracer,
+        )
+        self.log_cleaner.enabled = config.log_cleaner_enable
 
     # ---- lifecycle and shared helpers ----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -193,6 +228,7 @@ class ReplicaManager:
                 self._nursery = nursery
                 await nursery.start(self.reaper.run)
                 self.remote_log_manager.start()
+                self.log_cleaner.wake()
                 nursery.start_soon(self.run_isr_expiration)
                 for fetcher in self.fetchers.values():
                     nursery.start_soon(fetcher.run)
@@ -203,9 +239,14 @@ class ReplicaManager:
 
     @property
     def purgatories(self) -> tuple[DelayedOperationPurgatory, ...]:
-        """Produce, Fetch and DeleteRecords, in that order (the figures list them so); then RemoteFetch
-        and RemoteListOffsets when the broker enables tiered storage."""
-        local = (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory)
+        """Produce, Fetch, DeleteRecords and ElectLeader, in that order (the figures list them so); then
+        RemoteFetch and RemoteListOffsets when the broker enables tiered storage."""
+        local = (
+            self.produce_purgatory,
+            self.fetch_purgatory,
+            self.delete_records_purgatory,
+            self.elect_leader_purgatory,
+        )
         if not self.config.remote_log_storage_system_enable:
             return local
         return (*local, self.remote_fetch_purgatory, self.remote_list_offsets_purgatory)
@@ -223,6 +264,21 @@ class ReplicaManager:
 
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
+
+    def log_config(self, topic: str) -> LogConfig:
+        """The topic's log settings: its overrides over Kafka's defaults for it and this broker's."""
+        return LogConfig.of({**self.log_config_defaults(topic), **self.topic_overrides(topic)}, self.config)
+
+    def _rolled(self, tp: TopicPartition) -> None:
+        """A log rolled a segment: a compacted one may give the cleaner work."""
+        if self.log_config(tp.topic).compact:
+            self.log_cleaner.wake()
+
+    def _compacted_logs(self) -> list[tuple[TopicPartition, Log, LogConfig]]:
+        """The logs the cleaner looks at: all but those kept in files (their files hold every record)."""
+        return [
+            (tp, p.log, self.log_config(tp.topic)) for tp, p in self.partitions.items() if p.log.store is None
+        ]
 
     def _lookup_error(self, tp: TopicPartition) -> Errors:
         return Errors.NOT_LEADER_OR_FOLLOWER if self.known(tp) else Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -719,16 +775,73 @@ class ReplicaManager:
                 )
         respond(response)
 
+    # ---- electLeaders -------------------------------------------------------------------------------------
+    # The controller elects at once (``elect_leader``); the partitions it elected a leader for wait in the
+    # ElectLeader purgatory until this broker's metadata shows that leader, or ``timeout_ms``; the ones it
+    # refused keep its error. With none elected the answer goes out now.
+    def elect_leaders(self, request: ElectLeadersRequest, respond: Callable[[Any], None]) -> None:
+        """Kafka's ``ReplicaManager.electLeaders``: elect, then wait for the leaders in the metadata."""
+        tracing = self.tracer.enabled
+        if tracing:
+            self.emit(
+                "elect_leaders.request",
+                op=request.request_id,
+                keys=[str(tp) for tp in request.partitions],
+                election=request.election_type,
+                timeout_ms=request.timeout_ms,
+            )
+        expected: dict[TopicPartition, int] = {}
+        refused: dict[TopicPartition, PartitionElectLeaderResponse] = {}
+        for tp in request.partitions:
+            outcome = self.elect_leader(tp, request.election_type)
+            if isinstance(outcome, int):
+                expected[tp] = outcome
+            else:
+                refused[tp] = PartitionElectLeaderResponse(*outcome)
+
+        def answer(response: ElectLeadersResponse) -> None:
+            if self.tracer.enabled:
+                for tp, part in response.partitions.items():
+                    self.emit(
+                        "elect_leaders.response",
+                        op=request.request_id,
+                        partition=str(tp),
+                        error=part.error.name,
+                        cause=response.cause,
+                    )
+            respond(response)
+
+        if not expected:
+            answer(ElectLeadersResponse(refused))
+            return
+        operation = DelayedElectLeader(
+            request.timeout_ms, expected, refused, self.leader_in_metadata, answer, request.request_id or None
+        )
+        self.elect_leader_purgatory.try_complete_else_watch(operation, list(expected))
+
+    def leader_in_metadata(self, tp: TopicPartition) -> int:
+        """The leader of ``tp`` as this broker knows it: its replica's, else the metadata's."""
+        partition = self.partitions.get(tp)
+        return partition.leader_id if partition is not None else self.metadata_leader(tp)
+
     # ---- becomeLeaderOrFollower and stopReplicas (leadership) ----------------------------------------------
     def apply_leader_and_isr(self, state: LeaderAndIsr) -> None:
+        """The controller's decision for one partition; an ElectLeaders waiting on it is checked after."""
+        self._become_leader_or_follower(state)
+        if self.elect_leader_purgatory.num_delayed():
+            self.elect_leader_purgatory.check_and_complete(state.tp)
+
+    def _become_leader_or_follower(self, state: LeaderAndIsr) -> None:
         """The controller's decision for one partition: lead, follow, or just a new ISR."""
         tp = state.tp
         partition = self.partitions.get(tp)
         if partition is None:
-            segment_bytes = self.topic_overrides(tp.topic).get("segment.bytes")
-            log = self.logs.setdefault(
-                tp, Log(int(segment_bytes) if segment_bytes else self.config.log_segment_bytes)
-            )
+            settings = self.log_config(tp.topic)
+            log = self.logs.setdefault(tp, Log(settings.segment_bytes, settings.segment_ms))
+            log.segment_bytes, log.segment_ms = settings.segment_bytes, settings.segment_ms
+            log.on_roll = lambda: self._rolled(tp)
+            if len(log.segments) > 1:
+                self.log_cleaner.wake()
             partition = Partition(
                 tp,
                 self.broker_id,
@@ -814,6 +927,7 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
         self.remote_fetch_purgatory.check_and_complete(tp)
+        self.elect_leader_purgatory.check_and_complete(tp)
 
     # ---- ISR changes (maybeShrinkIsr, AlterPartition, commits) ---------------------------------------------
     # Every ``isr_expiration_period_ms`` (Kafka: half of ``replica.lag.time.max.ms``) each led partition

@@ -12,7 +12,10 @@ has that broker setting. Some are *modelled* (they change what the emulator does
 - ``min.insync.replicas``: the partition's min ISR (acks=all produce, the HW freeze);
 - ``unclean.leader.election.enable``: the controller may elect an out-of-sync replica;
 - ``cleanup.policy``: without ``delete`` DeleteRecords answers POLICY_VIOLATION; with
-  ``compact`` a record without a key is refused (INVALID_RECORD, ``server.log_validator``);
+  ``compact`` a record without a key is refused (INVALID_RECORD, ``server.log_validator``) and
+  the log cleaner compacts the topic, as ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
+  ``max.compaction.lag.ms`` and ``delete.retention.ms`` say (``log_cleaner``);
+- ``segment.ms``: when a log rolls its active segment (with ``segment.bytes``);
 - ``max.message.bytes``, ``segment.bytes``: the largest batch and the largest produce to a
   partition (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE);
 - ``message.timestamp.type``, ``message.timestamp.before.max.ms``, ``...after.max.ms``:
@@ -24,8 +27,8 @@ has that broker setting. Some are *modelled* (they change what the emulator does
   locally past the local retention (-2: ``retention.ms`` / ``retention.bytes``);
 - ``segment.bytes``: the size at which a new replica's log rolls its segments.
 
-The others are kept and described but change nothing here (retention, compaction,
-remote storage, throttles): an application may set them, and reads back what it set.
+The others are kept and described but change nothing here (retention, compression levels,
+throttles): an application may set them, and reads back what it set.
 An unknown name or a value of the wrong form raises ``TopicConfigError`` (Kafka's
 INVALID_CONFIG) with a one-line message.
 """
@@ -83,7 +86,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef(
             "compression.zstd.level", "int", "3", "compression.zstd.level", minimum=-131072, maximum=22
         ),
-        TopicConfigDef("delete.retention.ms", "long", "86400000", "log.cleaner.delete.retention.ms"),
+        TopicConfigDef(
+            "delete.retention.ms", "long", "86400000", "log.cleaner.delete.retention.ms", modelled=True
+        ),
         TopicConfigDef("file.delete.delay.ms", "long", "60000", "log.segment.delete.delay.ms"),
         TopicConfigDef(
             "flush.messages", "long", str(INT64_MAX), "log.flush.interval.messages", minimum=1, modelled=True
@@ -99,7 +104,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "local.retention.ms", "long", "-2", "log.local.retention.ms", minimum=-2, modelled=True
         ),
         TopicConfigDef(
-            "max.compaction.lag.ms", "long", str(INT64_MAX), "log.cleaner.max.compaction.lag.ms", minimum=1
+            "max.compaction.lag.ms",
+            "long",
+            str(INT64_MAX),
+            "log.cleaner.max.compaction.lag.ms",
+            minimum=1,
+            modelled=True,
         ),
         TopicConfigDef(
             "max.message.bytes", "int", "1048588", "message.max.bytes", maximum=INT32_MAX, modelled=True
@@ -126,8 +136,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             choices=("CreateTime", "LogAppendTime"),
             modelled=True,
         ),
-        TopicConfigDef("min.cleanable.dirty.ratio", "ratio", "0.5", "log.cleaner.min.cleanable.ratio"),
-        TopicConfigDef("min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms"),
+        TopicConfigDef(
+            "min.cleanable.dirty.ratio", "ratio", "0.5", "log.cleaner.min.cleanable.ratio", modelled=True
+        ),
+        TopicConfigDef(
+            "min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms", modelled=True
+        ),
         TopicConfigDef(
             "min.insync.replicas",
             "int",
@@ -156,7 +170,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             "segment.index.bytes", "int", "10485760", "log.index.size.max.bytes", minimum=4, maximum=INT32_MAX
         ),
         TopicConfigDef("segment.jitter.ms", "long", "0", "log.roll.jitter.ms"),
-        TopicConfigDef("segment.ms", "long", "604800000", "log.roll.ms", minimum=1),
+        TopicConfigDef("segment.ms", "long", "604800000", "log.roll.ms", minimum=1, modelled=True),
         TopicConfigDef(
             "unclean.leader.election.enable",
             "bool",

@@ -66,8 +66,8 @@ class ClientRequest:
 
     id: str
     client: str
-    #: "produce", "fetch", "delete_records", or a transactional producer's "init_producer_id",
-    #: "send_offsets", "end_txn"
+    #: "produce", "fetch", "delete_records", "elect_leaders", or a transactional producer's
+    #: "init_producer_id", "send_offsets", "end_txn"
     kind: str
     broker: int
     created_ms: int

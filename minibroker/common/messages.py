@@ -199,6 +199,29 @@ class PartitionListOffsetsResponse:
 @attrs.frozen(slots=True)
 class ListOffsetsResponse:
     partitions: dict[TopicPartition, PartitionListOffsetsResponse]
+
+
+# --- elect leaders ---------------------------------------------------------------------------
+@attrs.frozen(slots=True)
+class ElectLeadersRequest:
+    """Elect a leader for each partition (0: preferred, 1: unclean); wait up to ``timeout_ms`` for
+    every elected leader to show in the metadata of the broker that was asked."""
+
+    partitions: tuple[TopicPartition, ...]
+    election_type: int
+    timeout_ms: int
+    request_id: str = ""
+
+
+@attrs.frozen(slots=True)
+class PartitionElectLeaderResponse:
+    error: Errors
+    message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class ElectLeadersResponse:
+    partitions: dict[TopicPartition, PartitionElectLeaderResponse]
     cause: str = "immediate"
 
 

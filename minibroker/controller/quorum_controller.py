@@ -321,6 +321,33 @@ class Controller:
         self._install(tp, broker, state.isr, direct_to=None)
         return None
 
+    def elect_leaders(self, tp: TopicPartition, election_type: int) -> int | tuple[Errors, str]:
+        """An admin's ElectLeaders for ``tp`` (0: preferred, 1: unclean): the leader elected now, or
+        (error, message) when none is (Kafka's ``ReplicationControlManager.electLeaders``)."""
+        state = self.state.get(tp)
+        if state is None:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp} does not exist"
+        if election_type == 1:
+            if state.leader >= 0:
+                return Errors.ELECTION_NOT_NEEDED, f"{tp} has a leader (broker {state.leader})"
+            live = [b for b in state.replicas if self.alive(b)]
+            if not live:
+                return Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {tp} is alive"
+            self.elect_unclean(tp, live[0])
+            return live[0]
+        if election_type != 0:
+            return Errors.INVALID_REQUEST, f"unknown election type {election_type}"
+        preferred = state.replicas[0]
+        if state.leader == preferred:
+            return Errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        if preferred not in state.isr or self.move_leader(tp, preferred) is not None:
+            return (
+                Errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                f"Failed to elect leader for partition {tp} under strategy "
+                "PreferredReplicaPartitionLeaderElection",
+            )
+        return preferred
+
     def elect_unclean(self, tp: TopicPartition, broker: int) -> None:
         """An unclean election asked for by an admin: ``broker`` (alive) leads alone."""
         self._install(tp, broker, (broker,), direct_to=None)

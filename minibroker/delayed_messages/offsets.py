@@ -2,9 +2,9 @@
 
 One record per commit: key ``<level topic>-<partition>``, value the next offset
 to forward (decimal text). The last record of a key wins, so the topic is
-meant to be compacted (``cleanup.policy=compact`` in Kafka); the emulator's logs
-do not compact, and a service that takes a level partition over reads the
-topic from its start to its high watermark. Consumer groups' own offsets are
+compacted (``COMPACTED``: the log cleaner keeps the last record of each key once
+its segments roll); a service that takes a level partition over reads the topic
+from its start to its high watermark. Consumer groups' own offsets are
 not used: the DelayService keeps its offsets here, replicated like any topic
 and written with acks=-1, so they survive the crash of any broker the ISR can
 spare.
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from minibroker.common.record_batch import RecordBatch
 
 DELAY_OFFSETS_TOPIC = "__delay_offsets"
+#: the topic's configs: compacted, as a Kafka topic of committed offsets is
+COMPACTED = {"cleanup.policy": "compact"}
 DELAY_OFFSETS_PARTITION = TopicPartition(DELAY_OFFSETS_TOPIC, 0)
 
 

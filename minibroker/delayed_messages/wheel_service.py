@@ -46,7 +46,7 @@ from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
 from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
 from minibroker.delayed_messages.headers import DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
-from minibroker.delayed_messages.offsets import DELAY_OFFSETS_TOPIC
+from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
 from minibroker.delayed_messages.stats import DelayStats
 from minibroker.delayed_messages.wheel_format import Damage
@@ -169,7 +169,8 @@ class WheelGroup:
         new_ingest_topic = INGEST_TOPIC not in self.cluster.topics
         for topic in (INGEST_TOPIC, DELAY_OFFSETS_TOPIC):
             if topic not in self.cluster.topics:
-                self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True))
+                configs = dict(COMPACTED) if topic == DELAY_OFFSETS_TOPIC else {}
+                self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True, configs=configs))
         self.incarnation = self._incarnation(new_topic=new_ingest_topic and kept_files)
         nursery.start_soon(self._run)
         ingest = WheelIngest(

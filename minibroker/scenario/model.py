@@ -55,7 +55,7 @@ class TopicSpecModel:
     partitions: int = 1
     replication_factor: int = 1
     assignment: tuple[tuple[int, ...], ...] | None = None
-    #: Kafka topic configs by name, as strings (``remote.storage.enable``, ``segment.bytes``, ...)
+    #: Kafka topic configs by name, as strings (``cleanup.policy = "compact"``, ``segment.ms``, ...)
     configs: dict[str, str] = attrs.field(factory=dict, hash=False)
 
 
@@ -109,6 +109,9 @@ class Produce(Step):
     #: a delayed send (``minibroker.delayed_messages``), through ``delay_via`` ("levels" or "wheel")
     delay_ms: int | None = None
     delay_via: str | None = None
+    #: one record per key (Kafka's record keys, for compacted topics); ``tombstone``: null values
+    keys: tuple[str, ...] | None = None
+    tombstone: bool = False
 
 
 @attrs.frozen
@@ -152,6 +155,21 @@ class DeleteRecords(Step):
     partition: int
     offset: int
     timeout_ms: int = 30_000
+    id: str | None = None
+
+
+@attrs.frozen
+class ElectLeaders(Step):
+    """An admin client's ElectLeaders for one partition (``election`` 0: preferred, 1: unclean), sent
+    to ``broker`` (None: the lowest live one); it waits in that broker's ElectLeader purgatory until
+    the elected leader is in its metadata, at most ``timeout_ms``."""
+
+    client: str
+    topic: str
+    partition: int
+    election: int = 0
+    timeout_ms: int = 30_000
+    broker: int | None = None
     id: str | None = None
 
 

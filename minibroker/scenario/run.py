@@ -27,6 +27,7 @@ import trio.testing
 
 from minibroker.clients import ClientRequest, Consumer, Producer, TransactionalProducer
 from minibroker.common.messages import ProduceData, TopicPartition
+from minibroker.common.record_batch import build_batch
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
 from minibroker.scenario import expect
 from minibroker.scenario.expect_groups import check_group, check_member
@@ -36,6 +37,7 @@ from minibroker.scenario.model import (
     BrokerFault,
     Count,
     DeleteRecords,
+    ElectLeaders,
     Event,
     Expectation,
     Fetch,
@@ -269,7 +271,15 @@ class ScenarioRunner:
                 )
                 self._name([request], step.id)
                 return
-            data = {TopicPartition(step.topic, step.partition): ProduceData(step.records, step.bytes)}
+            produced = ProduceData(step.records, step.bytes)
+            if step.keys is not None:
+                now = cluster.now()
+                raw = build_batch(
+                    (now, key.encode(), None if step.tombstone else f"{key}@{now}".encode(), [])
+                    for key in step.keys
+                )
+                produced = ProduceData(len(step.keys), len(raw), raw=raw)
+            data = {TopicPartition(step.topic, step.partition): produced}
             self._name(producer.produce(data, step.id), step.id)
         elif isinstance(step, Fetch):
             consumer = self.clients[step.client]
@@ -281,6 +291,11 @@ class ScenarioRunner:
             tp = TopicPartition(step.topic, step.partition)
             admin = cluster.admin(step.client)
             self._name(admin.delete_records({tp: step.offset}, step.timeout_ms, step.id), step.id)
+        elif isinstance(step, ElectLeaders):
+            tp = TopicPartition(step.topic, step.partition)
+            admin = cluster.admin(step.client)
+            request = admin.elect_leaders([tp], step.election, step.timeout_ms, step.id, step.broker)
+            self._name([request], step.id)
         elif isinstance(step, Load):
             workers.start_soon(self._load, step)
         elif isinstance(step, BrokerFault):

@@ -6,7 +6,10 @@
   endpoint type 2) is UNSUPPORTED_ENDPOINT_TYPE, as a broker answers. With
   ``include_cluster_authorized_operations`` the cluster's bitfield (``acl_checks``).
 - ElectLeaders: per partition (all partitions when the list is null, then without
-  the ELECTION_NOT_NEEDED ones) a preferred election, or an unclean one (v1+).
+  the ELECTION_NOT_NEEDED ones) a preferred election, or an unclean one (v1+), sent to
+  this broker over the emulated network: the controller elects at once and the answer
+  waits in the broker's ElectLeader purgatory until every elected leader is in its
+  metadata, at most ``timeout_ms`` (then REQUEST_TIMED_OUT for the partitions still waiting).
 - DescribeQuorum: the emulated controller as a one-voter KRaft quorum of
   ``__cluster_metadata``-0 (Kafka's ``KafkaRaftClient.handleDescribeQuorumRequest``):
   the voter and leader is the controller (the lowest live broker, leader epoch 1), the
@@ -30,14 +33,13 @@ from kafka.protocol.admin import (
 )
 
 from minibroker.common.errors import Errors
-from minibroker.common.messages import DeleteRecordsRequest, TopicPartition
+from minibroker.common.messages import DeleteRecordsRequest, ElectLeadersRequest, TopicPartition
 from minibroker.server import acl_checks
 from minibroker.server.acl_checks import topic_denied
 from minibroker.server.authorizer import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
-from minibroker.sim import topic_admin
-from minibroker.sim.topic_admin import PREFERRED, AdminError
+from minibroker.sim.topic_admin import PREFERRED
 
 ClusterBroker = DescribeClusterResponse.DescribeClusterBroker
 ElectionResult = ElectLeadersResponse.ReplicaElectionResult
@@ -93,17 +95,16 @@ async def elect_leaders(request: Request, conn: Connection) -> ElectLeadersRespo
         asked = [tp for tp in sorted(cluster.controller.state) if not cluster.topics[tp.topic].internal]
     else:
         asked = [TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions]
+    timeout_ms = max(0, body.timeout_ms)
+    message = ElectLeadersRequest(tuple(asked), election, timeout_ms, conn.request_id(request.correlation_id))
+    answer = await conn.call(message, timeout_ms + RESPONSE_GRACE_MS)
     by_topic: dict[str, list] = {}
     for tp in asked:
-        error, message = Errors.NONE, None
-        try:
-            topic_admin.elect_leader(cluster, tp, election)
-        except AdminError as refused:
-            error, message = refused.error, str(refused)
-        if everything and error is Errors.ELECTION_NOT_NEEDED:
+        part = answer.partitions[tp]
+        if everything and part.error is Errors.ELECTION_NOT_NEEDED:
             continue
         by_topic.setdefault(tp.topic, []).append(
-            ElectionPartition(partition_id=tp.partition, error_code=error, error_message=message)
+            ElectionPartition(partition_id=tp.partition, error_code=part.error, error_message=part.message)
         )
     response = ElectLeadersResponse(
         throttle_time_ms=0,

@@ -31,6 +31,7 @@ from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.clients.admin import AdminClient
 from minibroker.clients.transactional_producer import TransactionalProducer
+from minibroker.common.errors import Errors
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER, Controller
 from minibroker.coordinator.group import OFFSETS_TOPIC, partition_for
@@ -88,6 +89,7 @@ class Cluster:
             broker_config = base.with_kafka(overrides, f"broker {broker_id}") if overrides else base
             broker = Broker(broker_id, broker_config, self.clock, self.network, self.known, tracer)
             broker.leader_of = self.leader_of
+            broker.elect_leader = self.elect_leader
             broker.topic_overrides = self.topic_overrides
             broker.topic_partitions = self.topic_partitions
             broker.share_coordinator_of = self.share_coordinator_for
@@ -279,6 +281,10 @@ class Cluster:
 
     def leader_of(self, tp: TopicPartition) -> int:
         return self.controller.leader_of(tp)
+
+    def elect_leader(self, tp: TopicPartition, election_type: int) -> int | tuple[Errors, str]:
+        """The controller's side of ElectLeaders for ``tp``: the leader elected, or why none was."""
+        return self.controller.elect_leaders(tp, election_type)
 
     # --- groups ------------------------------------------------------------------------------
     def ensure_offsets_topic(self) -> TopicSpec:

@@ -212,27 +212,6 @@ def create_partitions(
 
 def elect_leader(cluster: Cluster, tp: TopicPartition, election_type: int = PREFERRED) -> None:
     """Kafka's ElectLeaders for one partition; ``AdminError`` when no election happens."""
-    spec = cluster.topics.get(tp.topic)
-    state = cluster.controller.state.get(tp)
-    if spec is None or state is None:
-        raise AdminError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp} does not exist")
-    if election_type == UNCLEAN:
-        if state.leader >= 0:
-            raise AdminError(Errors.ELECTION_NOT_NEEDED, f"{tp} has a leader (broker {state.leader})")
-        live = [b for b in state.replicas if cluster.is_alive(b)]
-        if not live:
-            raise AdminError(Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {tp} is alive")
-        cluster.controller.elect_unclean(tp, live[0])
-        return
-    if election_type != PREFERRED:
-        raise AdminError(Errors.INVALID_REQUEST, f"unknown election type {election_type}")
-    preferred = state.replicas[0]
-    if state.leader == preferred:
-        raise AdminError(Errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
-    if not cluster.is_alive(preferred) or preferred not in state.isr:
-        raise AdminError(
-            Errors.PREFERRED_LEADER_NOT_AVAILABLE,
-            f"Failed to elect leader for partition {tp} under strategy "
-            "PreferredReplicaPartitionLeaderElection",
-        )
-    cluster.move_leader(tp, preferred)
+    outcome = cluster.controller.elect_leaders(tp, election_type)
+    if not isinstance(outcome, int):
+        raise AdminError(*outcome)

@@ -146,6 +146,18 @@ def test_base_is_valid():
             "x.toml:28: expect[0].count: expected a whole number >= 0, got 2.5",
         ),
         (
+            '[[steps]]\nat = 5\naction = "produce"\nclient = "p"\ntopic = "t"\nkeys = []\n',
+            "x.toml:31: steps[1].keys: expected a non-empty list of record keys (strings), got []",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "produce"\nclient = "p"\ntopic = "t"\ntombstone = true\n',
+            "x.toml:31: steps[1].tombstone: expected true or false, beside keys",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "elect_leaders"\ntopic = "t"\nelection = "weird"\n',
+            "x.toml:30: steps[1].election: expected one of preferred, unclean, got 'weird'",
+        ),
+        (
             "[surprise]\nx = 1\n",
             "x.toml:26: surprise: unknown key 'surprise'; expected one of: clients, cluster, delay_service, "
             "delay_wheel, expect, links, retry, scenario, steps, topics",
@@ -176,6 +188,10 @@ def test_bad_steps_and_expectations(extra, message):
         (
             '[[topics]]\nname = "t"\n[[topics]]\nname = "t"\n',
             "x.toml:4: topics[1].name: 't' is defined twice; expected a unique name",
+        ),
+        (
+            '[[topics]]\nname = "t"\nconfigs = { "min.cleanable.dirty.ratio" = 2 }\n',
+            "x.toml:3: topics[0].configs.min.cleanable.dirty.ratio: expected a number in 0..1, got 2.0",
         ),
         (
             '[[clients]]\nid = "p"\ntype = "producer"\nconfig = { acks = 2 }\n',

@@ -127,7 +127,7 @@ def test_every_action_over_http_takes_effect_and_answers_as_described(api):
     assert api.post("heal_client_links", {"broker": 2}) == ok
     assert api.post("set_config", {"settings": {"min.insync.replicas": 2}}) == ok
     assert api.post("set_config", {"settings": {"replica.fetch.wait.max.ms": 100}, "broker": 0}) == ok
-    assert set(api.get("purgatories", "broker=0")) == {"Produce", "Fetch", "DeleteRecords"}
+    assert set(api.get("purgatories", "broker=0")) == {"Produce", "Fetch", "DeleteRecords", "ElectLeader"}
     assert api.get("requests") == {} and api.get("requests", "broker=0") == {}
 
 

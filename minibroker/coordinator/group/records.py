@@ -99,5 +99,29 @@ def decode(data: bytes) -> dict[str, Any]:
     return record
 
 
+#: the fields of a record that make its key (the rest: by type and group)
+_KEY_FIELDS = {
+    "offset": ("type", "group", "topic", "partition"),
+    "consumer_member": ("type", "group", "member"),
+}
+
+
+def compaction_key(data: bytes) -> tuple[bytes, bool] | None:
+    """The log cleaner's key of a record (Kafka's record key) and whether it is a tombstone.
+
+    An offset is keyed by group, topic and partition, a consumer group member (KIP-848) by group and
+    member, a group's metadata by group. A transactional
+    offset (``producer_id``) and anything unknown get None: the cleaner keeps them.
+    """
+    try:
+        record = decode(data)
+    except ValueError:
+        return None
+    if "producer_id" in record:
+        return None
+    fields = _KEY_FIELDS.get(record["type"], ("type", "group"))
+    return _dump({name: record.get(name) for name in fields}), record.get("value") is None
+
+
 def _dump(record: dict[str, Any]) -> bytes:
     return json.dumps(record, sort_keys=True, separators=(",", ":")).encode()

@@ -112,3 +112,13 @@ class TransactionMetadata:
             data["last_epoch"],
             transaction_version=data.get("tv", 1),
         )
+
+
+def compaction_key(value: bytes) -> tuple[bytes, bool] | None:
+    """The log cleaner's key of a ``__transaction_state`` value (the transactional id) and whether it
+    is a tombstone (the value that forgets an expired id); None for anything else (kept)."""
+    try:
+        data = json.loads(value)
+        return str(data["id"]).encode(), data.get("state") == DEAD
+    except (ValueError, TypeError, KeyError):
+        return None

@@ -1,8 +1,11 @@
-"""The ``delete_records`` step: an admin client's DeleteRecords on one partition.
+"""The admin steps: an admin client's DeleteRecords or ElectLeaders on one partition.
 
 ``{ at, action = "delete_records", topic, partition = 0, offset, timeout_ms = 30000,
-client = "admin", id }``: ``offset`` -1 means the HW. The admin client is made on
-first use; its id must not be a producer's or consumer's.
+client = "admin", id }``: ``offset`` -1 means the HW.
+``{ at, action = "elect_leaders", topic, partition = 0, election = "preferred", timeout_ms = 30000,
+broker, client = "admin", id }``: ``election`` is ``preferred`` or ``unclean``; the request goes
+to ``broker`` (default: the lowest live broker, the node Metadata names as the controller).
+The admin client is made on first use; its id must not be a producer's or consumer's.
 """
 
 from __future__ import annotations
@@ -10,13 +13,18 @@ from __future__ import annotations
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.limits import MAX_MS
 from minibroker.scenario.loader.scope import Scope, check_partition
-from minibroker.scenario.model import DeleteRecords, Step
+from minibroker.scenario.loader.scope import broker as check_broker
+from minibroker.scenario.model import DeleteRecords, ElectLeaders, Step
 
 #: the admin client's id when a step names none
 DEFAULT_ADMIN = "admin"
 
 
-def delete_records_step(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+#: ElectLeaders' election types by name (Kafka's ElectionType)
+ELECTIONS = {"preferred": 0, "unclean": 1}
+
+
+def _admin_client(table: Table, scope: Scope) -> str:
     client = table.str("client", DEFAULT_ADMIN)
     if any(c.id == client for c in scope.clients):
         raise table.error(
@@ -24,6 +32,11 @@ def delete_records_step(table: Table, scope: Scope, at: int, index: int, action:
             f"{describe(client)} is a {next(c.type for c in scope.clients if c.id == client)}; "
             "expected the name of an admin client (not declared under [[clients]])",
         )
+    return client
+
+
+def delete_records_step(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+    client = _admin_client(table, scope)
     topic, partition = check_partition(
         table, "topic", table.str("topic"), table.int("partition", 0), scope.topics
     )
@@ -35,5 +48,25 @@ def delete_records_step(table: Table, scope: Scope, at: int, index: int, action:
         partition,
         table.int("offset", what="an offset (-1: the high watermark)", minimum=-1),
         table.int("timeout_ms", 30_000, 0, maximum=MAX_MS),
+        table.str("id", None),
+    )
+
+
+def elect_leaders_step(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+    client = _admin_client(table, scope)
+    topic, partition = check_partition(
+        table, "topic", table.str("topic"), table.int("partition", 0), scope.topics
+    )
+    election = table.str("election", "preferred", choices=tuple(ELECTIONS))
+    broker = check_broker(table, scope.cluster) if table.has("broker") else None
+    return ElectLeaders(
+        at,
+        index,
+        client,
+        topic,
+        partition,
+        ELECTIONS[election],
+        table.int("timeout_ms", 30_000, 0, maximum=MAX_MS),
+        broker,
         table.str("id", None),
     )

@@ -32,6 +32,7 @@ from minibroker.scenario.loader.retry import retry_events
 from minibroker.scenario.loader.scope import Scope
 from minibroker.scenario.model import (
     DeleteRecords,
+    ElectLeaders,
     Fetch,
     GroupState,
     Load,
@@ -46,7 +47,7 @@ from minibroker.scenario.model import (
 Planned = Scenario | Scope
 
 #: steps that make client requests
-REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords, TransactionStep)
+REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords, TransactionStep, ElectLeaders)
 
 
 @attrs.frozen
@@ -176,7 +177,7 @@ def projected_span(scope: Planned) -> int:
     last = max(ends)
     if scope.end_ms is None and any(isinstance(step, REQUESTS) for step in scope.steps):
         waits = [_client_wait(c.type, c.config) for c in scope.clients]
-        waits += [s.timeout_ms for s in scope.steps if isinstance(s, DeleteRecords)]
+        waits += [s.timeout_ms for s in scope.steps if isinstance(s, (DeleteRecords, ElectLeaders))]
         last += max(waits, default=0)
     return last
 
@@ -213,7 +214,7 @@ def projected_events(scope: Planned) -> tuple[int, int, int]:
         elif isinstance(step, Load):
             requests += step.rate * step.duration_ms // 1000 * factor[step.topic]
             records += step.rate * step.duration_ms // 1000 * step.records if step.topic == retried else 0
-        elif isinstance(step, DeleteRecords):
+        elif isinstance(step, (DeleteRecords, ElectLeaders)):
             requests += factor[step.topic]
         elif isinstance(step, (Fetch, Poll)):
             consumer = clients[step.client]

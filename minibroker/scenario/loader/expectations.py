@@ -54,9 +54,11 @@ ERRORS = (
     "COORDINATOR_NOT_AVAILABLE",
     "NOT_COORDINATOR",
     "UNKNOWN_SERVER_ERROR",
+    "ELECTION_NOT_NEEDED",
+    "PREFERRED_LEADER_NOT_AVAILABLE",
 )
 #: the purgatories a ``purgatory`` expectation or a count may name
-PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "RemoteFetch", "RemoteListOffsets")
+PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "ElectLeader", "RemoteFetch", "RemoteListOffsets")
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.scenario.loader.admin import delete_records_step
+from minibroker.scenario.loader.admin import delete_records_step, elect_leaders_step
 from minibroker.scenario.loader.delay import delay_of
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.groups import member_step
@@ -54,16 +54,31 @@ def _produce(table: Table, scope: Scope, at: int, index: int, action: str) -> St
     topic, partition = check_partition(
         table, "topic", table.str("topic"), table.int("partition", 0), scope.topics
     )
+    keys = None
+    if table.has("keys"):
+        raw = table.array("keys")
+        if not raw or len(raw) > MAX_BATCH or not all(isinstance(k, str) for k in raw):
+            raise table.error(
+                "keys", f"expected a non-empty list of record keys (strings), got {describe(raw)}"
+            )
+        if table.has("records") or table.has("bytes"):
+            raise table.error("keys", "expected keys without records or bytes (one record per key)")
+        keys = tuple(raw)
+    tombstone = table.raw("tombstone", False)
+    if not isinstance(tombstone, bool) or (tombstone and keys is None):
+        raise table.error("tombstone", "expected true or false, beside keys")
     return Produce(
         at,
         index,
         client,
         topic,
         partition,
-        table.int("records", 1, 1, maximum=MAX_BATCH),
+        len(keys) if keys else table.int("records", 1, 1, maximum=MAX_BATCH),
         table.int("bytes", 100, 0, maximum=MAX_BATCH),
         table.str("id", None),
         *delay_of(table, scope),
+        keys=keys,
+        tombstone=tombstone,
     )
 
 
@@ -177,6 +192,7 @@ STEPS: dict[str, StepParser] = {
     "send": transaction_step,
     "send_offsets": transaction_step,
     "abort": transaction_step,
+    "elect_leaders": elect_leaders_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 
