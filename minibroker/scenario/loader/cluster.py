@@ -96,7 +96,7 @@ def _topic_configs(table: Table) -> dict[str, str]:
         table.used.add(name)
         if isinstance(value, bool):
             value = str(value).lower()
-        elif isinstance(value, int):
+        elif isinstance(value, (int, float)):
             value = str(value)
         elif not isinstance(value, str):
             raise table.error(name, f"expected a string, number or boolean, got {describe(value)}")
