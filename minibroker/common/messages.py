@@ -199,6 +199,7 @@ class PartitionListOffsetsResponse:
 @attrs.frozen(slots=True)
 class ListOffsetsResponse:
     partitions: dict[TopicPartition, PartitionListOffsetsResponse]
+    cause: str = "immediate"
 
 
 # --- elect leaders ---------------------------------------------------------------------------

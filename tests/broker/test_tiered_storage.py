@@ -192,7 +192,7 @@ def test_without_the_broker_switch_nothing_is_tiered():
     log = h.rm.partitions[TP].log
     assert (log.local_log_start_offset, log.highest_offset_in_remote_storage) == (0, -1)
     assert list_offsets(h, LATEST_TIERED_TIMESTAMP)[0].partitions[TP].offset == -1
-    assert [p.name for p in h.rm.purgatories] == ["Produce", "Fetch", "DeleteRecords"]
+    assert [p.name for p in h.rm.purgatories] == ["Produce", "Fetch", "DeleteRecords", "ElectLeader"]
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ def test_base_is_valid():
             '[[steps]]\nat = 5\naction = "explode"\n',
             "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
             "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, "
-            "delete_records, init, begin, send, send_offsets, abort, got 'explode'",
+            "delete_records, init, begin, send, send_offsets, abort, elect_leaders, got 'explode'",
         ),
         (
             '[[steps]]\nat = 5\naction = "delete_records"\ntopic = "t"\noffset = -2\n',
@@ -191,7 +191,7 @@ def test_bad_steps_and_expectations(extra, message):
         ),
         (
             '[[topics]]\nname = "t"\nconfigs = { "min.cleanable.dirty.ratio" = 2 }\n',
-            "x.toml:3: topics[0].configs.min.cleanable.dirty.ratio: expected a number in 0..1, got 2.0",
+            "x.toml:3: topics[0].configs.min.cleanable.dirty.ratio: expected a number in 0..1, got '2'",
         ),
         (
             '[[clients]]\nid = "p"\ntype = "producer"\nconfig = { acks = 2 }\n',

@@ -103,7 +103,7 @@ def _topic_configs(table: Table) -> dict[str, str]:
         try:
             configs[name] = check_topic_config(name, value)
         except TopicConfigError as error:
-            raise table.error(name, str(error)) from None
+            raise table.error(name, str(error).removeprefix(f"{name}: ")) from None
     return configs
 
 
