@@ -97,8 +97,6 @@ class Broker:
         #: the broker coordinating a share-partition key (the cluster points this at its topics, making
         #: ``__share_group_state`` on first use); None keeps share-partition state in memory only
         self.share_coordinator_of: Callable[[str], int] | None = None
-        #: a topic's partition count, 0 when it does not exist (the cluster points this at its topics)
-        self.topic_partitions: Callable[[str], int] = lambda topic: 0
         #: a group's config overrides (the cluster points this at its group configs)
         self.group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}
         #: the leader of a partition (the cluster points this at its controller)
@@ -161,7 +159,7 @@ class Broker:
         self.share_partition_manager = SharePartitionManager(manager)
         self.share_partition_manager.group_configs = lambda group_id: self.group_configs(group_id)
         self.share_coordinator = ShareGroupCoordinator(
-            self.coordinator, lambda topic: self.topic_partitions(topic)
+            self.coordinator, lambda topic: self.topic_partitions().get(topic, 0)
         )
         manager.leadership_listeners.append(self.share_coordinator.on_leadership)
         self.share_state_coordinator = ShareCoordinator(manager)
