@@ -97,6 +97,8 @@ class ShareConsumer(Client):
         self.rules: list[AcknowledgeRule] = []
         self.stalled = False
         self.crashed = False
+        #: set by whoever starts ``run`` (a scenario's join step), so it starts once
+        self.joined = False
         #: every record received, in order
         self.deliveries: list[Delivery] = []
         #: every acknowledgement once answered, in order

@@ -24,6 +24,7 @@ from minibroker.coordinator.group.group import (
 )
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.scope import Scope, check_partition, topic_of
+from minibroker.scenario.loader.share import refuse_member_action
 from minibroker.scenario.model import ClientSpec, Expectation, GroupState, MemberAction, MemberErrors, Step
 
 STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
@@ -56,6 +57,7 @@ def _member(table: Table, scope: Scope) -> str:
 
 
 def member_step(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+    refuse_member_action(table, scope, action)
     client = _member(table, scope)
     duration = table.ms("duration_ms", None) if action in ("stall", "hang") else None
     return MemberAction(at, index, action, client, duration)
