@@ -153,6 +153,8 @@ class ReplicaManager:
         self.remote_list_offsets_purgatory: DelayedOperationPurgatory[DelayedRemoteListOffsets] = (
             DelayedOperationPurgatory("RemoteListOffsets", self.timer, broker_id=broker_id, tracer=tracer)
         )
+        #: the ShareFetch purgatory (KIP-932, ``SharePartitionManager``), listed once a ShareFetch arrived
+        self.share_fetch_purgatory: DelayedOperationPurgatory | None = None
         for purgatory in (
             *self.purgatories[:3],
             self.remote_fetch_purgatory,
@@ -204,11 +206,14 @@ class ReplicaManager:
     @property
     def purgatories(self) -> tuple[DelayedOperationPurgatory, ...]:
         """Produce, Fetch and DeleteRecords, in that order (the figures list them so); then RemoteFetch
-        and RemoteListOffsets when the broker enables tiered storage."""
+        and RemoteListOffsets when the broker enables tiered storage, and ShareFetch once a ShareFetch
+        arrived."""
         local = (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory)
-        if not self.config.remote_log_storage_system_enable:
-            return local
-        return (*local, self.remote_fetch_purgatory, self.remote_list_offsets_purgatory)
+        if self.config.remote_log_storage_system_enable:
+            local = (*local, self.remote_fetch_purgatory, self.remote_list_offsets_purgatory)
+        if self.share_fetch_purgatory is not None:
+            local = (*local, self.share_fetch_purgatory)
+        return local
 
     def now(self) -> int:
         return self.clock.now_ms()

@@ -13,6 +13,7 @@ from minibroker.scenario.expect import ExpectationResult, _compare
 from minibroker.scenario.feature import ExpectationKind, Feature
 from minibroker.scenario.loader.share import share_partition_expectation
 from minibroker.scenario.model import SharePartitionState
+from minibroker.sim.share_view import share_partitions
 
 if TYPE_CHECKING:
     from minibroker.broker.share.share_partition import SharePartition
@@ -36,7 +37,10 @@ class ShareGroups:
         pass
 
     def view(self) -> Any:
-        return None
+        """The share partitions' windows now (None when there are none)."""
+        if self.cluster is None:
+            return None
+        return tuple(share_partitions(self.cluster)) or None
 
 
 def find_share_partition(cluster: Cluster, group: str, label: str) -> tuple[int, SharePartition | None]:

@@ -56,7 +56,7 @@ ERRORS = (
     "UNKNOWN_SERVER_ERROR",
 )
 #: the purgatories a ``purgatory`` expectation or a count may name
-PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "RemoteFetch", "RemoteListOffsets")
+PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "RemoteFetch", "RemoteListOffsets", "ShareFetch")
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 
