@@ -138,21 +138,11 @@ def run(records: int, batches: list[int], repeat: int) -> dict:
     return {"records": records, "system_timer_ns_per_task": per_task, "rows": rows}
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="share_lock_bench.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=_positive, default=100_000, help="records in flight (100,000)")
-    parser.add_argument("--batch", type=_positive, default=500, help="records per ShareFetch (default 500)")
-    parser.add_argument("--repeat", type=_positive, default=3, help="runs per figure; the best is kept (3)")
+    parser.add_argument("--records", type=int, default=100_000, help="records in flight (100,000)")
+    parser.add_argument("--batch", type=int, default=500, help="records per ShareFetch (default 500)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is kept (3)")
     parser.add_argument("--quick", action="store_true", help="10,000 records, one run (a CI smoke run)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     add_arguments(parser)
@@ -161,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     if commit is not None:
         return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     records, repeat = (10_000, 1) if args.quick else (args.records, args.repeat)
+    smallest = min((records, "records"), (args.batch, "batch"), (repeat, "repeat"))
+    if smallest[0] < 1:
+        parser.exit(2, f"{parser.prog}: error: --{smallest[1]} must be at least 1, got {smallest[0]}\n")
     if records % args.batch:
         parser.exit(
             2, f"{parser.prog}: error: --records ({records}) must be a multiple of --batch ({args.batch})\n"

@@ -140,27 +140,53 @@ def _events(text: str) -> tuple[list[dict], float]:
     return events, wall_ms
 
 
-def _out_of_order(done: dict[int, int], settled: dict[int, int]) -> int:
-    """Records done (``done``: offset -> trace sequence number) before a lower offset was settled."""
-    return sum(1 for offset, at in done.items() if any(o < offset and t > at for o, t in settled.items()))
+class Outcome:
+    """What one design's run did, gathered from its trace."""
 
+    def __init__(self, design: str, produced_ms: int) -> None:
+        self.design = design
+        self.produced_ms = produced_ms
+        self.done: dict[int, int] = {}  # offset -> ms from produce to done
+        self.done_seq: dict[int, int] = {}  # offset -> trace seq of its being done
+        self.settled: dict[int, int] = {}  # offset -> trace seq of its first end (done, dead, archived)
+        self.calls = self.duplicates = self.extra_records = self.timer_tasks = 0
+        self.poison_end_ms: int | None = None
 
-def _row(
-    design: str, done: dict[int, int], calls: int, duplicates: int, order: tuple[dict, dict], **rest
-) -> dict:
-    """``done``: offset -> ms from produce to done; ``order``: offset -> trace sequence number, of the
-    records done and of every record settled (done, dead-lettered or archived)."""
-    latencies = sorted(done.values())
-    return {
-        "design": design,
-        "done": len(done),
-        "handler_calls": calls,
-        "duplicates": duplicates,
-        "out_of_order": _out_of_order(*order),
-        "done_p50_ms": statistics.median(latencies) if latencies else None,
-        "done_max_ms": max(latencies) if latencies else None,
-        **rest,
-    }
+    def finish(self, offset: int, event: dict) -> None:
+        """``offset`` was handled successfully at ``event``."""
+        if offset in self.done:
+            self.duplicates += 1
+        else:
+            self.done[offset] = event["time_ms"] - self.produced_ms
+            self.done_seq[offset] = event["seq"]
+        self.settled.setdefault(offset, event["seq"])
+
+    def give_up(self, offset: int, event: dict) -> None:
+        """``offset`` was dead-lettered or archived at ``event``."""
+        self.poison_end_ms = event["time_ms"] - self.produced_ms
+        self.settled.setdefault(offset, event["seq"])
+
+    def row(self, wall_ms: float) -> dict:
+        latencies = sorted(self.done.values())
+        out_of_order = sum(
+            1
+            for offset, at in self.done_seq.items()
+            if any(o < offset and t > at for o, t in self.settled.items())
+        )
+        return {
+            "design": self.design,
+            "done": len(self.done),
+            "handler_calls": self.calls,
+            "duplicates": self.duplicates,
+            "out_of_order": out_of_order,  # done before a lower offset was settled
+            "done_p50_ms": statistics.median(latencies) if latencies else None,
+            "done_max_ms": max(latencies) if latencies else None,
+            "dead_or_archived": int(self.poison_end_ms is not None),
+            "poison_end_ms": self.poison_end_ms,
+            "extra_records": self.extra_records,
+            "timer_tasks": self.timer_tasks,
+            "wall_ms": round(wall_ms, 1),
+        }
 
 
 def retry_row(records: int, poison: int, attempts: int, delay_ms: int) -> dict:
@@ -168,103 +194,50 @@ def retry_row(records: int, poison: int, attempts: int, delay_ms: int) -> dict:
     events, wall_ms = _events(
         RETRY.format(end=end, attempts=attempts, delay=delay_ms, poison=poison, records=records)
     )
-    done: dict[int, int] = {}
-    duplicates = 0
-    settled: dict[int, int] = {}
-    done_seq: dict[int, int] = {}
-    dead_at = None
-    calls = handoffs = 0
+    outcome = Outcome("retry topics + DLT", 0)
     for e in events:
         kind = e["kind"]
         if kind == "retry.deliver":
-            calls += 1
-        elif kind == "retry.handoff":
-            handoffs += 1
-        elif kind in ("retry.processed", "retry.dead"):
-            offset = int(e["origin"].rpartition("@")[2])
-            if kind == "retry.dead":
-                dead_at = e["time_ms"]
-            elif offset in done:
-                duplicates += 1
-            else:
-                done[offset] = e["time_ms"]
-                done_seq[offset] = e["seq"]
-            settled.setdefault(offset, e["seq"])
-    return _row(
-        "retry topics + DLT",
-        done,
-        calls,
-        duplicates,
-        (done_seq, settled),
-        dead_or_archived=1 if dead_at is not None else 0,
-        poison_end_ms=dead_at,
-        extra_records=handoffs + (1 if dead_at is not None else 0),
-        timer_tasks=handoffs,
-        wall_ms=round(wall_ms, 1),
-    )
+            outcome.calls += 1
+        elif kind == "retry.handoff":  # a record in a retry topic, an entry in the scheduler
+            outcome.extra_records += 1
+            outcome.timer_tasks += 1
+        elif kind == "retry.processed":
+            outcome.finish(int(e["origin"].rpartition("@")[2]), e)
+        elif kind == "retry.dead":
+            outcome.extra_records += 1  # the record in the DLT
+            outcome.give_up(int(e["origin"].rpartition("@")[2]), e)
+    return outcome.row(wall_ms)
 
 
 def share_row(records: int, poison: int, attempts: int) -> dict:
-    produced = 100  # the share consumer's window starts at its first ShareFetch: it joins first
     events, wall_ms = _events(SHARE.format(end=2000, attempts=attempts, poison=poison, records=records))
-    done: dict[int, int] = {}
-    duplicates = 0
-    settled: dict[int, int] = {}
-    done_seq: dict[int, int] = {}
-    archived_at = None
-    calls = locks = writes = 0
+    # produced at 100: the share consumer's window starts at its first ShareFetch, so it joins first
+    outcome = Outcome("share group", 100)
     for e in events:
         kind = e["kind"]
         if kind == "share.acquire":
-            locks += 1
-            calls += e["last_offset"] - e["offset"] + 1
+            outcome.timer_tasks += 1  # one acquisition lock
+            outcome.calls += e["last_offset"] - e["offset"] + 1
         elif kind == "share.state.write":
-            writes += 1
+            outcome.extra_records += 1
         elif kind == "share.ack":
             size = e["last_offset"] - e["offset"] + 1
             types = e["types"] if len(e["types"]) > 1 else e["types"] * size
             for i, ack_type in enumerate(types):
-                if ack_type != "ACCEPT":
-                    continue
-                offset = e["offset"] + i
-                if offset in done:
-                    duplicates += 1
-                done[offset] = e["time_ms"] - produced
-                done_seq[offset] = e["seq"]
-                settled.setdefault(offset, e["seq"])
+                if ack_type == "ACCEPT":
+                    outcome.finish(e["offset"] + i, e)
         elif kind == "share.archive":
-            archived_at = e["time_ms"] - produced
-            settled.setdefault(e["offset"], e["seq"])
-    return _row(
-        "share group",
-        done,
-        calls,
-        duplicates,
-        (done_seq, settled),
-        dead_or_archived=1 if archived_at is not None else 0,
-        poison_end_ms=archived_at,
-        extra_records=writes,
-        timer_tasks=locks,
-        wall_ms=round(wall_ms, 1),
-    )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+            outcome.give_up(e["offset"], e)
+    return outcome.row(wall_ms)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="share_vs_retry.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=_positive, default=100, help="records produced (default 100)")
+    parser.add_argument("--records", type=int, default=100, help="records produced (default 100)")
     parser.add_argument("--poison", type=int, default=7, help="the poison record's offset (default 7)")
-    parser.add_argument("--attempts", type=_positive, default=5, help="deliveries of the poison record (5)")
-    parser.add_argument("--delay-ms", type=_positive, default=1000, help="retry backoff (default 1000)")
+    parser.add_argument("--attempts", type=int, default=5, help="deliveries of the poison record (5)")
+    parser.add_argument("--delay-ms", type=int, default=1000, help="retry backoff (default 1000)")
     parser.add_argument("--quick", action="store_true", help="20 records (a CI smoke run)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_arguments(parser)
@@ -273,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     if commit is not None:
         return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
     records = 20 if args.quick else args.records
+    for name, value, least in (("records", records, 1), ("delay-ms", args.delay_ms, 1)):
+        if value < least:
+            parser.exit(2, f"{parser.prog}: error: --{name} must be at least {least}, got {value}\n")
     if not 0 <= args.poison < records:
         parser.exit(
             2, f"{parser.prog}: error: --poison must be an offset 0..{records - 1}, got {args.poison}\n"

@@ -2,8 +2,8 @@
 
 Scenarios, tests, the TUI and the wire front end all go through it. Beside them: the consumer's side
 of the group protocol (``consumer_coordinator``, Kafka's ConsumerCoordinator) and the admin client
-(``admin``), and the share consumer of KIP-932's share groups (``share_consumer``). Their layer is above the broker, controller and coordinator whose requests they
-send, below the ``sim`` harness.
+(``admin``), and the share consumer of KIP-932's share groups (``share_consumer``). Their layer is
+above the broker, controller and coordinator whose requests they send, below the ``sim`` harness.
 
 Every request a client makes is a ``ClientRequest`` record kept by the cluster:
 when it was created and completed, the per-partition outcome (Kafka error

@@ -163,6 +163,7 @@ class ShareConsumer(Client):
             )
             answer = await self._call(coordinator, request, "ShareGroupHeartbeat")
             if answer is None:
+                await self._sleep(RETRY_BACKOFF_MS)
                 continue
             if answer.error is not Errors.NONE:
                 if answer.error in _REJOIN:
@@ -216,8 +217,7 @@ class ShareConsumer(Client):
             self._sessions.pop(leader, None)
             error = Errors.NETWORK_EXCEPTION if answer is None else answer.error
             self._answered(sent, sent_ms, {tp: error for tp in sent})
-            if answer is not None:
-                await self._sleep(RETRY_BACKOFF_MS)
+            await self._sleep(RETRY_BACKOFF_MS)
             return
         self._sessions[leader] = (epoch + 1, assigned)
         self._receive(answer, sent, sent_ms, received)
@@ -301,17 +301,15 @@ class ShareConsumer(Client):
         return any(self._pending.values())
 
     async def _call(self, broker: int, message: Any, api: str, wait_ms: int = 0) -> Any:
-        """Send to ``broker`` and wait; None (after a backoff) on a network error."""
-        timeout = max(wait_ms, self.config.request_timeout_ms) + self.config.response_grace_ms
+        """The answer of ``broker`` (its error recorded), or None on a network error (recorded too)."""
+        config = self.config
+        timeout = max(wait_ms, config.request_timeout_ms) + config.response_grace_ms
         answer = await self.cluster.network.call(self.client_id, broker, message, timeout)
-        if isinstance(answer, NetworkError):
-            self._record(api, answer.error)
-            await self._sleep(RETRY_BACKOFF_MS)
-            return None
-        error = getattr(answer, "error", Errors.NONE)
+        lost = isinstance(answer, NetworkError)
+        error = answer.error if lost else getattr(answer, "error", Errors.NONE)
         if error is not Errors.NONE:
             self._record(api, error)
-        return answer
+        return None if lost else answer
 
     def _record(self, api: str, error: Errors) -> None:
         self.errors.append((api, error.name))

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from minibroker.scenario.loader.document import Table, describe, listing
-from minibroker.scenario.loader.scope import Scope, broker, check_partition
+from minibroker.scenario.loader.scope import Scope, broker, partition_label
 from minibroker.scenario.model import ClientSpec, SharePartitionState, ShareStep, Step
 
 #: how records are acknowledged (Kafka's AcknowledgeType names)
@@ -68,16 +68,8 @@ def share_step(table: Table, scope: Scope, at: int, index: int, action: str) -> 
         offsets = tuple(sorted(set(raw)))
     partition = None
     if table.has("partition"):
-        partition = _partition(table, "partition", table.raw("partition"), scope)
+        partition = partition_label(table, "partition", table.raw("partition"), scope.topics)
     return ShareStep(at, index, action, client, table.str("type", choices=TYPES), offsets, partition)
-
-
-def _partition(table: Table, key: str, label: object, scope: Scope) -> str:
-    topic, _, number = str(label).rpartition("-")
-    if not isinstance(label, str) or not number.isdigit():
-        raise table.error(key, f"expected 'topic-partition' like 't-0', got {describe(label)}")
-    check_partition(table, key, topic, int(number), scope.topics)
-    return label
 
 
 def _offset_table(table: Table, key: str, check: object, what: str) -> dict[int, object] | None:
@@ -97,7 +89,7 @@ def _offset_table(table: Table, key: str, check: object, what: str) -> dict[int,
 
 
 def share_partition_expectation(table: Table, scope: Scope, index: int) -> SharePartitionState:
-    partition = _partition(table, "share_partition", table.raw("share_partition"), scope)
+    partition = partition_label(table, "share_partition", table.raw("share_partition"), scope.topics)
     groups = sorted({c.config.get("group.id") for c in scope.clients if is_share_consumer(c)})
     group = table.str("share_group")
     if group not in groups:
