@@ -12,6 +12,8 @@ the run lasts until ``END_MS`` so that every lock can expire and every record be
   (``share.acquire``) it settles on that broker, at most once;
 - **no lock outlives its duration by more than the timer's tick**: a ``share.lock.expire`` comes at its
   deadline, never earlier, at most ``tick_ms`` later; and at the end no lock on a live broker is overdue;
+  likewise a DelayedShareFetch that expires (``op.complete`` of the ``ShareFetch`` purgatory, cause
+  ``expiry``) does so at its ``max_wait_ms``, at most ``tick_ms`` late;
 - **every record eventually acknowledged or archived** (``check_end``, at ``END_MS``): on each
   partition's leader the share partition's SPSO has reached the log end and nothing is in flight.
 """
@@ -47,6 +49,7 @@ class ShareTally:
     acknowledged: int = 0
     archived: int = 0
     lock_expiries: int = 0
+    fetch_expiries: int = 0  # DelayedShareFetches that waited their whole max_wait_ms
     records: int = 0  # below the partitions' high watermarks at the end
 
 
@@ -58,11 +61,16 @@ class ShareChecks:
         #: (broker, group, partition, offset) -> the trace seq of the acquisition holding it
         self.current: dict[tuple[Any, ...], int] = {}
         self.settled: set[tuple[tuple[Any, ...], int]] = set()
+        #: (broker, op) -> when the DelayedShareFetch is due
+        self.fetch_due: dict[tuple[Any, str], int] = {}
         self.violations: list[Violation] = []
         self.tally = ShareTally()
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event["kind"]
+        if kind.startswith("op.") and event.get("purgatory") == "ShareFetch":
+            self._share_fetch(event)
+            return
         if not kind.startswith("share."):
             return
         if kind == "share.acquire":
@@ -96,6 +104,20 @@ class ShareChecks:
                 )
         elif kind == "share.archive":
             self.tally.archived += 1
+
+    def _share_fetch(self, event: dict[str, Any]) -> None:
+        """A DelayedShareFetch's creation (its due time) and an expiry's lateness against it."""
+        key = (event["broker"], event["op"])
+        if event["kind"] == "op.create":
+            self.fetch_due[key] = event["time_ms"] + event["delay_ms"]
+        elif event["kind"] == "op.complete":
+            due = self.fetch_due.pop(key, None)
+            if event.get("cause") == "expiry" and due is not None:
+                self.tally.fetch_expiries += 1
+                late = event["time_ms"] - due
+                if not 0 <= late <= self.tick_ms:
+                    message = f"{event['op']} due {due} expired at {event['time_ms']} ({late:+d} ms)"
+                    self._violate(LOCK_ON_TIME, event, message)
 
     def _violate(self, invariant: int, event: dict[str, Any], message: str) -> None:
         self.violations.append(

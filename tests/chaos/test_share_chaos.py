@@ -70,6 +70,18 @@ def test_a_lock_expiring_more_than_a_tick_late_or_early_is_a_violation(fired, la
     assert violation.message == f"lock due 1000 expired at {fired} ({late} ms)"
 
 
+def test_a_share_fetch_expiring_late_is_a_violation():
+    checks = ShareChecks(tick_ms=1)
+    op = {"broker": 1, "purgatory": "ShareFetch", "op": "ShareFetch-3"}
+    checks({**op, "kind": "op.create", "seq": 1, "time_ms": 100, "delay_ms": 500})
+    checks({**op, "kind": "op.complete", "seq": 2, "time_ms": 602, "cause": "expiry"})
+    (violation,) = checks.violations
+    assert (violation.invariant, violation.message) == (
+        LOCK_ON_TIME,
+        "ShareFetch-3 due 600 expired at 602 (+2 ms)",
+    )
+
+
 def test_the_runs_are_valid_scenarios_with_every_fault():
     text, partitions = share_chaos_scenario(3)
     scenario = parse_scenario(text, "share_chaos_3.toml")
@@ -84,4 +96,5 @@ def test_share_consumers_through_faults_keep_every_guarantee(seed):
     assert [v.message for v in violations] == []
     # every record ended: accepted, or archived (rejected, or released to the delivery limit)
     assert tally.records > 0 and tally.lock_expiries >= 1 and tally.redelivered >= 1
+    assert tally.fetch_expiries >= 1  # DelayedShareFetches that expired were checked too
     assert tally.acknowledged + tally.lock_expiries >= tally.records
