@@ -165,6 +165,8 @@ class ReplicaManager:
         self.elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = (
             DelayedOperationPurgatory("ElectLeader", self.timer, broker_id=broker_id, tracer=tracer)
         )
+        #: the ShareFetch purgatory (KIP-932, ``SharePartitionManager``), listed once a ShareFetch arrived
+        self.share_fetch_purgatory: DelayedOperationPurgatory | None = None
         for purgatory in (
             *self.purgatories[:4],
             self.remote_fetch_purgatory,
@@ -240,16 +242,19 @@ class ReplicaManager:
     @property
     def purgatories(self) -> tuple[DelayedOperationPurgatory, ...]:
         """Produce, Fetch, DeleteRecords and ElectLeader, in that order (the figures list them so); then
-        RemoteFetch and RemoteListOffsets when the broker enables tiered storage."""
+        RemoteFetch and RemoteListOffsets when the broker enables tiered storage, and ShareFetch once a
+        ShareFetch arrived."""
         local = (
             self.produce_purgatory,
             self.fetch_purgatory,
             self.delete_records_purgatory,
             self.elect_leader_purgatory,
         )
-        if not self.config.remote_log_storage_system_enable:
-            return local
-        return (*local, self.remote_fetch_purgatory, self.remote_list_offsets_purgatory)
+        if self.config.remote_log_storage_system_enable:
+            local = (*local, self.remote_fetch_purgatory, self.remote_list_offsets_purgatory)
+        if self.share_fetch_purgatory is not None:
+            local = (*local, self.share_fetch_purgatory)
+        return local
 
     def now(self) -> int:
         return self.clock.now_ms()

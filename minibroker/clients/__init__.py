@@ -2,8 +2,8 @@
 
 Scenarios, tests, the TUI and the wire front end all go through it. Beside them: the consumer's side
 of the group protocol (``consumer_coordinator``, Kafka's ConsumerCoordinator) and the admin client
-(``admin``). Their layer is above the broker, controller and coordinator whose requests they
-send, below the ``sim`` harness.
+(``admin``), and the share consumer of KIP-932's share groups (``share_consumer``). Their layer is
+above the broker, controller and coordinator whose requests they send, below the ``sim`` harness.
 
 Every request a client makes is a ``ClientRequest`` record kept by the cluster:
 when it was created and completed, the per-partition outcome (Kafka error
@@ -18,6 +18,7 @@ stale metadata) and do not retry, except the transactional producer's coordinato
 from minibroker.clients.consumer import Consumer
 from minibroker.clients.producer import Producer
 from minibroker.clients.request import ClientRequest
+from minibroker.clients.share_consumer import ShareConsumer
 from minibroker.clients.transactional_producer import TransactionalProducer
 
-__all__ = ["ClientRequest", "Consumer", "Producer", "TransactionalProducer"]
+__all__ = ["ClientRequest", "Consumer", "Producer", "ShareConsumer", "TransactionalProducer"]

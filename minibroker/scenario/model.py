@@ -229,6 +229,18 @@ class TransactionStep(Step):
     offsets: dict[str, int] = attrs.Factory(dict)
 
 
+@attrs.frozen
+class ShareStep(Step):
+    """A share consumer's application (``minibroker.clients.share_consumer``): ``acknowledge`` (from now on,
+    ``type`` for the records at ``offsets``, all when None, of ``partition``, any when None) or ``crash``."""
+
+    action: str
+    client: str
+    type: str = "ACCEPT"
+    offsets: tuple[int, ...] | None = None
+    partition: str | None = None
+
+
 # --- expectations ------------------------------------------------------------------------------
 @attrs.frozen
 class Expectation:
@@ -375,6 +387,23 @@ class TransactionState(Expectation):
     epoch: int | None = None
     partitions: tuple[str, ...] | None = None
     coordinator: int | None = None
+
+
+@attrs.frozen
+class SharePartitionState(Expectation):
+    """A share partition on the partition's leader at the end of ``at``: its SPSO and SPEO, the state and
+    delivery count of offsets in flight, and its running totals."""
+
+    at: int
+    partition: str
+    group: str
+    spso: int | None = None
+    speo: int | None = None
+    states: dict[int, str] | None = None
+    delivery_counts: dict[int, int] | None = None
+    lock_expiries: int | None = None
+    archived: int | None = None
+    leader: int | None = None
 
 
 TimedExpectation = (

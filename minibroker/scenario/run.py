@@ -25,7 +25,9 @@ import attrs
 import trio
 import trio.testing
 
+from minibroker.broker.share.share_partition import AcknowledgeType
 from minibroker.clients import ClientRequest, Consumer, Producer, TransactionalProducer
+from minibroker.clients.share_consumer import ShareConsumer
 from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.common.record_batch import build_batch
 from minibroker.runtime import PacedClock, deterministic_scheduling, quiet_gc
@@ -53,6 +55,7 @@ from minibroker.scenario.model import (
     RequestOutcome,
     Scenario,
     SetConfig,
+    ShareStep,
     Step,
     TransactionState,
     TransactionStep,
@@ -173,10 +176,14 @@ class ScenarioRunner:
             if isinstance(self.tracer, RecordingTracer):
                 self.tracer.clock = cluster.now
             self.cluster = cluster
-            self.clients: dict[str, Producer | Consumer] = {}
+            self.clients: dict[str, Producer | Consumer | ShareConsumer] = {}
             for client in self.scenario.clients:
                 if client.type == "producer":
                     self.clients[client.id] = cluster.producer(client.id, client.config)
+                elif client.type == "share_consumer":
+                    self.clients[client.id] = cluster.share_consumer(
+                        client.id, client.subscribe, client.config
+                    )
                 else:
                     consumer = cluster.consumer(client.id, client.config)
                     for topic, partition, offset in client.assign:
@@ -321,6 +328,8 @@ class ScenarioRunner:
             await self._member(step)
         elif isinstance(step, TransactionStep):
             self._transaction(step)
+        elif isinstance(step, ShareStep):
+            self._share(step)
         elif isinstance(step, SetConfig):
             targets = [step.broker] if step.broker is not None else range(len(cluster.brokers))
             for broker in targets:
@@ -352,8 +361,30 @@ class ScenarioRunner:
                 request = producer.abort_transaction(step.id)
             self._name([request], step.id)
 
+    def _share(self, step: ShareStep) -> None:
+        consumer = self.clients[step.client]
+        assert isinstance(consumer, ShareConsumer)
+        if step.action == "crash":
+            consumer.crash()
+            return
+        tp = None
+        if step.partition is not None:
+            topic, _, number = step.partition.rpartition("-")
+            tp = TopicPartition(topic, int(number))
+        consumer.acknowledge(AcknowledgeType[step.type], step.offsets, tp)
+
     async def _member(self, step: MemberAction) -> None:
         consumer = self.clients[step.client]
+        if isinstance(consumer, ShareConsumer):
+            if step.action == "join":
+                if not consumer.joined:
+                    consumer.joined = True
+                    self.members.start_soon(consumer.run)
+            elif not consumer.crashed:
+                consumer.stall(True)
+                if step.duration_ms is not None:
+                    self.members.start_soon(self._unpause, consumer.stall, step.at + step.duration_ms)
+            return
         assert isinstance(consumer, Consumer)
         membership = consumer.membership
         if step.action == "join":

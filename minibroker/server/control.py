@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from minibroker.common.errors import ErrorCode, Errors
@@ -46,6 +47,7 @@ from minibroker.server.codec import SUPPORTED
 from minibroker.server.error_responses import PER_PARTITION, kind, pushable
 from minibroker.server.fetch_sessions import session_figures
 from minibroker.server.serve import Served
+from minibroker.sim.share_view import expire_locks, share_partitions
 
 #: how long ``abort_transaction`` retries its InitProducerId (each a write to ``__transaction_state``)
 ABORT_WAIT_S = 35.0
@@ -445,6 +447,38 @@ class Control:
             self.served.cluster.move_leader(tp, broker)
 
         self._act(move)
+
+    # --- share groups --------------------------------------------------------------------------
+    def _share_target(self, topic: Any, partition: Any) -> TopicPartition | None:
+        if (topic is None) != (partition is None):
+            raise ValueError("topic and partition: give both (one partition) or neither (every partition)")
+        return self._partition(topic, partition) if topic is not None else None
+
+    @staticmethod
+    def _group(group: Any) -> str:
+        if not isinstance(group, str) or not group:
+            raise ValueError(f"group {group!r}: expected a non-empty string (a share group's id)")
+        return group
+
+    def expire_share_locks(self, group: str, topic: str | None = None, partition: int | None = None) -> int:
+        """Expire now every acquisition lock of the share group's partitions (of one partition when
+        given), as if each had reached its deadline: their records become Available again (Archived at
+        the delivery-count limit). Returns how many records were released."""
+        group = self._group(group)
+        tp = self._share_target(topic, partition)
+        released: list[int] = []
+        self._act(lambda: released.append(expire_locks(self.served.cluster, group, tp)))
+        return released[0]
+
+    def share_partitions(
+        self, group: str | None = None, topic: str | None = None, partition: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Every share partition on its leader now (of ``group``; of one partition): SPSO, SPEO, each
+        in-flight record's state, delivery count, holder and lock deadline, and its running totals."""
+        group = self._group(group) if group is not None else None
+        tp = self._share_target(topic, partition)
+        views = self._run(share_partitions, self.served.cluster, group, tp)
+        return [attrs.asdict(view) for view in views]
 
     # --- read-outs -----------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ controller are dropped is fenced when its session runs out (the controller's
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -30,6 +30,7 @@ from minibroker.broker.config import BrokerConfig, ConfigError, ConsumerConfig, 
 from minibroker.broker.remote_storage_manager import RemoteStorageManager
 from minibroker.clients import ClientRequest, Consumer, Producer
 from minibroker.clients.admin import AdminClient
+from minibroker.clients.share_consumer import ShareConsumer
 from minibroker.clients.transactional_producer import TransactionalProducer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import LeaderAndIsr, TopicPartition
@@ -383,6 +384,15 @@ class Cluster:
         if settings:
             consumer_config = attrs.evolve(consumer_config, **settings)
         return self._add_client(Consumer(self, client_id, consumer_config))
+
+    def share_consumer(
+        self, client_id: str, topics: Sequence[str], config: Mapping[str, Any] | None = None
+    ) -> ShareConsumer:
+        """A share-group member (KIP-932) on ``topics``; ``config`` needs a ``group.id``."""
+        consumer_config = ConsumerConfig.from_kafka(config or {})
+        if not consumer_config.group_id:
+            raise ConfigError(f"share consumer {client_id}: expected a group.id in its config")
+        return self._add_client(ShareConsumer(self, client_id, consumer_config, topics))
 
     def admin(self, client_id: str) -> AdminClient:
         """An admin client (DeleteRecords); the same one again for an id it already has."""

@@ -20,6 +20,7 @@ from minibroker.scenario.model import (
     PurgatoryFigures,
     RequestOutcome,
     RetryCounts,
+    SharePartitionState,
     WheelFigures,
 )
 
@@ -102,6 +103,8 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"member {expectation.member}'s errors (at the end)"
     if isinstance(expectation, RetryCounts):
         return f"retries of {expectation.topic} at {expectation.at} ms"
+    if isinstance(expectation, SharePartitionState):
+        return f"share partition {expectation.group}/{expectation.partition} at {expectation.at} ms"
     assert isinstance(expectation, Event)
     fields = ", ".join(f"{k}={v}" for k, v in expectation.fields.items())
     return f"an event {fields}" if expectation.count is None else f"{expectation.count} events {fields}"

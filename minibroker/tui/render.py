@@ -22,6 +22,7 @@ from minibroker.sim.snapshot import ReplicaView
 from minibroker.tui.delayed_messages import delayed_messages_panel
 from minibroker.tui.describe import describe_event
 from minibroker.tui.retry import retry_panel
+from minibroker.tui.share import share_panel
 from minibroker.tui.state import CAUSES, Frame, Tally
 from minibroker.tui.wheel import WheelView
 
@@ -357,6 +358,8 @@ def render_frame(
         top.append(delayed_messages_panel(frame.delayed_messages))
     if frame.retries is not None:
         top.append(retry_panel(frame.retries))
+    if frame.share_partitions:
+        top.append(share_panel(frame.share_partitions, frame.time_ms))
     if height is None:
         return Group(*top, _events_panel(frame, events, None), _expectations_panel(frame, None))
     sizes = [_height(console, part, width) for part in top]

@@ -20,6 +20,7 @@ from minibroker.scenario import RunResult, Scenario, ScenarioRunner
 from minibroker.scenario import expect as checks
 from minibroker.scenario.features.retry import RetryView
 from minibroker.scenario.model import Event, Fetch, Produce, RequestOutcome
+from minibroker.sim.share_view import SharePartitionView
 from minibroker.sim.snapshot import ClusterView
 from minibroker.tui.describe import describe_expectation
 
@@ -111,6 +112,8 @@ class Frame:
     delayed_messages: DelaysView | None = None
     #: the retrying consumer (minibroker.retry), when the scenario has a [retry] section
     retries: RetryView | None = None
+    #: the share partitions' windows (KIP-932), when there are any
+    share_partitions: tuple[SharePartitionView, ...] | None = None
 
 
 def estimate_span_ms(scenario: Scenario) -> int:
@@ -172,7 +175,7 @@ def capture(
 
     ``time_ms`` labels the frame when it stands for a later ms in which nothing happened.
     """
-    delayed_messages = retries = None
+    delayed_messages = retries = share_partitions = None
     if isinstance(source, RunResult):
         view = source.final
         lines = [ExpectationLine(r.where, r.expected, r.passed, r.seen) for r in source.results]
@@ -182,6 +185,7 @@ def capture(
         lines = _live_lines(source)
         views = source.views()
         delayed_messages, retries = views.get("delayed_messages"), views.get("retry")
+        share_partitions = views.get("share")
     scenario = source.scenario
     return Frame(
         scenario.name,
@@ -197,4 +201,5 @@ def capture(
         status,
         delayed_messages,
         retries,
+        share_partitions,
     )

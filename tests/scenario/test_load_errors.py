@@ -65,7 +65,8 @@ def test_base_is_valid():
             '[[steps]]\nat = 5\naction = "explode"\n',
             "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
             "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, "
-            "delete_records, init, begin, send, send_offsets, abort, elect_leaders, got 'explode'",
+            "delete_records, init, begin, send, send_offsets, abort, elect_leaders, acknowledge, "
+            "got 'explode'",
         ),
         (
             '[[steps]]\nat = 5\naction = "delete_records"\ntopic = "t"\noffset = -2\n',
@@ -120,7 +121,8 @@ def test_base_is_valid():
         (
             "[[expect]]\nat = 5\n",
             "x.toml:26: expect[0]: expected exactly one of the keys request, partition, purgatory, "
-            "count, event, delivered, delay_held, wheel, group, member, retry or transaction",
+            "count, event, delivered, delay_held, wheel, group, member, retry, share_partition or "
+            "transaction",
         ),
         (
             '[[steps]]\nat = 5\naction = "config"\nsettings = { "min.insync.replica" = 2 }\n',
@@ -203,7 +205,7 @@ def test_bad_steps_and_expectations(extra, message):
         ),
         (
             '[[clients]]\nid = "c"\ntype = "robot"\n',
-            "x.toml:3: clients[0].type: expected one of producer, consumer, got 'robot'",
+            "x.toml:3: clients[0].type: expected one of producer, consumer, share_consumer, got 'robot'",
         ),
         ("steps = 3\n", "x.toml:1: steps: expected an array, got 3"),
         ('[[steps]]\naction = "pause"\nbroker = 0\n', "x.toml:1: steps[0]: missing key 'at'"),

@@ -240,6 +240,8 @@ TOOLS = {
     "pipeline_bench": [],
     "spark_floor": [],
     "control_bench": ["--connections", "1", "--round-trips", "1"],
+    "share_vs_retry": ["--quick"],
+    "share_lock_bench": ["--quick"],
 }
 
 

@@ -86,6 +86,7 @@ class SharePartitionManager:
     def share_fetch(
         self, request: ShareFetchRequest, respond: Callable[[ShareFetchResponse], object]
     ) -> None:
+        self.manager.share_fetch_purgatory = self.purgatory  # the figures list it from now on
         group, member, epoch = request.group_id, request.member_id, request.session_epoch
         error, session = self.sessions.check(group, member, epoch)
         if error is not Errors.NONE:

@@ -6,7 +6,8 @@ the retrying consumer, so a run with both keeps the trace it has always had.
 """
 
 from minibroker.scenario.feature import register
-from minibroker.scenario.features import delayed_messages, retry
+from minibroker.scenario.features import delayed_messages, retry, share
 
 register(delayed_messages.FEATURE)
 register(retry.FEATURE)
+register(share.FEATURE)

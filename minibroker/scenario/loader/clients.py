@@ -9,6 +9,7 @@ from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.groups import read_subscribe
 from minibroker.scenario.loader.scope import Scope, check_partition, kafka, unique
+from minibroker.scenario.loader.share import check_share_consumer
 from minibroker.scenario.loader.transactions import transactional_settings
 from minibroker.scenario.model import ClientSpec, TopicSpecModel
 
@@ -36,7 +37,7 @@ def _client(table: Table, topics: tuple[TopicSpecModel, ...]) -> ClientSpec:
         raise table.error(
             "id", f"expected a name that is not 'controller' or a broker id, got {describe(client_id)}"
         )
-    kind = table.str("type", choices=("producer", "consumer"))
+    kind = table.str("type", choices=("producer", "consumer", "share_consumer"))
     if kind == "producer":
         config = kafka(table, "config", ProducerConfig.from_kafka, fix_acks)
         if config["acks"] not in (-1, 0, 1):
@@ -48,8 +49,10 @@ def _client(table: Table, topics: tuple[TopicSpecModel, ...]) -> ClientSpec:
         config = transactional_settings(table, kind, kafka(table, "config", ConsumerConfig.from_kafka))
         assign = tuple(_assignment(table, i, value, topics) for i, value in enumerate(table.array("assign")))
     spec = ClientSpec(client_id, kind, config, assign)
-    if kind == "consumer" and table.has("subscribe"):
+    if kind != "producer" and table.has("subscribe"):
         spec = read_subscribe(table, spec, topics)
+    if kind == "share_consumer":
+        check_share_consumer(table, spec)
     table.finish()
     return spec
 

@@ -58,7 +58,15 @@ ERRORS = (
     "PREFERRED_LEADER_NOT_AVAILABLE",
 )
 #: the purgatories a ``purgatory`` expectation or a count may name
-PURGATORIES = ("Produce", "Fetch", "DeleteRecords", "ElectLeader", "RemoteFetch", "RemoteListOffsets")
+PURGATORIES = (
+    "Produce",
+    "Fetch",
+    "DeleteRecords",
+    "ElectLeader",
+    "RemoteFetch",
+    "RemoteListOffsets",
+    "ShareFetch",
+)
 CAUSES = ("immediate", "condition", "expiry", "leadership", "network")
 COUNTS = ("requests", "expirations", "completions", "purges", "purged", "events")
 

@@ -23,7 +23,8 @@ from minibroker.coordinator.group.group import (
     STABLE,
 )
 from minibroker.scenario.loader.document import Table, describe
-from minibroker.scenario.loader.scope import Scope, check_partition, topic_of
+from minibroker.scenario.loader.scope import Scope, partition_label, topic_of
+from minibroker.scenario.loader.share import refuse_member_action
 from minibroker.scenario.model import ClientSpec, Expectation, GroupState, MemberAction, MemberErrors, Step
 
 STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
@@ -56,6 +57,7 @@ def _member(table: Table, scope: Scope) -> str:
 
 
 def member_step(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
+    refuse_member_action(table, scope, action)
     client = _member(table, scope)
     duration = table.ms("duration_ms", None) if action in ("stall", "hang") else None
     return MemberAction(at, index, action, client, duration)
@@ -122,11 +124,7 @@ def _check_client(table: Table, key: str, client: Any, scope: Scope) -> None:
 
 
 def _partition(table: Table, key: str, label: Any, scope: Scope) -> str:
-    topic, _, number = str(label).rpartition("-")
-    if not isinstance(label, str) or not number.isdigit():
-        raise table.error(key, f"expected 'topic-partition' like 't-0', got {describe(label)}")
-    check_partition(table, key, topic, int(number), scope.topics)
-    return label
+    return partition_label(table, key, label, scope.topics)
 
 
 def member_expectation(table: Table, scope: Scope, index: int) -> Expectation:

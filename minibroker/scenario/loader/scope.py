@@ -128,6 +128,15 @@ def check_partition(
     return topic, partition
 
 
+def partition_label(table: Table, key: str, label: Any, topics: tuple[TopicSpecModel, ...]) -> str:
+    """``label`` checked as an existing partition's "topic-partition" ("t-0")."""
+    topic, _, number = str(label).rpartition("-")
+    if not isinstance(label, str) or not number.isdigit():
+        raise table.error(key, f"expected 'topic-partition' like 't-0', got {describe(label)}")
+    check_partition(table, key, topic, int(number), topics)
+    return label
+
+
 def client_of(table: Table, clients: tuple[ClientSpec, ...], kind: str) -> str:
     client_id = table.str("client")
     spec = next((c for c in clients if c.id == client_id), None)

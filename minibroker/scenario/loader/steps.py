@@ -28,6 +28,7 @@ from minibroker.scenario.loader.scope import (
     kafka,
     topic_of,
 )
+from minibroker.scenario.loader.share import is_share_consumer, share_step
 from minibroker.scenario.loader.transactions import (
     check_order,
     is_transactional,
@@ -147,6 +148,8 @@ def _commit(table: Table, scope: Scope, at: int, index: int, action: str) -> Ste
 
 def _crash(table: Table, scope: Scope, at: int, index: int, action: str) -> Step:
     """A broker's crash (``broker``), or a transactional producer's (``client``)."""
+    if is_share_consumer(next((c for c in scope.clients if c.id == table.raw("client", None)), None)):
+        return share_step(table, scope, at, index, action)
     if table.has("client"):
         if table.has("broker"):
             raise table.error(
@@ -193,6 +196,7 @@ STEPS: dict[str, StepParser] = {
     "send_offsets": transaction_step,
     "abort": transaction_step,
     "elect_leaders": elect_leaders_step,
+    "acknowledge": share_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 

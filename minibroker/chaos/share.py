@@ -1,0 +1,230 @@
+"""Chaos with share consumers (KIP-932): seeded runs of a share group through faults, and its invariants.
+
+A run (``share_chaos_scenario(seed)``) has three brokers, a topic of one or two partitions replicated on
+all three, three share consumers of one group joining at 0, and a producer's load from 500 ms; the seed
+picks the topic's partitions, the load, records the consumers RELEASE or REJECT, a consumer that stalls
+past the lock duration, one that crashes, and a broker that crashes and restarts. Faults end by 6000 ms;
+the run lasts until ``END_MS`` so that every lock can expire and every record be handed out again.
+
+``ShareChecks`` reads the trace as it is emitted and checks, per share partition:
+
+- **never acknowledged twice within one delivery**: each ``share.ack`` of an offset names the delivery
+  (``share.acquire``) it settles on that broker, at most once;
+- **no lock outlives its duration by more than the timer's tick**: a ``share.lock.expire`` comes at its
+  deadline, never earlier, at most ``tick_ms`` later; and at the end no lock on a live broker is overdue;
+  likewise a DelayedShareFetch that expires (``op.complete`` of the ``ShareFetch`` purgatory, cause
+  ``expiry``) does so at its ``max_wait_ms``, at most ``tick_ms`` late;
+- **every record eventually acknowledged or archived** (``check_end``, at ``END_MS``): on each
+  partition's leader the share partition's SPSO has reached the log end and nothing is in flight.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from minibroker.chaos.violations import Violation
+from minibroker.common.messages import TopicPartition
+from minibroker.runtime import deterministic_scheduling, quiet_gc
+from minibroker.scenario import ScenarioRunner, parse_scenario
+
+#: the share invariants' numbers in violations and the report
+NO_DOUBLE_ACK, LOCK_ON_TIME, ALL_SETTLED = 8, 9, 10
+#: when the checks at the end look (faults end by 6000 ms; locks last 1000 ms)
+END_MS = 15_000
+LOCK_MS = 1000
+GROUP = "sg"
+
+
+@attrs.define
+class ShareTally:
+    """What a run did (none of it is a violation)."""
+
+    acquired: int = 0
+    redelivered: int = 0
+    acknowledged: int = 0
+    archived: int = 0
+    lock_expiries: int = 0
+    fetch_expiries: int = 0  # DelayedShareFetches that waited their whole max_wait_ms
+    records: int = 0  # below the partitions' high watermarks at the end
+
+
+class ShareChecks:
+    """A trace sink checking the share-group invariants live; ``check_end`` at the end of the run."""
+
+    def __init__(self, tick_ms: int = 1) -> None:
+        self.tick_ms = tick_ms
+        #: (broker, group, partition, offset) -> the trace seq of the acquisition holding it
+        self.current: dict[tuple[Any, ...], int] = {}
+        self.settled: set[tuple[tuple[Any, ...], int]] = set()
+        #: (broker, op) -> when the DelayedShareFetch is due
+        self.fetch_due: dict[tuple[Any, str], int] = {}
+        self.violations: list[Violation] = []
+        self.tally = ShareTally()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event["kind"]
+        if kind.startswith("op.") and event.get("purgatory") == "ShareFetch":
+            self._share_fetch(event)
+            return
+        if not kind.startswith("share."):
+            return
+        if kind == "share.acquire":
+            for offset in range(event["offset"], event["last_offset"] + 1):
+                self.current[(event["broker"], event["group"], event["partition"], offset)] = event["seq"]
+                self.tally.acquired += 1
+                self.tally.redelivered += event["delivery_count"] > 1
+        elif kind == "share.ack":
+            size = event["last_offset"] - event["offset"] + 1
+            types = event["types"] if len(event["types"]) > 1 else event["types"] * size
+            for i, ack_type in enumerate(types):
+                if ack_type == "GAP":
+                    continue
+                key = (event["broker"], event["group"], event["partition"], event["offset"] + i)
+                delivery = self.current.get(key)
+                if delivery is None or (key, delivery) in self.settled:
+                    what = (
+                        "never acquired there" if delivery is None else "acknowledged twice in one delivery"
+                    )
+                    self._violate(NO_DOUBLE_ACK, event, f"offset {key[3]} {what}")
+                self.settled.add((key, delivery if delivery is not None else -1))
+                self.tally.acknowledged += 1
+        elif kind == "share.lock.expire":
+            self.tally.lock_expiries += 1
+            late = event["time_ms"] - event["deadline_ms"]
+            if not 0 <= late <= self.tick_ms:
+                self._violate(
+                    LOCK_ON_TIME,
+                    event,
+                    f"lock due {event['deadline_ms']} expired at {event['time_ms']} ({late:+d} ms)",
+                )
+        elif kind == "share.archive":
+            self.tally.archived += 1
+
+    def _share_fetch(self, event: dict[str, Any]) -> None:
+        """A DelayedShareFetch's creation (its due time) and an expiry's lateness against it."""
+        key = (event["broker"], event["op"])
+        if event["kind"] == "op.create":
+            self.fetch_due[key] = event["time_ms"] + event["delay_ms"]
+        elif event["kind"] == "op.complete":
+            due = self.fetch_due.pop(key, None)
+            if event.get("cause") == "expiry" and due is not None:
+                self.tally.fetch_expiries += 1
+                late = event["time_ms"] - due
+                if not 0 <= late <= self.tick_ms:
+                    message = f"{event['op']} due {due} expired at {event['time_ms']} ({late:+d} ms)"
+                    self._violate(LOCK_ON_TIME, event, message)
+
+    def _violate(self, invariant: int, event: dict[str, Any], message: str) -> None:
+        self.violations.append(
+            Violation(invariant, event.get("partition"), "", event["time_ms"], message, dict(event))
+        )
+
+    def check_end(self, cluster: Any, topic: str, partitions: int) -> None:
+        """Every partition's share partition settled up to its log end; no lock overdue on a live broker."""
+        now = cluster.now()
+        for partition in range(partitions):
+            tp = TopicPartition(topic, partition)
+            label = str(tp)
+            leader = cluster.leader_of(tp)
+            manager = cluster.brokers[leader].share_partition_manager if leader >= 0 else None
+            sp = manager.share_partitions.get((GROUP, tp)) if manager is not None else None
+            end = cluster.brokers[leader].logs[tp].high_watermark if leader >= 0 else -1
+            self.tally.records += max(0, end)
+            if sp is None or not sp.initialized:
+                self.violations.append(
+                    Violation(ALL_SETTLED, label, "", now, "no share partition on its leader")
+                )
+                continue
+            if sp.start_offset != end or sp.records:
+                states = sorted({r.state.name for r in sp.records.values()})
+                message = f"SPSO {sp.start_offset}, log end {end}, in flight {len(sp.records)} {states}"
+                self.violations.append(Violation(ALL_SETTLED, label, "", now, message))
+        for broker in cluster.brokers:
+            manager = broker.share_partition_manager
+            for sp in manager.share_partitions.values() if manager is not None else ():
+                for lock in sp.locks:
+                    if lock.deadline_ms + self.tick_ms < now:
+                        message = f"lock due {lock.deadline_ms} still held at {now}"
+                        self.violations.append(Violation(LOCK_ON_TIME, str(sp.tp), "", now, message))
+
+
+def share_chaos_scenario(seed: int) -> tuple[str, int]:
+    """The scenario of run ``seed`` (TOML) and its topic's partition count."""
+    rng = random.Random(seed)
+    partitions = rng.choice((1, 2))
+    rate = rng.choice((10, 20, 40))
+    records = rng.randint(1, 3)
+    stall_at, stall_ms = rng.randint(500, 3000), rng.randint(LOCK_MS + 200, 3 * LOCK_MS)
+    crash_at = rng.randint(500, 4000)
+    broker, broker_at = rng.randrange(3), rng.randint(1000, 4000)
+    release, reject = rng.randrange(20), rng.randrange(20)
+    steps = [
+        *(f'[[steps]]\nat = 0\naction = "join"\nclient = "c{i}"\n' for i in (1, 2, 3)),
+        *(
+            f'[[steps]]\nat = 0\naction = "acknowledge"\nclient = "{client}"\ntype = "{kind}"\n'
+            f"offsets = [{offset}]\n"
+            for client, kind, offset in (("c2", "RELEASE", release), ("c3", "REJECT", reject))
+        ),
+        f'[[steps]]\nat = 500\naction = "load"\nclient = "p"\ntopic = "t"\nrate = {rate}\n'
+        f"duration_ms = 2000\nrecords = {records}\n",
+        f'[[steps]]\nat = {stall_at}\naction = "stall"\nclient = "c1"\nduration_ms = {stall_ms}\n',
+        f'[[steps]]\nat = {crash_at}\naction = "crash"\nclient = "c2"\n',
+        f'[[steps]]\nat = {broker_at}\naction = "crash"\nbroker = {broker}\n',
+        f'[[steps]]\nat = {broker_at + 2000}\naction = "restart"\nbroker = {broker}\n',
+    ]
+    clients = "".join(
+        f'[[clients]]\nid = "c{i}"\ntype = "share_consumer"\nconfig = {{ "group.id" = "{GROUP}" }}\n'
+        'subscribe = ["t"]\n\n'
+        for i in (1, 2, 3)
+    )
+    text = f"""\
+[scenario]
+name = "share_chaos_{seed}"
+seed = {seed}
+end_ms = {END_MS}
+
+[cluster]
+brokers = 3
+config = {{ "offsets.topic.num.partitions" = 1, "share.coordinator.state.topic.num.partitions" = 1, \
+"group.share.record.lock.duration.ms" = {LOCK_MS}, "group.share.delivery.count.limit" = 3 }}
+
+[[topics]]
+name = "t"
+partitions = {partitions}
+replication_factor = 3
+
+[[clients]]
+id = "p"
+type = "producer"
+
+{clients}{chr(10).join(steps)}"""
+    return text, partitions
+
+
+def run_share_chaos(seed: int) -> tuple[list[Violation], ShareTally]:
+    """Run share chaos ``seed`` in virtual time; its violations and tally."""
+    text, partitions = share_chaos_scenario(seed)
+    scenario = parse_scenario(text, f"share_chaos_{seed}.toml")
+    checks = ShareChecks()
+    runner = ScenarioRunner(scenario, [checks], None)
+
+    async def play() -> None:
+        async def at_end() -> None:
+            await runner.ready.wait()
+            assert runner.cluster is not None
+            await runner.cluster.clock.sleep_until(END_MS - 1)
+            await trio.testing.wait_all_tasks_blocked()
+            checks.check_end(runner.cluster, "t", partitions)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(at_end)
+            nursery.start_soon(runner.run, scenario.seed)
+
+    with quiet_gc(), deterministic_scheduling(seed):
+        trio.run(play, clock=trio.testing.MockClock(autojump_threshold=0))
+    return checks.violations, checks.tally

@@ -1,0 +1,33 @@
+"""tools/share_lock_bench.py: the timer's cost of a share partition's in-flight records against the
+SystemTimer's own per-task figure, in one run."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("share_lock_bench", ROOT / "tools" / "share_lock_bench.py")
+assert SPEC is not None and SPEC.loader is not None
+share_lock_bench = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(share_lock_bench)
+
+
+def test_records_acquired_500_per_share_fetch_cost_the_timer_less_than_one_task_each():
+    result = share_lock_bench.run(10_000, [500, 1], 1)
+    batched, single = result["rows"]
+    assert (batched["batch"], batched["locks"], single["batch"], single["locks"]) == (500, 20, 1, 10_000)
+    # one lock per 500 records: the timer's share of each record is a small part of one task's add + fire
+    assert batched["ratio"] < 0.1
+    assert result["system_timer_ns_per_task"] > 0
+
+
+def test_records_not_a_multiple_of_the_batch_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        share_lock_bench.main(["--records", "1001", "--batch", "500"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "share_lock_bench.py: error: --records (1001) must be a multiple of --batch (500)"
+    ]
