@@ -58,7 +58,10 @@ python tools/benchmarks_page.py run emulator_bench -- python tools/emulator_benc
 To see where the time goes, see [profiling.md](profiling.md)."""
 
 # tool -> the command shown for a tool without a saved result (default: ``python tools/NAME.py --json``)
-COMMANDS = {"spark_floor": "python tools/spark_floor.py --events 200000 --json"}
+COMMANDS = {
+    "spark_floor": "python tools/spark_floor.py --events 200000 --json",
+    "chaos_bench_transactions": "python tools/chaos_bench.py --runs 2000 --profile transactions --json",
+}
 
 
 def _load() -> tuple[float, float, float]:
@@ -442,6 +445,10 @@ TOOLS = {
     "retry_bench": ("The retry scheduler's backends, real time, no Kafka", _retry_bench),
     "wire_bench": ("`minibroker serve` under real clients, against librdkafka's mock cluster", _wire_bench),
     "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),
+    "chaos_bench_transactions": (
+        "Chaos runs with transactions (`--profile transactions`): invariant 8 checked as well",
+        _chaos_bench,
+    ),
     "control_bench": (
         "`serve --control` under a crowd of held, partial HTTP requests: a Kafka produce-and-read round trip,"
         " threads, open files and memory",
