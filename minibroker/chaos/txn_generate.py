@@ -43,9 +43,9 @@ def _producer_config(rng: random.Random, transactional_id: str) -> dict:
     return {
         "acks": -1,
         "transactional.id": transactional_id,
-        "transaction.timeout.ms": rng.choice((300, 600, 1000)),
-        "request.timeout.ms": rng.choice((300, 1000)),
-        "max.block.ms": rng.choice((1000, 2000)),
+        "transaction.timeout.ms": rng.choice((200, 400, 800)),
+        "request.timeout.ms": rng.choice((200, 500)),
+        "max.block.ms": rng.choice((500, 1000)),
         "retry.backoff.ms": rng.choice((20, 100)),
         "minibroker.response.grace.ms": GRACE_MS,
     }
@@ -63,7 +63,7 @@ def add_transactions(schedule: Schedule, rng: random.Random, duration_ms: int) -
         "transaction.state.log.num.partitions": 2,
         "offsets.topic.num.partitions": 2,
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": rng.choice((100, 250, 500)),
-        "request.timeout.ms": rng.choice((500, 1000)),
+        "request.timeout.ms": rng.choice((300, 500)),
     }
     parts = schedule.partitions()
     producers = list(schedule.producers)
