@@ -18,8 +18,9 @@ and fetch, the probes and the reader included) and network messages (every
 message sent on the emulated network: client requests and answers, follower fetches,
 controller traffic). Printed: runs per CPU-minute, client requests and network
 messages per CPU-second, trace events checked per CPU-second, violations (must be 0
-on the ``default`` and ``transactions`` profiles: the command exits 1 otherwise). On a machine shared with other work the CPU figures are the
-ones to quote; wall time only says how loaded it was.
+on the ``default`` and ``transactions`` profiles: the command exits 1 otherwise). On a
+machine shared with other work the CPU figures are the ones to quote; wall time only says
+how loaded it was.
 
 ``--workers K`` spreads the runs over K spawned processes (run ``i`` in process ``i % K``); the
 CPU figures then divide by the sum of each run's own CPU time (``cpu_ms`` of its row, measured in
@@ -90,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         context = multiprocessing.get_context("spawn")
         slices = [list(range(args.runs))[w :: args.workers] for w in range(args.workers)]
         with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=context) as pool:
-            parts = pool.map(_runs, *zip(*[(args.profile, args.seed, s, args.duration_ms) for s in slices]))
-            for part in parts:
-                totals = [a + b for a, b in zip(totals, part, strict=True)]
+            jobs = [pool.submit(_runs, args.profile, args.seed, s, args.duration_ms) for s in slices]
+            for job in jobs:
+                totals = [a + b for a, b in zip(totals, job.result(), strict=True)]
         cpu_s = totals[4]  # each run's own CPU time, in the process that ran it
     requests, messages, events, violations = totals[:4]
     wall_s = time.perf_counter() - wall
