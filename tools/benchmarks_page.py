@@ -430,6 +430,27 @@ def _pipeline_bench(r):
     return heads, header, rows
 
 
+def _txn_bench(r):
+    heads = [
+        (
+            "transactional ÷ plain acks=-1 produce, CPU per record "
+            f"({r['sends_per_group']} sends of {r['records_per_send']} records per transaction)",
+            _x(r["txn_vs_plain"]),
+        )
+    ]
+    header = ["records per side", "plain µs per record", "transactional µs per record", "ratio", "per round"]
+    rows = [
+        [
+            f"{r['records_per_side']:,}",
+            r["plain_us_per_record"],
+            r["txn_us_per_record"],
+            _x(r["txn_vs_plain"]),
+            ", ".join(_x(x) for x in r["round_ratios"]),
+        ]
+    ]
+    return heads, header, rows
+
+
 TOOLS = {
     "timer_bench": ("Kafka's SystemTimer against a heap and a hashed wheel, in virtual time", _timer_bench),
     "purgatory_perf": ("Kafka's TestPurgatoryPerformance model, real time", _purgatory_perf),
@@ -449,6 +470,7 @@ TOOLS = {
         "Chaos runs with transactions (`--profile transactions`): invariant 8 checked as well",
         _chaos_bench,
     ),
+    "txn_bench": ("Transactional produce against plain acks=-1 produce, CPU per record", _txn_bench),
     "control_bench": (
         "`serve --control` under a crowd of held, partial HTTP requests: a Kafka produce-and-read round trip,"
         " threads, open files and memory",
