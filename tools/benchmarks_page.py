@@ -60,7 +60,9 @@ To see where the time goes, see [profiling.md](profiling.md)."""
 # tool -> the command shown for a tool without a saved result (default: ``python tools/NAME.py --json``)
 COMMANDS = {
     "spark_floor": "python tools/spark_floor.py --events 200000 --json",
-    "chaos_bench_transactions": "python tools/chaos_bench.py --runs 2000 --profile transactions --json",
+    "chaos_bench_transactions": (
+        "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 3 --json"
+    ),
 }
 
 
