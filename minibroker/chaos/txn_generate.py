@@ -97,6 +97,8 @@ def add_transactions(schedule: Schedule, rng: random.Random, duration_ms: int) -
             ending = _ending(rng)
             zombie = ending != "crash" and rng.random() < 0.2
             end = min(duration_ms - 1, t + rng.randint(10, 300))
+            # every send before the transaction's end, inside the window
+            steps = [attrs.evolve(step, at=min(step.at, end)) for step in steps]
             if ending == "crash":
                 steps.append(TransactionStep(end, 0, "crash", client))
             else:

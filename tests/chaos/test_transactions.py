@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+
 from minibroker.chaos import run_index
 from minibroker.chaos.distribute import RunSummary
 from minibroker.chaos.failures import replay_fails, write_shrunk
 from minibroker.chaos.generate import generate
 from minibroker.chaos.profiles import profile
 from minibroker.chaos.schedule import RC_READER, compile_schedule
+from minibroker.chaos.toml_writer import scenario_toml
 from minibroker.chaos.txn_schedule import transaction_bound
+from minibroker.scenario import parse_scenario
+from minibroker.scenario.model import TransactionStep
 
 
 def test_the_same_seed_gives_the_same_transactional_schedule():
@@ -31,6 +36,18 @@ def test_the_same_seed_gives_the_same_transactional_schedule():
     # the other profiles draw no transactions: their schedules are what they were
     plain = generate(profile("default"), 0, 3, 1000)
     assert plain.txns == () and plain.transform is None and not plain.transactional
+
+
+def test_a_transactional_schedule_round_trips_through_toml():
+    schedule = generate(profile("transactions"), 0, 3, 1000)
+    scenario = compile_schedule(schedule)
+    loaded = parse_scenario(scenario_toml(scenario), "written.toml")
+    assert attrs.evolve(loaded, path=scenario.path) == scenario
+    assert sum(isinstance(step, TransactionStep) for step in loaded.steps) == 13
+    for index in range(20):  # every send of a transaction comes before its end: the loader takes them all
+        parse_scenario(
+            scenario_toml(compile_schedule(generate(profile("transactions"), 0, index, 500))), "w.toml"
+        )
 
 
 def test_the_transaction_bound_adds_its_parts():
