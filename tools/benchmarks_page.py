@@ -61,7 +61,7 @@ To see where the time goes, see [profiling.md](profiling.md)."""
 COMMANDS = {
     "spark_floor": "python tools/spark_floor.py --events 200000 --json",
     "chaos_bench_transactions": (
-        "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 3 --json"
+        "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 6 --json"
     ),
 }
 
