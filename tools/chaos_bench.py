@@ -64,6 +64,8 @@ def _runs(profile: str, seed: int, indices: list[int], duration_ms: int) -> list
         for i, key in enumerate(("requests", "messages", "events", "violations")):
             totals[i] += row[key]
         totals[4] += row["cpu_ms"] / 1000
+        if row["violations"]:  # name it at once: the figures alone do not say which run broke what
+            print(f"chaos_bench: run {index}: {row['first_violation']}", file=sys.stderr, flush=True)
     return totals
 
 
