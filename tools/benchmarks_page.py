@@ -58,7 +58,12 @@ python tools/benchmarks_page.py run emulator_bench -- python tools/emulator_benc
 To see where the time goes, see [profiling.md](profiling.md)."""
 
 # tool -> the command shown for a tool without a saved result (default: ``python tools/NAME.py --json``)
-COMMANDS = {"spark_floor": "python tools/spark_floor.py --events 200000 --json"}
+COMMANDS = {
+    "spark_floor": "python tools/spark_floor.py --events 200000 --json",
+    "chaos_bench_transactions": (
+        "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 6 --json"
+    ),
+}
 
 
 def _load() -> tuple[float, float, float]:
@@ -427,6 +432,27 @@ def _pipeline_bench(r):
     return heads, header, rows
 
 
+def _txn_bench(r):
+    heads = [
+        (
+            "transactional ÷ plain acks=-1 produce, CPU per record "
+            f"({r['sends_per_group']} sends of {r['records_per_send']} records per transaction)",
+            _x(r["txn_vs_plain"]),
+        )
+    ]
+    header = ["records per side", "plain µs per record", "transactional µs per record", "ratio", "per round"]
+    rows = [
+        [
+            f"{r['records_per_side']:,}",
+            r["plain_us_per_record"],
+            r["txn_us_per_record"],
+            _x(r["txn_vs_plain"]),
+            ", ".join(_x(x) for x in r["round_ratios"]),
+        ]
+    ]
+    return heads, header, rows
+
+
 TOOLS = {
     "timer_bench": ("Kafka's SystemTimer against a heap and a hashed wheel, in virtual time", _timer_bench),
     "purgatory_perf": ("Kafka's TestPurgatoryPerformance model, real time", _purgatory_perf),
@@ -442,6 +468,11 @@ TOOLS = {
     "retry_bench": ("The retry scheduler's backends, real time, no Kafka", _retry_bench),
     "wire_bench": ("`minibroker serve` under real clients, against librdkafka's mock cluster", _wire_bench),
     "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),
+    "chaos_bench_transactions": (
+        "Chaos runs with transactions (`--profile transactions`): invariant 8 checked as well",
+        _chaos_bench,
+    ),
+    "txn_bench": ("Transactional produce against plain acks=-1 produce, CPU per record", _txn_bench),
     "control_bench": (
         "`serve --control` under a crowd of held, partial HTTP requests: a Kafka produce-and-read round trip,"
         " threads, open files and memory",

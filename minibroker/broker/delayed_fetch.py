@@ -69,8 +69,9 @@ class DelayedFetch(DelayedOperation):
             except PartitionError as error:
                 cause = "leadership" if error.error is Errors.NOT_LEADER_OR_FOLLOWER else "condition"
                 return self._complete(cause)
-            end = partition.end_offset_metadata(self.isolation)
-            if end.message_offset != fetch_offset.message_offset:
+            end_offset = partition.max_offset(self.isolation)
+            if end_offset != fetch_offset.message_offset:  # else nothing new: no position to look up
+                end = partition.log.offset_metadata(end_offset)
                 if end.message_offset < fetch_offset.message_offset:
                     return self._complete("condition")  # F: truncated
                 if fetch_offset.on_older_segment(end):

@@ -5,9 +5,9 @@ those four values (a string seed: stable across processes and Python runs) and
 draws a cluster, topics, clients, produce requests, polls and faults from it.
 Nothing else is random: the run itself is in virtual time with same-instant
 scheduling seeded from the same generator. Group members and their faults
-(``group_members``) and faults on links to the controller (``controller_links``)
-come from generators of their own, seeded with the same four values, so adding
-them left every earlier draw as it was.
+(``group_members``), faults on links to the controller (``controller_links``) and
+transactional load (``minibroker.chaos.txn_generate``) come from generators of their
+own, seeded with the same four values, so adding them left every earlier draw as it was.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from minibroker.chaos.schedule import (
     ProduceSpec,
     Schedule,
 )
+from minibroker.chaos.txn_generate import add_transactions
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.scenario.model import ClientSpec, Node, TopicSpecModel
 
@@ -135,7 +136,7 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
     seeded = f"minibroker-chaos-controller:{profile.name}:{seed}:{index}:{duration_ms}"
     faults += controller_links(random.Random(seeded), profile, brokers, duration_ms)
     faults.sort(key=lambda f: (f.start, f.end, f.kind))
-    return Schedule(
+    schedule = Schedule(
         run_name(profile.name, seed, index),
         profile.name,
         rng.randrange(2**31),
@@ -153,6 +154,18 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         duration_ms,
         tuple(members),
     )
+    if (
+        profile.transactions
+        and rng_of("txn", profile, seed, index, duration_ms).random() < profile.transactions
+    ):
+        seeded = rng_of("txn-load", profile, seed, index, duration_ms)
+        schedule = add_transactions(schedule, seeded, duration_ms)
+    return schedule
+
+
+def rng_of(stream: str, profile: Profile, seed: int, index: int, duration_ms: int) -> random.Random:
+    """A generator of its own for one part of the schedule, seeded with the run's four values."""
+    return random.Random(f"minibroker-chaos-{stream}:{profile.name}:{seed}:{index}:{duration_ms}")
 
 
 def controller_links(rng: random.Random, profile: Profile, brokers: int, duration_ms: int) -> list[FaultSpec]:

@@ -33,6 +33,7 @@ from minibroker.chaos.observe import Observer
 from minibroker.chaos.records import Append
 from minibroker.chaos.schedule import PROBE, READER, Schedule
 from minibroker.chaos.violations import Violation
+from minibroker.common.messages import TopicPartition
 from minibroker.scenario.run import RunResult
 from minibroker.sim.cluster import Cluster
 
@@ -59,6 +60,21 @@ def _read(append: Append, op: str) -> dict[str, Any]:
         "count": append.count,
         "bytes": append.bytes,
         "op": op,
+    }
+
+
+def _markers(cluster: Cluster, label: str) -> dict[int, int]:
+    """The control batches (transaction markers) of a partition's leader log: base -> next offset."""
+    topic, _, number = label.rpartition("-")
+    tp = TopicPartition(topic, int(number))
+    leader = cluster.leader_of(tp) if tp in cluster.controller.state else -1
+    log = cluster.brokers[leader].logs.get(tp) if leader >= 0 else None
+    if log is None:
+        return {}
+    return {
+        b.base_offset: b.next_offset
+        for b in log.batches()
+        if b.producers and all(p.control >= 0 for p in b.producers)
     }
 
 
@@ -93,11 +109,15 @@ def check_end(
     for item in observer.received:
         if item.client == READER:
             reader.setdefault(item.partition, {})[item.batch.base_offset] = item.batch
-            sizes.setdefault((item.partition, item.batch.size), []).append(item.batch.base_offset)
+            if not any(p.transactional for p in item.batch.producers):  # a loop's retried output repeats
+                sizes.setdefault((item.partition, item.batch.size), []).append(item.batch.base_offset)
             tally.read_back += item.batch.count
     for label, batches in sorted(reader.items()):
         expected = 0
+        markers = _markers(cluster, label)
         for offset in sorted(batches):
+            while offset != expected and expected in markers:
+                expected = markers[expected]  # consumers never hand over transaction markers
             if offset != expected:
                 violations.append(
                     Violation(
@@ -137,8 +157,8 @@ def check_end(
                 tally.in_doubt += bool(append is not None and (label, append.bytes) in sizes)
                 continue
             tally.acked += 1
-            if acks[request.client] != -1 or append is None:
-                if acks[request.client] == 1 and append is not None and not present:
+            if acks.get(request.client, -1) != -1 or append is None:
+                if acks.get(request.client) == 1 and append is not None and not present:
                     tally.acks1_lost += 1
                 continue
             if append.min_isr < 2:

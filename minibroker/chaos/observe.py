@@ -14,7 +14,9 @@ Checked live, each rule in a module of its own:
   the HW at most every ISR member's LEO, epochs that never go down;
 - invariant 5 (here): a request appends to a partition at most once;
 - invariant 7 (``groups``): written commits are of the group's generation, at most
-  the partition's highest HW, and never backward.
+  the partition's highest HW, and never backward;
+- invariant 8 (``txn_checks``, runs with transactions): the LSO a leader serves is at
+  most its HW and the first offset of every transaction open in its log.
 
 It also records what the end-of-run checks need: every leader append (with the
 epoch and effective min ISR at that instant), unclean elections, every batch each
@@ -31,6 +33,7 @@ from minibroker.chaos.live_run import LiveRun
 from minibroker.chaos.operations import OperationChecks
 from minibroker.chaos.records import Append, Received, RunBudgetExceeded, parse_tp, pin
 from minibroker.chaos.replication import PARTITION_EVENTS, ReplicationChecks
+from minibroker.chaos.txn_checks import TxnChecks
 from minibroker.chaos.violations import Violation
 
 if TYPE_CHECKING:
@@ -57,6 +60,8 @@ class Observer(LiveRun):
         self.on_fetch = self.operations.on_fetch
         self.replication = ReplicationChecks(self)
         self.groups = GroupChecks(self)
+        #: invariant 8's live rule (``txn_checks``), set for runs with transactions
+        self.transactions: TxnChecks | None = None
 
     # --- the sink ------------------------------------------------------------------------------
     def __call__(self, event: dict[str, Any]) -> None:
@@ -87,6 +92,8 @@ class Observer(LiveRun):
             elif kind == "controller.elect":
                 self._election(event)
             self.replication(event)
+            if self.transactions is not None and kind in ("append", "hw"):
+                self.transactions(kind, event)
 
     # --- appends and elections -----------------------------------------------------------------
     def _append(self, event: dict[str, Any]) -> None:

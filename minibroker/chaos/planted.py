@@ -4,7 +4,10 @@
   waiting for the ISR followers: Kafka's worst replication bug (patches
   ``Partition.maybe_increment_leader_hw``);
 - ``fetch-early``: a consumer's DelayedFetch completes on its first new byte below
-  the HW, whatever its ``fetch.min.bytes`` (patches ``DelayedFetch.try_complete``).
+  the HW, whatever its ``fetch.min.bytes`` (patches ``DelayedFetch.try_complete``);
+- ``lso-unheld``: the last stable offset is the HW, whatever transaction is open:
+  READ_COMMITTED reads records of transactions that may still abort (patches
+  ``Log.last_stable_offset``).
 
 ``plant(name)`` is a context manager that patches for the block only; ``plant(None)``
 does nothing. Never used outside tests and their replays.
@@ -19,6 +22,7 @@ from typing import Any
 import attrs
 
 from minibroker.broker.delayed_fetch import DelayedFetch
+from minibroker.broker.log import Log
 from minibroker.broker.partition import Partition
 
 
@@ -42,10 +46,15 @@ def _fetch_early(self: DelayedFetch) -> bool:
         self.request = request
 
 
+def _lso_unheld(self: Log) -> int:
+    return self.high_watermark
+
+
 #: name -> (class, method name, replacement)
-PLANTS: dict[str, tuple[type, str, Callable[..., Any]]] = {
+PLANTS: dict[str, tuple[type, str, Callable[..., Any] | property]] = {
     "hw-ahead": (Partition, "maybe_increment_leader_hw", _hw_ahead),
     "fetch-early": (DelayedFetch, "try_complete", _fetch_early),
+    "lso-unheld": (Log, "last_stable_offset", property(_lso_unheld)),
 }
 
 

@@ -8,6 +8,10 @@
   offset that goes back after an unclean election truncated its partition below
   what members had read (invariant 7, cause ``unclean-truncation``, see ``groups``).
   Any other violation is still a bug.
+- ``transactions``: the ``default`` draws plus, in every run, transactional producers (commits,
+  aborts, crashes mid-transaction, zombies fenced by a successor), READ_COMMITTED consumers and a
+  consume-transform-produce loop (invariant 8, ``minibroker.chaos.txn_checks``). Every violation
+  is a bug.
 - ``acks1``: mostly acks=1 producers and leader crashes. acks=1 records lost on a
   leader crash are Kafka's documented trade-off: counted, never violations.
 """
@@ -42,6 +46,8 @@ class Profile:
     groups: float = 0.5
     #: chance of faults on broker-controller links in a run (see generate.controller_links)
     controller_links: float = 0.0
+    #: chance of transactional load in a run (see minibroker.chaos.txn_generate)
+    transactions: float = 0.0
     #: causes (``Violation.cause``) whose violations this profile expects, of any invariant
     expected_causes: frozenset[str] = frozenset()
 
@@ -75,6 +81,18 @@ PROFILES = {
         (200, 300),
         0.5,
         expected_causes=frozenset({UNCLEAN_TRUNCATION}),
+    ),
+    "transactions": Profile(
+        "transactions",
+        "the default draws plus transactions: producers that commit, abort, crash and are fenced, "
+        "READ_COMMITTED readers and a consume-transform-produce loop; every violation is a bug",
+        False,
+        {-1: 6, 1: 2, 0: 1},
+        FAULTS_ALL,
+        (0, 6),
+        pattern=0.25,
+        controller_links=0.3,
+        transactions=1.0,
     ),
     "acks1": Profile(
         "acks1",

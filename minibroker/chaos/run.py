@@ -21,6 +21,8 @@ from minibroker.chaos.invariants import Tally, check_end
 from minibroker.chaos.observe import Observer, RunBudgetExceeded
 from minibroker.chaos.profiles import profile as get_profile
 from minibroker.chaos.schedule import FAULT_KINDS, Schedule, compile_schedule
+from minibroker.chaos.transform_loop import TransformLoop
+from minibroker.chaos.txn_checks import TxnChecks, check_transactions
 from minibroker.chaos.violations import Violation
 from minibroker.clients import Consumer
 from minibroker.controller.quorum_controller import CONTROLLER
@@ -42,7 +44,9 @@ class RunOutcome:
         return bool(self.violations)
 
 
-async def _play(runner: ScenarioRunner, observer: Observer, seed: int) -> RunResult:
+async def _play(
+    runner: ScenarioRunner, observer: Observer, seed: int, schedule: Schedule, loop: list[TransformLoop]
+) -> RunResult:
     box: list[RunResult] = []
 
     async def attach() -> None:
@@ -51,12 +55,25 @@ async def _play(runner: ScenarioRunner, observer: Observer, seed: int) -> RunRes
             if isinstance(client, Consumer):
                 client.on_batch = functools.partial(observer.on_batch, client_id)
                 client.on_fetch = observer.on_fetch
+        cluster = runner.cluster
+        if schedule.transform is not None and cluster is not None:
+            loop.append(TransformLoop(schedule.transform, cluster))
+            nursery.start_soon(loop[0].run)
+
+    async def bound() -> None:
+        await runner.ready.wait()
+        assert runner.cluster is not None and observer.transactions is not None
+        await runner.cluster.clock.sleep_until(schedule.check_ms)
+        observer.transactions.at_bound(schedule)
 
     async def play() -> None:
         box.append(await runner.run(seed))
+        nursery.cancel_scope.cancel()  # the transform loop's last calls may still wait
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(attach)
+        if schedule.transactional:
+            nursery.start_soon(bound)
         nursery.start_soon(play)
     return box[0]
 
@@ -81,10 +98,19 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
     violations: list[Violation] = []
     tally = Tally()
     result: RunResult | None = None
+    loop: list[TransformLoop] = []
+    if schedule.transactional:
+        observer.transactions = TxnChecks(observer)
     with planted.plant(plant), quiet_gc(), deterministic_scheduling(scenario.seed):
         try:
             result = trio.run(
-                _play, runner, observer, scenario.seed, clock=trio.testing.MockClock(autojump_threshold=0)
+                _play,
+                runner,
+                observer,
+                scenario.seed,
+                schedule,
+                loop,
+                clock=trio.testing.MockClock(autojump_threshold=0),
             )
         except Exception as error:  # the emulator itself broke (or never finished): a finding too
             now = runner.cluster.now() if runner.cluster else 0
@@ -98,6 +124,11 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
     if result is not None and runner.cluster is not None:
         end_violations, tally = check_end(schedule, result, observer, runner.cluster)
         violations.extend(end_violations)
+        if schedule.transactional:
+            commits = len(loop[0].commits) if loop else None
+            violations.extend(
+                check_transactions(schedule, result, observer.received, runner.cluster, commits)
+            )
     chosen = get_profile(schedule.profile)
     expected = [v for v in violations if chosen.expects(v)]
     violations = [v for v in violations if not chosen.expects(v)]
@@ -114,6 +145,8 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
         "consumers": len(schedule.consumers),
         "members": len(schedule.members),
         "commits": observer.groups.commits,
+        "txns": len([t for t in schedule.txns if t.ending != "init"]),
+        "transform_commits": len(loop[0].commits) if loop else 0,
         "faults": len(schedule.faults),
         "controller_faults": sum(CONTROLLER in (f.between or ()) for f in schedule.faults),
         **{f"fault_{kind}": sum(f.kind == kind for f in schedule.faults) for kind in FAULT_KINDS},

@@ -27,10 +27,11 @@ the same offset.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from minibroker.chaos.txn_schedule import transaction_bound, transactional_clients
 from minibroker.scenario.model import (
     BrokerFault,
     ClientSpec,
@@ -50,13 +51,23 @@ from minibroker.scenario.model import (
     TopicSpecModel,
 )
 
+if TYPE_CHECKING:
+    from minibroker.chaos.txn_schedule import TransformSpec, TxnSpec
+
 READER = "reader"
+#: the READ_COMMITTED reader of runs with transactions (reads every partition with the ``reader``)
+RC_READER = "rc-reader"
 PROBE = "probe"
 #: how long the reader polls once the cluster has settled
 READ_MS = 300
 #: probes' request.timeout.ms and the grace every generated client waits beyond its timeout
 PROBE_TIMEOUT_MS = 1000
 GRACE_MS = 200
+RC_READER_CONFIG = {
+    "isolation.level": "read_committed",
+    "fetch.max.wait.ms": 10,
+    "minibroker.response.grace.ms": 200,
+}
 GROUP_FAULT_KINDS = ("stall", "hang", "leave")
 FAULT_KINDS = ("pause", "latency", "drop", "crash", "shutdown", "min_isr", *GROUP_FAULT_KINDS)
 GROUP = "g"
@@ -129,10 +140,24 @@ class Schedule:
     faults: tuple[FaultSpec, ...]
     heal_ms: int
     members: tuple[MemberSpec, ...] = ()
+    #: transactions (``minibroker.chaos.txn_schedule``): their steps, and the transform loop
+    txns: tuple[TxnSpec, ...] = ()
+    transform: TransformSpec | None = None
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.txns) or self.transform is not None
 
     @property
     def settle_ms(self) -> int:
-        return liveness_bound(self)
+        """The liveness bound; with transactions, the transaction bound (every one has ended)."""
+        bound = liveness_bound(self)
+        if not self.transactional:
+            return bound
+        producers = [c.config for c in transactional_clients(self.producers)]
+        if self.transform is not None:
+            producers.append(self.transform.producer)
+        return transaction_bound(self.config, producers, self.latency_ms, bound)
 
     @property
     def group_check_ms(self) -> int:
@@ -271,6 +296,15 @@ def compile_schedule(
             {"fetch.max.wait.ms": 10, "minibroker.response.grace.ms": GRACE_MS},
             tuple((topic, p, 0) for topic, p in partitions),
         ),
+        *(
+            (
+                ClientSpec(
+                    RC_READER, "consumer", {**RC_READER_CONFIG}, tuple((t, p, 0) for t, p in partitions)
+                ),
+            )
+            if schedule.transactional
+            else ()
+        ),
         *extra_clients,
     )
     timed: list[tuple[int, int, Step]] = []  # (at, order, step): faults first, then traffic
@@ -298,10 +332,15 @@ def compile_schedule(
         timed.append((poll.at, 1, Poll(poll.at, 0, poll.consumer, poll.duration_ms)))
     for member in schedule.members:
         timed.append((member.join_at, 1, MemberAction(member.join_at, 0, "join", member.id)))
+    for txn in schedule.txns:
+        for step in txn.steps:
+            timed.append((step.at, 1, step))
     check = schedule.check_ms
     for topic, p in partitions:
         timed.append((check, 2, Produce(check, 0, PROBE, topic, p, 1, 1, probe_id(topic, p))))
     timed.append((check, 3, Poll(check, 0, READER, READ_MS)))
+    if schedule.transactional:
+        timed.append((check, 3, Poll(check, 0, RC_READER, READ_MS)))
     for step in extra_steps:
         timed.append((step.at, 4, step))
     timed.sort(key=lambda item: (item[0], item[1]))

@@ -128,6 +128,9 @@ def shrink(schedule: Schedule, target: Violation, plant: str | None = None, budg
         s = attrs.evolve(
             s, polls=tuple(search.ddmin(s.polls, lambda k, s=s: attrs.evolve(s, polls=tuple(k))))
         )
+        s = attrs.evolve(s, txns=tuple(search.ddmin(s.txns, lambda k, s=s: attrs.evolve(s, txns=tuple(k)))))
+        if s.transform is not None and search.ok(attrs.evolve(s, transform=None)) is not None:
+            s = attrs.evolve(s, transform=None)
         s = attrs.evolve(s, **_producers(search, s))
         s = attrs.evolve(
             s, produces=tuple(search.ddmin(s.produces, lambda k, s=s: attrs.evolve(s, produces=tuple(k))))
@@ -180,8 +183,10 @@ def _members(search: _Search, s: Schedule) -> Schedule:
 
 def _producers(search: _Search, s: Schedule) -> dict:
     used = [c for c in s.producers if any(p.producer == c.id for p in s.produces)]
+    transactional = tuple(c for c in s.producers if any(t.client == c.id for t in s.txns))
     if not used:
-        return {"producers": s.producers[:1]}
+        first = [c for c in s.producers[:1] if c not in transactional]
+        return {"producers": (*first, *transactional)}
 
     def rebuild(keep: list) -> Schedule:
         ids = {c.id for c in keep}
@@ -189,7 +194,7 @@ def _producers(search: _Search, s: Schedule) -> dict:
             s, producers=tuple(keep), produces=tuple(p for p in s.produces if p.producer in ids)
         )
 
-    kept = search.ddmin(used, rebuild, 1)
+    kept = [*search.ddmin(used, lambda keep: rebuild([*keep, *transactional]), 1), *transactional]
     ids = {c.id for c in kept}
     return {"producers": tuple(kept), "produces": tuple(p for p in s.produces if p.producer in ids)}
 

@@ -44,6 +44,7 @@ from minibroker.scenario.model import (
     Scenario,
     SetConfig,
     Step,
+    TransactionStep,
 )
 
 
@@ -111,6 +112,15 @@ def _step_pairs(step: Step) -> list[tuple[str, Any]]:
         pairs += [("action", step.action), ("client", step.client), ("duration_ms", step.duration_ms)]
     elif isinstance(step, SetConfig):
         pairs += [("action", "config"), ("settings", step.settings), ("broker", step.broker)]
+    elif isinstance(step, TransactionStep):
+        pairs += [("action", step.action), ("client", step.client), ("id", step.id)]
+        if step.action == "send":
+            pairs += [
+                ("topic", step.topic),
+                ("partition", step.partition),
+                ("records", step.records),
+                ("bytes", step.bytes),
+            ]
     else:
         raise TypeError(f"cannot write step {type(step).__name__}")
     return pairs
@@ -136,6 +146,7 @@ def _expect_pairs(item: Expectation) -> list[tuple[str, Any]]:
             ("isr", item.isr),
             ("hw", item.hw),
             ("leo", item.leo),
+            ("lso", item.lso),
         ]
     if isinstance(item, PurgatoryFigures):
         return [
@@ -273,6 +284,10 @@ def replay_scenario(schedule: Schedule, violations: list[Violation]) -> Scenario
                 expectations.append(RequestOutcome(0, "", evidence["op"], "NONE"))
         elif evidence.get("kind") == "event":
             expectations.append(_events(dict(evidence["fields"]), evidence["count"]))
+        elif evidence.get("kind") == "lso":  # the LSO the leader should have served then
+            expectations.append(
+                PartitionState(0, "", evidence["at"], evidence["partition"], lso=evidence["lso"])
+            )
     lines = "; ".join(v.line() for v in violations)
     return compile_schedule(
         schedule,

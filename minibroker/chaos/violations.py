@@ -15,6 +15,8 @@ INVARIANTS = {
     5: "no request appended twice",
     6: "liveness after healing",
     7: "consumer groups: Stable again, one owner per partition, commits fenced, within the HW, not backward",
+    8: "transactions: READ_COMMITTED sees committed ones whole, LSO held, all end in time, "
+    "fenced producers never append, exactly once",
 }
 
 #: the cause of a violation that follows from an unclean election's truncation (see ``groups``)

@@ -237,6 +237,7 @@ TOOLS = {
     "retry_bench": [],
     "wire_bench": [],
     "chaos_bench": [],
+    "txn_bench": [],
     "pipeline_bench": [],
     "spark_floor": [],
     "control_bench": ["--connections", "1", "--round-trips", "1"],

@@ -1,0 +1,94 @@
+"""Chaos with transactions: the ``transactions`` profile's schedules, invariant 8, and the planted
+``lso-unheld`` bug caught, shrunk and replayed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from minibroker.chaos import run_index
+from minibroker.chaos.distribute import RunSummary
+from minibroker.chaos.failures import replay_fails, write_shrunk
+from minibroker.chaos.generate import generate
+from minibroker.chaos.profiles import profile
+from minibroker.chaos.schedule import RC_READER, compile_schedule
+from minibroker.chaos.toml_writer import scenario_toml
+from minibroker.chaos.txn_schedule import transaction_bound
+from minibroker.scenario import parse_scenario
+from minibroker.scenario.model import TransactionStep
+
+
+def test_the_same_seed_gives_the_same_transactional_schedule():
+    first = generate(profile("transactions"), 0, 3, 1000)
+    again = generate(profile("transactions"), 0, 3, 1000)
+    assert first == again and compile_schedule(first) == compile_schedule(again)
+    # x0 inits, aborts, commits, crashes mid-transaction; its successor x0g1 inits (fencing it)
+    assert [(t.client, t.ending) for t in first.txns] == [
+        ("x0", "init"),
+        ("x0", "abort"),
+        ("x0", "commit"),
+        ("x0", "crash"),
+        ("x0g1", "init"),
+    ]
+    assert first.transform is not None and len(first.transform.cycles) == 4
+    assert any(c.id == RC_READER for c in compile_schedule(first).clients)
+    # the other profiles draw no transactions: their schedules are what they were
+    plain = generate(profile("default"), 0, 3, 1000)
+    assert plain.txns == () and plain.transform is None and not plain.transactional
+
+
+def test_a_transactional_schedule_round_trips_through_toml():
+    schedule = generate(profile("transactions"), 0, 3, 1000)
+    scenario = compile_schedule(schedule)
+    loaded = parse_scenario(scenario_toml(scenario), "written.toml")
+    assert attrs.evolve(loaded, path=scenario.path) == scenario
+    assert sum(isinstance(step, TransactionStep) for step in loaded.steps) == 13
+    for index in range(20):  # every send of a transaction comes before its end: the loader takes them all
+        parse_scenario(
+            scenario_toml(compile_schedule(generate(profile("transactions"), 0, index, 500))), "w.toml"
+        )
+
+
+def test_the_transaction_bound_adds_its_parts():
+    config = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 250, "request.timeout.ms": 500}
+    producers = [
+        {
+            "max.block.ms": 1000,
+            "request.timeout.ms": 200,
+            "minibroker.response.grace.ms": 200,
+            "transaction.timeout.ms": 400,
+        },
+        {
+            "max.block.ms": 500,
+            "request.timeout.ms": 500,
+            "minibroker.response.grace.ms": 200,
+            "transaction.timeout.ms": 800,
+        },
+    ]
+    # settled 1000 + start 1400 + timeout 800 + 2 x 250 + 3 x 500 + marker backoff 100 + 4 x 5 + 100
+    assert transaction_bound(config, producers, 5, 1000) == 5420
+    assert transaction_bound(config, [], 5, 1000) == 0
+
+
+def test_transactional_runs_keep_every_invariant():
+    outcome = run_index("transactions", 0, 3, 1000)
+    assert outcome.violations == [] and outcome.expected == []
+    assert (outcome.row["txns"], outcome.row["transform_commits"]) == (3, 1)
+
+
+def test_an_lso_not_held_by_an_open_transaction_is_caught_and_shrunk(tmp_path):
+    outcome = run_index("transactions", 0, 3, 1000, plant="lso-unheld")
+    assert {v.invariant for v in outcome.violations} == {8}
+    target = next(v for v in outcome.violations if v.partition == "t0-0")
+    assert target.line() == (
+        "invariant 8 t0-0 offsets LSO 12 at 199 ms: the LSO 14 on broker 0 is past 12, the first offset "
+        "of a transaction still open in its log (HW 14)"
+    )
+    summary = RunSummary(3, outcome.row, tuple(outcome.violations), tuple(outcome.expected))
+    shrunk = write_shrunk("transactions", 0, summary, target, 1000, tmp_path, budget=40, plant="lso-unheld")
+    assert shrunk.replay_fails and shrunk.faults == 0 and shrunk.produces == 0
+    text = Path(shrunk.path).read_text()
+    assert 'action = "send"' in text and "lso = 0" in text
+    assert replay_fails(Path(shrunk.path), "lso-unheld")
+    assert not replay_fails(Path(shrunk.path))  # without the planted bug the file passes
