@@ -80,6 +80,7 @@ JOBS = [
     _snapshot(
         "delay_wheel_vs_levels", 19000, "--width", "150", "--events", "6", png="delay_wheel_vs_levels.png"
     ),
+    _snapshot("txn_read_committed_stalled", 15000, png="txn_read_committed_stalled.png"),
     Job(
         "analyze",
         _analyze,

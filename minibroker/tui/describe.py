@@ -20,6 +20,7 @@ from minibroker.scenario.model import (
     PurgatoryFigures,
     RequestOutcome,
     RetryCounts,
+    TransactionState,
     WheelFigures,
 )
 
@@ -102,6 +103,8 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"member {expectation.member}'s errors (at the end)"
     if isinstance(expectation, RetryCounts):
         return f"retries of {expectation.topic} at {expectation.at} ms"
-    assert isinstance(expectation, Event)
+    if isinstance(expectation, TransactionState):
+        return f"transaction {expectation.transaction} at {expectation.at} ms"
+    assert isinstance(expectation, Event), type(expectation).__name__
     fields = ", ".join(f"{k}={v}" for k, v in expectation.fields.items())
     return f"an event {fields}" if expectation.count is None else f"{expectation.count} events {fields}"
