@@ -17,6 +17,7 @@ from minibroker.analytics.charts import (
     hw_chart,
     isr_chart,
     latency_chart,
+    lso_lag_chart,
     purgatory_chart,
     rate_chart,
     rebalance_chart,
@@ -72,6 +73,7 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
             "hw": (hw_chart, out / "hw.png"),
             "isr": (isr_chart, out / "isr.png"),
             "rebalances": (rebalance_chart, out / "rebalances.png"),
+            "lso_lag": (lso_lag_chart, out / "lso_lag.png"),
         },
     )
 
@@ -219,6 +221,8 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
             "Time the last stable offset lagged the HW (READ_COMMITTED readers held back), per partition:",
             "",
             markdown_table(lags, lag_columns) if lags else "_(the LSO never lagged the HW)_",
+            "",
+            image("lso_lag", "LSO lag behind the HW", "_(the LSO never lagged the HW)_") if lags else "",
             "",
         ]
     retried = analysis.rows("retry_dlt")
