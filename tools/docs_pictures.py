@@ -86,7 +86,7 @@ JOBS = [
         _analyze,
         {
             f"analyze-{chart.replace('_', '-')}.png": f"analysis/{chart}.png"
-            for chart in ("latency", "purgatory_size", "hw", "isr", "rebalances")
+            for chart in ("latency", "purgatory_size", "hw", "isr", "rebalances", "lso_lag")
         },
         spark=True,
     ),

@@ -397,11 +397,9 @@ def lso_lag_rows(rows: list[dict[str, Any]], limit: int = MAX_REBALANCE_ROWS) ->
     """The partitions whose LSO lagged the HW: (label, total seconds, note), the longest total first."""
     drawn = []
     for row in rows:
-        note = (
-            f"{row['lags']} lag(s), longest {row['max_ms'] / 1000:g} s, up to {row['max_held']} offsets held"
-        )
+        note = f"{row['lags']} lag(s), longest {row['max_ms'] / 1000:g} s, {row['max_held']} offsets held"
         if row["open"]:
-            note += ", still open at the end"
+            note += ", open at the end"
         label = f"{Path(row['trace']).name} · {row['partition']}"
         drawn.append({"label": label, "total": row["total_ms"] / 1000, "note": note})
     return sorted(drawn, key=lambda r: (-r["total"], r["label"]))[:limit]
@@ -419,7 +417,7 @@ def lso_lag_chart(analysis: Analysis, path: Path) -> Path | None:
     for y, row in zip(ys, drawn, strict=True):
         axes.text(row["total"] + right * 0.02, y, row["note"], va="center", fontsize="small")
     axes.set_yticks(ys, [r["label"] for r in drawn], fontsize="small")
-    axes.set_xlim(0, right * 2.1 or 1)
+    axes.set_xlim(0, right * 2.2 or 1)
     axes.set_xlabel("virtual s the last stable offset stood below the HW (READ_COMMITTED readers held back)")
     fig.suptitle("LSO lag behind the HW, per partition (open transactions)")
     return save(fig, path)

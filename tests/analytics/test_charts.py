@@ -184,8 +184,8 @@ def test_lso_lag_draws_a_bar_per_partition_longest_total_first():
         [_lag("/x/zombie.jsonl", 2, 895, 805, 3), _lag("/x/stalled.jsonl", 1, 19000, 19000, 4, True)]
     )
     assert [(r["label"], r["total"], r["note"]) for r in drawn] == [
-        ("stalled.jsonl · t-0", 19.0, "1 lag(s), longest 19 s, up to 4 offsets held, still open at the end"),
-        ("zombie.jsonl · t-0", 0.895, "2 lag(s), longest 0.805 s, up to 3 offsets held"),
+        ("stalled.jsonl · t-0", 19.0, "1 lag(s), longest 19 s, 4 offsets held, open at the end"),
+        ("zombie.jsonl · t-0", 0.895, "2 lag(s), longest 0.805 s, 3 offsets held"),
     ]
 
 
