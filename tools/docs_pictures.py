@@ -80,12 +80,13 @@ JOBS = [
     _snapshot(
         "delay_wheel_vs_levels", 19000, "--width", "150", "--events", "6", png="delay_wheel_vs_levels.png"
     ),
+    _snapshot("txn_read_committed_stalled", 15000, png="txn_read_committed_stalled.png"),
     Job(
         "analyze",
         _analyze,
         {
             f"analyze-{chart.replace('_', '-')}.png": f"analysis/{chart}.png"
-            for chart in ("latency", "purgatory_size", "hw", "isr", "rebalances")
+            for chart in ("latency", "purgatory_size", "hw", "isr", "rebalances", "lso_lag")
         },
         spark=True,
     ),

@@ -8,8 +8,9 @@ follow: the first writes what is kept and collects its tally, from which, with t
 footers, ``TraceRead.check`` gives the per-trace figures and the skipped rows (a
 file no footer vouches for gets one more pass over its rows); the second computes
 every table at once as a union of small aggregates (``collect_all``): the timelines
-(``timelines``), the consumer groups (``groups``) and an operations histogram from
-which the operations and latency tables are finished on the driver (``operations``).
+(``timelines``), the consumer groups (``groups``), the transactions (``transactions``) and
+an operations histogram from which the operations and latency tables are finished on the
+driver (``operations``).
 The audit's rows, when there are any, are a third action. Result tables are small:
 ``write_tables`` writes them as Parquet with pyarrow (so ``--out`` is a driver-local
 directory on a cluster too) and ``report`` draws them.
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pyspark.sql import functions as F
 
-from minibroker.analytics import delayed_messages, groups, operations, retries, timelines
+from minibroker.analytics import delayed_messages, groups, operations, retries, timelines, transactions
 from minibroker.analytics.inputs import TraceInputs
 from minibroker.analytics.kept import keep, release
 from minibroker.analytics.keys import KEYS
@@ -54,6 +55,7 @@ RELEVANT = (
     *groups.KINDS,
     *retries.KINDS,
     *delayed_messages.KINDS,
+    *transactions.KINDS,
 )
 
 #: the kinds most events are of: the tables that read none of them scan a copy of the other kinds' rows
@@ -75,6 +77,8 @@ ORDER = (
     "hw",
     "isr",
     "rebalances",
+    "transactions",
+    "lso_lag",
     "retry_attempts",
     "retry_dlt",
     "delay_lateness",
@@ -150,12 +154,14 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "expiration": ("timer.fire",),
     "watched": ("purge",),
     "num_delayed": ("purge",),
-    "hw": ("hw",),
+    "hw": ("hw", "lso"),
+    "lso": ("lso",),
     "isr": timelines.ISR_KINDS,
     "fault": ("fault",),
     "ops": ("op.cancel",),
     "group": groups.KINDS,
-    "state": ("group.state",),
+    "state": ("group.state", "txn.state"),
+    "txn": transactions.TXN_KINDS,
     "pending": ("group.session.expire",),
     "client": retries.KINDS,
     "origin": retries.KINDS,
@@ -163,14 +169,14 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "lateness_ms": delayed_messages.KINDS,
 }
 #: columns renamed
-_NAMES = {"ops": "cancelled", "state": "group_state"}
+_NAMES = {"ops": "cancelled"}
 #: the kept rows hold the fields in four shared columns, ``n*`` for the fields the tables use as
 #: whole numbers and ``s*`` for those they read as JSON text: the fields of one column are carried
 #: by different kinds, so a row has at most one of them
 SLOTS = {
     "n1": ("delay_ms", "expiration", "watched", "hw", "lateness_ms"),
-    "n2": ("num_delayed",),
-    "s1": ("isr", "fault", "ops", "group", "client", "design"),
+    "n2": ("num_delayed", "lso"),
+    "s1": ("isr", "fault", "ops", "group", "client", "design", "txn"),
     "s2": ("state", "pending", "origin"),
 }
 _SQL_TYPE = {"n": "BIGINT", "s": "STRING"}
@@ -305,6 +311,8 @@ def analyze(
             "hw": timelines.hw(rel, bucket_ms),
             "isr": timelines.isr(rare, bucket_ms),
             "rebalances": groups.rebalances(rare),
+            "transactions": transactions.transactions(rare),
+            "lso_lag": transactions.lso_lag(rare, _traces_frame(spark, check.traces)),
             "retry_attempts": retries.retry_attempts(per_record),
             "retry_dlt": retries.retry_dlt(per_record),
             "delay_lateness": delayed_messages.lateness(rare),

@@ -18,6 +18,9 @@ what is drawn and are what the tests check:
 - ``rebalance_rows``: one bar per (trace, group) with rebalances, the longest mean first:
   the mean rebalance duration, a whisker from the shortest to the longest, and the
   counts of rebalances and session expiries written beside it.
+- ``lso_lag_rows``: one bar per (trace, partition) whose LSO lagged its HW, the longest total
+  first: the total time, with the number of lags, the longest, the most offsets held and
+  whether a lag was still open at the trace's end written beside it.
 """
 
 from __future__ import annotations
@@ -373,17 +376,67 @@ def rebalance_chart(analysis: Analysis, path: Path) -> Path | None:
     drawn = rebalance_rows(analysis.rows("rebalances"))
     if not drawn:
         return None
+    whiskers = [[r["mean"] - r["min"] for r in drawn], [r["max"] - r["mean"] for r in drawn]]
+    return _noted_bars(
+        drawn,
+        [r["mean"] for r in drawn],
+        [r["max"] for r in drawn],
+        {"xerr": whiskers, "capsize": 4, "color": "tab:blue", "ecolor": "black"},
+        ("duration in virtual s: bar = mean, whisker = shortest to longest", 1.45),
+        "consumer group rebalances (PreparingRebalance to Stable)",
+        path,
+    )
+
+
+def _noted_bars(
+    drawn: list[dict[str, Any]],
+    values: list[float],
+    ends: list[float],
+    style: dict[str, Any],
+    axis: tuple[str, float],
+    title: str,
+    path: Path,
+) -> Path:
+    """One horizontal bar per row, the first on top, each row's ``note`` written after its ``end``;
+    ``axis`` is the x label and how far past the longest end the axis reaches (a multiple of it)."""
     fig = figure(9, 0.45 * len(drawn) + 1.4)
     axes = fig.subplots()
-    ys = list(range(len(drawn)))[::-1]  # the longest on top
-    means = [r["mean"] for r in drawn]
-    whiskers = [[r["mean"] - r["min"] for r in drawn], [r["max"] - r["mean"] for r in drawn]]
-    axes.barh(ys, means, xerr=whiskers, capsize=4, color="tab:blue", ecolor="black", height=0.6)
-    right = max(r["max"] for r in drawn)
-    for y, row in zip(ys, drawn, strict=True):
-        axes.text(row["max"] + right * 0.02, y, row["note"], va="center", fontsize="small")
+    ys = list(range(len(drawn)))[::-1]
+    axes.barh(ys, values, height=0.6, **style)
+    right = max(ends)
+    for y, end, row in zip(ys, ends, drawn, strict=True):
+        axes.text(end + right * 0.02, y, row["note"], va="center", fontsize="small")
     axes.set_yticks(ys, [r["label"] for r in drawn], fontsize="small")
-    axes.set_xlim(0, right * 1.45 or 1)
-    axes.set_xlabel("duration in virtual s: bar = mean, whisker = shortest to longest")
-    fig.suptitle("consumer group rebalances (PreparingRebalance to Stable)")
+    axes.set_xlim(0, right * axis[1] or 1)
+    axes.set_xlabel(axis[0])
+    fig.suptitle(title)
     return save(fig, path)
+
+
+# --- transactions ------------------------------------------------------------------------------
+def lso_lag_rows(rows: list[dict[str, Any]], limit: int = MAX_REBALANCE_ROWS) -> list[dict[str, Any]]:
+    """The partitions whose LSO lagged the HW: (label, total seconds, note), the longest total first."""
+    drawn = []
+    for row in rows:
+        note = f"{row['lags']} lag(s), longest {row['max_ms'] / 1000:g} s, {row['max_held']} offsets held"
+        if row["open"]:
+            note += ", open at the end"
+        label = f"{Path(row['trace']).name} · {row['partition']}"
+        drawn.append({"label": label, "total": row["total_ms"] / 1000, "note": note})
+    return sorted(drawn, key=lambda r: (-r["total"], r["label"]))[:limit]
+
+
+def lso_lag_chart(analysis: Analysis, path: Path) -> Path | None:
+    drawn = lso_lag_rows(analysis.rows("lso_lag"))
+    if not drawn:
+        return None
+    totals = [r["total"] for r in drawn]
+    return _noted_bars(
+        drawn,
+        totals,
+        totals,
+        {"color": "tab:orange"},
+        ("virtual s the last stable offset stood below the HW (READ_COMMITTED readers held back)", 2.2),
+        "LSO lag behind the HW, per partition (open transactions)",
+        path,
+    )

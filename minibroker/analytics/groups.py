@@ -26,11 +26,11 @@ def rebalances(rel: DataFrame) -> DataFrame:
     keys = ("tid", "broker", "group")
     states = rel.filter(F.col("kind") == "group.state")
     ordered = Window.partitionBy(*keys).orderBy("seq").rowsBetween(Window.unboundedPreceding, 0)
-    start = F.last(F.when(F.col("group_state") == "PreparingRebalance", F.col("time_ms")), ignorenulls=True)
+    start = F.last(F.when(F.col("state") == "PreparingRebalance", F.col("time_ms")), ignorenulls=True)
     marked = states.withColumn("start_ms", start.over(ordered)).withColumn(
-        "previous", F.lag("group_state").over(Window.partitionBy(*keys).orderBy("seq"))
+        "previous", F.lag("state").over(Window.partitionBy(*keys).orderBy("seq"))
     )
-    done = marked.filter((F.col("group_state") == "Stable") & (F.col("previous") == "CompletingRebalance"))
+    done = marked.filter((F.col("state") == "Stable") & (F.col("previous") == "CompletingRebalance"))
     durations = done.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("rebalances"),
         F.min(F.col("time_ms") - F.col("start_ms")).alias("min_ms"),

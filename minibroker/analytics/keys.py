@@ -16,6 +16,8 @@ KEYS = {
     "audit": ("trace", "broker", "op", "problem"),
     "skipped": ("trace", "problem"),
     "rebalances": ("trace", "broker", "group"),
+    "transactions": ("trace", "txn", "transaction"),
+    "lso_lag": ("trace", "partition"),
     "retry_attempts": ("trace", "client", "outcome", "attempts"),
     "retry_dlt": ("trace", "client"),
     "delay_lateness": ("design",),

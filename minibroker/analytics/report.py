@@ -17,6 +17,7 @@ from minibroker.analytics.charts import (
     hw_chart,
     isr_chart,
     latency_chart,
+    lso_lag_chart,
     purgatory_chart,
     rate_chart,
     rebalance_chart,
@@ -72,6 +73,7 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
             "hw": (hw_chart, out / "hw.png"),
             "isr": (isr_chart, out / "isr.png"),
             "rebalances": (rebalance_chart, out / "rebalances.png"),
+            "lso_lag": (lso_lag_chart, out / "lso_lag.png"),
         },
     )
 
@@ -203,6 +205,26 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
         columns.append("session_expiries")
         chart = image("rebalances", "rebalance durations", "_(no group completed a rebalance)_")
         lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), "", chart, ""]
+    txns, lags = analysis.rows("transactions"), analysis.rows("lso_lag")
+    if txns or lags:  # transactions: outcome and latency of each, how long each partition's LSO lagged
+        columns = ["trace", "txn", "transaction", "begin_ms", "end_ms", "complete_ms", "outcome"]
+        columns += ["latency_ms", "marker_ms"]
+        lag_columns = ["trace", "partition", "lags", "total_ms", "max_ms", "max_held", "open"]
+        lines += [
+            "## Transactions",
+            "",
+            "Latency from the end (EndTxn, or the timeout's or a fencing InitProducerId's abort) to "
+            "CompleteCommit/CompleteAbort; marker_ms from the first marker sent to it:",
+            "",
+            markdown_table(txns, columns),
+            "",
+            "Time the last stable offset lagged the HW (READ_COMMITTED readers held back), per partition:",
+            "",
+            markdown_table(lags, lag_columns) if lags else "_(the LSO never lagged the HW)_",
+            "",
+            image("lso_lag", "LSO lag behind the HW", "_(the LSO never lagged the HW)_") if lags else "",
+            "",
+        ]
     retried = analysis.rows("retry_dlt")
     if retried:  # retrying consumers: outcomes, time to the DLT, attempts per record
         columns = ["trace", "client", "records", "processed", "dead", "pending", "p50_ms", "p99_ms", "max_ms"]

@@ -362,8 +362,19 @@ class Broker:
         coordinator = self.coordinator.snapshot() if self.coordinator is not None else None
         if coordinator is not None and not (coordinator.partitions or coordinator.loading):
             coordinator = None  # no __consumer_offsets partition led here: nothing to show
+        transactions = None
+        if self.transaction_coordinator is not None:
+            transactions = self.transaction_coordinator.snapshot()
+            if not (transactions.partitions or transactions.loading):
+                transactions = None  # no __transaction_state partition led here
         return BrokerView(
-            self.broker_id, True, manager.timer.snapshot(), purgatories, manager.fetchers_paused, coordinator
+            self.broker_id,
+            True,
+            manager.timer.snapshot(),
+            purgatories,
+            manager.fetchers_paused,
+            coordinator,
+            transactions,
         )
 
     def set_config(self, config: BrokerConfig) -> None:

@@ -195,6 +195,8 @@ class ReplicaManager:
         self.add_partitions_to_txn = AddPartitionsToTxnManager(self)
         #: called with a partition whose high watermark rose (the ShareFetch purgatory watches this)
         self.high_watermark_listeners: list[Callable[[TopicPartition], None]] = []
+        #: partition -> (LSO, HW) of its last ``lso`` event while an open transaction held the LSO back
+        self._lso_lagging: dict[TopicPartition, tuple[int, int]] = {}
         #: tiered storage: copies to the remote tier (shared by a cluster's brokers), remote reads
         self.remote_log_manager = RemoteLogManager(self, remote_storage or RemoteStorageManager())
         self.leadership_listeners.append(self.remote_log_manager.on_leadership)
@@ -305,6 +307,18 @@ class ReplicaManager:
                 previous=before,
                 leo=partition.log_end_offset,
             )
+            self.trace_lso(partition.tp, partition.log)
+
+    def trace_lso(self, tp: TopicPartition, log: Any) -> None:
+        """An ``lso`` event each time the leader's (LSO, HW) moves while an open transaction holds the
+        LSO below the HW, and one when the LSO is back at the HW (only in traces with transactions)."""
+        lso, hw = log.last_stable_offset, log.high_watermark
+        if lso < hw:
+            if self._lso_lagging.get(tp) != (lso, hw):
+                self._lso_lagging[tp] = (lso, hw)
+                self.emit("lso", partition=str(tp), lso=lso, hw=hw)
+        elif self._lso_lagging.pop(tp, None) is not None:
+            self.emit("lso", partition=str(tp), lso=lso, hw=hw)
 
     # ---- appendRecords (the produce path) ------------------------------------------------------------------
     # An append that raised the HW checks the produce, fetch and delete-records purgatories; one that
@@ -389,6 +403,7 @@ class ReplicaManager:
                     leo=log.log_end_offset,
                     hw=log.high_watermark,
                 )
+                self.trace_lso(tp, log)
         if request.acks == -1 and (hw_raised or leo_moved or duplicates):  # appended or already there
             operation = DelayedProduce(
                 request.timeout_ms,

@@ -1,4 +1,5 @@
-"""What a broker reports of itself at one instant: its timer, purgatories and group coordinator.
+"""What a broker reports of itself at one instant: its timer, purgatories, group and
+transaction coordinators.
 
 Plain, immutable values filled by ``Broker.snapshot`` (the group coordinator fills its
 ``CoordinatorView``); ``minibroker.sim.snapshot`` puts them together with the partitions into a
@@ -11,6 +12,7 @@ from __future__ import annotations
 import attrs
 
 from minibroker.coordinator.group.views import CoordinatorView
+from minibroker.coordinator.transaction.views import TransactionCoordinatorView
 from minibroker.timer import TimerView
 
 
@@ -36,3 +38,5 @@ class BrokerView:
     purgatories: tuple[PurgatoryView, ...]
     fetchers_paused: bool
     coordinator: CoordinatorView | None = None
+    #: the transaction coordinator, when the broker leads a ``__transaction_state`` partition
+    transactions: TransactionCoordinatorView | None = None

@@ -538,6 +538,7 @@ class Cluster:
                         broker.alive,
                         manager.fetchers_paused if manager else False,
                         log.local_log_start_offset if log else 0,
+                        log.last_stable_offset if log else 0,
                     )
                 )
             pending = None

@@ -28,6 +28,9 @@ class ReplicaView:
     fetcher_paused: bool
     #: below the log start offset when tiered storage deleted local segments (``Log``)
     local_log_start_offset: int = -1
+    #: the last stable offset (Kafka's ``lastStableOffset``): min(first offset of the earliest open
+    #: transaction, HW); READ_COMMITTED reads stop there
+    last_stable_offset: int = -1
 
 
 @attrs.frozen

@@ -21,6 +21,7 @@ from minibroker.scenario.model import (
     RequestOutcome,
     RetryCounts,
     SharePartitionState,
+    TransactionState,
     WheelFigures,
 )
 
@@ -105,6 +106,8 @@ def describe_expectation(expectation: Expectation) -> str:
         return f"retries of {expectation.topic} at {expectation.at} ms"
     if isinstance(expectation, SharePartitionState):
         return f"share partition {expectation.group}/{expectation.partition} at {expectation.at} ms"
-    assert isinstance(expectation, Event)
+    if isinstance(expectation, TransactionState):
+        return f"transaction {expectation.transaction} at {expectation.at} ms"
+    assert isinstance(expectation, Event), type(expectation).__name__
     fields = ", ".join(f"{k}={v}" for k, v in expectation.fields.items())
     return f"an event {fields}" if expectation.count is None else f"{expectation.count} events {fields}"

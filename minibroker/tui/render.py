@@ -24,6 +24,7 @@ from minibroker.tui.describe import describe_event
 from minibroker.tui.retry import retry_panel
 from minibroker.tui.share import share_panel
 from minibroker.tui.state import CAUSES, Frame, Tally
+from minibroker.tui.transactions import has_transactions, lso_cell, transactions_table
 from minibroker.tui.wheel import WheelView
 
 KEYS = "space pause · n step · +/- speed · b broker · q quit"
@@ -159,10 +160,14 @@ def _replica(partition_leader: int, replica: ReplicaView) -> Text:
 
 
 def partition_table(frame: Frame) -> Table:
-    """Leader, epoch, the controller's ISR (a change the leader proposed marked pending), LEO/HW."""
-    table = _section_table("partitions (replicas: LEO/HW, * leader)")
-    for column in ("partition", "leader", "epoch", "ISR", "replicas"):
-        table.add_column(column, justify="right" if column in ("leader", "epoch") else "left")
+    """Leader, epoch, the controller's ISR (a change the leader proposed marked pending), LEO/HW;
+    with transactions in the cluster, the leader's LSO (``transactions.lso_cell``) after the epoch."""
+    lso = has_transactions(frame.view)
+    title = "partitions (replicas: LEO/HW, * leader" + ("; LSO −held)" if lso else ")")
+    table = _section_table(title)
+    columns = ("partition", "leader", "epoch", *(("LSO",) if lso else ()), "ISR", "replicas")
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("leader", "epoch", "LSO") else "left")
     for partition in frame.view.partitions:
         isr = Text(",".join(map(str, partition.isr)))
         if partition.pending_isr == partition.isr:
@@ -171,7 +176,8 @@ def partition_table(frame: Frame) -> Table:
             isr.append(f" → {','.join(map(str, partition.pending_isr))} pending", style="yellow")
         replicas = Text("  ").join(_replica(partition.leader, r) for r in partition.replicas)
         leader = str(partition.leader) if partition.leader >= 0 else "none"
-        table.add_row(partition.partition, leader, str(partition.leader_epoch), isr, replicas)
+        stable = (lso_cell(partition),) if lso else ()
+        table.add_row(partition.partition, leader, str(partition.leader_epoch), *stable, isr, replicas)
     return table
 
 
@@ -190,11 +196,17 @@ def compact_middle(frame: Frame, partitions: int) -> Text:
         line.append(f"  purges {purgatory.purges:,}")
         lines.append(line)
     shown = frame.view.partitions[:partitions]
+    lso = has_transactions(frame.view)
     for partition in shown:
         line = Text(f"{partition.partition} ", style="bold")
         leader = str(partition.leader) if partition.leader >= 0 else "none"
         isr = ",".join(map(str, partition.isr))
-        line.append(f"leader {leader} epoch {partition.leader_epoch} ISR {isr} ")
+        line.append(f"leader {leader} epoch {partition.leader_epoch} ")
+        if lso:
+            line.append("LSO ")
+            line.append_text(lso_cell(partition))
+            line.append(" ")
+        line.append(f"ISR {isr} ")
         if partition.pending_isr is not None and partition.pending_isr != partition.isr:
             line.append(f"→ {','.join(map(str, partition.pending_isr))} pending ", style="yellow")
         line.append_text(Text(" ").join(_replica(partition.leader, r) for r in partition.replicas))
@@ -354,6 +366,9 @@ def render_frame(
     coordinator = coordinator_table(frame)
     if coordinator is not None:
         top.append(coordinator)
+    transactions = transactions_table(frame.view, frame.broker)
+    if transactions is not None:
+        top.append(transactions)
     if frame.delayed_messages is not None:
         top.append(delayed_messages_panel(frame.delayed_messages))
     if frame.retries is not None:

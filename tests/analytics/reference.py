@@ -132,6 +132,8 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
     hw: dict[tuple, dict] = {}
     isr: dict[tuple, dict] = {}
     groups: list[dict[str, Any]] = []
+    txns: list[dict[str, Any]] = []
+    lags: list[dict[str, Any]] = []
     retried: list[dict[str, Any]] = []
     lateness: dict[str, list[int]] = defaultdict(list)
     levels: dict[tuple, int] = defaultdict(int)
@@ -150,6 +152,8 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
         )
         ops += operations(name, events)
         groups += rebalances(name, events)
+        txns += transactions(name, events)
+        lags += lso_lag(name, events)
         retried += retry_records(name, events)
         for e in events:
             if e["kind"] == "delay.delivered":
@@ -228,6 +232,8 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             for design, values in sorted(lateness.items())
         ],
         "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"])),
+        "transactions": sorted(txns, key=lambda r: (r["trace"], r["txn"], r["transaction"])),
+        "lso_lag": sorted(lags, key=lambda r: (r["trace"], r["partition"])),
         "traces": sorted(traces, key=lambda r: r["trace"]),
         "skipped": [],  # the bundled scenarios write only valid events
         "operations": _summary(ops),
@@ -351,6 +357,93 @@ def rebalances(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "mean_ms": round(sum(durations) / len(durations), 1) if durations else None,
                 "max_ms": max(durations) if durations else None,
                 "session_expiries": row["session_expiries"],
+            }
+        )
+    return out
+
+
+def transactions(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per transactional id, each transaction from an Ongoing that follows no Ongoing to its completion."""
+    last_state: dict[str, str] = {}
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in sorted(events, key=lambda e: e["seq"]):
+        if e["kind"] not in ("txn.state", "txn.end", "txn.timeout", "txn.markers"):
+            continue
+        txn, fields = e["fields"]["txn"], e["fields"]
+        if e["kind"] == "txn.state":
+            if fields["state"] == "Ongoing" and last_state.get(txn) != "Ongoing":
+                found[txn].append({"begin_ms": e["time_ms"], "timed_out": False})
+            last_state[txn] = fields["state"]
+        if not found[txn]:
+            continue
+        row = found[txn][-1]
+        if e["kind"] == "txn.end":
+            row.setdefault("end_ms", e["time_ms"])
+        elif e["kind"] == "txn.markers":
+            row.setdefault("markers_ms", e["time_ms"])
+        elif e["kind"] == "txn.timeout":
+            row["timed_out"] = True
+        elif fields["state"] in ("CompleteCommit", "CompleteAbort") and "complete_ms" not in row:
+            row["complete_ms"] = e["time_ms"]
+            row["completed"] = fields["state"]
+    out = []
+    for txn, rows in found.items():
+        for number, row in enumerate(rows, start=1):
+            completed, complete_ms = row.get("completed"), row.get("complete_ms")
+            outcome = None
+            if completed == "CompleteCommit":
+                outcome = "commit"
+            elif completed == "CompleteAbort":
+                outcome = "timeout-abort" if row["timed_out"] else "abort"
+            end_ms, markers_ms = row.get("end_ms"), row.get("markers_ms")
+            out.append(
+                {
+                    "trace": name,
+                    "txn": txn,
+                    "transaction": number,
+                    "begin_ms": row["begin_ms"],
+                    "end_ms": end_ms,
+                    "complete_ms": complete_ms,
+                    "outcome": outcome,
+                    "latency_ms": None if complete_ms is None or end_ms is None else complete_ms - end_ms,
+                    "marker_ms": None
+                    if complete_ms is None or markers_ms is None
+                    else complete_ms - markers_ms,
+                }
+            )
+    return out
+
+
+def lso_lag(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per partition: the spans from an ``lso`` event below the HW to the next at the HW."""
+    end_ms = max(e["time_ms"] for e in events)
+    spans: dict[str, list[list[Any]]] = defaultdict(list)
+    held: dict[str, int] = {}
+    for e in sorted(events, key=lambda e: e["seq"]):
+        if e["kind"] != "lso":
+            continue
+        partition, lso, hw = e["partition"], e["fields"]["lso"], e["fields"]["hw"]
+        open_span = spans[partition] and spans[partition][-1][1] is None
+        if lso < hw:
+            held[partition] = max(held.get(partition, 0), hw - lso)
+            if not open_span:
+                spans[partition].append([e["time_ms"], None])
+        elif open_span:
+            spans[partition][-1][1] = e["time_ms"]
+    out = []
+    for partition, found in spans.items():
+        if not found:
+            continue
+        lengths = [(end if end is not None else end_ms) - start for start, end in found]
+        out.append(
+            {
+                "trace": name,
+                "partition": partition,
+                "lags": len(found),
+                "total_ms": sum(lengths),
+                "max_ms": max(lengths),
+                "max_held": held[partition],
+                "open": found[-1][1] is None,
             }
         )
     return out

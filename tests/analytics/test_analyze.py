@@ -14,6 +14,7 @@ from tests.analytics import reference
 from tests.analytics.conftest import TRACED
 
 BUCKET_MS = 100
+TXN_COLUMNS = ("transaction", "begin_ms", "end_ms", "complete_ms", "outcome", "latency_ms", "marker_ms")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,33 @@ def test_the_traces_cover_what_the_tables_measure(expected):
         (r["group"], r["rebalances"], r["min_ms"], r["max_ms"], r["session_expiries"])
         for r in expected["rebalances"]
     ] == [("g", 3, 0, 2900, 1)]
+    # txn_read_committed_stalled: "tx" Ongoing at 1000 (start 1000 + timeout 15000 = 16000), aborted by the
+    # timeout check at 20000 (PrepareAbort, the marker, CompleteAbort in that ms). txn_zombie_fenced: the
+    # zombie's transaction Ongoing at 200, aborted by the successor's fencing InitProducerId at 1005; the
+    # successor's Ongoing at 2005, EndTxn at 2105, committed in that ms (one broker, no link delays there)
+    assert [(*(r[k] for k in TXN_COLUMNS), Path(r["trace"]).stem) for r in expected["transactions"]] == [
+        (1, 1000, 20000, 20000, "timeout-abort", 0, 0, "txn_read_committed_stalled"),
+        (1, 200, 1005, 1005, "abort", 0, 0, "txn_zombie_fenced"),
+        (2, 2005, 2105, 2105, "commit", 0, 0, "txn_zombie_fenced"),
+    ]
+    # the stalled reader's t-0: the LSO at 0 from the transaction's records at 1000 (HW 2) to the ABORT
+    # marker at 20000: 19000 ms, while the plain producer's records took the HW to 4. The zombie's t-0:
+    # 200 -> 1005 (805 ms, HW 2) and the successor's 2015 -> 2105 (90 ms, 3 records held)
+    assert [
+        (
+            Path(r["trace"]).stem,
+            r["partition"],
+            r["lags"],
+            r["total_ms"],
+            r["max_ms"],
+            r["max_held"],
+            r["open"],
+        )
+        for r in expected["lso_lag"]
+    ] == [
+        ("txn_read_committed_stalled", "t-0", 1, 19000, 19000, 4, False),
+        ("txn_zombie_fenced", "t-0", 2, 895, 805, 3, False),
+    ]
     # retry_poison_dlt: two records processed at once, one dead-lettered at once (non-retryable), one
     # after its 4 deliveries and 100 + 300 + 900 ms of backoff
     (dlt,) = expected["retry_dlt"]
@@ -102,6 +130,8 @@ def test_json_summary_and_report(analyzed, expected):
     (retried,) = summary["retries"]
     assert (retried["dead"], retried["max_ms"]) == (2, 1300)
     assert "## Delayed messages: delivery lateness" in report
+    assert "## Transactions" in report
+    assert "| t-0 | 1 | 19000 | 19000 | 4 | False |" in report  # the stalled reader's partition
 
 
 def shuffle_files(spark, ids):
@@ -142,7 +172,7 @@ def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_remove
 
     assert jobs_while_keeping == [0, 0]
     scans = {name: frame._jdf.queryExecution().executedPlan().toString() for name, frame in frames.items()}
-    assert len(scans) == 10 and not [name for name, plan in scans.items() if "FileScan" in plan]
+    assert len(scans) == 12 and not [name for name, plan in scans.items() if "FileScan" in plan]
     ids = [shared.shuffle_id(frame) for frame in kept]
     assert len(set(ids)) == 2 and None not in ids
     assert not shuffle_files(spark, ids)

@@ -167,6 +167,28 @@ def test_rebalances_draw_the_groups_that_rebalanced_longest_mean_first():
     assert charts.rebalance_rows([rows[2]]) == []
 
 
+def _lag(trace: str, lags: int, total: int, longest: int, held: int, still_open: bool = False) -> dict:
+    return {
+        "trace": trace,
+        "partition": "t-0",
+        "lags": lags,
+        "total_ms": total,
+        "max_ms": longest,
+        "max_held": held,
+        "open": still_open,
+    }
+
+
+def test_lso_lag_draws_a_bar_per_partition_longest_total_first():
+    drawn = charts.lso_lag_rows(
+        [_lag("/x/zombie.jsonl", 2, 895, 805, 3), _lag("/x/stalled.jsonl", 1, 19000, 19000, 4, True)]
+    )
+    assert [(r["label"], r["total"], r["note"]) for r in drawn] == [
+        ("stalled.jsonl · t-0", 19.0, "1 lag(s), longest 19 s, 4 offsets held, open at the end"),
+        ("zombie.jsonl · t-0", 0.895, "2 lag(s), longest 0.805 s, 3 offsets held"),
+    ]
+
+
 def test_every_chart_renders_from_small_tables(tmp_path):
     analysis = _analysis(
         latency=[_latency("produce", "condition", 9, 2), _latency("produce", "expiry", 1, 1000)],
@@ -175,8 +197,10 @@ def test_every_chart_renders_from_small_tables(tmp_path):
         isr=[_isr("a", 0, 3), _isr("a", 100, 2)],
         timer_precision=[{"delta_ms": 0, "fires": 3}, {"delta_ms": 2, "fires": 1}],
         rebalances=[_rebalance("a", "g", 1, 3000, 3000.0, 3000)],
+        lso_lag=[_lag("a", 1, 300, 300, 3)],
     )
     report = analysis_report(analysis, tmp_path, "minibroker analyze x").read_text()
     assert "![rebalance durations](rebalances.png)" in report
-    for name in ("latency", "purgatory_size", "hw", "isr", "timer_precision", "rebalances"):
+    assert "![LSO lag behind the HW](lso_lag.png)" in report
+    for name in ("latency", "purgatory_size", "hw", "isr", "timer_precision", "rebalances", "lso_lag"):
         assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -29,13 +29,14 @@ def drawn(spark, tmp_path_factory):
     return work, pictures.draw(DRAWN_ON_SPARK, work)
 
 
-def test_the_tool_draws_five_analyze_charts_and_one_sweep_heatmap():
+def test_the_tool_draws_six_analyze_charts_and_one_sweep_heatmap():
     assert DRAWN_ON_SPARK == [
         "analyze-latency.png",
         "analyze-purgatory-size.png",
         "analyze-hw.png",
         "analyze-isr.png",
         "analyze-rebalances.png",
+        "analyze-lso-lag.png",
         "sweep_lag_timeout_error_rate.png",
     ]
 

@@ -38,6 +38,7 @@ def test_the_tool_draws_each_job_once_and_names_its_pictures():
         "snapshot timing_wheel_cascade",
         "snapshot group_stalled_member",
         "snapshot delay_wheel_vs_levels",
+        "snapshot txn_read_committed_stalled",
         "analyze",
         "sweep",
     ]
@@ -46,6 +47,7 @@ def test_the_tool_draws_each_job_once_and_names_its_pictures():
         "timing_wheel_cascade.png",
         "group_stalled_member.svg",
         "delay_wheel_vs_levels.png",
+        "txn_read_committed_stalled.png",
     ]
 
 

@@ -76,6 +76,7 @@ from minibroker.coordinator.transaction.transaction_metadata import (
     VALID_PREVIOUS,
     TransactionMetadata,
 )
+from minibroker.coordinator.transaction.views import TransactionCoordinatorView, TransactionView, abort_time
 
 #: how long the coordinator waits before sending a marker again to a partition that refused it
 MARKER_RETRY_BACKOFF_MS = 100
@@ -108,6 +109,8 @@ class TransactionCoordinator:
         #: ms a partition's marker is held back from now (0: send it); set by the control API
         self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         self._cleanup: Any = None
+        #: when the armed timeout check runs (-1 before the first ``__transaction_state`` leadership)
+        self.next_check_ms = -1
 
     # --- requests ----------------------------------------------------------------------------
     def handle(self, message: m.TxnRequest, respond: Respond) -> None:
@@ -491,6 +494,31 @@ class TransactionCoordinator:
 
         self.context.write(partition, transit.record(), written)
 
+    def snapshot(self) -> TransactionCoordinatorView:
+        """The partitions led and loading, the next timeout check, every id with its abort time."""
+        interval = self.context.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        views = []
+        for txn_id, meta in sorted(self.transactions.items()):
+            ongoing = meta.state == ONGOING and meta.start_ms >= 0
+            views.append(
+                TransactionView(
+                    txn_id,
+                    meta.state,
+                    meta.pending,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    tuple(sorted(f"{topic}-{partition}" for topic, partition in meta.partitions)),
+                    meta.timeout_ms,
+                    meta.start_ms if ongoing else -1,
+                    abort_time(meta.start_ms, meta.timeout_ms, self.next_check_ms, interval)
+                    if ongoing
+                    else -1,
+                )
+            )
+        return TransactionCoordinatorView(
+            tuple(sorted(self.led)), tuple(sorted(self.loading)), self.next_check_ms, interval, tuple(views)
+        )
+
     # --- leadership and timeouts -------------------------------------------------------------
     def on_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
         """Become or stop being the coordinator of a ``__transaction_state`` partition's ids."""
@@ -543,6 +571,7 @@ class TransactionCoordinator:
         config = self.context.config
         interval = config.transaction_abort_timed_out_transaction_cleanup_interval_ms
         self._cleanup = self.context.schedule(interval, self._abort_timed_out)
+        self.next_check_ms = self.context.now() + interval
         self._arm_expiry(config.transaction_remove_expired_transaction_cleanup_interval_ms)
 
     def _arm_expiry(self, interval: int) -> None:

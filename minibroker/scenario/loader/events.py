@@ -70,6 +70,7 @@ KINDS: dict[str, frozenset[str]] = {
         "timer.fire": ("broker", "op", "expiration"),
         "follower.fetch": ("broker", "partition", "replica", "offset"),
         "hw": ("broker", "partition", "hw", "previous", "leo"),
+        "lso": ("broker", "partition", "lso", "hw"),
         "replicate": ("broker", "partition", "leader", "count", "leo", "hw"),
         "truncate": ("broker", "partition", "offset", "removed", "leo"),
         "isr.propose": ("broker", "partition", "change", "isr", "current"),
