@@ -724,6 +724,10 @@ class ReplicaManager:
         """The controller's decision for one partition: lead, follow, or just a new ISR."""
         tp = state.tp
         partition = self.partitions.get(tp)
+        if self.broker_id not in state.replicas:
+            if partition is not None and state.leader_epoch >= partition.leader_epoch:
+                self.stop_replica(tp, delete=True)  # a completed or cancelled reassignment removed it
+            return
         if partition is None:
             segment_bytes = self.topic_overrides(tp.topic).get("segment.bytes")
             log = self.logs.setdefault(
@@ -744,6 +748,8 @@ class ReplicaManager:
         elif state.leader_epoch < partition.leader_epoch:
             return  # stale
         now = self.now()
+        if state.replicas != partition.replicas:
+            partition.update_replicas(state.replicas, now)
         was_leader = partition.is_leader
         if state.leader == self.broker_id:
             if was_leader and state.leader_epoch == partition.leader_epoch:
@@ -883,6 +889,11 @@ class ReplicaManager:
 
     def commit_isr(self, partition: Partition, state: LeaderAndIsr) -> None:
         """The controller's ISR for a partition this broker leads (an answer or a LeaderAndIsr)."""
+        if state.leader_epoch > partition.leader_epoch:
+            self.apply_leader_and_isr(state)  # a reassignment that removed replicas bumped the epoch
+            return
+        if state.replicas != partition.replicas:
+            partition.update_replicas(state.replicas, self.now())
         before = partition.high_watermark
         raised = partition.commit_isr(state.isr, state.partition_epoch, self.now())
         if self.tracer.enabled:

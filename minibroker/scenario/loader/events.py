@@ -62,6 +62,7 @@ KINDS: dict[str, frozenset[str]] = {
         "isr.rejected": ("broker", "partition", "error"),
         "controller.isr": ("partition", "isr", "leader", "epoch"),
         "controller.elect": ("partition", "isr", "leader", "epoch"),
+        "controller.reassign": ("partition", "step", "replicas", "adding", "removing", "leader", "epoch", "isr"),
         "controller.broker": ("broker", "state", "reason"),
         "leader": ("broker", "partition", "leader", "epoch", "isr"),
         "leader.lost": ("broker", "partition", "leader", "epoch"),
