@@ -31,6 +31,8 @@ import attrs
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
     CreateAclsRequest,
@@ -71,6 +73,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
@@ -217,6 +221,9 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2),
         _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
         _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+        # partition reassignments (admin_reassignments.py)
+        _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
+        _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
     )
 }
 
