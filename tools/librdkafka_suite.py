@@ -193,10 +193,13 @@ def run_number(
             state = "SKIPPED"
         result = {"test": name, "state": state, "seconds": seconds}
         if state == "FAILED":
-            failed = re.findall(rf"{name}[^\n]*(?:Test failed|FAIL)[^\n]{{0,240}}", output) or re.findall(
-                r"(?:Test failed|FAIL)[^\n]{0,240}", output
+            # librdkafka's failure report: ### Test "NAME" failed at FILE:LINE:FUNC() at DATE: ###\nMESSAGE
+            failed = re.search(rf'### Test "{name}" failed at (\S+?)\(\) at [^#]*###\n([^\n]*)', output)
+            result["why"] = (
+                f"{failed.group(1)}: {failed.group(2).strip()}"
+                if failed
+                else f"exit status {done.returncode}"
             )
-            result["why"] = failed[0].strip() if failed else f"exit status {done.returncode}"
         results.append(result)
     return results
 
