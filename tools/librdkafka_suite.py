@@ -20,7 +20,9 @@ SASL/SSL runs:
   A test that needs Kafka's shell tools, SASL or SSL skips itself.
 
 Each test ends PASSED, FAILED, SKIPPED (by itself), EMPTY (passed without running anything: every
-sub-test is a slow one that quick mode leaves out) or TIMEOUT (over ``--timeout``; counted as failed).
+sub-test is a slow one that quick mode leaves out), NEEDS_TOOLS or NEEDS_SSL (failed because it runs
+Kafka's shell tools, which it finds through ``KAFKA_PATH``, or sets up SSL, left out of the build) or
+TIMEOUT (over ``--timeout``; counted as failed).
 The pass rate is passed ÷ (passed + failed + timed out). librdkafka's runner picks tests by number, so
 the tests sharing a number run together, bounded together. ``--json`` prints one JSON document. It is
 not part of CI: a full run takes tens of minutes. Exit status: 0 when it ran (whatever the rate), 2 for
@@ -50,6 +52,8 @@ EXCLUDED_FLAGS = ("TEST_F_LOCAL", "TEST_F_KNOWN_ISSUE", "TEST_F_MANUAL", "TEST_F
 #: the cluster of librdkafka's default test scenario (tests/scenarios/default.json): auto-created topics
 #: of 4 partitions, replicated 3 times
 CLUSTER_CONFIG = ("auto.create.topics.enable=true", "num.partitions=4", "default.replication.factor=3")
+#: a test's outcomes; only PASSED, FAILED and TIMEOUT count in the pass rate
+STATES = ("PASSED", "FAILED", "TIMEOUT", "SKIPPED", "EMPTY", "NEEDS_TOOLS", "NEEDS_SSL")
 ENTRY = re.compile(r"_TEST\((\d{4}_\w+),\s*([^,)]*)")
 
 
@@ -193,13 +197,19 @@ def run_number(
             state = "SKIPPED"
         result = {"test": name, "state": state, "seconds": seconds}
         if state == "FAILED":
-            # librdkafka's failure report: ### Test "NAME" failed at FILE:LINE:FUNC() at DATE: ###\nMESSAGE
-            failed = re.search(rf'### Test "{name}" failed at (\S+?)\(\) at [^#]*###\n([^\n]*)', output)
-            result["why"] = (
+            # librdkafka's failure report: ### Test "NAME (SUB-TEST)" failed at FILE:LINE:FUNC() at DATE: ###
+            # then the message
+            failed = re.search(rf'### Test "{name}[^"]*" failed at (\S+?)\(\) at [^#]*###\n([^\n]*)', output)
+            why = (
                 f"{failed.group(1)}: {failed.group(2).strip()}"
                 if failed
                 else f"exit status {done.returncode}"
             )
+            if "KAFKA_PATH" in why:
+                result["state"] = "NEEDS_TOOLS"  # Kafka's shell tools (kafka-topics.sh, kafka-acls.sh, ...)
+            elif "OpenSSL not available" in why:
+                result["state"] = "NEEDS_SSL"
+            result["why"] = why
         results.append(result)
     return results
 
@@ -262,10 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         served.stop()
         os.unlink(conf.name)
-    counts = {
-        state: sum(r["state"] == state for r in results)
-        for state in ("PASSED", "FAILED", "TIMEOUT", "SKIPPED", "EMPTY")
-    }
+    counts = {state: sum(r["state"] == state for r in results) for state in STATES}
     ran = counts["PASSED"] + counts["FAILED"] + counts["TIMEOUT"]
     rate = round(counts["PASSED"] / ran, 3) if ran else 0.0
     summary = {
@@ -284,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(
             f"pass rate {counts['PASSED']}/{ran} = {rate:.1%} ({counts['SKIPPED']} skipped themselves, "
-            f"{counts['EMPTY']} ran no sub-test)"
+            f"{counts['EMPTY']} ran no sub-test, {counts['NEEDS_TOOLS'] + counts['NEEDS_SSL']} need Kafka's "
+            "shell tools or SSL)"
         )
     return 0
 
