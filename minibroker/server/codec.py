@@ -35,6 +35,8 @@ from kafka.protocol.admin import (
     AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -67,6 +69,8 @@ from kafka.protocol.admin import (
     DescribeTopicPartitionsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
@@ -224,6 +228,9 @@ SUPPORTED: dict[int, ApiSpec] = {
         # partition reassignments (admin_reassignments.py)
         _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
         _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
+        # SCRAM credentials, stored and described (admin_scram.py)
+        _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
+        _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
     )
 }
 

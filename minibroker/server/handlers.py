@@ -16,6 +16,7 @@ from minibroker.server import (
     admin_configs,
     admin_log_dirs,
     admin_reassignments,
+    admin_scram,
     admin_topics,
     share,
 )
@@ -93,6 +94,8 @@ HANDLERS: dict[int, Handler] = {
     75: describe_topic_partitions,
     45: admin_reassignments.alter_partition_reassignments,
     46: admin_reassignments.list_partition_reassignments,
+    50: admin_scram.describe_user_scram_credentials,
+    51: admin_scram.alter_user_scram_credentials,
     60: admin_cluster.describe_cluster,
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,
