@@ -214,6 +214,12 @@ def run_number(
     return results
 
 
+def _version(path: Path) -> str:
+    """The checkout's ``git describe`` (its tag, or the nearest one and the commits since), else its name."""
+    described = subprocess.run(["git", "-C", str(path), "describe", "--tags"], capture_output=True, text=True)
+    return described.stdout.strip() or path.name
+
+
 def _plain(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
@@ -250,33 +256,32 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     served = Served(args.brokers)
     results: list[dict] = []
+    pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as conf:
             conf.write(f"bootstrap.servers={served.bootstrap}\n")
-        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            numbers: dict[str, list[str]] = {}
-            for name in names:
-                numbers.setdefault(name[:4], []).append(name)
-            futures = [
-                pool.submit(
-                    run_number, runner, group, conf.name, args.kafka_version, args.timeout, args.quick
-                )
-                for group in numbers.values()
-            ]
-            for future in futures:
-                for result in future.result():
-                    results.append(result)
-                    if not args.json:
-                        line = f"{result['test']:<45} {result['state']:<8} {result['seconds']:>6}s"
-                        print(line, result.get("why", ""))
+        numbers: dict[str, list[str]] = {}
+        for name in names:
+            numbers.setdefault(name[:4], []).append(name)
+        futures = [
+            pool.submit(run_number, runner, group, conf.name, args.kafka_version, args.timeout, args.quick)
+            for group in numbers.values()
+        ]
+        for future in futures:
+            for result in future.result():
+                results.append(result)
+                if not args.json:
+                    line = f"{result['test']:<45} {result['state']:<8} {result['seconds']:>6}s"
+                    print(line, result.get("why", ""))
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # stopped early: no test starts after this
         served.stop()
         os.unlink(conf.name)
     counts = {state: sum(r["state"] == state for r in results) for state in STATES}
     ran = counts["PASSED"] + counts["FAILED"] + counts["TIMEOUT"]
     rate = round(counts["PASSED"] / ran, 3) if ran else 0.0
     summary = {
-        "librdkafka": path.name,
+        "librdkafka": _version(path),
         "kafka_version": args.kafka_version,
         "quick": args.quick,
         "timeout_s": args.timeout,
