@@ -83,3 +83,18 @@ async def test_kafkas_errors(autojump_clock):
         assert refused(cluster, TP, [2], allow_rf_change=False) is Errors.INVALID_REPLICATION_FACTOR
         assert refused(cluster, TP, None) is Errors.NO_REASSIGNMENT_IN_PROGRESS
         assert cluster.controller.state[TP].partition_epoch == 0
+
+
+async def test_an_adding_replica_down_holds_the_move_until_it_restarts_and_catches_up(autojump_clock):
+    async with open_cluster(4, ON_0_1, latency_ms=1) as cluster:
+        producer = cluster.producer("p", acks=-1)
+        await producer.send_and_wait("t", 0, count=3)
+        cluster.crash(3)
+        alter_reassignment(cluster, TP, [0, 3])
+        await cluster.clock.sleep_until(5000)
+        assert list_reassignments(cluster) == [(TP, (0, 3, 1), (3,), (1,))]
+        await cluster.restart(3)
+        await cluster.clock.sleep_until(7000)
+        state = cluster.controller.state[TP]
+        assert (state.replicas, state.isr, state.leader) == ((0, 3), (0, 3), 0)
+        assert cluster.brokers[3].logs[TP].log_end_offset == 3 and TP not in cluster.brokers[1].logs
