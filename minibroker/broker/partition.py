@@ -172,6 +172,20 @@ class Partition:
             state.reset(now_ms, state.broker_id in isr)
         return self.maybe_increment_leader_hw(now_ms)
 
+    def update_replicas(self, replicas: tuple[int, ...], now_ms: int) -> None:
+        """The controller changed the replicas (a reassignment): a leader tracks the added followers
+        (not caught up, unless in the ISR) and forgets the removed ones."""
+        self.replicas = replicas
+        if not self.is_leader:
+            return
+        for broker in replicas:
+            if broker != self.broker_id and broker not in self.remote:
+                state = ReplicaState(broker)
+                state.reset(now_ms, broker in self.isr)
+                self.remote[broker] = state
+        for broker in [b for b in self.remote if b not in replicas]:
+            del self.remote[broker]
+
     def make_follower(self, leader: int, epoch: int, isr: tuple[int, ...], partition_epoch: int) -> None:
         self.leader_id = leader
         self.leader_epoch = epoch

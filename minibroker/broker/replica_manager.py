@@ -855,6 +855,10 @@ class ReplicaManager:
         """The controller's decision for one partition: lead, follow, or just a new ISR."""
         tp = state.tp
         partition = self.partitions.get(tp)
+        if self.broker_id not in state.replicas:
+            if partition is not None and state.leader_epoch >= partition.leader_epoch:
+                self.stop_replica(tp, delete=True)  # a completed or cancelled reassignment removed it
+            return
         if partition is None:
             settings = self.log_config(tp.topic)
             log = self.logs.setdefault(tp, Log(settings.segment_bytes, settings.segment_ms))
@@ -877,6 +881,8 @@ class ReplicaManager:
         elif state.leader_epoch < partition.leader_epoch:
             return  # stale
         now = self.now()
+        if state.replicas != partition.replicas:
+            partition.update_replicas(state.replicas, now)
         was_leader = partition.is_leader
         if state.leader == self.broker_id:
             if was_leader and state.leader_epoch == partition.leader_epoch:
@@ -1017,6 +1023,11 @@ class ReplicaManager:
 
     def commit_isr(self, partition: Partition, state: LeaderAndIsr) -> None:
         """The controller's ISR for a partition this broker leads (an answer or a LeaderAndIsr)."""
+        if state.leader_epoch > partition.leader_epoch:
+            self.apply_leader_and_isr(state)  # a reassignment that removed replicas bumped the epoch
+            return
+        if state.replicas != partition.replicas:
+            partition.update_replicas(state.replicas, self.now())
         before = partition.high_watermark
         raised = partition.commit_isr(state.isr, state.partition_epoch, self.now())
         if self.tracer.enabled:

@@ -36,6 +36,13 @@ without a Raft quorum or a metadata log, its decisions sent to the brokers over 
   fetch from the new leader, so its HW stays) and its AlterPartition requests are
   lost; it learns its fate when the link heals, and is unfenced when its first
   heartbeat after the heal arrives. An election never picks a fenced broker.
+- A partition reassignment (``PartitionReassignment``, KIP-455) makes the replicas the union
+  of the old and the target ones; the adding replicas fetch like any follower and join the
+  ISR through the leader's AlterPartition; the commit that puts the last one in the ISR
+  completes it: the replicas become the target, the removing ones leave the ISR and stop
+  (their logs deleted), a removed leader's partition gets a new leader from the target (the
+  leader answered NEW_LEADER_ELECTED). A change that removes replicas bumps the leader epoch,
+  as KRaft's ``PartitionChangeBuilder`` does; adding replicas bumps only the partition epoch.
 - When a broker starts again it is unfenced; offline partitions whose last ISR
   holds it are led by it again; every partition it replicates tells it who leads.
 
@@ -66,6 +73,7 @@ from minibroker.controller.broker_registrations import (
     UNFENCED,
     BrokerRegistrations,
 )
+from minibroker.controller.partition_reassignment import PartitionReassignment
 from minibroker.runtime import Scheduler
 from minibroker.trace import NULL_TRACER, Tracer
 
@@ -102,6 +110,8 @@ class Controller:
         self.unclean_leader_election = unclean_leader_election
         self.tracer = tracer
         self.state: dict[TopicPartition, LeaderAndIsr] = {}
+        #: the ongoing reassignments (KRaft keeps them in the partition registration)
+        self.reassignments: dict[TopicPartition, PartitionReassignment] = {}
         self.registrations = BrokerRegistrations()
         #: each broker's life as the controller knows it (KRaft's broker epoch): 1, + 1 per restart
         self.broker_epochs: dict[int, int] = {}
@@ -184,6 +194,16 @@ class Controller:
         if error is not Errors.NONE:
             self._reject(request, error, respond)
             return
+        completed = self._complete_reassignment(request.tp, request.new_isr)
+        if completed is not None:
+            self.isr_commits += 1
+            moved = completed.leader != request.broker_id
+            respond(
+                AlterPartitionResponse(Errors.NEW_LEADER_ELECTED)
+                if moved
+                else AlterPartitionResponse(Errors.NONE, completed)
+            )
+            return
         state = self.state[request.tp]
         new = LeaderAndIsr(
             request.tp,
@@ -205,6 +225,73 @@ class Controller:
                 epoch=new.leader_epoch,
             )
         respond(AlterPartitionResponse(Errors.NONE, new))
+
+    # --- reassignments (ReplicationControlManager.alterPartitionReassignments) ----------------------
+    def alter_reassignment(self, tp: TopicPartition, target: tuple[int, ...] | None) -> LeaderAndIsr:
+        """Start (or replace) the move of ``tp`` to ``target``; None cancels the ongoing one.
+
+        A replaced or cancelled move is reverted first, so a new target is reached from the
+        replicas the partition had before any move. The caller has checked the request.
+        """
+        state = self.state[tp]
+        ongoing = self.reassignments.pop(tp, None)
+        original = ongoing.original if ongoing is not None else state.replicas
+        isr = ongoing.reverted_isr(state.isr) if ongoing is not None else state.isr
+        if target is None:
+            return self._change_replicas(tp, original, isr, "cancel", ongoing)
+        move = PartitionReassignment(original, target)
+        if not move.adding:
+            completed = move.completed_isr(isr)
+            if completed is not None:
+                return self._change_replicas(tp, target, completed, "complete", move)
+        self.reassignments[tp] = move
+        return self._change_replicas(tp, move.replicas, isr, "start", move)
+
+    def _complete_reassignment(self, tp: TopicPartition, isr: tuple[int, ...]) -> LeaderAndIsr | None:
+        """Complete ``tp``'s move if ``isr`` lets it; the committed state, or None."""
+        move = self.reassignments.get(tp)
+        completed = None if move is None else move.completed_isr(isr)
+        if move is None or completed is None:
+            return None
+        del self.reassignments[tp]
+        return self._change_replicas(tp, move.target, completed, "complete", move)
+
+    def _change_replicas(
+        self,
+        tp: TopicPartition,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        step: str,
+        move: PartitionReassignment | None,
+    ) -> LeaderAndIsr:
+        """Commit new replicas and ISR; a leader left out is replaced by the first electable ISR member
+        of ``replicas``; every old and new replica hears of it (a removed one stops)."""
+        state = self.state[tp]
+        leader = state.leader
+        if leader not in replicas or leader not in isr:
+            electable = [b for b in replicas if b in isr and self._electable(b)]
+            leader = electable[0] if electable else -1
+        removed = tuple(b for b in state.replicas if b not in replicas)
+        epoch = state.leader_epoch + 1 if removed or leader != state.leader else state.leader_epoch
+        new = LeaderAndIsr(tp, leader, epoch, isr, state.partition_epoch + 1, replicas)
+        self.state[tp] = new
+        self.on_change()
+        if self.tracer.enabled:
+            self.tracer.emit(
+                "controller.reassign",
+                partition=str(tp),
+                step=step,
+                replicas=list(replicas),
+                adding=list(move.adding) if move else [],
+                removing=list(move.removing) if move else [],
+                leader=leader,
+                epoch=epoch,
+                isr=list(isr),
+            )
+        for broker in (*replicas, *removed):
+            if self.alive(broker):
+                self.network.send(CONTROLLER, broker, new)
+        return new
 
     # --- broker failures ---------------------------------------------------------------------
     def broker_crashed(self, broker: int) -> None:

@@ -31,8 +31,12 @@ import attrs
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
     CreatePartitionsRequest,
@@ -65,12 +69,16 @@ from kafka.protocol.admin import (
     DescribeTopicPartitionsResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
@@ -217,6 +225,12 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 2),
         _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
         _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+        # partition reassignments (admin_reassignments.py)
+        _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
+        _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
+        # SCRAM credentials, stored and described (admin_scram.py)
+        _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
+        _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
     )
 }
 

@@ -75,6 +75,8 @@ class ServerState:
     fetch_contexts: collections.Counter[tuple[int, str]] = attrs.Factory(collections.Counter)
     #: the cluster's ACLs (CreateAcls, ...), checked when the brokers have ``authorizer.class.name`` set
     authorizer: Authorizer = attrs.Factory(Authorizer)
+    #: SCRAM credentials (AlterUserScramCredentials): user -> mechanism -> iterations
+    scram_credentials: dict[str, dict[int, int]] = attrs.Factory(dict)
     #: key -> (trio time of the last line written, lines held back since)
     _limited: dict[Any, tuple[float, int]] = attrs.Factory(dict)
 

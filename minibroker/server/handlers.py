@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from minibroker.server import admin_acls, admin_cluster, admin_configs, admin_log_dirs, admin_topics, share
+from minibroker.server import (
+    admin_acls,
+    admin_cluster,
+    admin_configs,
+    admin_log_dirs,
+    admin_reassignments,
+    admin_scram,
+    admin_topics,
+    share,
+)
 from minibroker.server.codec import SUPPORTED, Request
 from minibroker.server.context import Connection
 from minibroker.server.describe_topic_partitions import describe_topic_partitions
@@ -83,6 +92,10 @@ HANDLERS: dict[int, Handler] = {
     47: offset_delete,
     55: admin_cluster.describe_quorum,
     75: describe_topic_partitions,
+    45: admin_reassignments.alter_partition_reassignments,
+    46: admin_reassignments.list_partition_reassignments,
+    50: admin_scram.describe_user_scram_credentials,
+    51: admin_scram.alter_user_scram_credentials,
     60: admin_cluster.describe_cluster,
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,

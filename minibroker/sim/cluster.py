@@ -545,8 +545,18 @@ class Cluster:
             leader = self.brokers[state.leader].replica_manager if state.leader >= 0 else None
             if leader is not None and tp in leader.partitions and leader.partitions[tp].pending is not None:
                 pending = leader.partitions[tp].pending.proposed
+            move = self.controller.reassignments.get(tp)
             partitions.append(
-                PartitionView(str(tp), state.leader, state.leader_epoch, state.isr, pending, tuple(replicas))
+                PartitionView(
+                    str(tp),
+                    state.leader,
+                    state.leader_epoch,
+                    state.isr,
+                    pending,
+                    tuple(replicas),
+                    move.adding if move else (),
+                    move.removing if move else (),
+                )
             )
         return ClusterView(self.now(), tuple(brokers), tuple(partitions))
 

@@ -160,6 +160,15 @@ def describe_configs(
                 if broker is None:
                     synonyms = [s for s in synonyms if s[2] != DYNAMIC_BROKER_CONFIG]
                 entries.append(ConfigEntry(key, _text(value), sources[key], kind, synonyms=tuple(synonyms)))
+        scopes = [("", DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        if broker is not None:
+            scopes.insert(0, (name, DYNAMIC_BROKER_CONFIG))
+        shown = {entry.name for entry in entries}
+        for scope, source in scopes:
+            for key, value in sorted(cluster.resource_configs.get((BROKER, scope), {}).items()):
+                if (wanted is None or key in wanted) and key not in shown:
+                    shown.add(key)
+                    entries.append(ConfigEntry(key, value, source, STRING, synonyms=((key, value, source),)))
         return entries
     if resource_type in (BROKER_LOGGER, CLIENT_METRICS, GROUP):
         return [e for e in _other_entries(cluster, resource_type, name) if wanted is None or e.name in wanted]
@@ -307,7 +316,9 @@ def replace_configs(
         spec = cluster.topics.get(name)
         current = set(spec.configs) if spec is not None else set()
     elif resource_type == BROKER:
-        current = set(cluster.dynamic_configs.get(name, {}))
+        current = set(cluster.dynamic_configs.get(name, {})) | set(
+            cluster.resource_configs.get((BROKER, name), {})
+        )
     elif resource_type in (CLIENT_METRICS, GROUP):
         current = set(cluster.resource_configs.get((resource_type, name), {}))
     else:
@@ -389,9 +400,20 @@ def _alter_broker(
     names = BrokerConfig.kafka_names()
     fields = attrs.fields_dict(BrokerConfig)
     dynamic = dict(cluster.dynamic_configs.get(name, {}))
+    # a broker setting minibroker does not model is stored and described, as KRaft's controller takes any
+    # broker config (its ControllerConfigurationValidator checks only the broker id); nothing acts on it
+    unmodelled = dict(cluster.resource_configs.get((BROKER, name), {}))
     for key, op, value in ops:
         if key not in names:
-            raise AdminError(Errors.INVALID_CONFIG, f"unknown broker config {key!r}")
+            if op == DELETE:
+                unmodelled.pop(key, None)
+            elif op == SET:
+                unmodelled[key] = value or ""
+            else:
+                raise AdminError(
+                    Errors.INVALID_CONFIG, f"{key}: APPEND and SUBTRACT work on list configs only"
+                )
+            continue
         if op == DELETE:
             dynamic.pop(key, None)
         elif op == SET:
@@ -403,6 +425,7 @@ def _alter_broker(
     if validate_only:
         return
     cluster.dynamic_configs[name] = dynamic
+    cluster.resource_configs[BROKER, name] = unmodelled
     for broker in range(len(cluster.brokers)) if target is None else (target,):
         effective = cluster.static_configs[broker].to_kafka()
         effective.update(cluster.dynamic_configs.get("", {}))

@@ -41,6 +41,9 @@ class PartitionView:
     isr: tuple[int, ...]
     pending_isr: tuple[int, ...] | None
     replicas: tuple[ReplicaView, ...]
+    #: an ongoing reassignment's adding and removing replicas (empty when none is under way)
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
 
     def replica(self, broker: int) -> ReplicaView:
         for view in self.replicas:

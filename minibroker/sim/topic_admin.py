@@ -13,6 +13,8 @@ the network).
 - ``delete_topic``: every replica stops (waiting produce and fetch requests answer
   NOT_LEADER_OR_FOLLOWER) and its log goes, on live and crashed brokers alike.
 - ``create_partitions``: grow a topic to ``count`` partitions (never shrink).
+- ``alter_reassignment`` / ``list_reassignments``: partition reassignments (KIP-455) as KRaft's
+  ``ReplicationControlManager`` checks them; the controller carries them out (``Controller``).
 - ``elect_leader``: a preferred election (the first replica, if alive and in the
   ISR), or an unclean one for a partition without a leader.
 """
@@ -199,9 +201,8 @@ def create_partitions(
         raise AdminError(Errors.POLICY_VIOLATION, problem[0].upper() + problem[1:] + ".")
     if validate_only:
         return
-    old = spec.assignment or tuple(
-        cluster.controller.state[TopicPartition(name, p)].replicas for p in range(spec.partitions)
-    )
+    # the controller's replicas, not the creation's assignment: a reassignment may have moved them
+    old = tuple(cluster.controller.state[TopicPartition(name, p)].replicas for p in range(spec.partitions))
     cluster.topics[name] = attrs.evolve(spec, partitions=count, assignment=(*old, *new))
     for p, replicas in enumerate(new, start=spec.partitions):
         cluster.controller.create_partition(TopicPartition(name, p), replicas)
@@ -215,3 +216,40 @@ def elect_leader(cluster: Cluster, tp: TopicPartition, election_type: int = PREF
     outcome = cluster.controller.elect_leaders(tp, election_type)
     if not isinstance(outcome, int):
         raise AdminError(*outcome)
+
+
+def alter_reassignment(
+    cluster: Cluster, tp: TopicPartition, replicas: Sequence[int] | None, allow_rf_change: bool = True
+) -> None:
+    """Kafka's AlterPartitionReassignments for one partition: move it to ``replicas``, or cancel (None)."""
+    spec = cluster.topics.get(tp.topic)
+    if spec is None or tp not in cluster.controller.state:
+        raise AdminError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {tp}.")
+    ongoing = cluster.controller.reassignments.get(tp)
+    if replicas is None:
+        if ongoing is None:
+            raise AdminError(
+                Errors.NO_REASSIGNMENT_IN_PROGRESS, f"Partition {tp} has no ongoing reassignment."
+            )
+    else:
+        _check_assignment(cluster, replicas, f"partition {tp}")
+        original = ongoing.original if ongoing is not None else cluster.controller.state[tp].replicas
+        if not allow_rf_change and len(replicas) != len(original):
+            raise AdminError(
+                Errors.INVALID_REPLICATION_FACTOR,
+                f"The replication factor of partition {tp} would change from {len(original)} to "
+                f"{len(replicas)}, and the request does not allow it.",
+            )
+    cluster.controller.alter_reassignment(tp, None if replicas is None else tuple(replicas))
+    cluster.on_metadata_change()
+
+
+def list_reassignments(
+    cluster: Cluster, partitions: Sequence[TopicPartition] | None = None
+) -> list[tuple[TopicPartition, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """The ongoing reassignments (of ``partitions``, else all): (partition, replicas, adding, removing)."""
+    ongoing = cluster.controller.reassignments
+    asked = sorted(ongoing) if partitions is None else [tp for tp in partitions if tp in ongoing]
+    return [
+        (tp, cluster.controller.state[tp].replicas, ongoing[tp].adding, ongoing[tp].removing) for tp in asked
+    ]

@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from minibroker.sim.snapshot import ReplicaView
+from minibroker.sim.snapshot import PartitionView, ReplicaView
 from minibroker.tui.delayed_messages import delayed_messages_panel
 from minibroker.tui.describe import describe_event
 from minibroker.tui.retry import retry_panel
@@ -159,6 +159,15 @@ def _replica(partition_leader: int, replica: ReplicaView) -> Text:
     return text
 
 
+def _moving(partition: PartitionView) -> Text:
+    """An ongoing reassignment: the replicas being added and removed (empty text when none)."""
+    if not partition.adding and not partition.removing:
+        return Text()
+    adding = ",".join(map(str, partition.adding)) or "-"
+    removing = ",".join(map(str, partition.removing)) or "-"
+    return Text(f"  adding {adding} removing {removing}", style="magenta")
+
+
 def partition_table(frame: Frame) -> Table:
     """Leader, epoch, the controller's ISR (a change the leader proposed marked pending), LEO/HW;
     with transactions in the cluster, the leader's LSO (``transactions.lso_cell``) after the epoch."""
@@ -175,6 +184,7 @@ def partition_table(frame: Frame) -> Table:
         elif partition.pending_isr is not None:
             isr.append(f" → {','.join(map(str, partition.pending_isr))} pending", style="yellow")
         replicas = Text("  ").join(_replica(partition.leader, r) for r in partition.replicas)
+        replicas.append_text(_moving(partition))
         leader = str(partition.leader) if partition.leader >= 0 else "none"
         stable = (lso_cell(partition),) if lso else ()
         table.add_row(partition.partition, leader, str(partition.leader_epoch), *stable, isr, replicas)
@@ -210,6 +220,7 @@ def compact_middle(frame: Frame, partitions: int) -> Text:
         if partition.pending_isr is not None and partition.pending_isr != partition.isr:
             line.append(f"→ {','.join(map(str, partition.pending_isr))} pending ", style="yellow")
         line.append_text(Text(" ").join(_replica(partition.leader, r) for r in partition.replicas))
+        line.append_text(_moving(partition))
         lines.append(line)
     if len(frame.view.partitions) > len(shown):
         lines.append(Text(f"… {len(frame.view.partitions) - len(shown)} more partitions", style="dim"))

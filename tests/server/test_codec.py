@@ -104,6 +104,10 @@ def test_the_table_advertises_each_api_at_its_version_range():
         "OffsetDelete": (0, 0),
         "ConsumerGroupHeartbeat": (0, 1),
         "ConsumerGroupDescribe": (0, 1),
+        "AlterPartitionReassignments": (0, 1),
+        "ListPartitionReassignments": (0, 0),
+        "DescribeUserScramCredentials": (0, 0),
+        "AlterUserScramCredentials": (0, 0),
     }
 
 

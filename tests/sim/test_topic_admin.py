@@ -193,3 +193,15 @@ async def test_remote_storage_needs_the_brokers_switch_and_starts_copying_once_s
         alter_configs(cluster, TOPIC, "t", [("remote.storage.enable", SET, "true")])
         await trio.sleep(0.001)  # the copy task's first run: at once
         assert manager.remote_log_manager.storage.highest_offset(TP) == 1
+
+
+async def test_a_broker_config_minibroker_does_not_model_is_stored_and_described(autojump_clock):
+    async with open_cluster(3, [TopicSpec("t", 1, 3)]) as cluster:
+        key = "sasl.kerberos.min.time.before.relogin"
+        alter_configs(cluster, BROKER, "0", [(key, SET, "58000")])
+        assert config(cluster, BROKER, "0", key) == ("58000", DYNAMIC_BROKER_CONFIG)
+        assert describe_configs(cluster, BROKER, "1", [key]) == []
+        alter_configs(cluster, BROKER, "", [(key, SET, "60000")])
+        assert config(cluster, BROKER, "1", key) == ("60000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+        alter_configs(cluster, BROKER, "0", [(key, DELETE, None)])
+        assert config(cluster, BROKER, "0", key) == ("60000", DYNAMIC_DEFAULT_BROKER_CONFIG)

@@ -246,9 +246,25 @@ TOOLS = {
 }
 
 
+#: test suites in tools/: they count passes and failures of another project's tests against ``serve``,
+#: a figure of this tree alone that no baseline commit's timing would compare with, so they take no
+#: --baseline/--pairs
+SUITES = {"librdkafka_suite"}
+
+
 def test_every_benchmark_in_tools_is_covered():
     skip = {"bench_baseline", "benchmarks_page", "docs_pictures", "duckdb_tables", "trace_digests"}
-    assert {p.stem for p in (ROOT / "tools").glob("*.py")} - skip == set(TOOLS)
+    assert {p.stem for p in (ROOT / "tools").glob("*.py")} - skip - SUITES == set(TOOLS)
+
+
+def test_a_suite_refuses_bad_arguments_in_one_line():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "librdkafka_suite.py"), "--timeout", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "librdkafka_suite: --timeout: expected seconds > 0, got 0\n"
 
 
 def _tool(name, *args):

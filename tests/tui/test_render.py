@@ -177,3 +177,12 @@ def test_narrow_width_puts_each_level_on_two_lines(cascade_200):
         "│   ▸ ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  ·  1  ·  ·               │",
         "│ L3 tick 400 ms  interval 8,000 ms · currentTime 0 ms                         │",
     ]
+
+
+def test_a_partition_row_shows_a_reassignment_under_way():
+    frame = snapshot_frame(ACKS_ALL, 0)
+    (partition, *others) = frame.view.partitions
+    moving = attrs.evolve(partition, adding=(2,), removing=(0,))
+    frame = attrs.evolve(frame, view=attrs.evolve(frame.view, partitions=(moving, *others)))
+    row = next(line for line in _frame_text(frame) if line.startswith(f"{partition.partition} "))
+    assert row.endswith("  adding 2 removing 0")
