@@ -232,10 +232,13 @@ def test_topic_ids_are_stable_uuids():
 
 def tiered_server(serve, read_latency_ms: int = 20):
     """One broker, t-0 in tiered storage, three one-batch segments of which [0] and [1] are copied and
-    deleted locally (local log start 2, highest offset in remote storage 1); and a client."""
+    deleted locally (local log start 2, highest offset in remote storage 1); and a client.
+
+    segment.bytes 100 holds one of these batches, not two (a produce larger than a segment would be
+    refused RECORD_LIST_TOO_LARGE, as Kafka refuses it)."""
     tiered = (
         'name = "t"\npartitions = 1\nreplication_factor = 1\n'
-        'configs = { "remote.storage.enable" = true, "segment.bytes" = 14, "local.retention.bytes" = 0 }'
+        'configs = { "remote.storage.enable" = true, "segment.bytes" = 100, "local.retention.bytes" = 0 }'
     )
     server = serve(
         scenario(
