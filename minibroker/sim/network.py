@@ -215,10 +215,7 @@ class Network:
             reason = f"{dst} is not reachable"
             self.scheduler.call_later(0, self._fail, correlation, Errors.NETWORK_EXCEPTION, reason)
             return correlation
-        reason = f"no response from {dst} in {timeout_ms} ms"
-        pending.timeout = self.scheduler.call_later(
-            timeout_ms, self._fail, correlation, Errors.REQUEST_TIMED_OUT, reason
-        )
+        pending.timeout = self.scheduler.call_later(timeout_ms, self._time_out, correlation, dst, timeout_ms)
 
         def respond(response: Any) -> None:
             pending.answered = self._transmit(
@@ -259,6 +256,9 @@ class Network:
 
     def _fail(self, correlation: int, error: Errors, reason: str) -> None:
         self._resolve(correlation, NetworkError(error, reason))
+
+    def _time_out(self, correlation: int, dst: Node, timeout_ms: int) -> None:
+        self._fail(correlation, Errors.REQUEST_TIMED_OUT, f"no response from {dst} in {timeout_ms} ms")
 
     def _forget(self, correlation: int) -> None:
         pending = self._pending.pop(correlation, None)
