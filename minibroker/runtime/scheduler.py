@@ -11,7 +11,6 @@ timer's FIFO), and always one at a time on the scheduler's executor task.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,22 @@ import trio
 from minibroker.runtime.clock import MsClock
 from minibroker.runtime.reaper import Reaper
 from minibroker.timer import SystemTimer, TimerTask
+
+
+class _Call(TimerTask):
+    """A timer task that calls ``fn(*args)`` (no ``functools.partial`` per callback)."""
+
+    __slots__ = ("_fn", "_args")
+
+    def __init__(self, delay_ms: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.delay_ms = delay_ms
+        self._entry = None
+        self._action = None
+        self._fn = fn
+        self._args = args
+
+    def run(self) -> Any:
+        return self._fn(*self._args)
 
 
 class Scheduler:
@@ -34,7 +49,7 @@ class Scheduler:
         return self.clock.now_ms()
 
     def call_later(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> TimerTask:
-        task = TimerTask(max(0, delay_ms), functools.partial(fn, *args) if args else fn)
+        task = _Call(delay_ms if delay_ms > 0 else 0, fn, args)
         self.timer.add(task)
         return task
 

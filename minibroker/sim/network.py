@@ -162,14 +162,22 @@ class Network:
 
     def _transmit(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> bool:
         self.sent += 1
-        if not self.is_up(dst) or self.is_dropped(src, dst):
+        link = (src, dst)
+        # is_up, is_dropped and latency inlined: every message passes here
+        if dst not in self._endpoints or dst in self._down or (self._dropped and link in self._dropped):
             self._lose(src, dst, message)
             return False
-        now = self.scheduler.now()
-        queue = self._in_flight.setdefault((src, dst), deque())
-        arrival = max(now + self.latency(src, dst), queue[-1][0] if queue else now)
+        scheduler = self.scheduler
+        now = scheduler.clock.now_ms()
+        queue = self._in_flight.get(link)
+        if queue is None:
+            queue = self._in_flight[link] = deque()
+        arrival = now + self._latency.get(link, self.default_latency_ms)
+        last = queue[-1][0] if queue else now
+        if last > arrival:
+            arrival = last
         queue.append((arrival, message, arrive))
-        self.scheduler.call_later(arrival - now, self._drain, src, dst)
+        scheduler.call_later(arrival - now, self._drain, src, dst)
         return True
 
     def _drain(self, src: Node, dst: Node) -> None:
@@ -188,7 +196,7 @@ class Network:
             del self._in_flight[(src, dst)]
 
     def _arrive(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> None:
-        if not self.is_up(dst) or self.is_dropped(src, dst):
+        if dst not in self._endpoints or dst in self._down or (self._dropped and (src, dst) in self._dropped):
             self._lose(src, dst, message)
             return
         self.delivered += 1
@@ -215,10 +223,7 @@ class Network:
             reason = f"{dst} is not reachable"
             self.scheduler.call_later(0, self._fail, correlation, Errors.NETWORK_EXCEPTION, reason)
             return correlation
-        reason = f"no response from {dst} in {timeout_ms} ms"
-        pending.timeout = self.scheduler.call_later(
-            timeout_ms, self._fail, correlation, Errors.REQUEST_TIMED_OUT, reason
-        )
+        pending.timeout = self.scheduler.call_later(timeout_ms, self._time_out, correlation, dst, timeout_ms)
 
         def respond(response: Any) -> None:
             pending.answered = self._transmit(
@@ -259,6 +264,9 @@ class Network:
 
     def _fail(self, correlation: int, error: Errors, reason: str) -> None:
         self._resolve(correlation, NetworkError(error, reason))
+
+    def _time_out(self, correlation: int, dst: Node, timeout_ms: int) -> None:
+        self._fail(correlation, Errors.REQUEST_TIMED_OUT, f"no response from {dst} in {timeout_ms} ms")
 
     def _forget(self, correlation: int) -> None:
         pending = self._pending.pop(correlation, None)

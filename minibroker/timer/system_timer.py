@@ -23,6 +23,13 @@ wheel lags) are flushed before ``advance_clock`` returns. The default executor
 runs a task inline; the trio runtime passes one that queues it to its single
 executor task (Kafka's single-thread executor).
 
+A removed entry (its task cancelled or re-armed) stays in its bucket's list until
+the bucket is flushed (``TimerTaskList``); the flush keeps such entries, when
+nothing else refers to them, as spares that later ``add`` calls fill in instead
+of allocating. Entries released in bulk at a flush would leave the cyclic GC's
+allocation count high (releases only lower it down to zero) and trigger extra
+collections; reused ones are never allocated.
+
 Time is integer milliseconds, due when ``now >= expiration`` (Kafka's SystemTimer
 rule, not MockTimer's strict ``>``). Without a ``clock`` the timer is manual:
 ``now`` is the latest value given to ``advance_clock`` (``start_ms`` before that).
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 from collections.abc import Callable
 
 from minibroker.timer.base import Clock, Executor, TimerBase, task_label
@@ -46,6 +54,9 @@ from minibroker.timer.bucket import COMPACT_MIN, TaskCounter, TimerTaskList
 from minibroker.timer.snapshot import BucketView, LevelView, TimerView
 from minibroker.timer.task import BareEntry, TimerTask, TimerTaskEntry
 from minibroker.timer.wheel import TimingWheel
+
+#: removed entries a timer keeps for reuse
+SPARE_MAX = 4096
 
 
 class SystemTimer(TimerBase):
@@ -68,6 +79,8 @@ class SystemTimer(TimerBase):
         self._queue: list[tuple[int, int, TimerTaskList]] = []
         self._seq = itertools.count()
         self.timing_wheel = TimingWheel(tick_ms, wheel_size, start_ms, self._counter, self._offer)
+        #: removed entries nothing else refers to, collected by flushes for ``add`` to reuse
+        self._spare: list[TimerTaskEntry] = []
 
     def _offer(self, bucket: TimerTaskList) -> None:
         queue = self._queue
@@ -84,7 +97,8 @@ class SystemTimer(TimerBase):
         """
         clock = self.clock
         expiration = task.delay_ms + (self._now if clock is None else clock())
-        entry = BareEntry()
+        spare = self._spare
+        entry = spare.pop() if spare else BareEntry()
         entry.task = task
         old = task._entry
         if old is not None:
@@ -138,6 +152,8 @@ class SystemTimer(TimerBase):
         pop = heapq.heappop
         tracing = self.tracer is not None
         due = []
+        spare = self._spare
+        refcount = sys.getrefcount
         while queue and queue[0][0] <= now_ms:
             expiration, _, bucket = pop(queue)
             wheel.advance_clock(expiration)
@@ -154,7 +170,12 @@ class SystemTimer(TimerBase):
             target = bucket
             for entry in entries:
                 if entry.bucket is not bucket:
-                    continue  # removed (cancelled, or its task re-armed): dropped with the list
+                    # removed (cancelled, or its task re-armed): kept for reuse when only this list and
+                    # this loop refer to it, else dropped with the list
+                    if refcount(entry) == 3 and len(spare) < SPARE_MAX:
+                        entry.task = None
+                        spare.append(entry)
+                    continue
                 at = entry.expiration_ms
                 if at < expired_before:
                     entry.bucket = None

@@ -46,7 +46,17 @@ class TimerTask:
         entry = self._entry
         self._entry = CANCELLED
         if entry is not None:
-            entry.remove()
+            if type(entry) is BareEntry:
+                # TimerTaskEntry.remove inlined for SystemTimer's own entries (one frame fewer)
+                bucket = entry.bucket
+                if bucket is not None:
+                    entry.bucket = None
+                    removed = bucket.removed + 1
+                    bucket.removed = removed
+                    if removed > bucket.compact_after:
+                        bucket.maybe_compact()
+            else:
+                entry.remove()
 
     @property
     def is_cancelled(self) -> bool:
