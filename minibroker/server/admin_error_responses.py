@@ -132,6 +132,14 @@ def elect_leaders(request: Request, error: int) -> Any:
     return _build(request, **fields)
 
 
+def alter_user_scram_credentials(request: Request, error: int) -> Any:
+    """One result per user the deletions and upsertions name, in order, each once."""
+    result = _nested(request, "AlterUserScramCredentialsResult")
+    body = request.body
+    users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+    return _build(request, results=[result(user=u, error_code=error, error_message=None) for u in users])
+
+
 #: api key -> error response (CreateTopics 19, DeleteTopics 20, DeleteRecords 21, CreateAcls 30,
 #: DeleteAcls 31, DescribeConfigs 32, AlterReplicaLogDirs 34, DescribeLogDirs 35, DescribeTopicPartitions 75,
 #: AlterConfigs 33, CreatePartitions 37, ElectLeaders 43, IncrementalAlterConfigs 44)
@@ -149,4 +157,5 @@ ADMIN_ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     37: create_partitions,
     43: elect_leaders,
     44: incremental_alter_configs,
+    51: alter_user_scram_credentials,
 }

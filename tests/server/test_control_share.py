@@ -64,7 +64,7 @@ def test_share_partitions_are_read_and_their_locks_expired_on_demand(minibroker_
         assert all(r["lock_deadline_ms"] is not None for r in view["records"])
 
         purgatories = api.get("purgatories", "broker=0")  # the leader has served ShareFetches
-        assert list(purgatories) == ["Produce", "Fetch", "DeleteRecords", "ShareFetch"]
+        assert list(purgatories) == ["Produce", "Fetch", "DeleteRecords", "ElectLeader", "ShareFetch"]
         assert purgatories["ShareFetch"]["completions"] >= 1
         assert api.post("expire_share_locks", {"group": "sg", "topic": "t", "partition": 0}) == (
             200,

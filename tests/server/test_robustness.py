@@ -91,7 +91,7 @@ def test_bad_frames_close_only_their_connection(server):
         ),
         (
             struct.pack(">i", 10) + struct.pack(">hhi", 0, 13, 1) + b"\xff\xff",
-            rf"broker 0: {PEER}: Produce v13 is not supported \(v3-v9\); closing",
+            rf"broker 0: {PEER}: Produce v13 is not supported \(v3-v12\); closing",
         ),
         (
             struct.pack(">i", 11) + struct.pack(">hhi", 3, 12, 1) + b"\x00\x05a",
