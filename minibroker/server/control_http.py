@@ -5,7 +5,8 @@ Routes (described in docs/control-openapi.json, which the tests validate against
 - ``POST /v1/<action>`` with a JSON object of the action's arguments, e.g.
   ``POST /v1/crash {"broker": 0}``; answers ``{"ok": true}`` once the effect is in place;
 - ``GET /v1/<read-out>?arg=value`` (``cluster``, ``partition``, ``purgatories``,
-  ``requests``, ``pending_errors``, ``fetch_sessions``, ``transactions``, ``transaction``);
+  ``requests``, ``pending_errors``, ``fetch_sessions``, ``transactions``, ``transaction``,
+  ``consumer_group``);
   answers the read-out as JSON.
 
 HTTP is parsed by h11 (``h11==0.16.0``: pure Python, no dependencies,
@@ -82,6 +83,7 @@ ACTIONS = (
     "delay_markers",
     "crash_transaction_coordinator",
     "move_transaction_coordinator",
+    "fence_group_member",
 )
 READ_OUTS = (
     "partition",
@@ -91,6 +93,7 @@ READ_OUTS = (
     "fetch_sessions",
     "transactions",
     "transaction",
+    "consumer_group",
 )
 #: actions whose answer carries what they return, under this key (the crashed broker's id)
 RESULTS = {"crash_transaction_coordinator": "broker"}
