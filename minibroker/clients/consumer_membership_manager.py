@@ -36,12 +36,16 @@ after an error).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import trio
 
-from minibroker.clients.consumer_coordinator import _COORDINATOR, RETRY_BACKOFF_MS, GroupConsumer
+from minibroker.clients.consumer_coordinator import (
+    _COORDINATOR,
+    RETRY_BACKOFF_MS,
+    GroupConsumer,
+    GroupMembership,
+)
 from minibroker.common.errors import Errors
 from minibroker.common.messages import NetworkError, TopicPartition
 from minibroker.coordinator.group import messages as m
@@ -277,13 +281,6 @@ class ConsumerMembershipManager:
     def _start_of(self, tp: TopicPartition, committed: int) -> int:
         return committed if committed >= 0 else self._reset_offset(tp)
 
-    def _reset_offset(self, tp: TopicPartition) -> int:
-        leader = self.cluster.leader_of(tp)
-        log = self.cluster.brokers[leader].logs.get(tp) if leader >= 0 else None
-        if log is None:
-            return 0
-        return log.log_start_offset if self.config.auto_offset_reset == "earliest" else log.high_watermark
-
     async def _fetches(self) -> None:
         consumer = self.consumer
         clock = self.cluster.clock
@@ -350,32 +347,16 @@ class ConsumerMembershipManager:
         self.consumer.unassign(sorted(partitions))
         self.owned -= partitions
 
-    def _instance(self) -> str | None:
-        return self.config.group_instance_id or None
-
-    def _record(self, api: str, error: Errors) -> None:
-        self.errors.append((self.cluster.now(), api, error.name))
-        self._emit("member.error", api=api, error=error.name)
-
-    def _emit(self, kind: str, **fields: Any) -> None:
-        tracer = self.cluster.tracer
-        if tracer.enabled:
-            tracer.emit(kind, client=self.consumer.client_id, group=self.group_id, **fields)
-
-    def _background(self, fn: Callable[..., Any], *args: Any) -> None:
-        assert self._nursery is not None
-        self._nursery.start_soon(fn, *args)
-
-    def _wake(self) -> None:
-        self._changed.set()
-
-    async def _until(self, condition: Callable[[], bool]) -> None:
-        while not condition():
-            self._changed = trio.Event() if self._changed.is_set() else self._changed
-            await self._changed.wait()
-
-    async def _sleep(self, ms: int) -> None:
-        await self.cluster.clock.sleep_until(self.cluster.now() + ms)
+    # the classic membership's helpers, on the attributes both keep (cluster, consumer, config,
+    # group_id, errors, _changed, _nursery): tracing, error records, waiting and sleeping
+    _instance = GroupMembership._instance
+    _record = GroupMembership._record
+    _emit = GroupMembership._emit
+    _background = GroupMembership._background
+    _wake = GroupMembership._wake
+    _until = GroupMembership._until
+    _sleep = GroupMembership._sleep
+    _reset_offset = GroupMembership._reset_offset
 
 
 def _pairs(partitions: set[TopicPartition]) -> m.TopicPartitions:
