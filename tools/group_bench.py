@@ -76,87 +76,31 @@ while True:
 """
 
 
-def virtual_run(members: int) -> dict:
+def _group_run(members: int, settings: dict, seen: Any, pause_ms: int) -> dict:
+    """All ``members`` join at 0; then the last one leaves ``pause_ms`` after the group is first Stable.
+
+    ``seen(cluster, event)``: (members, epoch) when the event shows the group Stable, else None; the
+    rebalance ends at a Stable group of one member fewer at a later epoch than at the leave.
+    """
     import trio
     import trio.testing
 
     from minibroker.sim import TopicSpec, open_cluster
     from minibroker.trace import RecordingTracer
 
-    settings = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}
     out: dict = {"members": members}
-    stable_at: list[tuple[int, int]] = []  # (time, members) of each Stable group.state event
+    stable: list[tuple[int, int, int]] = []  # (time, members, epoch) of each moment seen Stable
     wake: list[trio.Event] = []
-
-    def sink(event: dict) -> None:
-        if event["kind"] == "group.state" and event.get("state") == "Stable":
-            group = cluster_box[0].brokers[0].coordinator.groups["g"]
-            stable_at.append((event["time_ms"], len(group.members)))
-            if wake:
-                wake[-1].set()
-
-    cluster_box: list = []
-
-    async def until_stable(size: int) -> int:
-        while not stable_at or stable_at[-1][1] != size:
-            wake.append(trio.Event())
-            await wake[-1].wait()
-        return stable_at[-1][0]
-
-    async def main() -> None:
-        tracer = RecordingTracer(lambda: 0, [sink])
-        config = {"offsets.topic.num.partitions": 1}
-        async with open_cluster(1, [TopicSpec("t", members, 1)], config, tracer=tracer) as cluster:
-            cluster_box.append(cluster)
-            tracer.clock = cluster.now
-            cluster.ensure_offsets_topic()
-            memberships = []
-            cpu = time.process_time()
-            for i in range(members):
-                membership = cluster.consumer(f"c{i}", settings).subscribe(["t"])
-                cluster._nursery.start_soon(membership.run)
-                memberships.append(membership)
-            out["stable_ms"] = await until_stable(members)
-            out["cpu_ms_to_stable"] = round((time.process_time() - cpu) * 1000, 1)
-            start, cpu = cluster.now(), time.process_time()
-            await memberships[-1].leave()
-            out["rebalance_ms"] = (await until_stable(members - 1) if members > 1 else start) - start
-            out["cpu_ms_per_rebalance"] = round((time.process_time() - cpu) * 1000, 1)
-
-    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    return out
-
-
-def consumer_run(members: int) -> dict:
-    """``virtual_run`` for KIP-848 members (``group.protocol`` consumer, the coordinator's default
-    ``group.consumer.heartbeat.interval.ms`` 5000): Stable means every member at the assignment epoch
-    and owning its whole target."""
-    import trio
-    import trio.testing
-
-    from minibroker.sim import TopicSpec, open_cluster
-    from minibroker.trace import RecordingTracer
-
-    settings = {"group.id": "g", "group.protocol": "consumer"}
-    out: dict = {"members": members}
     box: list = []
-    #: (time, members, group epoch) of each moment the group was seen Stable
-    stable: list[tuple[int, int, int]] = []
-    wake: list[trio.Event] = []
-
-    def group() -> Any:
-        return box[0].brokers[0].coordinator.consumer_group_manager.groups.get("g")
 
     def sink(event: dict) -> None:
-        if event["kind"] not in ("group.consumer.member", "group.consumer.heartbeat"):
-            return
-        seen = group()
-        if seen is not None and seen.state == "Stable":
-            stable.append((event["time_ms"], len(seen.members), seen.group_epoch))
+        found = seen(box[0], event) if box else None
+        if found is not None:
+            stable.append((event["time_ms"], *found))
             if wake:
                 wake[-1].set()
 
-    async def until_stable(size: int, after_epoch: int = 0) -> int:
+    async def until_stable(size: int, after_epoch: int) -> int:
         while not stable or stable[-1][1] != size or stable[-1][2] <= after_epoch:
             wake.append(trio.Event())
             await wake[-1].wait()
@@ -175,11 +119,11 @@ def consumer_run(members: int) -> dict:
                 membership = cluster.consumer(f"c{i}", settings).subscribe(["t"])
                 cluster._nursery.start_soon(membership.run)
                 memberships.append(membership)
-            out["stable_ms"] = await until_stable(members)
+            out["stable_ms"] = await until_stable(members, -1)
             out["cpu_ms_to_stable"] = round((time.process_time() - cpu) * 1000, 1)
-            # leave between heartbeats (every member heartbeats at the same instants from 0 on)
-            await cluster.clock.sleep_until(cluster.now() + 1000)
-            start, cpu, epoch = cluster.now(), time.process_time(), group().group_epoch
+            if pause_ms:
+                await cluster.clock.sleep_until(cluster.now() + pause_ms)
+            start, cpu, epoch = cluster.now(), time.process_time(), stable[-1][2]
             await memberships[-1].leave()
             left = await until_stable(members - 1, epoch) if members > 1 else start
             out["rebalance_ms"] = left - start
@@ -187,6 +131,36 @@ def consumer_run(members: int) -> dict:
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     return out
+
+
+def virtual_run(members: int) -> dict:
+    """Classic members: Stable as the coordinator's ``group.state`` events say, at a generation."""
+
+    def seen(cluster: Any, event: dict) -> tuple[int, int] | None:
+        if event["kind"] == "group.state" and event.get("state") == "Stable":
+            group = cluster.brokers[0].coordinator.groups["g"]
+            return len(group.members), group.generation_id
+        return None
+
+    settings = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}
+    return _group_run(members, settings, seen, 0)
+
+
+def consumer_run(members: int) -> dict:
+    """KIP-848 members (``group.protocol`` consumer, the coordinator's default
+    ``group.consumer.heartbeat.interval.ms`` 5000): Stable means every member at the assignment epoch
+    and owning its whole target. The member leaves 1000 ms after that, between heartbeats (every
+    member heartbeats at the same instants from 0 on)."""
+
+    def seen(cluster: Any, event: dict) -> tuple[int, int] | None:
+        if event["kind"] not in ("group.consumer.member", "group.consumer.heartbeat"):
+            return None
+        group = cluster.brokers[0].coordinator.consumer_group_manager.groups.get("g")
+        if group is None or group.state != "Stable":
+            return None
+        return len(group.members), group.group_epoch
+
+    return _group_run(members, {"group.id": "g", "group.protocol": "consumer"}, seen, 1000)
 
 
 def ratios(classic: list[dict], consumer: list[dict]) -> list[dict]:
