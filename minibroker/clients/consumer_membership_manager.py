@@ -90,17 +90,10 @@ class ConsumerMembershipManager:
         self._nursery: trio.Nursery | None = None
 
     # --- application controls ----------------------------------------------------------------
-    def stall(self, stalled: bool = True) -> None:
-        """Stop (or resume) polling: fetches and revocations wait; heartbeats go on."""
-        self.polling = not stalled
-        self._emit("member.stall" if stalled else "member.resume")
-        self._wake()
-
-    def hang(self, hung: bool = True) -> None:
-        """Stop (or resume) polling and heartbeating, like a process that froze."""
-        self.polling = self.heartbeating = not hung
-        self._emit("member.hang" if hung else "member.resume")
-        self._wake()
+    #: as the classic membership's: ``stall`` stops (or resumes) polling, so fetches and revocations
+    #: wait while heartbeats go on; ``hang`` stops (or resumes) polling and heartbeating
+    stall = GroupMembership.stall
+    hang = GroupMembership.hang
 
     async def leave(self) -> None:
         """Commit (auto commit on), heartbeat with epoch -1 (-2 static), then stop every loop."""
