@@ -17,6 +17,13 @@ partitions): all N members join at 0 ms. Reported per N:
   emulator spent on each of those two phases (everything: network, wheel, coordinator, fetches), after
   a warm-up run of one member that is not reported.
 
+The same for KIP-848's consumer protocol (``group.protocol`` consumer; the coordinator's
+``group.consumer.heartbeat.interval.ms`` 5000, no initial delay: the group is Stable once every member
+owns its target; the member leaves 1000 ms after that, between heartbeats), side by side with the
+classic figures, and ``consumer_over_classic``: per N, the
+consumer protocol's CPU ÷ the classic one's, to stable and per rebalance, measured in this one run.
+``--members 1,10,100,1000`` adds a thousand members.
+
 Real time (``--no-wire`` skips it): ``minibroker serve`` with one broker and topic ``t`` of 2
 partitions; a kafka-python member in a subprocess and one in this process share group ``bench``
 (``session.timeout.ms`` 6000, ``heartbeat.interval.ms`` 1000). The subprocess is killed with SIGKILL;
@@ -36,6 +43,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -47,6 +55,8 @@ from bench_baseline import Figure, add_arguments, check, compare_tool  # noqa: E
 FIGURES = [
     Figure("virtual.[members].cpu_ms_to_stable", "lower"),
     Figure("virtual.[members].cpu_ms_per_rebalance", "lower"),
+    Figure("consumer.[members].cpu_ms_to_stable", "lower"),
+    Figure("consumer.[members].cpu_ms_per_rebalance", "lower"),
     Figure("wire.kill_to_takeover_ms", "lower"),
 ]
 
@@ -66,38 +76,41 @@ while True:
 """
 
 
-def virtual_run(members: int) -> dict:
+def _group_run(members: int, settings: dict, seen: Any, pause_ms: int) -> dict:
+    """All ``members`` join at 0; then the last one leaves ``pause_ms`` after the group is first Stable.
+
+    ``seen(cluster, event)``: (members, epoch) when the event shows the group Stable, else None; the
+    rebalance ends at a Stable group of one member fewer at a later epoch than at the leave.
+    """
     import trio
     import trio.testing
 
     from minibroker.sim import TopicSpec, open_cluster
     from minibroker.trace import RecordingTracer
 
-    settings = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}
     out: dict = {"members": members}
-    stable_at: list[tuple[int, int]] = []  # (time, members) of each Stable group.state event
+    stable: list[tuple[int, int, int]] = []  # (time, members, epoch) of each moment seen Stable
     wake: list[trio.Event] = []
+    box: list = []
 
     def sink(event: dict) -> None:
-        if event["kind"] == "group.state" and event.get("state") == "Stable":
-            group = cluster_box[0].brokers[0].coordinator.groups["g"]
-            stable_at.append((event["time_ms"], len(group.members)))
+        found = seen(box[0], event) if box else None
+        if found is not None:
+            stable.append((event["time_ms"], *found))
             if wake:
                 wake[-1].set()
 
-    cluster_box: list = []
-
-    async def until_stable(size: int) -> int:
-        while not stable_at or stable_at[-1][1] != size:
+    async def until_stable(size: int, after_epoch: int) -> int:
+        while not stable or stable[-1][1] != size or stable[-1][2] <= after_epoch:
             wake.append(trio.Event())
             await wake[-1].wait()
-        return stable_at[-1][0]
+        return stable[-1][0]
 
     async def main() -> None:
         tracer = RecordingTracer(lambda: 0, [sink])
         config = {"offsets.topic.num.partitions": 1}
         async with open_cluster(1, [TopicSpec("t", members, 1)], config, tracer=tracer) as cluster:
-            cluster_box.append(cluster)
+            box.append(cluster)
             tracer.clock = cluster.now
             cluster.ensure_offsets_topic()
             memberships = []
@@ -106,15 +119,64 @@ def virtual_run(members: int) -> dict:
                 membership = cluster.consumer(f"c{i}", settings).subscribe(["t"])
                 cluster._nursery.start_soon(membership.run)
                 memberships.append(membership)
-            out["stable_ms"] = await until_stable(members)
+            out["stable_ms"] = await until_stable(members, -1)
             out["cpu_ms_to_stable"] = round((time.process_time() - cpu) * 1000, 1)
-            start, cpu = cluster.now(), time.process_time()
+            if pause_ms:
+                await cluster.clock.sleep_until(cluster.now() + pause_ms)
+            start, cpu, epoch = cluster.now(), time.process_time(), stable[-1][2]
             await memberships[-1].leave()
-            out["rebalance_ms"] = (await until_stable(members - 1) if members > 1 else start) - start
+            left = await until_stable(members - 1, epoch) if members > 1 else start
+            out["rebalance_ms"] = left - start
             out["cpu_ms_per_rebalance"] = round((time.process_time() - cpu) * 1000, 1)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     return out
+
+
+def virtual_run(members: int) -> dict:
+    """Classic members: Stable as the coordinator's ``group.state`` events say, at a generation."""
+
+    def seen(cluster: Any, event: dict) -> tuple[int, int] | None:
+        if event["kind"] == "group.state" and event.get("state") == "Stable":
+            group = cluster.brokers[0].coordinator.groups["g"]
+            return len(group.members), group.generation_id
+        return None
+
+    settings = {"group.id": "g", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 3000}
+    return _group_run(members, settings, seen, 0)
+
+
+def consumer_run(members: int) -> dict:
+    """KIP-848 members (``group.protocol`` consumer, the coordinator's default
+    ``group.consumer.heartbeat.interval.ms`` 5000): Stable means every member at the assignment epoch
+    and owning its whole target. The member leaves 1000 ms after that, between heartbeats (every
+    member heartbeats at the same instants from 0 on)."""
+
+    def seen(cluster: Any, event: dict) -> tuple[int, int] | None:
+        if event["kind"] not in ("group.consumer.member", "group.consumer.heartbeat"):
+            return None
+        group = cluster.brokers[0].coordinator.consumer_group_manager.groups.get("g")
+        if group is None or group.state != "Stable":
+            return None
+        return len(group.members), group.group_epoch
+
+    return _group_run(members, {"group.id": "g", "group.protocol": "consumer"}, seen, 1000)
+
+
+def ratios(classic: list[dict], consumer: list[dict]) -> list[dict]:
+    """Per group size: the consumer protocol's CPU ÷ the classic protocol's, in this one run."""
+
+    def ratio(new: float, old: float) -> float | None:
+        return round(new / old, 3) if old else None
+
+    return [
+        {
+            "members": old["members"],
+            "cpu_to_stable": ratio(new["cpu_ms_to_stable"], old["cpu_ms_to_stable"]),
+            "cpu_per_rebalance": ratio(new["cpu_ms_per_rebalance"], old["cpu_ms_per_rebalance"]),
+        }
+        for old, new in zip(classic, consumer, strict=True)
+    ]
 
 
 def wire_run() -> dict:
@@ -191,18 +253,32 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     virtual_run(1)  # warm-up (first imports and code paths), not reported
-    report = {"virtual": [virtual_run(n) for n in sizes], "wire": None if args.no_wire else wire_run()}
+    consumer_run(1)
+    classic = [virtual_run(n) for n in sizes]
+    consumer = [consumer_run(n) for n in sizes]
+    report = {
+        "virtual": classic,
+        "consumer": consumer,
+        "consumer_over_classic": ratios(classic, consumer),
+        "wire": None if args.no_wire else wire_run(),
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(
-        "members  stable at (virtual ms)  rebalance after a leave (virtual ms)  CPU to stable (ms)  "
-        "CPU/rebalance (ms)"
+        "protocol  members  stable at (virtual ms)  rebalance after a leave (virtual ms)  "
+        "CPU to stable (ms)  CPU/rebalance (ms)"
     )
-    for row in report["virtual"]:
+    for name, rows in (("classic", classic), ("consumer", consumer)):
+        for row in rows:
+            print(
+                f"{name:<8}  {row['members']:>7}  {row['stable_ms']:>22,}  {row['rebalance_ms']:>36,}  "
+                f"{row['cpu_ms_to_stable']:>18,.1f}  {row['cpu_ms_per_rebalance']:>18,.1f}"
+            )
+    for row in report["consumer_over_classic"]:
         print(
-            f"{row['members']:>7}  {row['stable_ms']:>22,}  {row['rebalance_ms']:>36,}  "
-            f"{row['cpu_ms_to_stable']:>18,.1f}  {row['cpu_ms_per_rebalance']:>18,.1f}"
+            f"consumer ÷ classic, {row['members']} members: CPU to stable {row['cpu_to_stable']}, "
+            f"CPU per rebalance {row['cpu_per_rebalance']}"
         )
     if report["wire"] is not None:
         wire = report["wire"]

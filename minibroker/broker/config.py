@@ -343,3 +343,7 @@ class ConsumerConfig(_KafkaNamed):
     enable_auto_commit: bool = _bool_field("enable.auto.commit", True)
     auto_commit_interval_ms: int = _int_field("auto.commit.interval.ms", 5000, 1)
     auto_offset_reset: str = _str_field("auto.offset.reset", "latest", ("earliest", "latest", "none"))
+    #: KIP-848: "consumer" runs minibroker.clients.consumer_membership_manager instead of the classic protocol
+    group_protocol: str = _str_field("group.protocol", "classic", ("classic", "consumer"))
+    #: the consumer protocol's server-side assignor ("" lets the coordinator choose)
+    group_remote_assignor: str = _text_field("group.remote.assignor", "")

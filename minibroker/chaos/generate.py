@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import random
 
+import attrs
+
 from minibroker.chaos.profiles import Profile
 from minibroker.chaos.schedule import (
     GRACE_MS,
@@ -189,7 +191,8 @@ def group_members(
     """With chance ``profile.groups``: 1-3 members of group ``g`` and 0-3 faults on them.
 
     A member fault is a stall, a hang, a leave (and join again), or a dropped or slow
-    link between the member and a broker; each ends inside the window.
+    link between the member and a broker; each ends inside the window. With chance
+    ``profile.consumer_protocol`` every member speaks KIP-848's consumer protocol.
     """
     if rng.random() >= profile.groups:
         return [], []
@@ -209,6 +212,9 @@ def group_members(
             "minibroker.response.grace.ms": GRACE_MS,
         }
         members.append(MemberSpec(f"m{i}", rng.randint(1, max(1, duration_ms // 2)), config))
+    if profile.consumer_protocol and rng.random() < profile.consumer_protocol:
+        # no draw from ``rng`` when off: older runs stay; one protocol per group (no mixed groups)
+        members = [attrs.evolve(m, config={**m.config, "group.protocol": "consumer"}) for m in members]
     faults = []
     for _ in range(rng.randint(0, 3)):
         member = rng.choice(members)

@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from minibroker.chaos.schedule import Schedule
     from minibroker.sim.cluster import Cluster
 
-GROUP_EVENTS = frozenset({"hw", "append", "member.assigned", "group.commit"})
+GROUP_EVENTS = frozenset(
+    {"hw", "append", "member.assigned", "group.commit", "group.consumer.member", "group.consumer.fence"}
+)
 
 
 class GroupChecks:
@@ -57,6 +59,11 @@ class GroupChecks:
         self.assigned: set[tuple[str, str, int]] = set()  # (group, member id, generation)
         self.committed: dict[tuple[str, str], int] = {}  # (group, partition) -> last written offset
         self.commits = 0
+        #: KIP-848 groups, as their coordinator traces them: (group, member) -> partitions it owns
+        #: (assigned or pending revocation); the (group, member, epoch) each member has had
+        self.owned: dict[tuple[str, str], set[str]] = {}
+        self.epochs: set[tuple[str, str, int]] = set()
+        self.consumer_groups: set[str] = set()
 
     def __call__(self, kind: str, event: dict[str, Any]) -> None:
         if kind in ("hw", "append"):
@@ -69,6 +76,31 @@ class GroupChecks:
             self.assigned.add((event["group"], event["member"], event["generation"]))
         elif kind == "group.commit" and event["error"] == "NONE":
             self._commit(event)
+        elif kind == "group.consumer.member":
+            self._consumer_member(event)
+        elif kind == "group.consumer.fence":
+            self.owned.pop((event["group"], event["member"]), None)
+
+    def _consumer_member(self, event: dict[str, Any]) -> None:
+        """A KIP-848 member's new state: no partition owned by two members of the group at once
+        (a partition is handed on only once its previous owner released it)."""
+        group, member = event["group"], event["member"]
+        self.consumer_groups.add(group)
+        self.epochs.add((group, member, event["member_epoch"]))
+        owned = set(event["assigned"]) | set(event["pending_revocation"])
+        self.owned[(group, member)] = owned
+        for (other_group, other), theirs in sorted(self.owned.items()):
+            both = sorted(owned & theirs) if other_group == group and other != member else []
+            if both:
+                evidence = pin({"kind": "group.consumer.member", "group": group, "time_ms": event["time_ms"]})
+                message = (
+                    f"group {group}: {both[0]} owned by {member} (epoch {event['member_epoch']}) "
+                    f"and by {other} at once"
+                )
+                self.live.violate(
+                    ("two-owners", group, both[0]),
+                    Violation(7, both[0], "", event["time_ms"], message, evidence),
+                )
 
     def unclean_election(self, label: str, now: int, log_end: int) -> None:
         """An out-of-sync replica now leads ``label`` with ``log_end``: records past it are gone.
@@ -112,7 +144,16 @@ class GroupChecks:
             violation = Violation(7, partition, offsets, now, message, evidence, cause, reason)
             self.live.violate(key, violation)
 
-        if generation >= 0 and generation != accepted_in:
+        if group in self.consumer_groups:
+            if generation >= 0 and (group, member, generation) not in self.epochs:
+                violate(
+                    "stale-epoch",
+                    None,
+                    "",
+                    f"group {group} wrote a commit by {member} at member epoch {generation}, "
+                    "an epoch that member never had",
+                )
+        elif generation >= 0 and generation != accepted_in:
             violate(
                 "fenced",
                 None,
@@ -176,6 +217,8 @@ def check_assignment(schedule: Schedule, cluster: Cluster) -> list[Violation]:
         return []
     broker = cluster.coordinator_for(GROUP)
     coordinator = cluster.brokers[broker].coordinator if broker >= 0 else None
+    if coordinator is not None and GROUP in coordinator.consumer_group_manager.groups:
+        return _check_consumer_assignment(schedule, coordinator.consumer_group_manager.groups[GROUP])
     group = coordinator.groups.get(GROUP) if coordinator is not None else None
     if group is None or group.state != "Stable":
         return []  # the group expectation reports it
@@ -183,6 +226,23 @@ def check_assignment(schedule: Schedule, cluster: Cluster) -> list[Violation]:
     for member in group.members.values():
         for topic, partition in consumer_protocol.decode_assignment(member.assignment):
             owners.setdefault(f"{topic}-{partition}", []).append(member.client_id)
+    return _owners_violation(schedule, owners, f"Stable in generation {group.generation_id}")
+
+
+def _check_consumer_assignment(schedule: Schedule, group: Any) -> list[Violation]:
+    """A KIP-848 group Stable at the end: every subscribed partition owned by exactly one member."""
+    if group.state != "Stable":
+        return []  # the group expectation reports it
+    owners: dict[str, list[str]] = {f"{t}-{p}": [] for t, p in schedule.partitions()}
+    for member in group.members.values():
+        for topic, partition in sorted(member.owned()):
+            owners.setdefault(f"{topic}-{partition}", []).append(member.client_id)
+    return _owners_violation(schedule, owners, f"Stable at group epoch {group.group_epoch}")
+
+
+def _owners_violation(schedule: Schedule, owners: dict[str, list[str]], how: str) -> list[Violation]:
+    from minibroker.chaos.schedule import GROUP
+
     wrong = {label: sorted(who) for label, who in sorted(owners.items()) if len(who) != 1}
     if not wrong:
         return []
@@ -193,8 +253,7 @@ def check_assignment(schedule: Schedule, cluster: Cluster) -> list[Violation]:
             next(iter(wrong)),
             "",
             schedule.end_ms,
-            f"group {GROUP} is Stable in generation {group.generation_id} but not every subscribed "
-            f"partition has exactly one owner ({shown})",
+            f"group {GROUP} is {how} but not every subscribed partition has exactly one owner ({shown})",
             {"kind": "none"},
         )
     ]

@@ -50,6 +50,8 @@ class Profile:
     transactions: float = 0.0
     #: causes (``Violation.cause``) whose violations this profile expects, of any invariant
     expected_causes: frozenset[str] = frozenset()
+    #: chance that a run's group members speak KIP-848's consumer protocol (see generate.group_members)
+    consumer_protocol: float = 0.0
 
     def expects(self, violation: Violation) -> bool:
         """Whether ``violation`` is a finding this profile expects (reported, not a failure)."""
@@ -103,6 +105,16 @@ PROFILES = {
         (1, 6),
         pattern=0.25,
         acks1_pattern=0.5,
+    ),
+    "consumer-protocol": Profile(
+        "consumer-protocol",
+        "group members in every run, speaking KIP-848's consumer protocol; clean election: nothing may break",
+        False,
+        {-1: 6, 1: 2, 0: 1},
+        FAULTS_ALL,
+        (0, 6),
+        groups=1.0,
+        consumer_protocol=1.0,
     ),
 }
 

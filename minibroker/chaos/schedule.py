@@ -77,6 +77,15 @@ GROUP_CLUSTER_CONFIG = {
     "group.initial.rebalance.delay.ms": 0,
     "group.min.session.timeout.ms": 100,
 }
+#: and those a run whose members speak KIP-848's consumer protocol adds (the coordinator's to choose)
+CONSUMER_GROUP_CLUSTER_CONFIG = {
+    "group.consumer.session.timeout.ms": 500,
+    "group.consumer.heartbeat.interval.ms": 50,
+}
+
+
+def consumer_protocol(member: MemberSpec) -> bool:
+    return member.config.get("group.protocol") == "consumer"
 
 
 @attrs.frozen
@@ -212,13 +221,26 @@ def group_bound(schedule: Schedule) -> int:
     its session timeout; a rebalance waits at most the rebalance timeout
     (max.poll.interval.ms) for members to rejoin, then a SyncGroup round and the
     OffsetFetch; twice that for a rebalance that starts during the first, plus a
-    request timeout for a call lost before the heal.
+    request timeout for a call lost before the heal. A consumer protocol member
+    (KIP-848) is bounded alike with the broker's session timeout and heartbeat
+    interval: a revocation waits at most its rebalance timeout (max.poll.interval.ms)
+    before the member is fenced and its partitions handed on at the next heartbeats.
     """
     if not schedule.members:
         return 0
+
+    def timeouts(m: MemberSpec) -> tuple[int, int]:
+        """(session timeout, heartbeat interval): the broker's for a consumer protocol member."""
+        if consumer_protocol(m):
+            return (
+                CONSUMER_GROUP_CLUSTER_CONFIG["group.consumer.session.timeout.ms"],
+                CONSUMER_GROUP_CLUSTER_CONFIG["group.consumer.heartbeat.interval.ms"],
+            )
+        return m.config["session.timeout.ms"], m.config["heartbeat.interval.ms"]
+
     worst = max(
-        2 * (m.config["max.poll.interval.ms"] + m.config["heartbeat.interval.ms"])
-        + m.config["session.timeout.ms"]
+        2 * (m.config["max.poll.interval.ms"] + timeouts(m)[1])
+        + timeouts(m)[0]
         + m.config["request.timeout.ms"]
         + GRACE_MS
         for m in schedule.members
@@ -355,6 +377,8 @@ def compile_schedule(
     expectations.extend(extra_expectations)
     numbered = tuple(attrs.evolve(e, index=i, where=f"expect[{i}]") for i, e in enumerate(expectations))
     config = {**schedule.config, **(GROUP_CLUSTER_CONFIG if schedule.members else {})}
+    if any(consumer_protocol(m) for m in schedule.members):
+        config.update(CONSUMER_GROUP_CLUSTER_CONFIG)
     cluster = ClusterSpec(
         schedule.brokers,
         config,

@@ -1,5 +1,6 @@
 """The emulated Consumer: assign()-based fetches from each partition's leader, or a group
-member through ``subscribe`` (``minibroker.clients.consumer_coordinator``).
+member through ``subscribe`` (``minibroker.clients.consumer_coordinator``, or
+``minibroker.clients.consumer_membership_manager`` with ``group.protocol`` = consumer).
 
 ``isolation.level`` = ``read_committed`` fetches up to the last stable offset and drops aborted
 transactions' records; markers never reach ``received`` (``minibroker.clients.read_committed``).
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from minibroker.broker.config import ConfigError, ConsumerConfig
 from minibroker.clients.consumer_coordinator import GroupMembership
+from minibroker.clients.consumer_membership_manager import ConsumerMembershipManager
 from minibroker.clients.read_committed import deliverable
 from minibroker.clients.request import Client, ClientContext, ClientRequest
 from minibroker.common import messages
@@ -40,14 +42,19 @@ class Consumer(Client):
         self.on_batch: Callable[[TopicPartition, RecordBatch, int], None] | None = None
         #: called with each FetchRequest as it is sent (chaos checks when its completion was due)
         self.on_fetch: Callable[[messages.FetchRequest], None] | None = None
-        #: the group membership once ``subscribe`` was called (minibroker.clients.consumer_coordinator)
-        self.membership: GroupMembership | None = None
+        #: the group membership once ``subscribe`` was called: the classic protocol's
+        #: (minibroker.clients.consumer_coordinator) or, with ``group.protocol`` = consumer, KIP-848's
+        #: (minibroker.clients.consumer_membership_manager)
+        self.membership: GroupMembership | ConsumerMembershipManager | None = None
 
-    def subscribe(self, topics: Iterable[str]) -> GroupMembership:
+    def subscribe(self, topics: Iterable[str]) -> GroupMembership | ConsumerMembershipManager:
         """Join ``group.id`` for ``topics``; run the returned membership's ``run`` in a nursery."""
         if not self.config.group_id:
             raise ConfigError(f"consumer {self.client_id}: subscribe needs a group.id")
-        self.membership = GroupMembership(self, list(topics))
+        if self.config.group_protocol == "consumer":
+            self.membership = ConsumerMembershipManager(self, list(topics))
+        else:
+            self.membership = GroupMembership(self, list(topics))
         return self.membership
 
     def assign(self, partitions: Iterable[TopicPartition], offset: int = 0) -> None:

@@ -342,7 +342,8 @@ class WheelFigures(Expectation):
 
 @attrs.frozen
 class GroupState(Expectation):
-    """A group on its coordinator at the end of ``at``; members and leader by client id."""
+    """A group (classic or consumer protocol) on its coordinator at the end of ``at``; members and
+    leader by client id."""
 
     at: int
     group: str
@@ -352,6 +353,11 @@ class GroupState(Expectation):
     leader: str | None = None
     assignment: dict[str, tuple[str, ...]] | None = None
     committed: dict[str, int] | None = None
+    #: a consumer protocol group's (KIP-848): its epochs, each member's epoch and target partitions
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    epochs: dict[str, int] | None = None
+    target: dict[str, tuple[str, ...]] | None = None
 
 
 @attrs.frozen

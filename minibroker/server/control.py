@@ -25,6 +25,9 @@ Transactions: ``transactions`` / ``transaction`` read the coordinators' state;
 ``delay_markers`` holds the markers of any transaction ending meanwhile (to one partition
 or all); ``crash_transaction_coordinator`` / ``move_transaction_coordinator`` act on the
 leader of the id's ``__transaction_state`` partition.
+
+Consumer protocol groups (KIP-848): ``consumer_group`` reads one group's epochs and its members'
+epochs and assignments; ``fence_group_member`` fences a member as its session timeout would.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import trio
 from minibroker.common.errors import ErrorCode, Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
+from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
 from minibroker.coordinator.transaction.messages import InitProducerIdRequest
 from minibroker.coordinator.transaction.transaction_metadata import ONGOING, VALID_PREVIOUS
@@ -480,6 +484,81 @@ class Control:
         views = self._run(share_partitions, self.served.cluster, group, tp)
         return [attrs.asdict(view) for view in views]
 
+    # --- consumer groups (KIP-848) -------------------------------------------------------------
+    @staticmethod
+    def _group_id(group_id: Any) -> str:
+        if not isinstance(group_id, str) or not group_id:
+            raise ValueError(f"group_id {group_id!r}: expected a non-empty string")
+        return group_id
+
+    def _consumer_group_manager(self, group_id: str) -> Any:
+        """The consumer group manager of the broker coordinating ``group_id`` (run in the trio run)."""
+        cluster = self.served.cluster
+        if OFFSETS_TOPIC not in cluster.topics:
+            raise ValueError(f"group {group_id!r}: {OFFSETS_TOPIC} does not exist yet (no group has formed)")
+        broker = cluster.coordinator_for(group_id)
+        coordinator = cluster.brokers[broker].coordinator if broker >= 0 else None
+        if coordinator is None or group_id not in coordinator.consumer_group_manager.groups:
+            raise ValueError(
+                f"group {group_id!r}: no live coordinator holds a consumer protocol group of that id"
+            )
+        return coordinator.consumer_group_manager
+
+    def consumer_group(self, group_id: str) -> dict[str, Any]:
+        """A consumer protocol group (KIP-848) on its coordinator: its state, group epoch, assignment
+        epoch and assignor, and each member's epoch, state, assigned, revoking and target partitions and
+        how long until its session and rebalance timeouts (None when not armed)."""
+        group_id = self._group_id(group_id)
+        cluster = self.served.cluster
+
+        def read() -> dict[str, Any]:
+            manager = self._consumer_group_manager(group_id)
+            [view] = [g for g in manager.snapshot() if g.group_id == group_id]
+            now = cluster.now()
+
+            def remaining(deadline: int) -> int | None:
+                return max(0, deadline - now) if deadline >= 0 else None
+
+            return {
+                "group_id": group_id,
+                "coordinator": cluster.coordinator_for(group_id),
+                "state": view.state,
+                "group_epoch": view.group_epoch,
+                "assignment_epoch": view.assignment_epoch,
+                "assignor": view.assignor,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "client_id": m.client_id,
+                        "instance_id": m.instance_id,
+                        "member_epoch": m.member_epoch,
+                        "state": m.state,
+                        "assigned": _labels(m.assigned),
+                        "pending_revocation": _labels(m.pending_revocation),
+                        "target": _labels(m.target),
+                        "session_remaining_ms": remaining(m.session_deadline_ms),
+                        "rebalance_remaining_ms": remaining(m.rebalance_deadline_ms),
+                    }
+                    for m in sorted(view.members, key=lambda m: m.member_id)
+                ],
+            }
+
+        return self._run(read)
+
+    def fence_group_member(self, group_id: str, member_id: str) -> None:
+        """Fence one member of a consumer protocol group now, as its session timeout would: it is
+        removed, its partitions are free for the next target assignment (the group epoch is bumped),
+        and its next heartbeat is answered UNKNOWN_MEMBER_ID, after which it joins again."""
+        group_id = self._group_id(group_id)
+        if not isinstance(member_id, str) or not member_id:
+            raise ValueError(f"member_id {member_id!r}: expected a non-empty string")
+
+        def fence() -> None:
+            if not self._consumer_group_manager(group_id).fence(group_id, member_id):
+                raise ValueError(f"group {group_id!r}: no member {member_id!r}")
+
+        self._act(fence)
+
     # --- read-outs -----------------------------------------------------------------------------
     def partition(self, topic: str, partition: int) -> dict[str, Any]:
         """Leader, epochs, ISR, HW and LSO (the leader's), and each replica's LEO/HW/log start offset,
@@ -554,3 +633,7 @@ class Control:
             return manager.pushed_errors.pending() if manager is not None else {}
 
         return self._run(read)
+
+
+def _labels(assignment: tuple[tuple[str, tuple[int, ...]], ...]) -> list[str]:
+    return [f"{topic}-{p}" for topic, parts in assignment for p in parts]

@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from minibroker.coordinator.group.views import ConsumerGroupView
 from minibroker.sim.snapshot import PartitionView, ReplicaView
 from minibroker.tui.delayed_messages import delayed_messages_panel
 from minibroker.tui.describe import describe_event
@@ -237,11 +238,12 @@ def coordinator_table(frame: Frame) -> Group | None:
         return None
     parts = ",".join(map(str, view.partitions)) or "none"
     loading = ",".join(map(str, view.loading))
-    table = _section_table(
+    title = (
         f"group coordinator · broker {frame.broker} · __consumer_offsets partitions {parts}"
         + (f" · loading {loading} (COORDINATOR_LOAD_IN_PROGRESS)" if loading else "")
         + f" · {len(view.timers)} keyed timer tasks on the wheel"
     )
+    table = _section_table(title)
     for column in ("group", "state", "gen", "protocol", "leader", "members (session deadline ms)"):
         table.add_column(column, justify="right" if column == "gen" else "left")
     names: dict[str, str] = {}
@@ -267,6 +269,7 @@ def coordinator_table(frame: Frame) -> Group | None:
             group.leader or "-",
             members,
         )
+    consumer = consumer_group_table(frame, view.consumer_groups, names, "" if view.groups else title)
     timers = Text("keyed timers (deadline ms): ", style="bold")
     for n, (key, deadline) in enumerate(view.timers):
         if n:
@@ -277,7 +280,71 @@ def coordinator_table(frame: Frame) -> Group | None:
         timers.append(f" → {deadline:,}")
     if not view.timers:
         timers.append("none", style="dim")
-    return Group(table, timers)
+    if consumer is None:
+        return Group(table, timers)
+    return Group(table, consumer, timers) if view.groups else Group(consumer, timers)
+
+
+def _partitions(assignment: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
+    return " ".join(f"{topic}-{p}" for topic, parts in assignment for p in parts)
+
+
+def _countdown(deadline: int, now: int) -> Text:
+    if deadline < 0:
+        return Text("-", style="dim")
+    left = max(0, deadline - now)
+    return Text(f"{left:,}", style="red" if left <= 1000 else "")
+
+
+def consumer_group_table(
+    frame: Frame, groups: tuple[ConsumerGroupView, ...], names: dict[str, str], coordinator: str = ""
+) -> Table | None:
+    """KIP-848 consumer groups, one row per member: the group and assignment epochs, the member's epoch
+    and state, what it owns (revoking in red) against its target, and its keyed tasks (session and
+    rebalance timeouts) counting down: ms left to their deadlines. ``coordinator`` heads the title when
+    the broker has no classic group to show.
+
+    Adds each member's id -> client id to ``names`` (the keyed timers line shortens the keys with it).
+    """
+    if not groups:
+        return None
+    title = "consumer groups (KIP-848) · epochs, owned vs target, session/rebalance ms left"
+    table = _section_table(f"{coordinator} · {title}" if coordinator else title)
+    columns = ("group", "state", "epoch/asg", "member", "epoch", "m.state", "owns", "target")
+    for column in (*columns, "session", "rebalance"):
+        numeric = column in ("epoch", "session", "rebalance", "epoch/asg")
+        table.add_column(column, justify="right" if numeric else "left")
+    now = frame.time_ms
+    styles = {"Stable": "green", "Assigning": "yellow", "Reconciling": "yellow"}
+    for group in groups:
+        head = [
+            group.group_id,
+            Text(group.state, style=styles.get(group.state, "dim")),
+            f"{group.group_epoch}/{group.assignment_epoch}",
+        ]
+        if not group.members:
+            table.add_row(*head, *("-" for _ in range(7)))
+        for n, member in enumerate(group.members):
+            names[member.member_id] = member.client_id or member.member_id[:8]
+            owns = Text(_partitions(member.assigned))
+            revoking = _partitions(member.pending_revocation)
+            if revoking:
+                owns.append((" " if member.assigned else "") + revoking, style="red")
+            lagging = member.member_epoch != group.assignment_epoch
+            table.add_row(
+                *(head if n == 0 else ("", "", "")),
+                Text(names[member.member_id], style="bold"),
+                Text(str(member.member_epoch), style="yellow" if lagging else ""),
+                Text(
+                    member.state.removesuffix("_PARTITIONS"),
+                    style="green" if member.state == "STABLE" else "yellow",
+                ),
+                owns,
+                _partitions(member.target),
+                _countdown(member.session_deadline_ms, now),
+                _countdown(member.rebalance_deadline_ms, now),
+            )
+    return table
 
 
 def event_lines(frame: Frame, count: int) -> Text:

@@ -71,7 +71,7 @@ def test_base_is_valid():
         (
             '[[expect]]\ngroup = "g"\nat = 5\nstate = "Rebalancing"\n',
             "x.toml:22: expect[0].state: expected one of Empty, PreparingRebalance, CompletingRebalance, "
-            "Stable, Dead, got 'Rebalancing'",
+            "Stable, Dead, Assigning, Reconciling, got 'Rebalancing'",
         ),
         (
             '[[expect]]\ngroup = "g"\nat = 5\nmembers = ["plain"]\n',
@@ -116,5 +116,5 @@ def test_member_expectation_errors():
     )
     assert error_of(BASE + '\n[[expect]]\nmember = "c1"\nerrors = []\napi = "Fetch"\n').startswith(
         "x.toml:22: expect[0].api: expected one of JoinGroup, SyncGroup, Heartbeat, OffsetCommit, "
-        "OffsetFetch, LeaveGroup, got 'Fetch'"
+        "OffsetFetch, LeaveGroup, ConsumerGroupHeartbeat, got 'Fetch'"
     )

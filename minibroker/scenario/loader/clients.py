@@ -7,7 +7,7 @@ from typing import Any
 
 from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.scenario.loader.document import Table, describe
-from minibroker.scenario.loader.groups import read_subscribe
+from minibroker.scenario.loader.groups import read_group_protocol, read_subscribe
 from minibroker.scenario.loader.scope import Scope, check_partition, kafka, unique
 from minibroker.scenario.loader.share import check_share_consumer
 from minibroker.scenario.loader.transactions import transactional_settings
@@ -47,6 +47,8 @@ def _client(table: Table, topics: tuple[TopicSpecModel, ...]) -> ClientSpec:
         assign: tuple[tuple[str, int, int], ...] = ()
     else:
         config = transactional_settings(table, kind, kafka(table, "config", ConsumerConfig.from_kafka))
+        if table.has("group_protocol"):
+            config = read_group_protocol(table, config)
         assign = tuple(_assignment(table, i, value, topics) for i, value in enumerate(table.array("assign")))
     spec = ClientSpec(client_id, kind, config, assign)
     if kind != "producer" and table.has("subscribe"):

@@ -1,12 +1,15 @@
 """Consumer groups in scenarios: a consumer's ``subscribe``, the member steps, the ``group`` expectation.
 
 - ``[[clients]]`` of type consumer may say ``subscribe = ["t"]`` (its config then needs a
-  ``group.id``, and it cannot also ``assign``); it joins at its ``join`` step.
+  ``group.id``, and it cannot also ``assign``); it joins at its ``join`` step;
+  ``group_protocol = "consumer"`` (Kafka's ``group.protocol``) makes it a KIP-848 member.
 - steps ``join``, ``leave``, ``commit`` (``client``), and ``stall`` / ``hang`` (``client``,
   optional ``duration_ms``): the client must be a subscribing consumer.
 - ``[[expect]] group = "g"`` with ``at`` and any of ``state``, ``generation``, ``members``
   and ``leader`` (client ids), ``assignment`` (client id -> ["t-0", ...]) and
-  ``committed`` ("t-0" -> offset);
+  ``committed`` ("t-0" -> offset); for a consumer protocol group also ``group_epoch``,
+  ``assignment_epoch``, ``epochs`` (client id -> member epoch) and ``target`` (client id ->
+  its target partitions; ``assignment`` is then what each member owns now);
 - ``[[expect]] member = "c1"`` with ``errors`` (the error names it was answered, in order)
   and optionally ``api`` (only that API's).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minibroker.coordinator.group.consumer_group import ASSIGNING, RECONCILING
 from minibroker.coordinator.group.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -27,8 +31,30 @@ from minibroker.scenario.loader.scope import Scope, partition_label, topic_of
 from minibroker.scenario.loader.share import refuse_member_action
 from minibroker.scenario.model import ClientSpec, Expectation, GroupState, MemberAction, MemberErrors, Step
 
-STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
-APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch", "LeaveGroup")
+STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD, ASSIGNING, RECONCILING)
+APIS = (
+    "JoinGroup",
+    "SyncGroup",
+    "Heartbeat",
+    "OffsetCommit",
+    "OffsetFetch",
+    "LeaveGroup",
+    "ConsumerGroupHeartbeat",
+)
+PROTOCOLS = ("classic", "consumer")
+
+
+def read_group_protocol(table: Table, config: dict[str, Any]) -> dict[str, Any]:
+    """``group_protocol`` of a consumer table: Kafka's ``group.protocol``, for a subscribing consumer."""
+    protocol = table.str("group_protocol", choices=PROTOCOLS)
+    if not table.has("subscribe"):
+        raise table.error("group_protocol", 'expected subscribe = ["t"] beside it (a group member has one)')
+    configured = config.get("group.protocol", protocol)
+    if configured != protocol:
+        raise table.error(
+            "group_protocol", f"expected the config's group.protocol {configured!r}, got {describe(protocol)}"
+        )
+    return {**config, "group.protocol": protocol}
 
 
 def read_subscribe(table: Table, spec: ClientSpec, scope_topics: tuple) -> ClientSpec:
@@ -69,21 +95,18 @@ def group_expectation(table: Table, scope: Scope, index: int) -> Expectation:
     if table.has("leader"):
         leader = table.str("leader")
         _check_client(table, "leader", leader, scope)
-    assignment = None
-    if table.has("assignment"):
-        raw = table.raw("assignment")
-        if not isinstance(raw, dict):
-            raise table.error("assignment", f'expected a table like {{ c1 = ["t-0"] }}, got {describe(raw)}')
-        assignment = {}
-        for client, partitions in raw.items():
-            _check_client(table, f"assignment.{client}", client, scope)
-            if not isinstance(partitions, list):
-                raise table.error(
-                    f"assignment.{client}", f"expected a list like ['t-0'], got {describe(partitions)}"
-                )
-            assignment[client] = tuple(
-                sorted(_partition(table, f"assignment.{client}", p, scope) for p in partitions)
-            )
+    assignment = _assignment(table, "assignment", scope)
+    target = _assignment(table, "target", scope)
+    epochs = None
+    if table.has("epochs"):
+        raw = table.raw("epochs")
+        if not isinstance(raw, dict) or any(
+            not isinstance(v, int) or isinstance(v, bool) or v < -2 for v in raw.values()
+        ):
+            raise table.error("epochs", f"expected member epochs like {{ c1 = 2 }}, got {describe(raw)}")
+        for client in raw:
+            _check_client(table, f"epochs.{client}", client, scope)
+        epochs = dict(sorted(raw.items()))
     committed = None
     if table.has("committed"):
         raw = table.raw("committed")
@@ -103,7 +126,26 @@ def group_expectation(table: Table, scope: Scope, index: int) -> Expectation:
         leader,
         assignment,
         committed,
+        table.int("group_epoch", None),
+        table.int("assignment_epoch", None),
+        epochs,
+        target,
     )
+
+
+def _assignment(table: Table, key: str, scope: Scope) -> dict[str, tuple[str, ...]] | None:
+    if not table.has(key):
+        return None
+    raw = table.raw(key)
+    if not isinstance(raw, dict):
+        raise table.error(key, f'expected a table like {{ c1 = ["t-0"] }}, got {describe(raw)}')
+    assignment = {}
+    for client, partitions in raw.items():
+        _check_client(table, f"{key}.{client}", client, scope)
+        if not isinstance(partitions, list):
+            raise table.error(f"{key}.{client}", f"expected a list like ['t-0'], got {describe(partitions)}")
+        assignment[client] = tuple(sorted(_partition(table, f"{key}.{client}", p, scope) for p in partitions))
+    return assignment
 
 
 def _names(table: Table, key: str, scope: Scope) -> tuple[str, ...] | None:

@@ -1,0 +1,85 @@
+"""The emulator's consumer under KIP-848's consumer protocol, in virtual time: the others keep fetching
+while a member joins, a fenced member joins again, leaving releases the partitions, commits carry epochs."""
+
+from __future__ import annotations
+
+from minibroker.clients.consumer_membership_manager import ConsumerMembershipManager, member_id_of
+from minibroker.common.messages import TopicPartition
+from minibroker.sim import TopicSpec
+from tests.coordinator.group.helpers import open_group_cluster
+
+SETTINGS = {"group.id": "g", "group.protocol": "consumer", "enable.auto.commit": False}
+BROKER = {"group.consumer.heartbeat.interval.ms": 3000, "group.consumer.session.timeout.ms": 10_000}
+
+
+def _start(cluster, client_id: str, settings: dict | None = None) -> ConsumerMembershipManager:
+    consumer = cluster.consumer(client_id, settings or SETTINGS)
+    membership = consumer.subscribe(["t"])
+    assert isinstance(membership, ConsumerMembershipManager)
+    cluster._nursery.start_soon(membership.run)
+    return membership
+
+
+async def test_a_joining_member_stops_none_of_the_partitions_the_others_keep(autojump_clock):
+    cm, cluster, sink = await open_group_cluster(config=BROKER)
+    try:
+        cluster.create_topic(TopicSpec("t", 4, 1))
+        c1 = _start(cluster, "c1")
+        fetched: list[tuple[int, tuple[str, ...]]] = []
+        c1.consumer.on_fetch = lambda request: fetched.append(
+            (cluster.now(), tuple(sorted(str(tp) for tp in request.partitions)))
+        )
+        await cluster.clock.sleep_until(1000)
+        c2 = _start(cluster, "c2")
+        await cluster.clock.sleep_until(4001)
+        # c1 fetched t-0 and t-1 in every fetch from its join to c2's stable assignment at 4000
+        during = [parts for at, parts in fetched if 1000 <= at <= 4000]
+        assert during and all({"t-0", "t-1"} <= set(parts) for parts in during)
+        assert {parts for at, parts in fetched if at > 3000} == {("t-0", "t-1")}
+        assert (c1.member_epoch, sorted(map(str, c1.owned))) == (2, ["t-0", "t-1"])
+        assert (c2.member_epoch, sorted(map(str, c2.owned))) == (2, ["t-2", "t-3"])
+        revoked = [(e["client"], e["time_ms"], e["partitions"]) for e in sink.of_kind("member.revoked")]
+        assert revoked == [("c1", 3000, ["t-2", "t-3"])]
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+async def test_a_fenced_member_joins_again_with_epoch_0_and_gets_its_partitions_back(autojump_clock):
+    cm, cluster, sink = await open_group_cluster(config=BROKER)
+    try:
+        cluster.create_topic(TopicSpec("t", 2, 1))
+        c1 = _start(cluster, "c1")
+        await cluster.clock.sleep_until(1000)
+        group = cluster.brokers[0].coordinator.consumer_group_manager
+        assert group.fence("g", c1.member_id)
+        await cluster.clock.sleep_until(3001)
+        # its 3000 heartbeat hears UNKNOWN_MEMBER_ID: partitions lost, joined again at once (epoch 3)
+        assert c1.errors == [(3000, "ConsumerGroupHeartbeat", "UNKNOWN_MEMBER_ID")]
+        assert [(e["time_ms"], e["partitions"]) for e in sink.of_kind("member.lost")] == [
+            (3000, ["t-0", "t-1"])
+        ]
+        assert (c1.member_epoch, sorted(map(str, c1.owned))) == (3, ["t-0", "t-1"])
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+async def test_leave_commits_and_empties_the_group(autojump_clock):
+    cm, cluster, _sink = await open_group_cluster(config=BROKER)
+    try:
+        cluster.create_topic(TopicSpec("t", 1, 1))
+        c1 = _start(cluster, "c1", {**SETTINGS, "enable.auto.commit": True})
+        await cluster.clock.sleep_until(500)
+        c1.consumer.seek(TopicPartition("t", 0), 0)
+        await c1.leave()
+        group = cluster.brokers[0].coordinator.consumer_group_manager.groups["g"]
+        assert (group.state, group.group_epoch) == ("Empty", 2)
+        offsets = cluster.brokers[0].coordinator.offsets["g"]
+        assert offsets[TopicPartition("t", 0)].offset == 0
+        assert c1.consumer.positions == {}
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+def test_member_ids_are_the_clients_own_and_reproducible():
+    assert member_id_of("g", "c1") == member_id_of("g", "c1") != member_id_of("g", "c2")
+    assert len(member_id_of("g", "c1")) == 36
