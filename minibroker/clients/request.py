@@ -185,12 +185,13 @@ class Client:
 
     def _on_list_offsets(self, request: ClientRequest, response: ListOffsetsResponse | NetworkError) -> None:
         if isinstance(response, NetworkError):
+            request.offsets.update((str(tp), -1) for tp in request.partitions)
             self._fail_all(request, response.error, "network")
-            return
-        for tp, part in response.partitions.items():
-            request.errors[str(tp)] = part.error.name
-            request.offsets[str(tp)] = part.offset
-        self._finish(request, response.cause)
+        else:
+            answers = {str(tp): part for tp, part in response.partitions.items()}
+            request.errors.update((label, part.error.name) for label, part in answers.items())
+            request.offsets.update((label, part.offset) for label, part in answers.items())
+            self._finish(request, response.cause)
 
     def _finish(self, request: ClientRequest, cause: str) -> None:
         request.completed_ms = self.cluster.now()
