@@ -7,7 +7,8 @@ their ``ClientRequest`` records: ``errors`` per partition and ``low_watermarks``
 broker's cause (``immediate``, ``condition`` or ``expiry``) or ``network``.
 ``elect_leaders`` sends one ElectLeadersRequest to the lowest live broker (the node
 Metadata names as the controller, where Kafka's AdminClient sends it) or to the broker named;
-that broker answers once every elected leader is in its metadata.
+that broker answers once every elected leader is in its metadata. ``list_offsets`` (every
+client has it) sends ListOffsets to each partition's leader.
 """
 
 from __future__ import annotations

@@ -84,11 +84,7 @@ class Consumer(Client):
         """Send a fetch for every assigned partition not paused, one per leader; return the requests."""
         if not self.positions:
             raise ValueError(f"consumer {self.client_id} has no assigned partitions")
-        isolation = (
-            messages.TXN_COMMITTED
-            if self.config.isolation_level == "read_committed"
-            else messages.HIGH_WATERMARK
-        )
+        isolation = self._isolation()
         requests = []
         paused = self.paused
         positions = self.positions
@@ -118,6 +114,16 @@ class Consumer(Client):
                 self.on_fetch(message)
             self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
         return requests
+
+    def _list_offsets_settings(self) -> tuple[str, int, int]:
+        return self._isolation(), self.config.request_timeout_ms, self.config.response_grace_ms
+
+    def _isolation(self) -> str:
+        return (
+            messages.TXN_COMMITTED
+            if self.config.isolation_level == "read_committed"
+            else messages.HIGH_WATERMARK
+        )
 
     async def poll(self) -> list[ClientRequest]:
         """Fetch and wait for every answer."""

@@ -16,7 +16,13 @@ import attrs
 import trio
 
 from minibroker.common.errors import Errors
-from minibroker.common.messages import TopicPartition
+from minibroker.common.messages import (
+    HIGH_WATERMARK,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    NetworkError,
+    TopicPartition,
+)
 from minibroker.common.network import NetworkClient
 from minibroker.runtime import MsClock
 from minibroker.trace import Tracer
@@ -66,7 +72,7 @@ class ClientRequest:
 
     id: str
     client: str
-    #: "produce", "fetch", "delete_records", "elect_leaders", or a transactional producer's
+    #: "produce", "fetch", "delete_records", "elect_leaders", "list_offsets", or a transactional producer's
     #: "init_producer_id", "send_offsets", "end_txn"
     kind: str
     broker: int
@@ -81,6 +87,8 @@ class ClientRequest:
     high_watermarks: dict[str, int] = attrs.Factory(dict)
     #: DeleteRecords: the low watermark each partition answered with (-1 on error)
     low_watermarks: dict[str, int] = attrs.Factory(dict)
+    #: ListOffsets: the offset each partition answered with (-1: no record found, or an error)
+    offsets: dict[str, int] = attrs.Factory(dict)
     #: the scenario step's name for the request (or its load generator's), if any
     label: str | None = None
     _done: trio.Event | None = attrs.field(default=None, repr=False, alias="_done")
@@ -142,6 +150,48 @@ class Client:
         )
         self.cluster.requests.append(request)
         return request
+
+    def list_offsets(
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        name: str | None = None,
+    ) -> list[ClientRequest]:
+        """ListOffsets to the leader of each partition, one request per leader: the offset of a special
+        timestamp (-1 latest, -2 earliest, -4 earliest local, -5 latest tiered) or of the first record
+        appended at or after a time in ms. The leader may wait in its RemoteListOffsets purgatory."""
+        isolation, timeout_ms, grace_ms = self._list_offsets_settings()
+        requests = []
+
+        def traced(tps: list[TopicPartition]) -> dict[str, Any]:
+            return {"timestamps": [timestamps[tp] for tp in tps]}
+
+        for tps, request in self._open_per_leader("list_offsets", timestamps, name, traced):
+            requests.append(request)
+            if request.completed:
+                continue
+            message = ListOffsetsRequest({tp: timestamps[tp] for tp in tps}, isolation, request.id)
+            self.cluster.network.request(
+                self.client_id,
+                request.broker,
+                message,
+                timeout_ms + grace_ms,
+                lambda response, request=request: self._on_list_offsets(request, response),
+            )
+        return requests
+
+    def _list_offsets_settings(self) -> tuple[str, int, int]:
+        """ListOffsets' isolation, and how long the client waits for the answer (plus a grace)."""
+        return HIGH_WATERMARK, 30_000, 1000
+
+    def _on_list_offsets(self, request: ClientRequest, response: ListOffsetsResponse | NetworkError) -> None:
+        if isinstance(response, NetworkError):
+            request.offsets.update((str(tp), -1) for tp in request.partitions)
+            self._fail_all(request, response.error, "network")
+        else:
+            answers = {str(tp): part for tp, part in response.partitions.items()}
+            request.errors.update((label, part.error.name) for label, part in answers.items())
+            request.offsets.update((label, part.offset) for label, part in answers.items())
+            self._finish(request, response.cause)
 
     def _finish(self, request: ClientRequest, cause: str) -> None:
         request.completed_ms = self.cluster.now()

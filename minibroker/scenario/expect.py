@@ -103,6 +103,8 @@ def check_request(expectation: RequestOutcome, requests: list[ClientRequest]) ->
     checks.append(("records", expectation.records, records))
     lows = sorted({low for r in requests for low in r.low_watermarks.values()})
     checks.append(("low watermark", expectation.low_watermark, lows[0] if len(lows) == 1 else lows))
+    offsets = sorted({offset for r in requests for offset in r.offsets.values()})
+    checks.append(("offset", expectation.offset, offsets[0] if len(offsets) == 1 else offsets))
     expected, passed, seen = _compare(checks)
     if expectation.completed_within is not None:
         low, high = expectation.completed_within

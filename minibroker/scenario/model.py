@@ -174,6 +174,19 @@ class ElectLeaders(Step):
 
 
 @attrs.frozen
+class ListOffsets(Step):
+    """An admin's or a consumer's ListOffsets for one partition, to its leader: ``timestamp`` is a time
+    in ms or a special one (-1 latest, -2 earliest, -4 earliest local, -5 latest tiered); on a tiered
+    topic a lookup by time waits in the leader's RemoteListOffsets purgatory."""
+
+    client: str
+    topic: str
+    partition: int
+    timestamp: int
+    id: str | None = None
+
+
+@attrs.frozen
 class BrokerFault(Step):
     """pause / resume (a follower's fetchers), crash / restart / shutdown (a broker)."""
 
@@ -257,6 +270,7 @@ class RequestOutcome(Expectation):
     completed_within: tuple[int, int] | None = None
     records: int | None = None
     low_watermark: int | None = None  # a delete_records request's answer (one partition)
+    offset: int | None = None  # a list_offsets request's answer (one partition)
 
 
 @attrs.frozen

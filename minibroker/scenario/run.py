@@ -45,6 +45,7 @@ from minibroker.scenario.model import (
     Fetch,
     GroupState,
     LinkFault,
+    ListOffsets,
     Load,
     MemberAction,
     MemberErrors,
@@ -303,6 +304,10 @@ class ScenarioRunner:
             admin = cluster.admin(step.client)
             request = admin.elect_leaders([tp], step.election, step.timeout_ms, step.id, step.broker)
             self._name([request], step.id)
+        elif isinstance(step, ListOffsets):
+            tp = TopicPartition(step.topic, step.partition)
+            asker = self.clients.get(step.client) or cluster.admin(step.client)
+            self._name(asker.list_offsets({tp: step.timestamp}, step.id), step.id)
         elif isinstance(step, Load):
             workers.start_soon(self._load, step)
         elif isinstance(step, BrokerFault):

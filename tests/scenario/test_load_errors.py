@@ -66,7 +66,7 @@ def test_base_is_valid():
             "x.toml:28: steps[1].action: expected one of produce, fetch, poll, load, pause, resume, crash, "
             "restart, shutdown, latency, drop, heal, config, join, leave, stall, hang, commit, "
             "delete_records, init, begin, send, send_offsets, abort, elect_leaders, acknowledge, "
-            "got 'explode'",
+            "list_offsets, got 'explode'",
         ),
         (
             '[[steps]]\nat = 5\naction = "delete_records"\ntopic = "t"\noffset = -2\n',
@@ -76,6 +76,25 @@ def test_base_is_valid():
             '[[steps]]\nat = 5\naction = "delete_records"\nclient = "p"\ntopic = "t"\noffset = 1\n',
             "x.toml:29: steps[1].client: 'p' is a producer; expected the name of an admin client "
             "(not declared under [[clients]])",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "list_offsets"\ntopic = "t"\ntimestamp = "newest"\n',
+            "x.toml:30: steps[1].timestamp: expected a time in ms >= 0 or one of earliest, latest, "
+            "earliest_local, latest_tiered, got 'newest'",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "list_offsets"\ntopic = "t"\ntimestamp = -1\n',
+            "x.toml:30: steps[1].timestamp: expected a time in ms >= 0 or one of earliest, latest, "
+            "earliest_local, latest_tiered, got -1",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "list_offsets"\nclient = "p"\ntopic = "t"\ntimestamp = 0\n',
+            "x.toml:29: steps[1].client: 'p' is a producer; expected the name of an admin client "
+            "(not declared under [[clients]]) or of a consumer",
+        ),
+        (
+            '[[steps]]\nat = 5\naction = "list_offsets"\ntopic = "t"\n',
+            "x.toml:26: steps[1]: missing key 'timestamp'",
         ),
         (
             '[[steps]]\nat = 5\naction = "pause"\nbroker = 7\n',

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from minibroker.broker.config import BrokerConfig, ConsumerConfig, ProducerConfig
+from minibroker.clients.admin import DEFAULT_TIMEOUT_MS as ADMIN_TIMEOUT_MS
 from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.scenario.loader.limits import MAX_EVENTS, MAX_PARTITION_REPLICAS
@@ -35,6 +36,7 @@ from minibroker.scenario.model import (
     ElectLeaders,
     Fetch,
     GroupState,
+    ListOffsets,
     Load,
     Poll,
     Produce,
@@ -47,7 +49,7 @@ from minibroker.scenario.model import (
 Planned = Scenario | Scope
 
 #: steps that make client requests
-REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords, TransactionStep, ElectLeaders)
+REQUESTS = (Produce, Fetch, Poll, Load, DeleteRecords, TransactionStep, ElectLeaders, ListOffsets)
 
 
 @attrs.frozen
@@ -178,6 +180,7 @@ def projected_span(scope: Planned) -> int:
     if scope.end_ms is None and any(isinstance(step, REQUESTS) for step in scope.steps):
         waits = [_client_wait(c.type, c.config) for c in scope.clients]
         waits += [s.timeout_ms for s in scope.steps if isinstance(s, (DeleteRecords, ElectLeaders))]
+        waits += [ADMIN_TIMEOUT_MS for s in scope.steps if isinstance(s, ListOffsets)]
         last += max(waits, default=0)
     return last
 
@@ -214,7 +217,7 @@ def projected_events(scope: Planned) -> tuple[int, int, int]:
         elif isinstance(step, Load):
             requests += step.rate * step.duration_ms // 1000 * factor[step.topic]
             records += step.rate * step.duration_ms // 1000 * step.records if step.topic == retried else 0
-        elif isinstance(step, (DeleteRecords, ElectLeaders)):
+        elif isinstance(step, (DeleteRecords, ElectLeaders, ListOffsets)):
             requests += factor[step.topic]
         elif isinstance(step, (Fetch, Poll)):
             consumer = clients[step.client]

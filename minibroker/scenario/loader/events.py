@@ -34,6 +34,8 @@ KINDS: dict[str, frozenset[str]] = {
         "client.elect_leaders.done": _DONE,
         "elect_leaders.request": ("broker", "op", "keys", "election", "timeout_ms"),
         "elect_leaders.response": ("broker", "op", "partition", "error", "cause"),
+        "client.list_offsets": (*_CLIENT, "timestamps"),
+        "client.list_offsets.done": _DONE,
         "log_start": ("broker", "partition", "op", "offset", "previous"),
         # tiered storage (minibroker.broker.remote_log_manager, docs/kafka-model.md section 7)
         "remote.copy": ("broker", "partition", "start", "end", "bytes"),

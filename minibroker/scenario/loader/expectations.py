@@ -122,6 +122,7 @@ def _request(table: Table, scope: Scope, index: int) -> Expectation:
         within,
         table.int("records", None),
         table.int("low_watermark", None, -1),
+        table.int("offset", None, -1),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minibroker.broker.config import BrokerConfig
-from minibroker.scenario.loader.admin import delete_records_step, elect_leaders_step
+from minibroker.scenario.loader.admin import delete_records_step, elect_leaders_step, list_offsets_step
 from minibroker.scenario.loader.delay import delay_of
 from minibroker.scenario.loader.document import Table, describe
 from minibroker.scenario.loader.groups import member_step
@@ -197,6 +197,7 @@ STEPS: dict[str, StepParser] = {
     "abort": transaction_step,
     "elect_leaders": elect_leaders_step,
     "acknowledge": share_step,
+    "list_offsets": list_offsets_step,
 }
 STEP_ACTIONS = tuple(STEPS)
 
