@@ -5,7 +5,9 @@ create or delete ACLs and DESCRIBE to list them (CLUSTER_AUTHORIZATION_FAILED
 otherwise). Each creation is answered on its own (INVALID_REQUEST with Kafka's
 message for a binding Kafka refuses); DescribeAcls answers the matching ACLs
 grouped by resource pattern; DeleteAcls answers, per filter, the ACLs it removed.
-A filter with an UNKNOWN field is INVALID_REQUEST.
+A filter with an UNKNOWN field is INVALID_REQUEST. Without ``authorizer.class.name`` there
+is no authorizer to keep ACLs, and every creation, the description and every deletion
+answer SECURITY_DISABLED ("No Authorizer is configured."), as Kafka's brokers do.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import attrs
 from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
 from minibroker.common.errors import Errors
+from minibroker.server.acl_checks import enforced
 from minibroker.server.authorizer import (
     ALTER,
     CLUSTER,
@@ -33,6 +36,8 @@ FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
 Matching = FilterResult.DeleteAclsMatchingAcl
 
 _DENIED = "Cluster authorization failed."
+#: Kafka's answer to the ACL APIs on a broker without an authorizer
+_NO_AUTHORIZER = "No Authorizer is configured."
 
 
 def _filter(item) -> AclBindingFilter:
@@ -48,6 +53,10 @@ def _filter(item) -> AclBindingFilter:
 
 
 async def create_acls(request: Request, conn: Connection) -> CreateAclsResponse:
+    if not enforced(conn):
+        off = Errors.SECURITY_DISABLED
+        results = [Created(error_code=off, error_message=_NO_AUTHORIZER) for _ in request.body.creations]
+        return CreateAclsResponse(throttle_time_ms=0, results=results)
     if not conn.authorize(ALTER, CLUSTER, CLUSTER_NAME):
         denied = Errors.CLUSTER_AUTHORIZATION_FAILED
         results = [Created(error_code=denied, error_message=_DENIED) for _ in request.body.creations]
@@ -76,6 +85,9 @@ async def describe_acls(request: Request, conn: Connection) -> DescribeAclsRespo
     response = DescribeAclsResponse(
         throttle_time_ms=0, error_code=Errors.NONE, error_message=None, resources=[]
     )
+    if not enforced(conn):
+        response.error_code, response.error_message = Errors.SECURITY_DISABLED, _NO_AUTHORIZER
+        return response
     if not conn.authorize(DESCRIBE, CLUSTER, CLUSTER_NAME):
         response.error_code, response.error_message = Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
         return response
@@ -106,6 +118,10 @@ async def delete_acls(request: Request, conn: Connection) -> DeleteAclsResponse:
     results = []
     for item in request.body.filters:
         result = FilterResult(error_code=Errors.NONE, error_message=None, matching_acls=[])
+        if not enforced(conn):
+            result.error_code, result.error_message = Errors.SECURITY_DISABLED, _NO_AUTHORIZER
+            results.append(result)
+            continue
         if not allowed:
             result.error_code, result.error_message = Errors.CLUSTER_AUTHORIZATION_FAILED, _DENIED
             results.append(result)

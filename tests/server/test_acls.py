@@ -205,3 +205,56 @@ def test_transactional_writes_need_write_on_the_transactional_id(server):
         assert raw.request(request, ProduceResponse, 9).responses[0].partition_responses[0].error_code == 0
     finally:
         raw.close()
+
+
+def test_without_an_authorizer_the_acl_apis_answer_security_disabled(serve):
+    """Kafka's brokers answer every ACL API SECURITY_DISABLED (54) when no authorizer is configured."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AclBinding as KafkaAcl
+    from confluent_kafka.admin import AclBindingFilter as KafkaFilter
+    from confluent_kafka.admin import AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    from kafka import KafkaAdminClient
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KpResourceType
+    from kafka.errors import SecurityDisabledError
+
+    plain = serve(scenario(brokers=1, topics='name = "t"\npartitions = 1\nreplication_factor = 1'))
+    admin = AdminClient({"bootstrap.servers": plain.bootstrap})
+    acl = KafkaAcl(
+        ResourceType.TOPIC,
+        "t",
+        ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    anything = KafkaFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    for future in (admin.create_acls([acl])[acl], admin.delete_acls([anything])[anything]):
+        with pytest.raises(KafkaException) as refused:
+            future.result(WAIT_S)
+        assert refused.value.args[0].code() == 54
+    kp = KafkaAdminClient(bootstrap_servers=plain.bootstrap, request_timeout_ms=10_000)
+    try:
+        with pytest.raises(SecurityDisabledError):
+            kp.describe_acls(
+                ACLFilter(
+                    principal=None,
+                    host=None,
+                    operation=ACLOperation.ANY,
+                    permission_type=ACLPermissionType.ANY,
+                    resource_pattern=ResourcePatternFilter(
+                        KpResourceType.ANY, None, ACLResourcePatternType.ANY
+                    ),
+                )
+            )
+    finally:
+        kp.close()
