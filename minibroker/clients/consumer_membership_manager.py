@@ -14,8 +14,9 @@ Kafka's ``ConsumerMembershipManager`` and ``ConsumerHeartbeatRequestManager`` ru
 An answer with an assignment is the whole set the member may own now. Reconciling it, when
 the application polls: stop fetching the partitions that left it and commit their positions
 (auto commit on, as ``onPartitionsRevoked``), read the committed offsets of the new ones
-(``auto.offset.reset`` where there are none), then heartbeat at once with the owned
-partitions. FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID drop every partition without a commit
+(``auto.offset.reset`` where there are none; a lookup refused for the member's id or epoch
+is tried again ``retry.backoff.ms`` later, never in the same instant), then heartbeat at once
+with the owned partitions. FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID drop every partition without a commit
 (``onPartitionsLost``) and join again with epoch 0.
 
 ``stall`` stops polling: fetches stop and a revocation waits (a slow ``onPartitionsRevoked``)
@@ -264,9 +265,11 @@ class ConsumerMembershipManager:
             result = answer.groups[0]
             if result.error is not Errors.NONE:
                 self._record("OffsetFetch", result.error)
+                # every failed lookup backs off retry.backoff.ms, as Kafka's request managers do: a
+                # member fenced before its heartbeat hears it asks again only after the backoff
+                await self._sleep(RETRY_BACKOFF_MS)
                 if result.error in _REJOIN or result.error is Errors.STALE_MEMBER_EPOCH:
                     return None
-                await self._sleep(RETRY_BACKOFF_MS)
                 continue
             committed = {TopicPartition(o.topic, o.partition): o.offset for o in result.offsets}
             return {tp: self._start_of(tp, committed.get(tp, -1)) for tp in partitions}

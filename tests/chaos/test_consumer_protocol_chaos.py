@@ -80,3 +80,13 @@ def test_runs_with_consumer_protocol_members_hold_every_invariant():
         outcome = run_index("consumer-protocol", 0, index, 1000)
         assert outcome.row["members"] >= 1
         assert outcome.row["violations"] == 0, outcome.violations
+
+
+def test_a_member_fenced_while_it_reads_its_new_partitions_offsets_backs_off_instead_of_spinning():
+    # run 12 of seed 1 over 2000 ms: m2's session times out at 802 ms while its reconciliation waits
+    # for a committed-offset lookup; the lookup is refused UNKNOWN_MEMBER_ID until the member hears
+    # the fence, each retry retry.backoff.ms after the last, so virtual time moves on
+    outcome = run_index("consumer-protocol", 1, 12, 2000)
+    assert outcome.row["violations"] == 0, outcome.violations
+    assert outcome.row["virtual_ms"] > 2000
+    assert outcome.row["events"] < 50_000

@@ -80,6 +80,45 @@ async def test_leave_commits_and_empties_the_group(autojump_clock):
         await cm.__aexit__(None, None, None)
 
 
+async def test_a_lookup_refused_to_a_fenced_member_is_tried_again_after_the_backoff(autojump_clock):
+    cm, cluster, sink = await open_group_cluster(config=BROKER)
+    try:
+        cluster.create_topic(TopicSpec("t", 4, 1))
+        c1 = _start(cluster, "c1")
+        await cluster.clock.sleep_until(1000)
+        c2 = _start(cluster, "c2")
+        await cluster.clock.sleep_until(4500)
+        c1.stall()
+        await c2.leave()
+        await cluster.clock.sleep_until(6001)
+        # c1's 6000 heartbeat brought t-2 and t-3 back; stalled, it has not taken them on
+        assert (c1.member_epoch, sorted(map(str, c1.owned))) == (3, ["t-0", "t-1"])
+        assert c1.target is not None
+        group = cluster.brokers[0].coordinator.consumer_group_manager
+        assert group.fence("g", c1.member_id)
+        await cluster.clock.sleep_until(7000)
+        c1.stall(False)
+        await cluster.clock.sleep_until(9001)
+        # reading t-2's and t-3's offsets is refused every retry.backoff.ms (100 ms) up to the 9000
+        # heartbeat hears the fence; then c1 joins again with epoch 0 and gets all four partitions
+        lookups = [at for at, api, error in c1.errors if api == "OffsetFetch"]
+        assert lookups == list(range(7000, 9001, 100))
+        assert {error for _, api, error in c1.errors if api == "OffsetFetch"} == {"UNKNOWN_MEMBER_ID"}
+        assert [e for e in c1.errors if e[1] == "ConsumerGroupHeartbeat"] == [
+            (9000, "ConsumerGroupHeartbeat", "UNKNOWN_MEMBER_ID")
+        ]
+        assert [(e["time_ms"], e["partitions"]) for e in sink.of_kind("member.lost")] == [
+            (9000, ["t-0", "t-1"])
+        ]
+        # the lookup sent at 9000 backs off to 9100 too; then the new epoch's assignment is taken on
+        await cluster.clock.sleep_until(9101)
+        assigned = [(e["time_ms"], e["generation"], e["added"]) for e in sink.of_kind("member.assigned")]
+        assert assigned[-1] == (9100, c1.member_epoch, ["t-0", "t-1", "t-2", "t-3"])
+        assert sorted(map(str, c1.owned)) == ["t-0", "t-1", "t-2", "t-3"]
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
 def test_member_ids_are_the_clients_own_and_reproducible():
     assert member_id_of("g", "c1") == member_id_of("g", "c1") != member_id_of("g", "c2")
     assert len(member_id_of("g", "c1")) == 36
