@@ -80,6 +80,8 @@ def _step_pairs(step: Step) -> list[tuple[str, Any]]:
             ("records", step.records),
             ("bytes", step.bytes),
             ("id", step.id),
+            ("keys", list(step.keys) if step.keys is not None else None),
+            ("tombstone", step.tombstone or None),
         ]
     elif isinstance(step, Fetch):
         pairs += [("action", "fetch"), ("client", step.client), ("id", step.id)]
@@ -220,6 +222,7 @@ def scenario_toml(scenario: Scenario, comments: Iterable[str] = ()) -> str:
                 ("partitions", topic.partitions),
                 ("replication_factor", topic.replication_factor),
                 ("assignment", topic.assignment),
+                ("configs", topic.configs or None),
             ],
         )
     for client in scenario.clients:
