@@ -47,7 +47,7 @@ def add_compaction(schedule: Schedule, rng: random.Random, duration_ms: int) -> 
                 COMPACTED,
                 0,
                 len(keys),
-                1,
+                10_000 + i,  # unused (keyed records); unique, as every produce's size is
                 keys=keys,
                 tombstone=rng.random() < 0.2,
             )
@@ -56,7 +56,9 @@ def add_compaction(schedule: Schedule, rng: random.Random, duration_ms: int) -> 
         written = rng.randint(1, max(1, duration_ms // 4))
         deleted = rng.randint(written + 1, max(written + 1, duration_ms // 2))
         for n, (at, tombstone) in enumerate(((written, False), (deleted, True))):
-            produces.append(ProduceSpec(f"d{i}.{n}", at, COMPACTOR, COMPACTED, 0, 1, 1, (key,), tombstone))
+            produces.append(
+                ProduceSpec(f"d{i}.{n}", at, COMPACTOR, COMPACTED, 0, 1, 9_000 + 2 * i + n, (key,), tombstone)
+            )
     return attrs.evolve(
         schedule,
         config={**schedule.config, "log.cleaner.backoff.ms": rng.choice((100, 200))},

@@ -358,7 +358,7 @@ def compile_schedule(
                     produce.topic,
                     produce.partition,
                     produce.records,
-                    produce.bytes,
+                    produce.bytes if produce.keys is None else 100,  # keyed: one record per key
                     produce.id,
                     keys=produce.keys,
                     tombstone=produce.tombstone,
