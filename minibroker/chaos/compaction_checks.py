@@ -1,4 +1,4 @@
-"""Invariant 9: what the log cleaner keeps of a run's compacted topic (``compaction_generate``).
+"""Invariant 11: what the log cleaner keeps of a run's compacted topic (``compaction_generate``).
 
 Checked live, at each ``log.clean`` event, on the log of the broker that cleaned:
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def _violation(label: str, offsets: str, time_ms: int, message: str) -> Violation:
-    return Violation(9, label, offsets, time_ms, message, {"kind": "none"})
+    return Violation(11, label, offsets, time_ms, message, {"kind": "none"})
 
 
 def log_keys(log: Log) -> list[tuple[int, bytes, bool]]:
@@ -123,7 +123,7 @@ class CompactionChecks:
 def check_compaction(
     schedule: Schedule, result: RunResult, checks: CompactionChecks, cluster: Cluster
 ) -> list[Violation]:
-    """Invariant 9 at the end of the run, on the compacted partition's leader."""
+    """Invariant 11 at the end of the run, on the compacted partition's leader."""
     topic = schedule.compacted
     assert topic is not None
     violations: list[Violation] = []

@@ -7,7 +7,7 @@
 cleanings and tombstone removals happen during the run's faults. Its produces (``COMPACTOR``,
 acks=-1) write one record per key, drawn from a few keys, a fifth of them tombstones; three
 more keys are written once and deleted (a tombstone) in the first half of the run.
-Invariant 9 (``minibroker.chaos.compaction_checks``) checks what the cleaner keeps.
+Invariant 11 (``minibroker.chaos.compaction_checks``) checks what the cleaner keeps.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def check_end(
     acks[PROBE] = -1
     for request in result.requests:
         if request.kind != "produce" or request.client in (PROBE, COMPACTOR):
-            continue  # the compacted topic's produces: invariant 9 (compaction_checks)
+            continue  # the compacted topic's produces: invariant 11 (compaction_checks)
         tally.produces += 1
         for label, error in sorted(request.errors.items()):
             appends = observer.appends.get((request.id, label), [])

@@ -17,7 +17,7 @@ Checked live, each rule in a module of its own:
   the partition's highest HW, and never backward;
 - invariant 8 (``txn_checks``, runs with transactions): the LSO a leader serves is at
   most its HW and the first offset of every transaction open in its log;
-- invariant 9 (``compaction_checks``, runs with a compacted topic): a cleaning leaves no
+- invariant 11 (``compaction_checks``, runs with a compacted topic): a cleaning leaves no
   key twice below the cleaner checkpoint.
 
 It also records what the end-of-run checks need: every leader append (with the
@@ -65,7 +65,7 @@ class Observer(LiveRun):
         self.groups = GroupChecks(self)
         #: invariant 8's live rule (``txn_checks``), set for runs with transactions
         self.transactions: TxnChecks | None = None
-        #: invariant 9's live rule (``compaction_checks``), set for runs with a compacted topic
+        #: invariant 11's live rule (``compaction_checks``), set for runs with a compacted topic
         self.compaction: CompactionChecks | None = None
 
     # --- the sink ------------------------------------------------------------------------------

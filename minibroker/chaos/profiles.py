@@ -13,7 +13,7 @@
   consume-transform-produce loop (invariant 8, ``minibroker.chaos.txn_checks``). Every violation
   is a bug.
 - ``compaction``: the ``default`` draws plus, in every run, a ``cleanup.policy=compact`` topic
-  written with keyed records and tombstones while the log cleaner runs (invariant 9,
+  written with keyed records and tombstones while the log cleaner runs (invariant 11,
   ``minibroker.chaos.compaction_checks``). Every violation is a bug.
 - ``acks1``: mostly acks=1 producers and leader crashes. acks=1 records lost on a
   leader crash are Kafka's documented trade-off: counted, never violations.

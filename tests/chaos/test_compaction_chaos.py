@@ -1,4 +1,4 @@
-"""Chaos with a compacted topic: the ``compaction`` profile's schedules, invariant 9, and the planted
+"""Chaos with a compacted topic: the ``compaction`` profile's schedules, invariant 11, and the planted
 ``tombstones-early`` bug caught."""
 
 from __future__ import annotations
@@ -56,11 +56,11 @@ def test_a_compaction_run_cleans_during_faults_and_breaks_nothing():
 
 def test_tombstones_removed_before_delete_retention_are_found():
     outcome = run_index("compaction", 0, 1, 2000, "tombstones-early")
-    assert {v.invariant for v in outcome.violations} == {9}
+    assert {v.invariant for v in outcome.violations} == {11}
     assert [v.line() for v in outcome.violations][:2] == [
-        "invariant 9 compacted-0 offsets 35 at 700 ms: broker 0's cleaning removed the tombstone of key "
+        "invariant 11 compacted-0 offsets 35 at 700 ms: broker 0's cleaning removed the tombstone of key "
         "'k1' at 35 100 ms after the cleaning that first kept it (delete.retention.ms 300)",
-        "invariant 9 compacted-0 offsets 39 at 900 ms: broker 0's cleaning removed the tombstone of key "
+        "invariant 11 compacted-0 offsets 39 at 900 ms: broker 0's cleaning removed the tombstone of key "
         "'d1' at 39 200 ms after the cleaning that first kept it (delete.retention.ms 300)",
     ]
     assert len(outcome.violations) == 4
