@@ -101,19 +101,6 @@ PROFILES = {
         controller_links=0.3,
         transactions=1.0,
     ),
-    "compaction": Profile(
-        "compaction",
-        "the default draws plus a compacted topic with keyed records and tombstones while the log "
-        "cleaner runs: the latest value per key stays, tombstones outlive delete.retention.ms; "
-        "every violation is a bug",
-        False,
-        {-1: 6, 1: 2, 0: 1},
-        FAULTS_ALL,
-        (0, 6),
-        pattern=0.25,
-        controller_links=0.3,
-        compaction=True,
-    ),
     "acks1": Profile(
         "acks1",
         "acks=1 producers and leader crashes: acks=1 losses are counted, not violations",
@@ -135,6 +122,15 @@ PROFILES = {
         consumer_protocol=1.0,
     ),
 }
+
+PROFILES["compaction"] = attrs.evolve(
+    PROFILES["default"],
+    name="compaction",
+    description="the default draws plus a compacted topic with keyed records and tombstones while the log "
+    "cleaner runs: the latest value per key stays, tombstones outlive delete.retention.ms; "
+    "every violation is a bug",
+    compaction=True,
+)
 
 
 def profile(name: str) -> Profile:
