@@ -9,7 +9,9 @@
   READ_COMMITTED reads records of transactions that may still abort (patches
   ``Log.last_stable_offset``);
 - ``tombstones-early``: the cleaner removes a tombstone at the first cleaning after the one that
-  kept it, as if ``delete.retention.ms`` were 0 (patches ``Cleaner.clean``).
+  kept it, as if ``delete.retention.ms`` were 0 (patches ``Cleaner.clean``);
+- ``superseded-kept``: the cleaner reads no dirty range into its offset map, so it keeps every
+  record and still moves its checkpoint past them (patches ``Cleaner.clean``).
 
 ``plant(name)`` is a context manager that patches for the block only; ``plant(None)``
 does nothing. Never used outside tests and their replays.
@@ -62,12 +64,17 @@ def _tombstones_early(self: Cleaner, ltc: LogToClean, log: Log, config: LogConfi
     return _clean(self, ltc, log, attrs.evolve(config, delete_retention_ms=0), now)
 
 
+def _superseded_kept(self: Cleaner, ltc: LogToClean, log: Log, config: LogConfig, now: int) -> CleanerStats:
+    return _clean(self, attrs.evolve(ltc, first_dirty_offset=ltc.first_uncleanable_offset), log, config, now)
+
+
 #: name -> (class, method name, replacement)
 PLANTS: dict[str, tuple[type, str, Callable[..., Any] | property]] = {
     "hw-ahead": (Partition, "maybe_increment_leader_hw", _hw_ahead),
     "fetch-early": (DelayedFetch, "try_complete", _fetch_early),
     "lso-unheld": (Log, "last_stable_offset", property(_lso_unheld)),
     "tombstones-early": (Cleaner, "clean", _tombstones_early),
+    "superseded-kept": (Cleaner, "clean", _superseded_kept),
 }
 
 

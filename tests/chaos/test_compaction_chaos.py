@@ -1,5 +1,5 @@
 """Chaos with a compacted topic: the ``compaction`` profile's schedules, invariant 11, and the planted
-``tombstones-early`` bug caught."""
+``tombstones-early`` and ``superseded-kept`` bugs caught."""
 
 from __future__ import annotations
 
@@ -64,3 +64,13 @@ def test_tombstones_removed_before_delete_retention_are_found():
         "'d1' at 39 200 ms after the cleaning that first kept it (delete.retention.ms 300)",
     ]
     assert len(outcome.violations) == 4
+
+
+def test_superseded_records_kept_below_the_checkpoint_are_found_live_and_at_the_end():
+    outcome = run_index("compaction", 0, 1, 2000, "superseded-kept")
+    assert [v.line() for v in outcome.violations] == [
+        "invariant 11 compacted-0 offsets 1 and 4 at 300 ms: broker 0's cleaning (end 12) kept key 'k0' at 1 "
+        "though 4 supersedes it",
+        "invariant 11 compacted-0 offsets 1 and 4 at 4903 ms: leader 0 keeps key 'k0' at 1 below its cleaner "
+        "checkpoint 85 though 4 supersedes it",
+    ]
