@@ -155,6 +155,11 @@ def _parts(batch: RecordBatch, key_of: KeyOf | None) -> list[tuple[RecordBatch, 
     return [(batch, None)]
 
 
+def keyed_records(batch: RecordBatch) -> list[tuple[int, bytes, bool]]:
+    """The records of ``batch`` the cleaner may remove: (offset, key, tombstone), in offset order."""
+    return [(r.offset, r.key, r.tombstone) for _, records in _parts(batch, None) for r in records or ()]
+
+
 class Cleaner:
     """Cleans one log at a time (Kafka's ``Cleaner.doClean``); stateless between cleanings."""
 

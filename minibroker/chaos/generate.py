@@ -5,9 +5,10 @@ those four values (a string seed: stable across processes and Python runs) and
 draws a cluster, topics, clients, produce requests, polls and faults from it.
 Nothing else is random: the run itself is in virtual time with same-instant
 scheduling seeded from the same generator. Group members and their faults
-(``group_members``), faults on links to the controller (``controller_links``) and
-transactional load (``minibroker.chaos.txn_generate``) come from generators of their
-own, seeded with the same four values, so adding them left every earlier draw as it was.
+(``group_members``), faults on links to the controller (``controller_links``),
+transactional load (``minibroker.chaos.txn_generate``) and a compacted topic
+(``minibroker.chaos.compaction_generate``) come from generators of their own, seeded
+with the same four values, so adding them left every earlier draw as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import random
 
 import attrs
 
+from minibroker.chaos.compaction_generate import add_compaction
 from minibroker.chaos.profiles import Profile
 from minibroker.chaos.schedule import (
     GRACE_MS,
@@ -162,6 +164,10 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
     ):
         seeded = rng_of("txn-load", profile, seed, index, duration_ms)
         schedule = add_transactions(schedule, seeded, duration_ms)
+    if profile.compaction:  # no draw when off: every other profile's schedules stay as they were
+        schedule = add_compaction(
+            schedule, rng_of("compaction", profile, seed, index, duration_ms), duration_ms
+        )
     return schedule
 
 

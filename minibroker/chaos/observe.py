@@ -16,7 +16,9 @@ Checked live, each rule in a module of its own:
 - invariant 7 (``groups``): written commits are of the group's generation, at most
   the partition's highest HW, and never backward;
 - invariant 8 (``txn_checks``, runs with transactions): the LSO a leader serves is at
-  most its HW and the first offset of every transaction open in its log.
+  most its HW and the first offset of every transaction open in its log;
+- invariant 11 (``compaction_checks``, runs with a compacted topic): a cleaning leaves no
+  key twice below the cleaner checkpoint.
 
 It also records what the end-of-run checks need: every leader append (with the
 epoch and effective min ISR at that instant), unclean elections, every batch each
@@ -28,6 +30,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from minibroker.chaos.compaction_checks import CompactionChecks
 from minibroker.chaos.groups import GROUP_EVENTS, GroupChecks
 from minibroker.chaos.live_run import LiveRun
 from minibroker.chaos.operations import OperationChecks
@@ -62,6 +65,8 @@ class Observer(LiveRun):
         self.groups = GroupChecks(self)
         #: invariant 8's live rule (``txn_checks``), set for runs with transactions
         self.transactions: TxnChecks | None = None
+        #: invariant 11's live rule (``compaction_checks``), set for runs with a compacted topic
+        self.compaction: CompactionChecks | None = None
 
     # --- the sink ------------------------------------------------------------------------------
     def __call__(self, event: dict[str, Any]) -> None:
@@ -84,6 +89,8 @@ class Observer(LiveRun):
         elif kind == "fetch.response":
             self.operations.fetch_answered(event["op"], event["broker"])
             self._fetch_response(event)
+        elif kind == "log.clean" and self.compaction is not None:
+            self.compaction(event)
         if kind in GROUP_EVENTS:
             self.groups(kind, event)
         if kind in PARTITION_EVENTS and self.cluster is not None:

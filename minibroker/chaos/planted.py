@@ -7,7 +7,11 @@
   the HW, whatever its ``fetch.min.bytes`` (patches ``DelayedFetch.try_complete``);
 - ``lso-unheld``: the last stable offset is the HW, whatever transaction is open:
   READ_COMMITTED reads records of transactions that may still abort (patches
-  ``Log.last_stable_offset``).
+  ``Log.last_stable_offset``);
+- ``tombstones-early``: the cleaner removes a tombstone at the first cleaning after the one that
+  kept it, as if ``delete.retention.ms`` were 0 (patches ``Cleaner.clean``);
+- ``superseded-kept``: the cleaner reads no dirty range into its offset map, so it keeps every
+  record and still moves its checkpoint past them (patches ``Cleaner.clean``).
 
 ``plant(name)`` is a context manager that patches for the block only; ``plant(None)``
 does nothing. Never used outside tests and their replays.
@@ -23,6 +27,9 @@ import attrs
 
 from minibroker.broker.delayed_fetch import DelayedFetch
 from minibroker.broker.log import Log
+from minibroker.broker.log_cleaner import Cleaner, CleanerStats
+from minibroker.broker.log_cleaner_manager import LogToClean
+from minibroker.broker.log_config import LogConfig
 from minibroker.broker.partition import Partition
 
 
@@ -50,11 +57,24 @@ def _lso_unheld(self: Log) -> int:
     return self.high_watermark
 
 
+_clean = Cleaner.clean
+
+
+def _tombstones_early(self: Cleaner, ltc: LogToClean, log: Log, config: LogConfig, now: int) -> CleanerStats:
+    return _clean(self, ltc, log, attrs.evolve(config, delete_retention_ms=0), now)
+
+
+def _superseded_kept(self: Cleaner, ltc: LogToClean, log: Log, config: LogConfig, now: int) -> CleanerStats:
+    return _clean(self, attrs.evolve(ltc, first_dirty_offset=ltc.first_uncleanable_offset), log, config, now)
+
+
 #: name -> (class, method name, replacement)
 PLANTS: dict[str, tuple[type, str, Callable[..., Any] | property]] = {
     "hw-ahead": (Partition, "maybe_increment_leader_hw", _hw_ahead),
     "fetch-early": (DelayedFetch, "try_complete", _fetch_early),
     "lso-unheld": (Log, "last_stable_offset", property(_lso_unheld)),
+    "tombstones-early": (Cleaner, "clean", _tombstones_early),
+    "superseded-kept": (Cleaner, "clean", _superseded_kept),
 }
 
 

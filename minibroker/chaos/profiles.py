@@ -12,6 +12,9 @@
   aborts, crashes mid-transaction, zombies fenced by a successor), READ_COMMITTED consumers and a
   consume-transform-produce loop (invariant 8, ``minibroker.chaos.txn_checks``). Every violation
   is a bug.
+- ``compaction``: the ``default`` draws plus, in every run, a ``cleanup.policy=compact`` topic
+  written with keyed records and tombstones while the log cleaner runs (invariant 11,
+  ``minibroker.chaos.compaction_checks``). Every violation is a bug.
 - ``acks1``: mostly acks=1 producers and leader crashes. acks=1 records lost on a
   leader crash are Kafka's documented trade-off: counted, never violations.
 """
@@ -52,6 +55,8 @@ class Profile:
     expected_causes: frozenset[str] = frozenset()
     #: chance that a run's group members speak KIP-848's consumer protocol (see generate.group_members)
     consumer_protocol: float = 0.0
+    #: every run has a compacted topic (see minibroker.chaos.compaction_generate)
+    compaction: bool = False
 
     def expects(self, violation: Violation) -> bool:
         """Whether ``violation`` is a finding this profile expects (reported, not a failure)."""
@@ -117,6 +122,15 @@ PROFILES = {
         consumer_protocol=1.0,
     ),
 }
+
+PROFILES["compaction"] = attrs.evolve(
+    PROFILES["default"],
+    name="compaction",
+    description="the default draws plus a compacted topic with keyed records and tombstones while the log "
+    "cleaner runs: the latest value per key stays, tombstones outlive delete.retention.ms; "
+    "every violation is a bug",
+    compaction=True,
+)
 
 
 def profile(name: str) -> Profile:

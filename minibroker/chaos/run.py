@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from minibroker.chaos import planted
+from minibroker.chaos.compaction_checks import CompactionChecks, check_compaction
 from minibroker.chaos.generate import generate
 from minibroker.chaos.invariants import Tally, check_end
 from minibroker.chaos.observe import Observer, RunBudgetExceeded
@@ -101,6 +102,9 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
     loop: list[TransformLoop] = []
     if schedule.transactional:
         observer.transactions = TxnChecks(observer)
+    if schedule.compacted is not None:
+        retention = int(schedule.compacted.configs["delete.retention.ms"])
+        observer.compaction = CompactionChecks(observer, schedule.compacted.name, retention)
     with planted.plant(plant), quiet_gc(), deterministic_scheduling(scenario.seed):
         try:
             result = trio.run(
@@ -129,6 +133,8 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
             violations.extend(
                 check_transactions(schedule, result, observer.received, runner.cluster, commits)
             )
+        if observer.compaction is not None:
+            violations.extend(check_compaction(schedule, result, observer.compaction, runner.cluster))
     chosen = get_profile(schedule.profile)
     expected = [v for v in violations if chosen.expects(v)]
     violations = [v for v in violations if not chosen.expects(v)]
@@ -147,6 +153,7 @@ def run_checked(scenario: Scenario, schedule: Schedule, plant: str | None = None
         "commits": observer.groups.commits,
         "txns": len([t for t in schedule.txns if t.ending != "init"]),
         "transform_commits": len(loop[0].commits) if loop else 0,
+        "cleanings": observer.compaction.cleanings if observer.compaction else 0,
         "faults": len(schedule.faults),
         "controller_faults": sum(CONTROLLER in (f.between or ()) for f in schedule.faults),
         **{f"fault_{kind}": sum(f.kind == kind for f in schedule.faults) for kind in FAULT_KINDS},

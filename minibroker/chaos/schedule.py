@@ -58,6 +58,8 @@ READER = "reader"
 #: the READ_COMMITTED reader of runs with transactions (reads every partition with the ``reader``)
 RC_READER = "rc-reader"
 PROBE = "probe"
+#: the acks=-1 producer of a run's compacted topic
+COMPACTOR = "compactor"
 #: how long the reader polls once the cluster has settled
 READ_MS = 300
 #: probes' request.timeout.ms and the grace every generated client waits beyond its timeout
@@ -111,6 +113,9 @@ class ProduceSpec:
     partition: int
     records: int
     bytes: int
+    #: one record per key (a compacted topic's produce); ``tombstone``: null values
+    keys: tuple[str, ...] | None = None
+    tombstone: bool = False
 
 
 @attrs.frozen
@@ -152,6 +157,9 @@ class Schedule:
     #: transactions (``minibroker.chaos.txn_schedule``): their steps, and the transform loop
     txns: tuple[TxnSpec, ...] = ()
     transform: TransformSpec | None = None
+    #: a ``cleanup.policy=compact`` topic (``minibroker.chaos.compaction_generate``), written by
+    #: ``COMPACTOR`` only; not among ``topics``: the probes, the reader and invariants 2-5 leave it out
+    compacted: TopicSpecModel | None = None
 
     @property
     def transactional(self) -> bool:
@@ -327,6 +335,11 @@ def compile_schedule(
             if schedule.transactional
             else ()
         ),
+        *(
+            (ClientSpec(COMPACTOR, "producer", {"acks": -1, "minibroker.response.grace.ms": GRACE_MS}),)
+            if schedule.compacted is not None
+            else ()
+        ),
         *extra_clients,
     )
     timed: list[tuple[int, int, Step]] = []  # (at, order, step): faults first, then traffic
@@ -345,8 +358,10 @@ def compile_schedule(
                     produce.topic,
                     produce.partition,
                     produce.records,
-                    produce.bytes,
+                    produce.bytes if produce.keys is None else 100,  # keyed: one record per key
                     produce.id,
+                    keys=produce.keys,
+                    tombstone=produce.tombstone,
                 ),
             )
         )
@@ -396,7 +411,7 @@ def compile_schedule(
         end,
         cluster,
         (),
-        schedule.topics,
+        (*schedule.topics, *((schedule.compacted,) if schedule.compacted is not None else ())),
         clients,
         steps,
         numbered,

@@ -77,9 +77,11 @@ def _step_pairs(step: Step) -> list[tuple[str, Any]]:
             ("client", step.client),
             ("topic", step.topic),
             ("partition", step.partition),
-            ("records", step.records),
-            ("bytes", step.bytes),
+            ("records", step.records if step.keys is None else None),
+            ("bytes", step.bytes if step.keys is None else None),
             ("id", step.id),
+            ("keys", list(step.keys) if step.keys is not None else None),
+            ("tombstone", step.tombstone or None),
         ]
     elif isinstance(step, Fetch):
         pairs += [("action", "fetch"), ("client", step.client), ("id", step.id)]
@@ -220,6 +222,7 @@ def scenario_toml(scenario: Scenario, comments: Iterable[str] = ()) -> str:
                 ("partitions", topic.partitions),
                 ("replication_factor", topic.replication_factor),
                 ("assignment", topic.assignment),
+                ("configs", topic.configs or None),
             ],
         )
     for client in scenario.clients:

@@ -17,6 +17,8 @@ INVARIANTS = {
     7: "consumer groups: Stable again, one owner per partition, commits fenced, within the HW, not backward",
     8: "transactions: READ_COMMITTED sees committed ones whole, LSO held, all end in time, "
     "fenced producers never append, exactly once",
+    11: "log compaction: the latest value per key stays, superseded records go, tombstones outlive "
+    "delete.retention.ms",
 }
 
 #: the cause of a violation that follows from an unclean election's truncation (see ``groups``)
