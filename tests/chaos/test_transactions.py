@@ -82,7 +82,7 @@ def test_an_lso_not_held_by_an_open_transaction_is_caught_and_shrunk(tmp_path):
     assert {v.invariant for v in outcome.violations} == {8}
     target = next(v for v in outcome.violations if v.partition == "t0-0")
     assert target.line() == (
-        "invariant 8 t0-0 offsets LSO 12 at 199 ms: the LSO 14 on broker 0 is past 12, the first offset "
+        "invariant 8 t0-0 offsets LSO 12 at 203 ms: the LSO 14 on broker 0 is past 12, the first offset "
         "of a transaction still open in its log (HW 14)"
     )
     summary = RunSummary(3, outcome.row, tuple(outcome.violations), tuple(outcome.expected))

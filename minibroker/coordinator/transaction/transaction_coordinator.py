@@ -242,11 +242,11 @@ class TransactionCoordinator:
         if isinstance(found, Errors):
             return respond(m.TxnResponse(found))
         meta = found
-        if meta.pending is not None or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
-            return respond(m.TxnResponse(Errors.CONCURRENT_TRANSACTIONS))
         if request.verify_only:
             # Kafka's handleVerifyPartitionsInTransaction: a partition not in the open transaction is
-            # TRANSACTION_ABORTABLE (its leader translates that for older clients)
+            # TRANSACTION_ABORTABLE (its leader translates that for older clients). A state change in
+            # flight does not matter here (Kafka does not check it: partitions enter the metadata when
+            # their AddPartitionsToTxn is written), so concurrent sends are not refused meanwhile.
             errors = tuple(
                 (
                     tp,
@@ -257,6 +257,8 @@ class TransactionCoordinator:
                 for tp in request.partitions
             )
             return respond(m.TxnResponse(Errors.NONE, errors))
+        if meta.pending is not None or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+            return respond(m.TxnResponse(Errors.CONCURRENT_TRANSACTIONS))
         wanted = set(request.partitions)
         if meta.state == ONGOING and wanted <= meta.partitions:
             return respond(m.TxnResponse(Errors.NONE))
