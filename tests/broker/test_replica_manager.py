@@ -67,6 +67,16 @@ class OffsetOnlyPartition:
     def check_leader_epoch(self, epoch: int) -> None:
         pass
 
+    def max_offset(self, isolation: str) -> int:
+        return self.end
+
+    @property
+    def log(self) -> "OffsetOnlyPartition":
+        return self  # the log's position lookup answers the same offset-only metadata
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        return self.end_offset_metadata("")
+
     def end_offset_metadata(self, isolation: str) -> LogOffsetMetadata:
         return LogOffsetMetadata(self.end)
 

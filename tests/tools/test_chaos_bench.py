@@ -27,4 +27,4 @@ def test_bad_arguments_exit_2():
     out = subprocess.run(
         [sys.executable, str(TOOL), "--runs", "0"], capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 2 and "--runs must be >= 1" in out.stderr
+    assert out.returncode == 2 and "--runs and --workers must be >= 1" in out.stderr

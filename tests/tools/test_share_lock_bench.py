@@ -15,13 +15,12 @@ share_lock_bench = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(share_lock_bench)
 
 
-def test_records_acquired_500_per_share_fetch_cost_the_timer_less_than_one_task_each():
+def test_the_bench_reports_locks_and_a_ratio_per_batch_size():
     result = share_lock_bench.run(10_000, [500, 1], 1)
     batched, single = result["rows"]
     assert (batched["batch"], batched["locks"], single["batch"], single["locks"]) == (500, 20, 1, 10_000)
-    # one lock per 500 records: the timer's share of each record is a small part of one task's add + fire
-    assert batched["ratio"] < 0.1
-    assert result["system_timer_ns_per_task"] > 0
+    # the ratio itself is a measurement (docs/benchmarks.md), not something a test asserts
+    assert batched["ratio"] > 0 and result["system_timer_ns_per_task"] > 0
 
 
 def test_records_not_a_multiple_of_the_batch_is_one_line(capsys):

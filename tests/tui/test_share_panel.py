@@ -7,6 +7,9 @@ from minibroker.tui.commands import snapshot_frame
 from minibroker.tui.render import render_frame
 from tests.tui.helpers import SCENARIOS, recording_console, text_of
 
+#: the purgatories every broker lists
+ALWAYS = ["Produce", "Fetch", "DeleteRecords", "ElectLeader"]
+
 
 def _lines(path, at, broker=0, width=170):
     frame = snapshot_frame(str(SCENARIOS / path), at, broker=broker)
@@ -31,11 +34,27 @@ def test_the_window_keeps_acknowledged_and_archived_records_behind_an_acquired_o
     rows = _panel_rows(lines)
     assert rows[-1] == "sg t-0 @b1 0..3 0 1 2 1 0 0●1 1✓1 2✗1 3✓1 c1 0 29,200 ms"
     names = [p.name for p in frame.view.broker(1).purgatories]
-    assert names == ["Produce", "Fetch", "DeleteRecords", "ShareFetch"]  # it served ShareFetches
-    assert [p.name for p in frame.view.broker(2).purgatories] == ["Produce", "Fetch", "DeleteRecords"]
+    assert names == [
+        "Produce",
+        "Fetch",
+        "DeleteRecords",
+        "ElectLeader",
+        "ShareFetch",
+    ]  # it served ShareFetches
+    assert [p.name for p in frame.view.broker(2).purgatories] == [
+        "Produce",
+        "Fetch",
+        "DeleteRecords",
+        "ElectLeader",
+    ]
 
 
 def test_a_scenario_without_share_groups_has_no_panel_and_no_share_fetch_purgatory():
     frame, lines = _lines("fetch_max_wait.toml", 100)
     assert frame.share_partitions is None and not any("share partitions" in line for line in lines)
-    assert [p.name for p in frame.view.broker(0).purgatories] == ["Produce", "Fetch", "DeleteRecords"]
+    assert [p.name for p in frame.view.broker(0).purgatories] == [
+        "Produce",
+        "Fetch",
+        "DeleteRecords",
+        "ElectLeader",
+    ]
