@@ -30,8 +30,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> dict[str, Callable[[arg
         "chaos",
         help="run random fault schedules and check Kafka's guarantees after each",
         description="Generate random clusters, clients, load and fault schedules; run each in virtual "
-        "time; check seven invariants; shrink failing runs to scenario files that `minibroker run` "
-        "replays. Exit 1 if a guarantee broke, 2 on bad input.",
+        "time; check Kafka's guarantees (replication, groups, transactions, compaction); shrink failing "
+        "runs to scenario files that `minibroker run` replays. Exit 1 if a guarantee broke, 2 on bad input.",
     )
     numbers = (  # (flag, minimum, maximum, noun, default, help)
         ("--runs", 1, MAX_RUNS, "a number of runs", 100, "how many schedules (default 100)"),
