@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -78,8 +79,15 @@ RECEIVE_BYTES = 65_536
 REBIND_RETRY_S = 1.0
 
 
+#: one line at a time: the Kafka listeners and the control API's worker threads log side by side
+_STDERR_LOCK = threading.Lock()
+
+
 def stderr_log(line: str) -> None:
-    print(f"minibroker serve: {line}", file=sys.stderr, flush=True)
+    """Write one whole line to stderr (one write under a lock, so lines from threads never interleave)."""
+    with _STDERR_LOCK:
+        sys.stderr.write(f"minibroker serve: {line}\n")
+        sys.stderr.flush()
 
 
 class WireServer:
