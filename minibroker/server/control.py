@@ -44,6 +44,7 @@ from minibroker.common.errors import ErrorCode, Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.group.messages import partition_names
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
 from minibroker.coordinator.transaction.messages import InitProducerIdRequest
 from minibroker.coordinator.transaction.transaction_metadata import ONGOING, VALID_PREVIOUS
@@ -533,9 +534,9 @@ class Control:
                         "instance_id": m.instance_id,
                         "member_epoch": m.member_epoch,
                         "state": m.state,
-                        "assigned": _labels(m.assigned),
-                        "pending_revocation": _labels(m.pending_revocation),
-                        "target": _labels(m.target),
+                        "assigned": partition_names(m.assigned),
+                        "pending_revocation": partition_names(m.pending_revocation),
+                        "target": partition_names(m.target),
                         "session_remaining_ms": remaining(m.session_deadline_ms),
                         "rebalance_remaining_ms": remaining(m.rebalance_deadline_ms),
                     }
@@ -633,7 +634,3 @@ class Control:
             return manager.pushed_errors.pending() if manager is not None else {}
 
         return self._run(read)
-
-
-def _labels(assignment: tuple[tuple[str, tuple[int, ...]], ...]) -> list[str]:
-    return [f"{topic}-{p}" for topic, parts in assignment for p in parts]

@@ -86,6 +86,7 @@ from minibroker.coordinator.group.messages import (
     DescribedGroup,
     DescribedMember,
     ListedGroup,
+    partition_names,
 )
 from minibroker.coordinator.group.views import ConsumerGroupView, ConsumerMemberView
 
@@ -146,7 +147,7 @@ class ConsumerGroupManager:
             epoch=request.member_epoch,
             error=response.error.name,
             member_epoch=response.member_epoch,
-            assignment=None if response.assignment is None else _pairs(response.assignment),
+            assignment=None if response.assignment is None else partition_names(response.assignment),
         )
         if not writes:
             return answer(response)
@@ -429,7 +430,8 @@ class ConsumerGroupManager:
                 assignment_epoch=group.assignment_epoch,
                 assignor=name,
                 targets={
-                    mid: _pairs(sorted_assignment(m.target)) for mid, m in sorted(group.members.items())
+                    mid: partition_names(sorted_assignment(m.target))
+                    for mid, m in sorted(group.members.items())
                 },
             )
 
@@ -445,8 +447,8 @@ class ConsumerGroupManager:
             member_epoch=new.member_epoch,
             previous_epoch=old.member_epoch,
             state=new.state,
-            assigned=_pairs(sorted_assignment(new.assigned)),
-            pending_revocation=_pairs(sorted_assignment(new.pending_revocation)),
+            assigned=partition_names(sorted_assignment(new.assigned)),
+            pending_revocation=partition_names(sorted_assignment(new.pending_revocation)),
         )
         if new.state == UNREVOKED_PARTITIONS:
             epoch = new.member_epoch
@@ -782,8 +784,3 @@ def _static_member(group: ConsumerGroup, instance_id: str, member_id: str) -> Co
 def _blank(value: str | None) -> bool:
     """Kafka's throwIfEmptyString test: given, and empty or only whitespace."""
     return value is not None and not value.strip()
-
-
-def _pairs(assignment: tuple[tuple[str, tuple[int, ...]], ...]) -> list[str]:
-    """An assignment as sorted ``topic-partition`` names (trace fields)."""
-    return [f"{topic}-{p}" for topic, parts in assignment for p in parts]

@@ -277,6 +277,11 @@ class OffsetDeleteResponse:
 TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
 
 
+def partition_names(assignment: TopicPartitions) -> list[str]:
+    """An assignment as ``topic-partition`` names, in its order (trace fields, read-outs)."""
+    return [f"{topic}-{p}" for topic, parts in assignment for p in parts]
+
+
 @attrs.frozen
 class ConsumerGroupHeartbeatRequest(GroupRequest):
     """KIP-848's one request of a member: join (epoch 0), heartbeat, leave (-1, or -2 for a static member).
