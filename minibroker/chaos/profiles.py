@@ -63,17 +63,19 @@ class Profile:
         return violation.invariant in self.expected or violation.cause in self.expected_causes
 
 
+_DEFAULT = Profile(
+    "default",
+    "clean election; no acknowledged acks=-1 record (min ISR >= 2) may be lost",
+    False,
+    {-1: 6, 1: 2, 0: 1},
+    FAULTS_ALL,
+    (0, 6),
+    pattern=0.25,
+    controller_links=0.3,
+)
+
 PROFILES = {
-    "default": Profile(
-        "default",
-        "clean election; no acknowledged acks=-1 record (min ISR >= 2) may be lost",
-        False,
-        {-1: 6, 1: 2, 0: 1},
-        FAULTS_ALL,
-        (0, 6),
-        pattern=0.25,
-        controller_links=0.3,
-    ),
+    "default": _DEFAULT,
     "unclean": Profile(
         "unclean",
         "unclean leader election on: losses are expected and must be found",
@@ -89,16 +91,11 @@ PROFILES = {
         0.5,
         expected_causes=frozenset({UNCLEAN_TRUNCATION}),
     ),
-    "transactions": Profile(
-        "transactions",
-        "the default draws plus transactions: producers that commit, abort, crash and are fenced, "
-        "READ_COMMITTED readers and a consume-transform-produce loop; every violation is a bug",
-        False,
-        {-1: 6, 1: 2, 0: 1},
-        FAULTS_ALL,
-        (0, 6),
-        pattern=0.25,
-        controller_links=0.3,
+    "transactions": attrs.evolve(
+        _DEFAULT,
+        name="transactions",
+        description="the default draws plus transactions: producers that commit, abort, crash and are "
+        "fenced, READ_COMMITTED readers and a consume-transform-produce loop; every violation is a bug",
         transactions=1.0,
     ),
     "acks1": Profile(
@@ -124,7 +121,7 @@ PROFILES = {
 }
 
 PROFILES["compaction"] = attrs.evolve(
-    PROFILES["default"],
+    _DEFAULT,
     name="compaction",
     description="the default draws plus a compacted topic with keyed records and tombstones while the log "
     "cleaner runs: the latest value per key stays, tombstones outlive delete.retention.ms; "
