@@ -18,6 +18,9 @@ from tests.server.conftest import WAIT_S
 
 SERVE = [sys.executable, "-m", "minibroker", "serve"]
 LISTENING = re.compile(r"broker (\d+) listening on 127\.0\.0\.1:(\d+)")
+#: how long a start may take to print its listener lines: importing, recovering a data dir and binding
+#: take well under a second on an idle machine, tens of seconds on a loaded 2-core CI runner
+STARTUP_S = 60.0
 
 
 def start(*args: str) -> tuple[subprocess.Popen, list[int], float]:
@@ -32,7 +35,7 @@ def start(*args: str) -> tuple[subprocess.Popen, list[int], float]:
         env=env,
     )
     ports = []
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + STARTUP_S
     while len(ports) < 3 and time.monotonic() < deadline:
         line = process.stdout.readline()
         match = LISTENING.fullmatch(line.strip())
