@@ -119,6 +119,8 @@ class SharePartition:
         self.broker_id = broker_id
         self.start_offset = -1
         self.next_fetch_offset = -1
+        #: the share coordinator's state epoch this window was read at (its writes carry it)
+        self.state_epoch = 0
         self.records: dict[int, InFlightRecord] = {}
         self._available = 0
         self.locks: set[AcquisitionLock] = set()
@@ -142,6 +144,7 @@ class SharePartition:
         """Start the window from the share coordinator's state: Available, Acknowledged and Archived
         records with their persisted delivery counts (a record persisted while Acquired is Available)."""
         self.start_offset = self.next_fetch_offset = state.start_offset
+        self.state_epoch = state.state_epoch
         for batch in state.batches:
             for offset in range(batch.first_offset, batch.last_offset + 1):
                 kind = RecordState(batch.state)
@@ -170,7 +173,7 @@ class SharePartition:
                 batches[-1] = PersistedBatch(last.first_offset, offset, count, int(state))
             else:
                 batches.append(PersistedBatch(offset, offset, count, int(state)))
-        return ShareGroupState(self.start_offset, tuple(batches))
+        return ShareGroupState(self.start_offset, tuple(batches), self.state_epoch)
 
     @property
     def end_offset(self) -> int:

@@ -15,6 +15,9 @@ with the parts of ``ReplicaManager`` and ``KafkaApis`` that serve ShareFetch (78
 - A session closed (epoch -1), or replaced (epoch 0), releases the records its member held.
 - With a persister, acknowledgements are answered (by ShareAcknowledge, or in a ShareFetch's answer) only
   once the share coordinator has written them; a failed write's error is the partition's acknowledge error.
+- A state write refused with FENCED_STATE_EPOCH (the group's offsets were altered or deleted since the
+  share partition was read) drops the share partition with its locks; the next ShareFetch reads the new
+  state (Kafka's SharePartitionManager does the same on a fenced share partition).
 - Losing leadership drops the partition's share partitions with their locks (without a share coordinator
   their state is not persisted; see docs/kafka-model.md, "Share groups").
 
@@ -308,6 +311,9 @@ class SharePartitionManager:
 
         def done(error: Errors) -> None:
             slot[0] = False
+            if error is Errors.FENCED_STATE_EPOCH and self.share_partitions.get(key) is sp:
+                self.share_partitions.pop(key).close()
+                self._emit("share.init", group=key[0], partition=str(key[1]), error=error.name)
             waiters, slot[2] = slot[2], []
             for waiter in waiters:
                 waiter(error)
