@@ -87,7 +87,7 @@ def test_the_runs_are_valid_scenarios_with_every_fault():
     scenario = parse_scenario(text, "share_chaos_3.toml")
     actions = sorted({getattr(step, "action", type(step).__name__) for step in scenario.steps})
     assert actions == ["Load", "acknowledge", "crash", "join", "restart", "stall"]
-    assert partitions in (1, 2) and ALL_SETTLED == 10
+    assert partitions in (1, 2) and ALL_SETTLED == 14
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
