@@ -3,7 +3,8 @@
 A run (``share_chaos_scenario(seed)``) has three brokers, a topic of one or two partitions replicated on
 all three, three share consumers of one group joining at 0, and a producer's load from 500 ms; the seed
 picks the topic's partitions, the load, records the consumers RELEASE or REJECT, a consumer that stalls
-past the lock duration, one that crashes, and a broker that crashes and restarts. Faults end by 6000 ms;
+past the lock duration, one that crashes (its session, 3000 ms, expires and the simple assignor gives its
+partitions to the others), and a broker that crashes and restarts. Faults end by 6000 ms;
 the run lasts until ``END_MS`` so that every lock can expire and every record be handed out again.
 
 ``minibroker chaos --profile share`` runs them: run ``i`` of seed ``S`` is
@@ -44,6 +45,9 @@ NO_DOUBLE_ACK, LOCK_ON_TIME, ALL_SETTLED = 12, 13, 14
 #: when the checks at the end look (faults end by 6000 ms; locks last 1000 ms)
 END_MS = 15_000
 LOCK_MS = 1000
+#: a crashed consumer leaves the group after SESSION_MS, so the partitions only it was assigned go to the
+#: others well before the checks (Kafka's 45 s default would outlast the run)
+SESSION_MS, HEARTBEAT_MS = 3000, 1000
 GROUP = "sg"
 
 
@@ -200,7 +204,8 @@ end_ms = {END_MS}
 [cluster]
 brokers = 3
 config = {{ "offsets.topic.num.partitions" = 1, "share.coordinator.state.topic.num.partitions" = 1, \
-"group.share.record.lock.duration.ms" = {LOCK_MS}, "group.share.delivery.count.limit" = 3 }}
+"group.share.record.lock.duration.ms" = {LOCK_MS}, "group.share.delivery.count.limit" = 3, \
+"group.share.session.timeout.ms" = {SESSION_MS}, "group.share.heartbeat.interval.ms" = {HEARTBEAT_MS} }}
 
 [[topics]]
 name = "t"
