@@ -142,6 +142,7 @@ def test_json_summary_and_report(analyzed, expected):
     assert (retried["dead"], retried["max_ms"]) == (2, 1300)
     assert "## Delayed messages: delivery lateness" in report
     assert "## Transactions" in report
+    assert "## Share groups" in report
     assert "| t-0 | 1 | 19000 | 19000 | 4 | False |" in report  # the stalled reader's partition
 
 
@@ -183,7 +184,7 @@ def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_remove
 
     assert jobs_while_keeping == [0, 0]
     scans = {name: frame._jdf.queryExecution().executedPlan().toString() for name, frame in frames.items()}
-    assert len(scans) == 12 and not [name for name, plan in scans.items() if "FileScan" in plan]
+    assert len(scans) == 13 and not [name for name, plan in scans.items() if "FileScan" in plan]
     ids = [shared.shuffle_id(frame) for frame in kept]
     assert len(set(ids)) == 2 and None not in ids
     assert not shuffle_files(spark, ids)
