@@ -30,11 +30,6 @@ from minibroker.server.share import _wait
 
 DescribedGroup = w.DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
 DescribedTopic = DescribedGroup.DescribeShareGroupOffsetsResponseTopic
-DescribedPartition = DescribedTopic.DescribeShareGroupOffsetsResponsePartition
-AlteredTopic = w.AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic
-AlteredPartition = AlteredTopic.AlterShareGroupOffsetsResponsePartition
-DeletedTopic = w.DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic
-DeletedPartition = DeletedTopic.DeleteShareGroupOffsetsResponsePartition
 
 
 def _by_topic(
@@ -44,6 +39,20 @@ def _by_topic(
     for tp, offset in partitions.items():
         topics.setdefault(tp.topic, []).append((tp.partition, offset))
     return topics
+
+
+def _results(conn: Connection, api: str, partitions: dict[TopicPartition, ShareGroupOffset]) -> list[Any]:
+    """The per-topic results of AlterShareGroupOffsets or DeleteShareGroupOffsets (``api``)."""
+    topic = getattr(getattr(w, f"{api}ShareGroupOffsetsResponse"), f"{api}ShareGroupOffsetsResponseTopic")
+    part = getattr(topic, f"{api}ShareGroupOffsetsResponsePartition")
+    return [
+        topic(
+            topic_name=name,
+            topic_id=_topic_id(conn, name),
+            partitions=[part(partition_index=p, error_code=o.error, error_message=None) for p, o in parts],
+        )
+        for name, parts in _by_topic(partitions).items()
+    ]
 
 
 def _topic_id(conn: Connection, name: str) -> uuid.UUID:
@@ -65,7 +74,7 @@ async def describe_share_group_offsets(request: Request, conn: Connection) -> An
                         topic_name=name,
                         topic_id=_topic_id(conn, name),
                         partitions=[
-                            DescribedPartition(
+                            DescribedTopic.DescribeShareGroupOffsetsResponsePartition(
                                 partition_index=p,
                                 start_offset=o.start_offset,
                                 leader_epoch=-1,
@@ -95,20 +104,7 @@ async def alter_share_group_offsets(request: Request, conn: Connection) -> Any:
     results = answer.partitions
     if answer.error is not Errors.NONE:
         results = {tp: ShareGroupOffset(answer.error) for tp in offsets}
-    return w.AlterShareGroupOffsetsResponse(
-        throttle_time_ms=0,
-        responses=[
-            AlteredTopic(
-                topic_name=name,
-                topic_id=_topic_id(conn, name),
-                partitions=[
-                    AlteredPartition(partition_index=p, error_code=o.error, error_message=None)
-                    for p, o in parts
-                ],
-            )
-            for name, parts in _by_topic(results).items()
-        ],
-    )
+    return w.AlterShareGroupOffsetsResponse(throttle_time_ms=0, responses=_results(conn, "Alter", results))
 
 
 async def delete_share_group_offsets(request: Request, conn: Connection) -> Any:
@@ -119,15 +115,5 @@ async def delete_share_group_offsets(request: Request, conn: Connection) -> Any:
         throttle_time_ms=0,
         error_code=answer.error,
         error_message=None,
-        responses=[
-            DeletedTopic(
-                topic_name=name,
-                topic_id=_topic_id(conn, name),
-                partitions=[
-                    DeletedPartition(partition_index=p, error_code=o.error, error_message=None)
-                    for p, o in parts
-                ],
-            )
-            for name, parts in _by_topic(answer.partitions).items()
-        ],
+        responses=_results(conn, "Delete", answer.partitions),
     )

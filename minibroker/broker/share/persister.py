@@ -48,9 +48,16 @@ class Persister:
         self.locate = locate
 
     def read(
-        self, group_id: str, tp: TopicPartition, on_done: Callable[[Errors, ShareGroupState | None], Any]
+        self,
+        group_id: str,
+        tp: TopicPartition,
+        on_done: Callable[[Errors, ShareGroupState | None], Any],
+        summary: bool = False,
     ) -> None:
-        message = ReadShareGroupStateRequest(group_id, tp.topic, tp.partition)
+        """ReadShareGroupState, or with ``summary`` ReadShareGroupStateSummary (the start offset and state
+        epoch only); ``on_done`` hears None when there is no state."""
+        kind = ReadShareGroupStateSummaryRequest if summary else ReadShareGroupStateRequest
+        message = kind(group_id, tp.topic, tp.partition)
         self._send(message, lambda error, response: on_done(error, response.state if response else None))
 
     def write(
@@ -58,13 +65,6 @@ class Persister:
     ) -> None:
         message = WriteShareGroupStateRequest(group_id, tp.topic, tp.partition, state)
         self._send(message, lambda error, response: on_done(error))
-
-    def read_summary(
-        self, group_id: str, tp: TopicPartition, on_done: Callable[[Errors, ShareGroupState | None], Any]
-    ) -> None:
-        """ReadShareGroupStateSummary: the start offset and state epoch (None when there is no state)."""
-        message = ReadShareGroupStateSummaryRequest(group_id, tp.topic, tp.partition)
-        self._send(message, lambda error, response: on_done(error, response.state if response else None))
 
     def initialize(
         self, group_id: str, tp: TopicPartition, start_offset: int, on_done: Callable[[Errors], Any]

@@ -93,12 +93,17 @@ class WriteShareGroupStateRequest:
 
 
 @attrs.frozen(slots=True)
-class ReadShareGroupStateRequest:
-    """Kafka's ReadShareGroupState (84)."""
+class ShareStateKey:
+    """A share partition's key at its share coordinator: the requests that name nothing else."""
 
     group_id: str
     topic: str
     partition: int
+
+
+@attrs.frozen(slots=True)
+class ReadShareGroupStateRequest(ShareStateKey):
+    """Kafka's ReadShareGroupState (84)."""
 
 
 @attrs.frozen(slots=True)
@@ -110,32 +115,21 @@ class ShareGroupStateResponse:
 
 
 @attrs.frozen(slots=True)
-class InitializeShareGroupStateRequest:
+class InitializeShareGroupStateRequest(ShareStateKey):
     """Kafka's InitializeShareGroupState (83): start (group, topic, partition) afresh at ``start_offset``,
     with no in-flight records and the next state epoch (a leader writing an older epoch is fenced)."""
 
-    group_id: str
-    topic: str
-    partition: int
     start_offset: int
 
 
 @attrs.frozen(slots=True)
-class ReadShareGroupStateSummaryRequest:
+class ReadShareGroupStateSummaryRequest(ShareStateKey):
     """Kafka's ReadShareGroupStateSummary (87): the start offset and state epoch, without the batches."""
-
-    group_id: str
-    topic: str
-    partition: int
 
 
 @attrs.frozen(slots=True)
-class DeleteShareGroupStateRequest:
+class DeleteShareGroupStateRequest(ShareStateKey):
     """Kafka's DeleteShareGroupState (86): forget the state of (group, topic, partition)."""
-
-    group_id: str
-    topic: str
-    partition: int
 
 
 @attrs.frozen(slots=True)

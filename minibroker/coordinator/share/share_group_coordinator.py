@@ -228,8 +228,11 @@ class ShareGroupCoordinator:
             wanted = request.partitions
             for tp in self._partitions(sorted(group.topics)) if wanted is None else wanted:
                 if known(tp):
-                    calls[tp] = lambda done, tp=tp: persister.read_summary(
-                        group_id, tp, lambda e, s: done(ShareGroupOffset(e, s.start_offset if s else -1))
+                    calls[tp] = lambda done, tp=tp: persister.read(
+                        group_id,
+                        tp,
+                        lambda e, s: done(ShareGroupOffset(e, s.start_offset if s else -1)),
+                        summary=True,
                     )
         elif isinstance(request, AlterShareGroupOffsetsRequest):
             for tp, offset in request.offsets.items():
