@@ -122,6 +122,10 @@ def _statements(source: str, b: int) -> list[str]:
                 FILTER (kind <> 'retry.deliver'), 'pending') AS outcome,
               arg_min(time_ms, seq) FILTER (kind <> 'retry.deliver') AS end_ms
             FROM e GROUP BY ALL HAVING count(*) FILTER (kind = 'retry.deliver') > 0""",
+        f"""CREATE TEMP TABLE shared AS SELECT trace, kind, partition, count, cause,
+              data ->> '$.group' AS "group", (data ->> '$.delivery_count')::BIGINT AS delivery_count,
+              (data ->> '$.latency_ms')::BIGINT AS latency_ms FROM ({source})
+            WHERE kind IN ('share.acquire', 'share.lock.expire', 'share.archive', 'share.accept')""",
     ]
 
 
@@ -141,6 +145,11 @@ def _queries(b: int) -> dict[str, str]:
     dead = "FILTER (outcome = 'dead')"
     to_dlt = ", ".join(
         f"list_sort(list(end_ms - first_ms) {dead})[greatest(1, ceil({p} * count(*) {dead}))::BIGINT] AS {n}"
+        for n, p in (("p50_ms", 0.5), ("p99_ms", 0.99))
+    )
+    timed = "FILTER (kind = 'share.accept' AND latency_ms IS NOT NULL)"
+    accept_ranks = ", ".join(
+        f"list_sort(list(latency_ms) {timed})[greatest(1, ceil({p} * count(*) {timed}))::BIGINT] AS {n}"
         for n, p in (("p50_ms", 0.5), ("p99_ms", 0.99))
     )
     return {
@@ -201,6 +210,15 @@ def _queries(b: int) -> dict[str, str]:
             count(*) FILTER (outcome = 'processed') AS processed, count(*) {dead} AS dead,
             count(*) FILTER (outcome = 'pending') AS pending, {to_dlt},
             max(end_ms - first_ms) {dead} AS max_ms FROM retried GROUP BY ALL""",
+        "share_groups": f"""SELECT trace, "group", partition,
+            coalesce(sum(count) FILTER (kind = 'share.acquire'), 0)::BIGINT AS acquired,
+            coalesce(sum(count) FILTER (kind = 'share.acquire' AND delivery_count > 1), 0)::BIGINT
+              AS redelivered,
+            count(*) FILTER (kind = 'share.lock.expire') AS lock_expiries,
+            count(*) FILTER (kind = 'share.accept') AS accepted,
+            count(*) FILTER (kind = 'share.archive' AND cause = 'reject') AS rejected,
+            count(*) FILTER (kind = 'share.archive' AND cause = 'limit') AS at_limit,
+            {accept_ranks} FROM shared GROUP BY ALL""",
         "delay_lateness": f"""SELECT design, count(*) AS delivered,
             {_ranks("lateness_ms", "p50_ms", "p99_ms")}, max(lateness_ms) AS max_ms
             FROM rel WHERE kind = 'delay.delivered' GROUP BY ALL""",

@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pyspark.sql import functions as F
 
-from minibroker.analytics import delayed_messages, groups, operations, retries, timelines, transactions
+from minibroker.analytics import (
+    delayed_messages,
+    groups,
+    operations,
+    retries,
+    share_groups,
+    timelines,
+    transactions,
+)
 from minibroker.analytics.inputs import TraceInputs
 from minibroker.analytics.kept import keep, release
 from minibroker.analytics.keys import KEYS
@@ -56,6 +64,7 @@ RELEVANT = (
     *retries.KINDS,
     *delayed_messages.KINDS,
     *transactions.KINDS,
+    *share_groups.KINDS,
 )
 
 #: the kinds most events are of: the tables that read none of them scan a copy of the other kinds' rows
@@ -82,6 +91,7 @@ ORDER = (
     "retry_attempts",
     "retry_dlt",
     "delay_lateness",
+    "share_groups",
     "audit",
 )
 
@@ -159,7 +169,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "isr": timelines.ISR_KINDS,
     "fault": ("fault",),
     "ops": ("op.cancel",),
-    "group": groups.KINDS,
+    "group": (*groups.KINDS, *share_groups.KINDS),
     "state": ("group.state", "txn.state"),
     "txn": transactions.TXN_KINDS,
     "pending": ("group.session.expire",),
@@ -167,14 +177,16 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "origin": retries.KINDS,
     "design": delayed_messages.KINDS,
     "lateness_ms": delayed_messages.KINDS,
+    "delivery_count": ("share.acquire",),
+    "latency_ms": ("share.accept",),
 }
 #: columns renamed
-_NAMES = {"ops": "cancelled"}
+_NAMES = {"ops": "cancelled", "latency_ms": "accept_ms"}
 #: the kept rows hold the fields in four shared columns, ``n*`` for the fields the tables use as
 #: whole numbers and ``s*`` for those they read as JSON text: the fields of one column are carried
 #: by different kinds, so a row has at most one of them
 SLOTS = {
-    "n1": ("delay_ms", "expiration", "watched", "hw", "lateness_ms"),
+    "n1": ("delay_ms", "expiration", "watched", "hw", "lateness_ms", "delivery_count", "latency_ms"),
     "n2": ("num_delayed", "lso"),
     "s1": ("isr", "fault", "ops", "group", "client", "design", "txn"),
     "s2": ("state", "pending", "origin"),
@@ -316,6 +328,7 @@ def analyze(
             "retry_attempts": retries.retry_attempts(per_record),
             "retry_dlt": retries.retry_dlt(per_record),
             "delay_lateness": delayed_messages.lateness(rare),
+            "share_groups": share_groups.share_groups(rare),
         }
         collected = collect_all(frames)
         histogram = collected.pop("histogram")

@@ -21,4 +21,5 @@ KEYS = {
     "retry_attempts": ("trace", "client", "outcome", "attempts"),
     "retry_dlt": ("trace", "client"),
     "delay_lateness": ("design",),
+    "share_groups": ("trace", "group", "partition"),
 }

@@ -245,6 +245,18 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
     if lateness:  # delayed messages: how late each design delivered, after the due time
         columns = ["design", "delivered", "p50_ms", "p99_ms", "max_ms"]
         lines += ["## Delayed messages: delivery lateness", "", markdown_table(lateness, columns), ""]
+    shared = analysis.rows("share_groups")
+    if shared:  # share groups: deliveries, lock expiries, archives, produce-to-accept time per partition
+        columns = ["trace", "group", "partition", "acquired", "redelivered", "lock_expiries", "accepted"]
+        columns += ["rejected", "at_limit", "p50_ms", "p99_ms"]
+        lines += [
+            "## Share groups",
+            "",
+            "Records per share group and partition (p50_ms, p99_ms: from produce to ACCEPT):",
+            "",
+            markdown_table(shared, columns),
+            "",
+        ]
     lines += [
         "## Tables",
         "",

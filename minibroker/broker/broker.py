@@ -41,10 +41,8 @@ from minibroker.coordinator.group import records as group_records
 from minibroker.coordinator.group.messages import GroupRequest
 from minibroker.coordinator.share import (
     ShareGroupCoordinator,
-    ShareGroupDescribeRequest,
-    ShareGroupHeartbeatRequest,
 )
-from minibroker.coordinator.share.messages import ReadShareGroupStateRequest, WriteShareGroupStateRequest
+from minibroker.coordinator.share.messages import SHARE_GROUP_REQUESTS, SHARE_STATE_REQUESTS
 from minibroker.coordinator.share.share_coordinator import ShareCoordinator, share_key
 from minibroker.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC,
@@ -189,6 +187,7 @@ class Broker:
             self.share_partition_manager.persister = Persister(
                 manager, self.network, lambda group, tp: locate(share_key(group, tp.topic, tp.partition))
             )
+            self.share_coordinator.persister = self.share_partition_manager.persister
         if self.tracer.enabled:
             manager.timer.tracer = self.tracer
             manager.timer.trace_context = {"broker": self.broker_id}
@@ -281,10 +280,10 @@ class Broker:
         ):
             assert respond is not None
             self.transaction_coordinator.handle(message, respond)
-        elif isinstance(message, (ShareGroupHeartbeatRequest, ShareGroupDescribeRequest)):
+        elif isinstance(message, SHARE_GROUP_REQUESTS):
             assert respond is not None and self.share_coordinator is not None
             self.share_coordinator.handle(message, respond)
-        elif isinstance(message, (ReadShareGroupStateRequest, WriteShareGroupStateRequest)):
+        elif isinstance(message, SHARE_STATE_REQUESTS):
             assert respond is not None and self.share_state_coordinator is not None
             self.share_state_coordinator.handle(message, respond)
         elif isinstance(message, (ShareFetchRequest, ShareAcknowledgeRequest)):

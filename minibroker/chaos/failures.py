@@ -88,7 +88,9 @@ def replay_fails(path: Path, plant: str | None = None) -> bool:
 def shrink_failures(
     report: ChaosReport, directory: Path, limit: int, budget: int, console: Any
 ) -> list[Shrunk]:
-    out = []
+    out: list[Shrunk] = []
+    if get_profile(report.profile).share:  # a share run's scenario replays it as it is: nothing to shrink
+        return out
     for summary, violation in pick(report.summaries, limit):
         console.print(f"shrinking {summary.row['run']}: {violation.line()}")
         out.append(

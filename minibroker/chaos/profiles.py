@@ -15,6 +15,9 @@
 - ``compaction``: the ``default`` draws plus, in every run, a ``cleanup.policy=compact`` topic
   written with keyed records and tombstones while the log cleaner runs (invariant 11,
   ``minibroker.chaos.compaction_checks``). Every violation is a bug.
+- ``share``: share groups (KIP-932) instead of the generated schedules: three share consumers of one
+  group through a consumer's stall past the lock duration, a consumer's crash and a broker's crash
+  (``minibroker.chaos.share``; invariants 12 to 14). Every violation is a bug.
 - ``acks1``: mostly acks=1 producers and leader crashes. acks=1 records lost on a
   leader crash are Kafka's documented trade-off: counted, never violations.
 """
@@ -57,6 +60,8 @@ class Profile:
     consumer_protocol: float = 0.0
     #: every run has a compacted topic (see minibroker.chaos.compaction_generate)
     compaction: bool = False
+    #: the runs are share chaos runs (minibroker.chaos.share), not generated schedules
+    share: bool = False
 
     def expects(self, violation: Violation) -> bool:
         """Whether ``violation`` is a finding this profile expects (reported, not a failure)."""
@@ -127,6 +132,15 @@ PROFILES["compaction"] = attrs.evolve(
     "cleaner runs: the latest value per key stays, tombstones outlive delete.retention.ms; "
     "every violation is a bug",
     compaction=True,
+)
+
+PROFILES["share"] = attrs.evolve(
+    _DEFAULT,
+    name="share",
+    description="share groups (KIP-932): share consumers through stalls, crashes and a broker crash; every "
+    "record acknowledged or archived, none acknowledged twice in one delivery, no lock overdue by more "
+    "than a tick; every violation is a bug",
+    share=True,
 )
 
 

@@ -34,6 +34,17 @@ LABELS = {
     "unprotected_lost": "acks=-1 with min ISR 1, lost (allowed)",
 }
 
+#: the share profile's tallies (``minibroker.chaos.share.ShareTally``), in the records table
+SHARE_LABELS = {
+    "records": "records produced (below the high watermarks at the end)",
+    "acquired": "records acquired (every delivery)",
+    "redelivered": "of them redelivered (delivery count > 1)",
+    "acknowledged": "acknowledgements (ACCEPT, RELEASE, REJECT)",
+    "archived": "records archived (rejected, or at the delivery-count limit)",
+    "lock_expiries": "acquisition locks expired",
+    "fetch_expiries": "DelayedShareFetches that waited their max wait",
+}
+
 
 @attrs.define
 class Shrunk:
@@ -110,6 +121,8 @@ class ChaosReport:
             ["virtual time", f"{self.total('virtual_ms') / 1000:.1f} s"],
         ]
         records = [[LABELS[key], self.total(key)] for key in COUNTED]
+        if self.summaries and "share_acquired" in self.summaries[0].row:  # the share profile's runs
+            records = [[label, self.total(f"share_{key}")] for key, label in SHARE_LABELS.items()]
         found = self.by_invariant()
         expected = self.expected_by_invariant()
         invariants = [

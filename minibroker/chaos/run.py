@@ -22,6 +22,7 @@ from minibroker.chaos.invariants import Tally, check_end
 from minibroker.chaos.observe import Observer, RunBudgetExceeded
 from minibroker.chaos.profiles import profile as get_profile
 from minibroker.chaos.schedule import FAULT_KINDS, Schedule, compile_schedule
+from minibroker.chaos.share import ShareOutcome, run_share_index
 from minibroker.chaos.transform_loop import TransformLoop
 from minibroker.chaos.txn_checks import TxnChecks, check_transactions
 from minibroker.chaos.violations import Violation
@@ -178,9 +179,12 @@ def run_schedule(schedule: Schedule, plant: str | None = None) -> RunOutcome:
 
 def run_index(
     profile_name: str, seed: int, index: int, duration_ms: int, plant: str | None = None
-) -> RunOutcome:
-    """Run ``index`` of ``seed``: generate its schedule and run it."""
-    schedule = generate(get_profile(profile_name), seed, index, duration_ms)
+) -> RunOutcome | ShareOutcome:
+    """Run ``index`` of ``seed``: generate its schedule and run it (the share profile: its share run)."""
+    chosen = get_profile(profile_name)
+    if chosen.share:
+        return run_share_index(seed, index)
+    schedule = generate(chosen, seed, index, duration_ms)
     outcome = run_schedule(schedule, plant)
     outcome.row = {"index": index, "seed": seed, **outcome.row}
     return outcome

@@ -3,8 +3,14 @@
 A run (``share_chaos_scenario(seed)``) has three brokers, a topic of one or two partitions replicated on
 all three, three share consumers of one group joining at 0, and a producer's load from 500 ms; the seed
 picks the topic's partitions, the load, records the consumers RELEASE or REJECT, a consumer that stalls
-past the lock duration, one that crashes, and a broker that crashes and restarts. Faults end by 6000 ms;
+past the lock duration, one that crashes (its session, 3000 ms, expires and the simple assignor gives its
+partitions to the others), and a broker that crashes and restarts. Faults end by 6000 ms;
 the run lasts until ``END_MS`` so that every lock can expire and every record be handed out again.
+
+``minibroker chaos --profile share`` runs them: run ``i`` of seed ``S`` is
+``share_chaos_scenario(S * 10000000 + i)`` (modulo 2**63; seed 0's run ``i`` is scenario ``i``), its
+timeline fixed (``--duration-ms`` does not apply), its failures not shrunk (the run's scenario replays it:
+``share_chaos_scenario`` and ``run_share_chaos``).
 
 ``ShareChecks`` reads the trace as it is emitted and checks, per share partition:
 
@@ -21,22 +27,27 @@ the run lasts until ``END_MS`` so that every lock can expire and every record be
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 import attrs
 import trio
 import trio.testing
 
+from minibroker.chaos.schedule import FAULT_KINDS
 from minibroker.chaos.violations import Violation
 from minibroker.common.messages import TopicPartition
 from minibroker.runtime import deterministic_scheduling, quiet_gc
 from minibroker.scenario import ScenarioRunner, parse_scenario
 
-#: the share invariants' numbers in violations and the report
-NO_DOUBLE_ACK, LOCK_ON_TIME, ALL_SETTLED = 8, 9, 10
+#: the share invariants' numbers in violations and the report (``violations.INVARIANTS``)
+NO_DOUBLE_ACK, LOCK_ON_TIME, ALL_SETTLED = 12, 13, 14
 #: when the checks at the end look (faults end by 6000 ms; locks last 1000 ms)
 END_MS = 15_000
 LOCK_MS = 1000
+#: a crashed consumer leaves the group after SESSION_MS, so the partitions only it was assigned go to the
+#: others well before the checks (Kafka's 45 s default would outlast the run)
+SESSION_MS, HEARTBEAT_MS = 3000, 1000
 GROUP = "sg"
 
 
@@ -65,8 +76,10 @@ class ShareChecks:
         self.fetch_due: dict[tuple[Any, str], int] = {}
         self.violations: list[Violation] = []
         self.tally = ShareTally()
+        self.events = 0
 
     def __call__(self, event: dict[str, Any]) -> None:
+        self.events += 1
         kind = event["kind"]
         if kind.startswith("op.") and event.get("purgatory") == "ShareFetch":
             self._share_fetch(event)
@@ -191,7 +204,8 @@ end_ms = {END_MS}
 [cluster]
 brokers = 3
 config = {{ "offsets.topic.num.partitions" = 1, "share.coordinator.state.topic.num.partitions" = 1, \
-"group.share.record.lock.duration.ms" = {LOCK_MS}, "group.share.delivery.count.limit" = 3 }}
+"group.share.record.lock.duration.ms" = {LOCK_MS}, "group.share.delivery.count.limit" = 3, \
+"group.share.session.timeout.ms" = {SESSION_MS}, "group.share.heartbeat.interval.ms" = {HEARTBEAT_MS} }}
 
 [[topics]]
 name = "t"
@@ -208,10 +222,17 @@ type = "producer"
 
 def run_share_chaos(seed: int) -> tuple[list[Violation], ShareTally]:
     """Run share chaos ``seed`` in virtual time; its violations and tally."""
+    checks, _, _ = _play(seed)
+    return checks.violations, checks.tally
+
+
+def _play(seed: int) -> tuple[ShareChecks, ScenarioRunner, Any]:
+    """Run share chaos ``seed``: the checks, the runner and its result (None if the emulator raised)."""
     text, partitions = share_chaos_scenario(seed)
     scenario = parse_scenario(text, f"share_chaos_{seed}.toml")
     checks = ShareChecks()
     runner = ScenarioRunner(scenario, [checks], None)
+    box: list[Any] = []
 
     async def play() -> None:
         async def at_end() -> None:
@@ -221,10 +242,80 @@ def run_share_chaos(seed: int) -> tuple[list[Violation], ShareTally]:
             await trio.testing.wait_all_tasks_blocked()
             checks.check_end(runner.cluster, "t", partitions)
 
+        async def run() -> None:
+            box.append(await runner.run(scenario.seed))
+
         async with trio.open_nursery() as nursery:
             nursery.start_soon(at_end)
-            nursery.start_soon(runner.run, scenario.seed)
+            nursery.start_soon(run)
 
     with quiet_gc(), deterministic_scheduling(seed):
-        trio.run(play, clock=trio.testing.MockClock(autojump_threshold=0))
-    return checks.violations, checks.tally
+        try:
+            trio.run(play, clock=trio.testing.MockClock(autojump_threshold=0))
+        except Exception as error:  # the emulator itself broke: a finding too
+            now = runner.cluster.now() if runner.cluster else 0
+            message = f"the emulator raised {type(error).__name__}: {error}"
+            checks.violations.append(Violation(0, None, "", now, message))
+    return checks, runner, box[0] if box else None
+
+
+def share_run_seed(seed: int, index: int) -> int:
+    """The share chaos scenario of run ``index`` of ``seed`` (a TOML integer: below 2**63)."""
+    return (seed * 10_000_000 + index) % 2**63
+
+
+@attrs.define
+class ShareOutcome:
+    """One share chaos run as ``minibroker chaos`` reports it (``RunOutcome``'s ``row``, ``violations``
+    and ``expected``; the share profile expects no violation)."""
+
+    violations: list[Violation]
+    expected: list[Violation]
+    tally: ShareTally
+    row: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.violations)
+
+
+def run_share_index(seed: int, index: int) -> ShareOutcome:
+    """Run ``index`` of ``seed`` on the share profile, with the row ``minibroker chaos`` reports."""
+    started_wall, started_cpu = time.perf_counter(), time.process_time()
+    run_seed = share_run_seed(seed, index)
+    checks, runner, result = _play(run_seed)
+    violations = checks.violations
+    cluster = runner.cluster
+    row: dict[str, Any] = {
+        "index": index,
+        "seed": seed,
+        "run": f"share_chaos_{run_seed}",
+        "profile": "share",
+        "scheduling_seed": run_seed,
+        "brokers": 3,
+        "members": 3,
+        "commits": 0,
+        "faults": 3,  # a consumer's stall, a consumer's crash, a broker's crash (and restart)
+        "controller_faults": 0,
+        **{f"fault_{kind}": int(kind == "crash") for kind in FAULT_KINDS},
+        "produces": 0,
+        "acked": 0,
+        "protected": 0,
+        "read_back": 0,
+        "failed": 0,
+        "in_doubt": 0,
+        "acks1_lost": 0,
+        "unprotected_lost": 0,
+        **{f"share_{key}": value for key, value in attrs.asdict(checks.tally).items()},
+        "requests": len(result.requests) if result is not None else 0,
+        "messages": cluster.network.sent if cluster is not None else 0,
+        "violations": len(violations),
+        "expected_losses": 0,
+        "invariants": ",".join(sorted({str(v.invariant) for v in violations})),
+        "first_violation": violations[0].line() if violations else "",
+        "virtual_ms": result.end_ms if result is not None else 0,
+        "events": checks.events,
+        "wall_ms": round((time.perf_counter() - started_wall) * 1000, 1),
+        "cpu_ms": round((time.process_time() - started_cpu) * 1000, 1),
+    }
+    return ShareOutcome(violations, [], checks.tally, row)

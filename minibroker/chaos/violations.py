@@ -19,6 +19,9 @@ INVARIANTS = {
     "fenced producers never append, exactly once",
     11: "log compaction: the latest value per key stays, superseded records go, tombstones outlive "
     "delete.retention.ms",
+    12: "share groups: no record acknowledged twice within one delivery",
+    13: "share groups: no acquisition lock (or DelayedShareFetch) outlives its duration by more than a tick",
+    14: "share groups: every record eventually acknowledged or archived",
 }
 
 #: the cause of a violation that follows from an unclean election's truncation (see ``groups``)

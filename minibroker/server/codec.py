@@ -213,6 +213,10 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse, 1, 1),
         _spec(share.ShareFetchRequest, share.ShareFetchResponse, 1, 1),
         _spec(share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse, 1, 1),
+        # share-group offsets admin (server/share_admin.py): version 0 of each
+        _spec(share.DescribeShareGroupOffsetsRequest, share.DescribeShareGroupOffsetsResponse, 0, 0),
+        _spec(share.AlterShareGroupOffsetsRequest, share.AlterShareGroupOffsetsResponse, 0, 0),
+        _spec(share.DeleteShareGroupOffsetsRequest, share.DeleteShareGroupOffsetsResponse, 0, 0),
         _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
         # ACLs (server/admin_acls.py, authorizer.py)
         _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),

@@ -45,6 +45,12 @@ from minibroker.common.messages import TopicPartition
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.group.messages import partition_names
+from minibroker.coordinator.share.messages import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
+    ShareGroupOffsetsResponse,
+)
 from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC, partition_for
 from minibroker.coordinator.transaction.messages import InitProducerIdRequest
 from minibroker.coordinator.transaction.transaction_metadata import ONGOING, VALID_PREVIOUS
@@ -484,6 +490,81 @@ class Control:
         tp = self._share_target(topic, partition)
         views = self._run(share_partitions, self.served.cluster, group, tp)
         return [attrs.asdict(view) for view in views]
+
+    def _share_offsets(self, request: Any) -> ShareGroupOffsetsResponse:
+        """One share-group offsets admin call to the group's coordinator, answered as an admin client
+        hears it; a group-level error is a ValueError naming it."""
+        answer: list[ShareGroupOffsetsResponse] = []
+
+        async def send() -> None:
+            cluster = self.served.cluster
+            broker = cluster.coordinator_for(request.group_id) if OFFSETS_TOPIC in cluster.topics else -1
+            coordinator = cluster.brokers[broker].share_coordinator if broker >= 0 else None
+            if coordinator is None:
+                answer.append(ShareGroupOffsetsResponse(Errors.COORDINATOR_NOT_AVAILABLE))
+                return
+            answered = trio.Event()
+
+            def respond(response: ShareGroupOffsetsResponse) -> None:
+                answer.append(response)
+                answered.set()
+
+            coordinator.handle(request, respond)
+            with trio.move_on_after(ABORT_WAIT_S):
+                await answered.wait()
+            if not answer:
+                answer.append(ShareGroupOffsetsResponse(Errors.REQUEST_TIMED_OUT))
+
+        self._act(send)
+        if answer[0].error is not Errors.NONE:
+            raise ValueError(f"group {request.group_id!r}: {answer[0].error.name}")
+        return answer[0]
+
+    def share_group_offsets(self, group: str, topic: str | None = None) -> list[dict[str, Any]]:
+        """The share group's start offset (SPSO) on each partition it has state on (of ``topic``'s
+        partitions), from the share coordinators, as DescribeShareGroupOffsets answers: -1 without state."""
+        group = self._group(group)
+        wanted = None
+        if topic is not None:
+            spec = self._run(lambda: self.served.cluster.topics.get(str(topic)))
+            if spec is None:
+                raise ValueError(f"topic {topic!r}: no such topic")
+            wanted = tuple(TopicPartition(topic, p) for p in range(spec.partitions))
+        answer = self._share_offsets(DescribeShareGroupOffsetsRequest(group, wanted))
+        return [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "start_offset": o.start_offset,
+                "error": o.error.name,
+            }
+            for tp, o in answer.partitions.items()
+        ]
+
+    def alter_share_group_offsets(self, group: str, topic: str, partition: int, start_offset: int) -> None:
+        """Move the share group's start offset (SPSO) on one partition, as AlterShareGroupOffsets does:
+        only while the group has no members; the partition's in-flight records are dropped."""
+        group = self._group(group)
+        tp = self._partition(topic, partition)
+        if isinstance(start_offset, bool) or not isinstance(start_offset, int) or start_offset < 0:
+            raise ValueError(f"start_offset {start_offset!r}: expected an offset >= 0")
+        answer = self._share_offsets(AlterShareGroupOffsetsRequest(group, {tp: start_offset}))
+        error = answer.partitions[tp].error
+        if error is not Errors.NONE:
+            raise ValueError(f"group {group!r} on {tp}: {error.name}")
+
+    def delete_share_group_offsets(self, group: str, topic: str) -> None:
+        """Forget the share group's state on every partition of ``topic``, as DeleteShareGroupOffsets
+        does: only while the group has no members."""
+        group = self._group(group)
+        if not isinstance(topic, str) or not self._run(lambda: topic in self.served.cluster.topics):
+            raise ValueError(f"topic {topic!r}: no such topic")
+        answer = self._share_offsets(DeleteShareGroupOffsetsRequest(group, (topic,)))
+        failed = [
+            f"{tp}: {o.error.name}" for tp, o in answer.partitions.items() if o.error is not Errors.NONE
+        ]
+        if failed:
+            raise ValueError(f"group {group!r}: {', '.join(failed)}")
 
     # --- consumer groups (KIP-848) -------------------------------------------------------------
     @staticmethod

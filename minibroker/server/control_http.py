@@ -6,7 +6,7 @@ Routes (described in docs/control-openapi.json, which the tests validate against
   ``POST /v1/crash {"broker": 0}``; answers ``{"ok": true}`` once the effect is in place;
 - ``GET /v1/<read-out>?arg=value`` (``cluster``, ``partition``, ``purgatories``,
   ``requests``, ``pending_errors``, ``fetch_sessions``, ``transactions``, ``transaction``,
-  ``share_partitions``, ``consumer_group``);
+  ``share_partitions``, ``share_group_offsets``, ``consumer_group``);
   answers the read-out as JSON.
 
 HTTP is parsed by h11 (``h11==0.16.0``: pure Python, no dependencies,
@@ -84,6 +84,8 @@ ACTIONS = (
     "crash_transaction_coordinator",
     "move_transaction_coordinator",
     "expire_share_locks",
+    "alter_share_group_offsets",
+    "delete_share_group_offsets",
     "fence_group_member",
 )
 READ_OUTS = (
@@ -95,6 +97,7 @@ READ_OUTS = (
     "transactions",
     "transaction",
     "share_partitions",
+    "share_group_offsets",
     "consumer_group",
 )
 #: actions whose answer carries what they return, under this key (the crashed broker's id)

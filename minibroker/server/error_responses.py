@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -210,6 +211,29 @@ def _share_group_describe(request: Request, error: int) -> Any:
     )
 
 
+def _describe_share_group_offsets(request: Request, error: int) -> Any:
+    group = request.spec.response.DescribeShareGroupOffsetsResponseGroup
+    return _response(
+        request, groups=[group(group_id=g.group_id, topics=[], error_code=error) for g in request.body.groups]
+    )
+
+
+def _alter_share_group_offsets(request: Request, error: int) -> Any:
+    topic = request.spec.response.AlterShareGroupOffsetsResponseTopic
+    part = topic.AlterShareGroupOffsetsResponsePartition
+    return _response(
+        request,
+        responses=[
+            topic(
+                topic_name=t.topic_name,
+                topic_id=uuid.UUID(int=0),
+                partitions=[part(partition_index=p.partition_index, error_code=error) for p in t.partitions],
+            )
+            for t in request.body.topics
+        ],
+    )
+
+
 def _consumer_group_describe(request: Request, error: int) -> Any:
     group = request.spec.response.DescribedGroup
     return _response(
@@ -351,6 +375,8 @@ ERROR_RESPONSES: dict[int, Callable[[Request, int], Any]] = {
     65: _describe_transactions,
     69: _consumer_group_describe,
     77: _share_group_describe,
+    90: _describe_share_group_offsets,
+    91: _alter_share_group_offsets,
     **ADMIN_ERROR_RESPONSES,
 }
 

@@ -19,6 +19,7 @@ from minibroker.server import (
     admin_scram,
     admin_topics,
     share,
+    share_admin,
 )
 from minibroker.server.codec import SUPPORTED, Request
 from minibroker.server.context import Connection
@@ -109,6 +110,9 @@ HANDLERS: dict[int, Handler] = {
     77: share.share_group_describe,
     78: share.share_fetch,
     79: share.share_acknowledge,
+    90: share_admin.describe_share_group_offsets,
+    91: share_admin.alter_share_group_offsets,
+    92: share_admin.delete_share_group_offsets,
 }
 
 assert set(HANDLERS) == set(SUPPORTED), "every supported API needs a handler"

@@ -1,4 +1,4 @@
-"""kafka-python message classes for the share-group APIs (76-79), built from ``minibroker/server/schemas``."""
+"""kafka-python classes for the share-group APIs (76-79, 90-92), from ``minibroker/server/schemas``."""
 
 from __future__ import annotations
 
@@ -22,3 +22,9 @@ ShareFetchRequest = _message("ShareFetchRequest")
 ShareFetchResponse = _message("ShareFetchResponse")
 ShareAcknowledgeRequest = _message("ShareAcknowledgeRequest")
 ShareAcknowledgeResponse = _message("ShareAcknowledgeResponse")
+DescribeShareGroupOffsetsRequest = _message("DescribeShareGroupOffsetsRequest")
+DescribeShareGroupOffsetsResponse = _message("DescribeShareGroupOffsetsResponse")
+AlterShareGroupOffsetsRequest = _message("AlterShareGroupOffsetsRequest")
+AlterShareGroupOffsetsResponse = _message("AlterShareGroupOffsetsResponse")
+DeleteShareGroupOffsetsRequest = _message("DeleteShareGroupOffsetsRequest")
+DeleteShareGroupOffsetsResponse = _message("DeleteShareGroupOffsetsResponse")

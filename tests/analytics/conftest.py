@@ -32,6 +32,8 @@ TRACED = {
     "delay_wheel_vs_levels": "parquet",
     "txn_read_committed_stalled": "jsonl",
     "txn_zombie_fenced": "parquet",
+    "share_poison_archived": "jsonl",
+    "share_lock_expiry": "parquet",
 }
 
 

@@ -137,6 +137,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
     retried: list[dict[str, Any]] = []
     lateness: dict[str, list[int]] = defaultdict(list)
     levels: dict[tuple, int] = defaultdict(int)
+    shared: list[dict[str, Any]] = []
     for path in paths:
         name = str(path.resolve())
         events = read_trace(path)
@@ -155,6 +156,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
         txns += transactions(name, events)
         lags += lso_lag(name, events)
         retried += retry_records(name, events)
+        shared += share_groups(name, events)
         for e in events:
             if e["kind"] == "delay.delivered":
                 lateness[e["fields"]["design"]].append(e["fields"]["lateness_ms"])
@@ -231,6 +233,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             }
             for design, values in sorted(lateness.items())
         ],
+        "share_groups": sorted(shared, key=lambda r: (r["trace"], r["group"], r["partition"])),
         "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"])),
         "transactions": sorted(txns, key=lambda r: (r["trace"], r["txn"], r["transaction"])),
         "lso_lag": sorted(lags, key=lambda r: (r["trace"], r["partition"])),
@@ -321,6 +324,56 @@ def retry_tables(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
         ],
         "retry_dlt": dlt,
     }
+
+
+SHARE_KINDS = ("share.acquire", "share.lock.expire", "share.archive", "share.accept")
+
+
+def share_groups(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (group, partition) of a share group: records acquired and redelivered (delivery count > 1),
+    lock expiries, records accepted, archived as rejected and at the delivery-count limit, and the
+    nearest-rank p50 / p99 of the accepted records' produce-to-accept ``latency_ms``."""
+    found: dict[tuple, dict[str, Any]] = {}
+    latencies: dict[tuple, list[int]] = defaultdict(list)
+    for e in events:
+        if e["kind"] not in SHARE_KINDS:
+            continue
+        key = (e["fields"]["group"], e["partition"])
+        row = found.setdefault(
+            key,
+            {
+                "acquired": 0,
+                "redelivered": 0,
+                "lock_expiries": 0,
+                "accepted": 0,
+                "rejected": 0,
+                "at_limit": 0,
+            },
+        )
+        if e["kind"] == "share.acquire":
+            row["acquired"] += e["count"]
+            row["redelivered"] += e["count"] if e["fields"]["delivery_count"] > 1 else 0
+        elif e["kind"] == "share.lock.expire":
+            row["lock_expiries"] += 1
+        elif e["kind"] == "share.archive":
+            row["rejected"] += e["cause"] == "reject"
+            row["at_limit"] += e["cause"] == "limit"
+        else:
+            row["accepted"] += 1
+            if e["fields"].get("latency_ms") is not None:
+                latencies[key].append(e["fields"]["latency_ms"])
+    return [
+        {"trace": name, "group": group, "partition": partition, **row}
+        | {
+            "p50_ms": nearest_rank(latencies[(group, partition)], 0.5)
+            if latencies[(group, partition)]
+            else None,
+            "p99_ms": nearest_rank(latencies[(group, partition)], 0.99)
+            if latencies[(group, partition)]
+            else None,
+        }
+        for (group, partition), row in found.items()
+    ]
 
 
 def rebalances(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ def test_the_traces_cover_what_the_tables_measure(expected):
         "produce",
         "follower-fetch",
         "consumer-fetch",
+        "sharefetch",
     }
     assert expected["audit"] == []  # the bundled scenarios keep exactly-once
     # a shrink and an expand (2, 3), and the one-broker group scenario's ISR as its leader starts (1)
@@ -105,6 +106,16 @@ def test_the_traces_cover_what_the_tables_measure(expected):
         ("levels", 1, 0, 0),
         ("wheel", 2, 500, 800),
     ]
+    # share_lock_expiry: c1 acquires 0..2 at 1200 (produced then), its lock expires at 3200 and c2 acquires
+    # them with delivery count 2 and accepts them at once: 2000 ms from produce to accept. share_poison_
+    # archived: 0..4 acquired at 100, offset 1 twice more (counts 2 and 3) and archived at the limit (3),
+    # offset 3 rejected; 0, 2 and 4 accepted in the ms they were produced
+    share_columns = ("group", "partition", "acquired", "redelivered", "lock_expiries", "accepted")
+    share_columns += ("rejected", "at_limit", "p50_ms", "p99_ms")
+    assert [(Path(r["trace"]).stem, *(r[k] for k in share_columns)) for r in expected["share_groups"]] == [
+        ("share_lock_expiry", "sg", "t-0", 6, 3, 1, 3, 0, 0, 2000, 2000),
+        ("share_poison_archived", "sg", "t-0", 7, 2, 0, 3, 1, 1, 0, 0),
+    ]
 
 
 def test_json_summary_and_report(analyzed, expected):
@@ -131,6 +142,7 @@ def test_json_summary_and_report(analyzed, expected):
     assert (retried["dead"], retried["max_ms"]) == (2, 1300)
     assert "## Delayed messages: delivery lateness" in report
     assert "## Transactions" in report
+    assert "## Share groups" in report
     assert "| t-0 | 1 | 19000 | 19000 | 4 | False |" in report  # the stalled reader's partition
 
 
@@ -172,7 +184,7 @@ def test_the_kept_rows_are_one_shuffle_that_every_table_reads_and_that_is_remove
 
     assert jobs_while_keeping == [0, 0]
     scans = {name: frame._jdf.queryExecution().executedPlan().toString() for name, frame in frames.items()}
-    assert len(scans) == 12 and not [name for name, plan in scans.items() if "FileScan" in plan]
+    assert len(scans) == 13 and not [name for name, plan in scans.items() if "FileScan" in plan]
     ids = [shared.shuffle_id(frame) for frame in kept]
     assert len(set(ids)) == 2 and None not in ids
     assert not shuffle_files(spark, ids)

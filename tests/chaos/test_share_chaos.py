@@ -87,7 +87,7 @@ def test_the_runs_are_valid_scenarios_with_every_fault():
     scenario = parse_scenario(text, "share_chaos_3.toml")
     actions = sorted({getattr(step, "action", type(step).__name__) for step in scenario.steps})
     assert actions == ["Load", "acknowledge", "crash", "join", "restart", "stall"]
-    assert partitions in (1, 2) and ALL_SETTLED == 10
+    assert partitions in (1, 2) and ALL_SETTLED == 14
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -98,3 +98,31 @@ def test_share_consumers_through_faults_keep_every_guarantee(seed):
     assert tally.records > 0 and tally.lock_expiries >= 1 and tally.redelivered >= 1
     assert tally.fetch_expiries >= 1  # DelayedShareFetches that expired were checked too
     assert tally.acknowledged + tally.lock_expiries >= tally.records
+
+
+def test_the_share_profile_runs_share_chaos_and_reports_its_tallies():
+    from minibroker.chaos import run_index
+    from minibroker.chaos.share import share_run_seed
+
+    assert (share_run_seed(0, 2), share_run_seed(1, 2), share_run_seed(2**64 - 1, 0)) == (
+        2,
+        10_000_002,
+        (2**64 - 1) * 10_000_000 % 2**63,
+    )
+    outcome = run_index("share", 0, 2, 2000)  # seed 0's run 2 is share chaos scenario 2
+    violations, tally = run_share_chaos(2)
+    assert outcome.violations == violations == []
+    row = outcome.row
+    assert (row["run"], row["profile"], row["violations"], row["fault_crash"], row["fault_pause"]) == (
+        "share_chaos_2",
+        "share",
+        0,
+        1,
+        0,
+    )
+    assert (row["share_acquired"], row["share_lock_expiries"], row["share_records"]) == (
+        tally.acquired,
+        tally.lock_expiries,
+        tally.records,
+    )
+    assert row["events"] > 0 and row["requests"] > 0 and row["virtual_ms"] >= 15_000 - 1

@@ -1,5 +1,7 @@
 """The control API's share-group actions and read-outs over HTTP (``expire_share_locks``,
-``share_partitions``), with a confluent-kafka ``ShareConsumer`` holding records unacknowledged."""
+``share_partitions``), with a confluent-kafka ``ShareConsumer`` holding records unacknowledged; and the
+share-group offsets (``share_group_offsets``, ``alter_share_group_offsets``,
+``delete_share_group_offsets``)."""
 
 from __future__ import annotations
 
@@ -86,4 +88,47 @@ def test_share_partitions_are_read_and_their_locks_expired_on_demand(minibroker_
         )
     finally:
         consumer.close()
+        server.stop()
+
+
+def test_share_group_offsets_are_read_altered_and_deleted_on_demand(minibroker_factory):
+    from minibroker.server import share_messages as w
+    from tests.server.conftest import RawClient
+
+    cluster = minibroker_factory(1, topics=["t:1:1"])
+    server = ControlServer(log=cluster.logs.append).start(cluster)
+    host, port = server.address
+    api = Api(f"http://{host}:{port}")
+    raw = RawClient(int(cluster.bootstrap_servers.rsplit(":", 1)[1]))
+
+    def heartbeat(epoch: int) -> int:
+        request = w.ShareGroupHeartbeatRequest(
+            group_id="sg", member_id="m1", member_epoch=epoch, subscribed_topic_names=["t"]
+        )
+        return raw.request(request, w.ShareGroupHeartbeatResponse, 1).error_code
+
+    try:
+        cluster._run(cluster.served.cluster.ensure_offsets_topic)
+        _until(lambda: heartbeat(0) == 0, "the group's coordinator")
+        assert api.get("share_group_offsets", "group=sg") == [
+            {"topic": "t", "partition": 0, "start_offset": -1, "error": "NONE"}
+        ]
+        alter = {"group": "sg", "topic": "t", "partition": 0, "start_offset": 2}
+        assert api.call("POST", "/v1/alter_share_group_offsets", alter) == (
+            400,
+            {"error": "group 'sg': NON_EMPTY_GROUP"},
+        )
+        assert heartbeat(-1) == 0
+        assert api.post("alter_share_group_offsets", alter) == (200, {"ok": True})
+        assert cluster.share_group_offsets("sg", "t") == [  # minibroker.testing reads the same
+            {"topic": "t", "partition": 0, "start_offset": 2, "error": "NONE"}
+        ]
+        assert api.post("delete_share_group_offsets", {"group": "sg", "topic": "t"}) == (200, {"ok": True})
+        assert api.get("share_group_offsets", "group=sg") == []
+        assert api.call("GET", "/v1/share_group_offsets?group=nope") == (
+            400,
+            {"error": "group 'nope': GROUP_ID_NOT_FOUND"},
+        )
+    finally:
+        raw.close()
         server.stop()

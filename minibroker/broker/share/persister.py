@@ -16,7 +16,10 @@ from typing import Any
 from minibroker.common.errors import Errors
 from minibroker.common.messages import NetworkError, TopicPartition
 from minibroker.coordinator.share.messages import (
+    DeleteShareGroupStateRequest,
+    InitializeShareGroupStateRequest,
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     ShareGroupState,
     WriteShareGroupStateRequest,
 )
@@ -45,15 +48,34 @@ class Persister:
         self.locate = locate
 
     def read(
-        self, group_id: str, tp: TopicPartition, on_done: Callable[[Errors, ShareGroupState | None], Any]
+        self,
+        group_id: str,
+        tp: TopicPartition,
+        on_done: Callable[[Errors, ShareGroupState | None], Any],
+        summary: bool = False,
     ) -> None:
-        message = ReadShareGroupStateRequest(group_id, tp.topic, tp.partition)
+        """ReadShareGroupState, or with ``summary`` ReadShareGroupStateSummary (the start offset and state
+        epoch only); ``on_done`` hears None when there is no state."""
+        kind = ReadShareGroupStateSummaryRequest if summary else ReadShareGroupStateRequest
+        message = kind(group_id, tp.topic, tp.partition)
         self._send(message, lambda error, response: on_done(error, response.state if response else None))
 
     def write(
         self, group_id: str, tp: TopicPartition, state: ShareGroupState, on_done: Callable[[Errors], Any]
     ) -> None:
         message = WriteShareGroupStateRequest(group_id, tp.topic, tp.partition, state)
+        self._send(message, lambda error, response: on_done(error))
+
+    def initialize(
+        self, group_id: str, tp: TopicPartition, start_offset: int, on_done: Callable[[Errors], Any]
+    ) -> None:
+        """InitializeShareGroupState: a fresh state at ``start_offset`` and the next state epoch."""
+        message = InitializeShareGroupStateRequest(group_id, tp.topic, tp.partition, start_offset)
+        self._send(message, lambda error, response: on_done(error))
+
+    def delete(self, group_id: str, tp: TopicPartition, on_done: Callable[[Errors], Any]) -> None:
+        """DeleteShareGroupState: forget the state."""
+        message = DeleteShareGroupStateRequest(group_id, tp.topic, tp.partition)
         self._send(message, lambda error, response: on_done(error))
 
     def _send(self, message: Any, on_done: Callable[[Errors, Any], Any]) -> None:

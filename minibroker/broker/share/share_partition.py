@@ -119,6 +119,11 @@ class SharePartition:
         self.broker_id = broker_id
         self.start_offset = -1
         self.next_fetch_offset = -1
+        #: the share coordinator's state epoch this window was read at (its writes carry it)
+        self.state_epoch = 0
+        #: when the leader appended the record at an offset (None when the log no longer has it): the
+        #: ``share.accept`` events' produce-to-accept time
+        self.append_time: Callable[[int], int | None] = lambda offset: None
         self.records: dict[int, InFlightRecord] = {}
         self._available = 0
         self.locks: set[AcquisitionLock] = set()
@@ -142,6 +147,7 @@ class SharePartition:
         """Start the window from the share coordinator's state: Available, Acknowledged and Archived
         records with their persisted delivery counts (a record persisted while Acquired is Available)."""
         self.start_offset = self.next_fetch_offset = state.start_offset
+        self.state_epoch = state.state_epoch
         for batch in state.batches:
             for offset in range(batch.first_offset, batch.last_offset + 1):
                 kind = RecordState(batch.state)
@@ -170,7 +176,7 @@ class SharePartition:
                 batches[-1] = PersistedBatch(last.first_offset, offset, count, int(state))
             else:
                 batches.append(PersistedBatch(offset, offset, count, int(state)))
-        return ShareGroupState(self.start_offset, tuple(batches))
+        return ShareGroupState(self.start_offset, tuple(batches), self.state_epoch)
 
     @property
     def end_offset(self) -> int:
@@ -277,6 +283,7 @@ class SharePartition:
                     member=member_id,
                     offset=run.first_offset,
                     last_offset=run.last_offset,
+                    count=run.last_offset - run.first_offset + 1,
                     delivery_count=run.delivery_count,
                     deadline_ms=lock.deadline_ms,
                 )
@@ -306,12 +313,14 @@ class SharePartition:
                     return Errors.INVALID_RECORD_STATE
                 plan.append((offset, kind))
         released = False
+        accepted: list[tuple[int, int]] = []
         for batch_start, kind in plan:
             record = self.records.get(batch_start)
             if record is None or record.state is not RecordState.ACQUIRED:
                 continue  # a GAP offset that is not in flight
             self.acknowledged[kind.name] += 1
             if kind is AcknowledgeType.ACCEPT:
+                accepted.append((batch_start, record.delivery_count))
                 self._settle(batch_start, record, RecordState.ACKNOWLEDGED)
             elif kind is AcknowledgeType.RELEASE:
                 released |= self._release(batch_start, record, "release")
@@ -325,6 +334,15 @@ class SharePartition:
                     offset=batch.first_offset,
                     last_offset=batch.last_offset,
                     types=[AcknowledgeType(t).name for t in batch.types],
+                )
+            now = self.now()
+            for offset, delivery_count in accepted:
+                appended = self.append_time(offset)
+                self._emit(
+                    "share.accept",
+                    offset=offset,
+                    delivery_count=delivery_count,
+                    latency_ms=now - appended if appended is not None else None,
                 )
         self._advance_start()
         self.on_change(self)

@@ -15,12 +15,16 @@ with the parts of ``ReplicaManager`` and ``KafkaApis`` that serve ShareFetch (78
 - A session closed (epoch -1), or replaced (epoch 0), releases the records its member held.
 - With a persister, acknowledgements are answered (by ShareAcknowledge, or in a ShareFetch's answer) only
   once the share coordinator has written them; a failed write's error is the partition's acknowledge error.
+- A state write refused with FENCED_STATE_EPOCH (the group's offsets were altered or deleted since the
+  share partition was read) drops the share partition with its locks; the next ShareFetch reads the new
+  state (Kafka's SharePartitionManager does the same on a fenced share partition).
 - Losing leadership drops the partition's share partitions with their locks (without a share coordinator
   their state is not persisted; see docs/kafka-model.md, "Share groups").
 
 Trace events: ``share.fetch`` (a ShareFetch answered: acquired count and cause), ``share.session``, and the
-share partitions' own (``share.init``, ``share.acquire``, ``share.ack``, ``share.lock.expire``,
-``share.archive``, ``share.spso``); the purgatory emits its ``op.*`` events under the name ``ShareFetch``.
+share partitions' own (``share.init``, ``share.acquire``, ``share.ack``, ``share.accept``,
+``share.lock.expire``, ``share.archive``, ``share.spso``); the purgatory emits its ``op.*`` events under
+the name ``ShareFetch``.
 """
 
 from __future__ import annotations
@@ -248,6 +252,7 @@ class SharePartitionManager:
                 tracer=self.tracer,
                 broker_id=self.broker_id,
             )
+            sp.append_time = lambda offset: self._append_time(tp, offset)
             self.share_partitions[key] = sp
             if self.persister is None:
                 self._start_window(sp)
@@ -308,6 +313,9 @@ class SharePartitionManager:
 
         def done(error: Errors) -> None:
             slot[0] = False
+            if error is Errors.FENCED_STATE_EPOCH and self.share_partitions.get(key) is sp:
+                self.share_partitions.pop(key).close()
+                self._emit("share.init", group=key[0], partition=str(key[1]), error=error.name)
             waiters, slot[2] = slot[2], []
             for waiter in waiters:
                 waiter(error)
@@ -317,6 +325,14 @@ class SharePartitionManager:
                 self._writes.pop(key, None)
 
         self.persister.write(key[0], key[1], sp.snapshot(), done)
+
+    def _append_time(self, tp: TopicPartition, offset: int) -> int | None:
+        """When this leader's log took the record at ``offset`` (None when it no longer holds it)."""
+        partition = self.manager.partition(tp)
+        if partition is None or not partition.log.log_start_offset <= offset < partition.log.log_end_offset:
+            return None
+        batches = partition.log.read(offset, 1, offset + 1).batches
+        return batches[0].append_time_ms if batches else None
 
     def _acquirable(self, group_id: str, tp: TopicPartition) -> bool:
         """True when ``tp`` can acquire a record for the group, or answers with an error."""

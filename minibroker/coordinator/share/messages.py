@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 
 
 @attrs.frozen(slots=True)
@@ -92,12 +93,17 @@ class WriteShareGroupStateRequest:
 
 
 @attrs.frozen(slots=True)
-class ReadShareGroupStateRequest:
-    """Kafka's ReadShareGroupState (84)."""
+class ShareStateKey:
+    """A share partition's key at its share coordinator: the requests that name nothing else."""
 
     group_id: str
     topic: str
     partition: int
+
+
+@attrs.frozen(slots=True)
+class ReadShareGroupStateRequest(ShareStateKey):
+    """Kafka's ReadShareGroupState (84)."""
 
 
 @attrs.frozen(slots=True)
@@ -106,3 +112,81 @@ class ShareGroupStateResponse:
 
     error: Errors
     state: ShareGroupState | None = None
+
+
+@attrs.frozen(slots=True)
+class InitializeShareGroupStateRequest(ShareStateKey):
+    """Kafka's InitializeShareGroupState (83): start (group, topic, partition) afresh at ``start_offset``,
+    with no in-flight records and the next state epoch (a leader writing an older epoch is fenced)."""
+
+    start_offset: int
+
+
+@attrs.frozen(slots=True)
+class ReadShareGroupStateSummaryRequest(ShareStateKey):
+    """Kafka's ReadShareGroupStateSummary (87): the start offset and state epoch, without the batches."""
+
+
+@attrs.frozen(slots=True)
+class DeleteShareGroupStateRequest(ShareStateKey):
+    """Kafka's DeleteShareGroupState (86): forget the state of (group, topic, partition)."""
+
+
+@attrs.frozen(slots=True)
+class ShareGroupOffset:
+    """One partition's answer to an offsets admin call: its error and its share-partition start offset
+    (-1 when the partition has no state)."""
+
+    error: Errors
+    start_offset: int = -1
+
+
+@attrs.frozen(slots=True)
+class DescribeShareGroupOffsetsRequest:
+    """Kafka's DescribeShareGroupOffsets (90) for one group: ``partitions`` None asks for every partition
+    of the topics the group has state for."""
+
+    group_id: str
+    partitions: tuple[TopicPartition, ...] | None = None
+
+
+@attrs.frozen(slots=True)
+class AlterShareGroupOffsetsRequest:
+    """Kafka's AlterShareGroupOffsets (91): move each partition's SPSO (the group must be empty)."""
+
+    group_id: str
+    offsets: dict[TopicPartition, int]
+
+
+@attrs.frozen(slots=True)
+class DeleteShareGroupOffsetsRequest:
+    """Kafka's DeleteShareGroupOffsets (92): forget the group's state on every partition of ``topics``."""
+
+    group_id: str
+    topics: tuple[str, ...]
+
+
+@attrs.frozen(slots=True)
+class ShareGroupOffsetsResponse:
+    """The answer to all three: a group-level error, else one ``ShareGroupOffset`` per partition."""
+
+    error: Errors
+    partitions: dict[TopicPartition, ShareGroupOffset] = attrs.field(factory=dict)
+
+
+#: the messages a broker's share group coordinator answers
+SHARE_GROUP_REQUESTS = (
+    ShareGroupHeartbeatRequest,
+    ShareGroupDescribeRequest,
+    DescribeShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+)
+#: the messages a broker's share coordinator (``__share_group_state``) answers
+SHARE_STATE_REQUESTS = (
+    ReadShareGroupStateRequest,
+    WriteShareGroupStateRequest,
+    InitializeShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
+    DeleteShareGroupStateRequest,
+)

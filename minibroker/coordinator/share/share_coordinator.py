@@ -8,7 +8,12 @@ broker leading that partition is its share coordinator (NOT_COORDINATOR elsewher
 - WriteShareGroupState appends the whole state (start offset, in-flight batches with state and delivery
   count, state epoch) as one record with acks=-1 (``share.coordinator.write.timeout.ms``: the broker's
   ``request.timeout.ms``), and answers once the ISR has it; only then does the coordinator's view change.
-- ReadShareGroupState answers the latest state written, or none.
+- ReadShareGroupState answers the latest state written, or none; ReadShareGroupStateSummary (87) the same
+  without its batches.
+- InitializeShareGroupState (83) writes a fresh state (the given start offset, no in-flight records) at the
+  next state epoch; DeleteShareGroupState (86) writes a tombstone for the key. A WriteShareGroupState whose
+  state epoch is below the key's is refused with FENCED_STATE_EPOCH: the leader that sent it holds a share
+  partition from before the reset.
 - A broker that becomes leader of a ``__share_group_state`` partition reads it (the last record of each key
   wins) before it answers for its keys.
 
@@ -26,8 +31,11 @@ from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, ProduceRequest, TopicPartition
 from minibroker.coordinator.group.hashing import java_string_hash, kafka_abs
 from minibroker.coordinator.share.messages import (
+    DeleteShareGroupStateRequest,
+    InitializeShareGroupStateRequest,
     PersistedBatch,
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     ShareGroupState,
     ShareGroupStateResponse,
     WriteShareGroupStateRequest,
@@ -53,8 +61,15 @@ def encode_state(key: str, state: ShareGroupState) -> bytes:
     ).encode()
 
 
-def decode_state(value: bytes) -> tuple[str, ShareGroupState]:
+def encode_tombstone(key: str) -> bytes:
+    return json.dumps({"key": key, "deleted": True}, separators=(",", ":")).encode()
+
+
+def decode_state(value: bytes) -> tuple[str, ShareGroupState | None]:
+    """The key and state of a record (None for a tombstone)."""
     record = json.loads(value)
+    if record.get("deleted") is True:
+        return str(record["key"]), None
     batches = tuple(PersistedBatch(*map(int, b)) for b in record["batches"])
     return str(record["key"]), ShareGroupState(int(record["start"]), batches, int(record["epoch"]))
 
@@ -77,21 +92,36 @@ class ShareCoordinator:
         if partition not in self.led:
             respond(ShareGroupStateResponse(Errors.NOT_COORDINATOR))
             return
+        current = self.states.get(key)
         if isinstance(message, ReadShareGroupStateRequest):
-            respond(ShareGroupStateResponse(Errors.NONE, self.states.get(key)))
-            return
-        assert isinstance(message, WriteShareGroupStateRequest)
-        self._write(partition, key, message.state, respond)
+            respond(ShareGroupStateResponse(Errors.NONE, current))
+        elif isinstance(message, ReadShareGroupStateSummaryRequest):
+            summary = (
+                None if current is None else ShareGroupState(current.start_offset, (), current.state_epoch)
+            )
+            respond(ShareGroupStateResponse(Errors.NONE, summary))
+        elif isinstance(message, InitializeShareGroupStateRequest):
+            epoch = current.state_epoch + 1 if current is not None else 1
+            self._write(partition, key, ShareGroupState(message.start_offset, (), epoch), respond)
+        elif isinstance(message, DeleteShareGroupStateRequest):
+            self._write(partition, key, None, respond)
+        else:
+            assert isinstance(message, WriteShareGroupStateRequest)
+            if current is not None and message.state.state_epoch < current.state_epoch:
+                respond(ShareGroupStateResponse(Errors.FENCED_STATE_EPOCH))
+                return
+            self._write(partition, key, message.state, respond)
 
     def _write(
         self,
         partition: int,
         key: str,
-        state: ShareGroupState,
+        state: ShareGroupState | None,
         respond: Callable[[ShareGroupStateResponse], object],
     ) -> None:
+        """Append ``state`` (None: a tombstone) with acks=-1; the view changes once the ISR has it."""
         tp = TopicPartition(SHARE_STATE_TOPIC, partition)
-        value = encode_state(key, state)
+        value = encode_state(key, state) if state is not None else encode_tombstone(key)
         request = ProduceRequest(
             -1,
             self.manager.config.request_timeout_ms,
@@ -102,14 +132,17 @@ class ShareCoordinator:
         def done(response: Any) -> None:
             error = response.partitions[tp].error
             if error is Errors.NONE and partition in self.led:
-                self.states[key] = state
+                if state is None:
+                    self.states.pop(key, None)
+                else:
+                    self.states[key] = state
             if self.tracer.enabled:
                 self.tracer.emit(
                     "share.state.write",
                     broker=self.broker_id,
                     key=key,
-                    offset=state.start_offset,
-                    count=len(state.batches),
+                    offset=state.start_offset if state is not None else -1,
+                    count=len(state.batches) if state is not None else 0,
                     error=error.name,
                 )
             respond(ShareGroupStateResponse(error))
@@ -134,9 +167,12 @@ class ShareCoordinator:
             for value in batch.values or ():
                 try:
                     key, state = decode_state(value)
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, AttributeError):
                     continue  # not a record the share coordinator wrote
-                self.states[key] = state
+                if state is None:
+                    self.states.pop(key, None)
+                else:
+                    self.states[key] = state
                 loaded += 1
         self.led.add(tp.partition)
         if self.tracer.enabled:

@@ -33,6 +33,9 @@ class ShareGroup:
     members: dict[str, ShareGroupMember] = attrs.field(factory=dict)
     #: member -> topic -> partitions, the simple assignor's result at ``assignment_epoch``
     target: dict[str, dict[str, tuple[int, ...]]] = attrs.field(factory=dict)
+    #: topics the group has share-partition state on: every topic a member subscribed to or whose offsets
+    #: were altered, until its offsets are deleted (Kafka's share-group state partition metadata)
+    topics: set[str] = attrs.field(factory=set)
 
     @property
     def state(self) -> str:

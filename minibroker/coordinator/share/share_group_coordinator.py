@@ -15,6 +15,19 @@ kept beside the classic groups on the broker that leads the group's ``__consumer
   removed (and its share partitions' records are released when its share sessions close or their locks
   expire).
 
+Share-group offsets admin (Kafka's ``GroupCoordinatorService`` ``describeShareGroupOffsets``,
+``alterShareGroupOffsets``, ``deleteShareGroupOffsets``), through the broker's persister at the share
+coordinators:
+
+- DescribeShareGroupOffsets (90): each partition's SPSO from ReadShareGroupStateSummary (-1 without state);
+  without topics, every partition of the topics the group has state on. Unknown group: GROUP_ID_NOT_FOUND.
+- AlterShareGroupOffsets (91): only an Empty group (NON_EMPTY_GROUP), only existing partitions
+  (UNKNOWN_TOPIC_OR_PARTITION); each partition is started afresh at the given SPSO with
+  InitializeShareGroupState, which drops its in-flight records and raises its state epoch, so a leader
+  still holding the old share partition is fenced at its next write and reads the new state.
+- DeleteShareGroupOffsets (92): only an Empty group; DeleteShareGroupState on every partition of each
+  topic, which the group no longer has state on.
+
 The groups live in memory only: a coordinator failover starts them empty and members join again.
 Trace events: ``share.group.join``, ``share.group.leave`` (cause ``leave`` or ``session``),
 ``share.group.assign`` (group epoch and the member's partitions).
@@ -31,12 +44,16 @@ from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import OFFSETS_TOPIC
 from minibroker.coordinator.share import simple_assignor
 from minibroker.coordinator.share.messages import (
+    AlterShareGroupOffsetsRequest,
     DescribedShareGroup,
     DescribedShareMember,
+    DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
+    ShareGroupOffset,
+    ShareGroupOffsetsResponse,
 )
 from minibroker.coordinator.share.share_group import ShareGroup, ShareGroupMember
 
@@ -59,6 +76,8 @@ class ShareGroupCoordinator:
         self.partitions_of = partitions_of
         self.groups: dict[str, ShareGroup] = {}
         self._ids = itertools.count(1)
+        #: the broker's persister (reads and writes at the share coordinators); None: offsets admin refused
+        self.persister: Any = None
 
     @property
     def config(self) -> Any:
@@ -68,8 +87,10 @@ class ShareGroupCoordinator:
     def handle(self, message: Any, respond: Callable[[Any], object]) -> None:
         if isinstance(message, ShareGroupHeartbeatRequest):
             respond(self.heartbeat(message))
-        else:
+        elif isinstance(message, ShareGroupDescribeRequest):
             respond(self.describe(message))
+        else:
+            self.offsets_admin(message, respond)
 
     # ---- ShareGroupHeartbeat -------------------------------------------------------------------------------
     def heartbeat(self, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
@@ -112,6 +133,7 @@ class ShareGroupCoordinator:
             and tuple(request.subscribed_topics) != member.subscribed_topics
         ):
             member.subscribed_topics = tuple(request.subscribed_topics)
+            group.topics.update(member.subscribed_topics)
             changed = True
         if request.rack_id is not None:
             member.rack_id = request.rack_id
@@ -175,6 +197,83 @@ class ShareGroupCoordinator:
             )
         return ShareGroupDescribeResponse(tuple(described))
 
+    # ---- share-group offsets admin ------------------------------------------------------------------------
+    def offsets_admin(self, request: Any, respond: Callable[[ShareGroupOffsetsResponse], object]) -> None:
+        """Answer DescribeShareGroupOffsets, AlterShareGroupOffsets or DeleteShareGroupOffsets once the share
+        coordinators have answered for every partition."""
+        group_id = request.group_id
+        error = self.coordinator.refusal(group_id) if group_id else Errors.INVALID_REQUEST
+        group = self.groups.get(group_id)
+        if error is None and (group is None or self.persister is None):
+            error = Errors.GROUP_ID_NOT_FOUND
+        describing = isinstance(request, DescribeShareGroupOffsetsRequest)
+        if error is None and group is not None and group.members and not describing:
+            error = Errors.NON_EMPTY_GROUP
+        if error is not None:
+            respond(ShareGroupOffsetsResponse(error))
+            return
+        assert group is not None
+        persister = self.persister
+        answers: dict[TopicPartition, ShareGroupOffset] = {}
+        #: partition -> the call at its share coordinator, given the function that takes its answer
+        calls: dict[TopicPartition, Callable[[Callable[[ShareGroupOffset], None]], None]] = {}
+
+        def known(tp: TopicPartition) -> bool:
+            if 0 <= tp.partition < self.partitions_of(tp.topic):
+                return True
+            answers[tp] = ShareGroupOffset(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            return False
+
+        if describing:
+            wanted = request.partitions
+            for tp in self._partitions(sorted(group.topics)) if wanted is None else wanted:
+                if known(tp):
+                    calls[tp] = lambda done, tp=tp: persister.read(
+                        group_id,
+                        tp,
+                        lambda e, s: done(ShareGroupOffset(e, s.start_offset if s else -1)),
+                        summary=True,
+                    )
+        elif isinstance(request, AlterShareGroupOffsetsRequest):
+            for tp, offset in request.offsets.items():
+                if not known(tp):
+                    continue
+                if offset < 0:
+                    answers[tp] = ShareGroupOffset(Errors.INVALID_REQUEST)
+                    continue
+                group.topics.add(tp.topic)
+                calls[tp] = lambda done, tp=tp, offset=offset: persister.initialize(
+                    group_id, tp, offset, lambda e: done(ShareGroupOffset(e, offset))
+                )
+        else:
+            for topic in request.topics:
+                if not known(TopicPartition(topic, 0)):
+                    answers[TopicPartition(topic, -1)] = answers.pop(TopicPartition(topic, 0))
+                    continue
+                group.topics.discard(topic)
+                for tp in self._partitions([topic]):
+                    calls[tp] = lambda done, tp=tp: persister.delete(
+                        group_id, tp, lambda e: done(ShareGroupOffset(e))
+                    )
+        left = [len(calls)]
+
+        def finish() -> None:
+            respond(ShareGroupOffsetsResponse(Errors.NONE, dict(sorted(answers.items(), key=_order))))
+
+        def answered(tp: TopicPartition, offset: ShareGroupOffset) -> None:
+            answers[tp] = offset
+            left[0] -= 1
+            if left[0] == 0:
+                finish()
+
+        if not calls:
+            finish()
+        for tp, call in calls.items():
+            call(lambda offset, tp=tp: answered(tp, offset))
+
+    def _partitions(self, topics: list[str]) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t in topics for p in range(self.partitions_of(t))]
+
     # ---- membership ----------------------------------------------------------------------------------------
     def on_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
         """Drop the groups of a ``__consumer_offsets`` partition this broker no longer leads."""
@@ -210,3 +309,7 @@ class ShareGroupCoordinator:
     def _emit(self, kind: str, **fields: Any) -> None:
         if self.tracer.enabled:
             self.tracer.emit(kind, broker=self.broker_id, **fields)
+
+
+def _order(item: tuple[TopicPartition, ShareGroupOffset]) -> tuple[str, int]:
+    return item[0].topic, item[0].partition

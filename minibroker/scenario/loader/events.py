@@ -201,10 +201,12 @@ KINDS: dict[str, frozenset[str]] = {
             "member",
             "offset",
             "last_offset",
+            "count",
             "delivery_count",
             "deadline_ms",
         ),
         "share.ack": ("broker", "group", "partition", "member", "offset", "last_offset", "types"),
+        "share.accept": ("broker", "group", "partition", "offset", "delivery_count", "latency_ms"),
         "share.lock.expire": (
             "broker",
             "group",
