@@ -348,7 +348,7 @@ class TransactionalProducer(Producer):
             return
         if self.transaction_version >= 2:
             self.partitions.add(tp)  # the produce adds it: its leader asks the coordinator (KIP-890)
-        elif not await self._add_partitions(
+        elif tp not in self.partitions and not await self._add_partitions(
             request, [tp, *self._queued_send_partitions()], "AddPartitionsToTxn"
         ):
             return
