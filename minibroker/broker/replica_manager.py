@@ -535,6 +535,7 @@ class ReplicaManager:
         self, request: FetchRequest, update_follower: bool, remote: list[TopicPartition] | None = None
     ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
         """Read every partition of ``request``; a follower's first read also updates its fetch state.
+        The positions (second answer) are complete for the first read (``update_follower``) only.
 
         A consumer's offset between the log start offset and the local log start offset of a topic in
         tiered storage reads nothing locally: the partition answers no records yet and is added to
@@ -608,9 +609,10 @@ class ReplicaManager:
                         continue
                     raise PartitionError(Errors.OFFSET_OUT_OF_RANGE)
                 if follower and fetch_offset == log.log_end_offset:
-                    # a follower with every record: what ``Log.read`` answers, without reading
-                    offsets[tp] = log.offset_metadata(fetch_offset)
+                    # a follower with every record: what ``Log.read`` answers, without reading (and
+                    # without the position, which only the first read's caller uses)
                     if update_follower:
+                        offsets[tp] = log.offset_metadata(fetch_offset)
                         self._update_follower(partition, request.replica_id, wanted, now)
                     results[tp] = PartitionFetchResponse(
                         Errors.NONE, log.high_watermark, log.log_start_offset, fetch_offset
