@@ -118,12 +118,13 @@ class AddPartitionsToTxnManager:
             verify_only=operation != ADD_PARTITION,
             transaction_version=2 if operation == ADD_PARTITION else 1,
         )
+        coordinator = self.coordinator_of(txn_id)
         if manager.tracer.enabled:
             manager.emit(
                 "txn.verify",
                 op=request.request_id,
                 txn=txn_id,
-                coordinator=self.coordinator_of(txn_id),
+                coordinator=coordinator,
                 partitions=[str(tp) for tp in tps],
                 add=not message.verify_only,
             )
@@ -164,8 +165,8 @@ class AddPartitionsToTxnManager:
             then(refused)
 
         if not message.verify_only:
-            return self._ask(message, answered)
-        key = (self.coordinator_of(txn_id), message)
+            return self._ask(message, answered, coordinator)
+        key = (coordinator, message)
         waiting = self._verifying.get(key)
         if waiting is not None:
             waiting.append(answered)
@@ -176,7 +177,7 @@ class AddPartitionsToTxnManager:
             for callback in self._verifying.pop(key):
                 callback(response)
 
-        self._ask(message, shared)
+        self._ask(message, shared, coordinator)
 
     def add_partitions(
         self,
@@ -200,9 +201,15 @@ class AddPartitionsToTxnManager:
 
         self._ask(message, answered)
 
-    def _ask(self, message: AddPartitionsToTxnRequest, answered: Callable[[Any], None]) -> None:
+    def _ask(
+        self,
+        message: AddPartitionsToTxnRequest,
+        answered: Callable[[Any], None],
+        coordinator: int | None = None,
+    ) -> None:
         manager = self._manager
-        coordinator = self.coordinator_of(message.transactional_id)
+        if coordinator is None:
+            coordinator = self.coordinator_of(message.transactional_id)
         if coordinator < 0:
             return answered(TxnResponse(Errors.COORDINATOR_NOT_AVAILABLE))
         manager.network.request(
