@@ -19,6 +19,11 @@ A verification leaves its guard in the producer's state (``verifying``) until a 
 producer clears it; a batch whose guard is gone when the answer arrives is refused
 with INVALID_TXN_STATE (Kafka's ``VerificationGuard``): it was verified for a transaction that has
 ended since.
+
+Verifications of the same transaction's partitions (same transactional id, producer id, epoch and
+partitions) asked while one is on its way wait for that one's answer instead of sending another:
+Kafka's manager keeps one entry per transactional id and coordinator, and Kafka's producer sends
+one Produce per leader where the emulated one sends one per ``send``.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ class AddPartitionsToTxnManager:
         self._manager = manager
         #: transactional id -> the broker coordinating it (-1 when none); the Broker sets it
         self.coordinator_of: Callable[[str], int] = lambda transactional_id: -1
+        #: (coordinator, verify-only request) on its way -> the callbacks waiting for its answer
+        self._verifying: dict[tuple[int, AddPartitionsToTxnRequest], list[Callable[[Any], None]]] = {}
 
     def unverified(self, request: ProduceRequest) -> dict[TopicPartition, tuple[int, int]]:
         """Partitions led here whose transactional batches open a transaction: tp -> (producer id, epoch)."""
@@ -111,12 +118,13 @@ class AddPartitionsToTxnManager:
             verify_only=operation != ADD_PARTITION,
             transaction_version=2 if operation == ADD_PARTITION else 1,
         )
+        coordinator = self.coordinator_of(txn_id)
         if manager.tracer.enabled:
             manager.emit(
                 "txn.verify",
                 op=request.request_id,
                 txn=txn_id,
-                coordinator=self.coordinator_of(txn_id),
+                coordinator=coordinator,
                 partitions=[str(tp) for tp in tps],
                 add=not message.verify_only,
             )
@@ -156,7 +164,20 @@ class AddPartitionsToTxnManager:
                 )
             then(refused)
 
-        self._ask(message, answered)
+        if not message.verify_only:
+            return self._ask(message, answered, coordinator)
+        key = (coordinator, message)
+        waiting = self._verifying.get(key)
+        if waiting is not None:
+            waiting.append(answered)
+            return
+        self._verifying[key] = [answered]
+
+        def shared(response: Any) -> None:
+            for callback in self._verifying.pop(key):
+                callback(response)
+
+        self._ask(message, shared, coordinator)
 
     def add_partitions(
         self,
@@ -180,9 +201,15 @@ class AddPartitionsToTxnManager:
 
         self._ask(message, answered)
 
-    def _ask(self, message: AddPartitionsToTxnRequest, answered: Callable[[Any], None]) -> None:
+    def _ask(
+        self,
+        message: AddPartitionsToTxnRequest,
+        answered: Callable[[Any], None],
+        coordinator: int | None = None,
+    ) -> None:
         manager = self._manager
-        coordinator = self.coordinator_of(message.transactional_id)
+        if coordinator is None:
+            coordinator = self.coordinator_of(message.transactional_id)
         if coordinator < 0:
             return answered(TxnResponse(Errors.COORDINATOR_NOT_AVAILABLE))
         manager.network.request(

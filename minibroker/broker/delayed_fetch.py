@@ -58,33 +58,39 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         accumulated = 0
         request = self.request
+        wanted = request.partitions
+        lookup = self.lookup
+        isolation = self.isolation
+        follower = request.is_from_follower
         for tp, fetch_offset in self.fetch_offsets.items():
-            fetch_partition = request.partitions[tp]
-            partition = self.lookup(tp)
+            fetch_partition = wanted[tp]
+            partition = lookup(tp)
             if partition is None:  # A/B/C: gone from this broker
                 return self._complete("leadership")
-            try:
-                partition.require_leader()  # A/B
-                partition.check_leader_epoch(fetch_partition.current_leader_epoch)  # E
-            except PartitionError as error:
-                cause = "leadership" if error.error is Errors.NOT_LEADER_OR_FOLLOWER else "condition"
-                return self._complete(cause)
-            end_offset = partition.max_offset(self.isolation)
+            requested_epoch = fetch_partition.current_leader_epoch
+            if partition.leader_id != partition.broker_id or (
+                requested_epoch >= 0 and requested_epoch != partition.leader_epoch
+            ):
+                try:
+                    partition.require_leader()  # A/B
+                    partition.check_leader_epoch(requested_epoch)  # E
+                except PartitionError as error:
+                    cause = "leadership" if error.error is Errors.NOT_LEADER_OR_FOLLOWER else "condition"
+                    return self._complete(cause)
+            log = partition.log
+            end_offset = partition.max_offset(isolation)
             if end_offset != fetch_offset.message_offset:  # else nothing new: no position to look up
-                end = partition.log.offset_metadata(end_offset)
+                end = log.offset_metadata(end_offset)
                 if end.message_offset < fetch_offset.message_offset:
                     return self._complete("condition")  # F: truncated
                 if fetch_offset.on_older_segment(end):
                     return self._complete("condition")  # F: older segment
                 if fetch_offset.on_same_segment(end):
                     accumulated += min(end.position_diff(fetch_offset), fetch_partition.partition_max_bytes)
-            if request.is_from_follower and fetch_partition.last_fetched_epoch >= 0:  # H
-                epoch, end_offset = partition.log.end_offset_for_epoch(fetch_partition.last_fetched_epoch)
-                if (
-                    epoch < 0
-                    or epoch < fetch_partition.last_fetched_epoch
-                    or end_offset < fetch_partition.fetch_offset
-                ):
+            last_fetched_epoch = fetch_partition.last_fetched_epoch
+            if follower and last_fetched_epoch >= 0:  # H
+                epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
+                if epoch < 0 or epoch < last_fetched_epoch or end_offset < fetch_partition.fetch_offset:
                     return self._complete("condition")
         if accumulated >= request.min_bytes:  # G
             return self._complete("condition")

@@ -360,7 +360,10 @@ class Log:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """Kafka's OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, its end offset); (-1, -1) if none."""
-        starts = [e for e, _ in self.epochs]
+        epochs = self.epochs
+        if epochs and epoch >= epochs[-1][0]:  # the latest epoch: it ends at the LEO
+            return epochs[-1][0], self.log_end_offset
+        starts = [e for e, _ in epochs]
         i = bisect.bisect_right(starts, epoch) - 1
         if i < 0:
             return -1, -1

@@ -153,17 +153,30 @@ class ReplicaFetcher:
         Answers about a partition this broker no longer follows from this leader, or about an older
         leader epoch, are skipped; a diverging epoch truncates the log; new batches are appended and
         the leader's HW taken (capped at the local LEO by the log); an append wakes parked fetches.
+        A partition the answer brings nothing new for (no records, error or diverging epoch, the HW
+        it has, a log start offset not above its own) is passed over at once.
         """
         manager = self.manager
         leader = self.leader
         errors = 0
+        none = Errors.NONE
         for tp, result in response.partitions.items():
             partition = manager.partitions.get(tp)
-            if partition is None or partition.leader_id != leader or partition.is_leader:
+            if partition is None:
+                continue
+            log = partition.log
+            if (
+                result.error is none
+                and not result.batches
+                and result.diverging_epoch is None
+                and result.high_watermark == log.high_watermark
+                and result.log_start_offset <= log.log_start_offset
+            ):
+                continue  # nothing new: the steps below would change nothing
+            if partition.leader_id != leader or partition.is_leader:
                 continue
             if request.partitions[tp].current_leader_epoch != partition.leader_epoch:
                 continue  # the answer is about an older epoch
-            log = partition.log
             if result.error is Errors.OFFSET_OUT_OF_RANGE:
                 if result.log_start_offset > log.log_end_offset:
                     # behind the leader's log start (DeleteRecords): start again there (Kafka asks

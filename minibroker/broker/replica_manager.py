@@ -535,6 +535,7 @@ class ReplicaManager:
         self, request: FetchRequest, update_follower: bool, remote: list[TopicPartition] | None = None
     ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
         """Read every partition of ``request``; a follower's first read also updates its fetch state.
+        The positions (second answer) are complete for the first read (``update_follower``) only.
 
         A consumer's offset between the log start offset and the local log start offset of a topic in
         tiered storage reads nothing locally: the partition answers no records yet and is added to
@@ -545,10 +546,13 @@ class ReplicaManager:
         offsets: dict[TopicPartition, LogOffsetMetadata] = {}
         diverging_any = False
         remaining = request.max_bytes
-        pushed_here = update_follower and not request.is_from_follower  # a client's first read
+        follower = request.is_from_follower
+        isolation = LOG_END if follower else request.isolation
+        pushed_here = update_follower and not follower  # a client's first read
         request_error = self.pushed_errors.take("fetch", None) if pushed_here else None
+        hosted = self.partitions
         for tp, wanted in request.partitions.items():
-            partition = self.partitions.get(tp)
+            partition = hosted.get(tp)
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
@@ -559,9 +563,10 @@ class ReplicaManager:
                 partition.require_leader()
                 partition.check_leader_epoch(wanted.current_leader_epoch)
                 log = partition.log
-                if request.is_from_follower and wanted.last_fetched_epoch >= 0:
+                fetch_offset = wanted.fetch_offset
+                if follower and wanted.last_fetched_epoch >= 0:
                     epoch, end = log.end_offset_for_epoch(wanted.last_fetched_epoch)
-                    if epoch < wanted.last_fetched_epoch or end < wanted.fetch_offset:
+                    if epoch < wanted.last_fetched_epoch or end < fetch_offset:
                         diverging_any = True
                         results[tp] = PartitionFetchResponse(
                             Errors.NONE,
@@ -571,13 +576,13 @@ class ReplicaManager:
                             (),
                             EpochEndOffset(epoch, end),
                         )
-                        offsets[tp] = log.offset_metadata(wanted.fetch_offset)
+                        offsets[tp] = log.offset_metadata(fetch_offset)
                         continue
                 if (
-                    log.log_start_offset <= wanted.fetch_offset < log.local_log_start_offset
+                    log.log_start_offset <= fetch_offset < log.local_log_start_offset
                     and self.remote_log_manager.enabled_for(tp)
                 ):
-                    if request.is_from_follower:
+                    if follower:
                         results[tp] = PartitionFetchResponse(
                             Errors.OFFSET_MOVED_TO_TIERED_STORAGE,
                             log.high_watermark,
@@ -588,13 +593,13 @@ class ReplicaManager:
                         continue
                     if remote is not None:
                         remote.append(tp)
-                    offsets[tp] = LogOffsetMetadata(wanted.fetch_offset)
+                    offsets[tp] = LogOffsetMetadata(fetch_offset)
                     results[tp] = PartitionFetchResponse(
                         Errors.NONE, log.high_watermark, log.log_start_offset, log.log_end_offset
                     )
                     continue
-                if wanted.fetch_offset > log.log_end_offset or wanted.fetch_offset < log.log_start_offset:
-                    if request.is_from_follower:  # tell it where the log starts now (see fetcher)
+                if fetch_offset > log.log_end_offset or fetch_offset < log.log_start_offset:
+                    if follower:  # tell it where the log starts now (see fetcher)
                         results[tp] = PartitionFetchResponse(
                             Errors.OFFSET_OUT_OF_RANGE,
                             log.high_watermark,
@@ -603,15 +608,24 @@ class ReplicaManager:
                         )
                         continue
                     raise PartitionError(Errors.OFFSET_OUT_OF_RANGE)
-                isolation = LOG_END if request.is_from_follower else request.isolation
+                if follower and fetch_offset == log.log_end_offset:
+                    # a follower with every record: what ``Log.read`` answers, without reading (and
+                    # without the position, which only the first read's caller uses)
+                    if update_follower:
+                        offsets[tp] = log.offset_metadata(fetch_offset)
+                        self._update_follower(partition, request.replica_id, wanted, now)
+                    results[tp] = PartitionFetchResponse(
+                        Errors.NONE, log.high_watermark, log.log_start_offset, fetch_offset
+                    )
+                    continue
                 data = log.read(
-                    wanted.fetch_offset,
+                    fetch_offset,
                     min(wanted.partition_max_bytes, max(remaining, 0)),
                     partition.max_offset(isolation),
                 )
                 remaining -= data.size
                 offsets[tp] = data.fetch_offset_metadata
-                if request.is_from_follower and update_follower:
+                if follower and update_follower:
                     self._update_follower(partition, request.replica_id, wanted, now)
                 aborted: tuple[tuple[int, int], ...] = ()
                 if isolation == TXN_COMMITTED and data.batches:

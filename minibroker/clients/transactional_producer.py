@@ -11,9 +11,11 @@ cluster's nursery; each but ``begin_transaction`` returns a ``ClientRequest`` co
   coordinator, the leader of its ``__transaction_state`` partition; the answer is the producer id and
   epoch every later request carries;
 - ``send`` (kind ``produce``): before the first record to a partition in a transaction,
-  AddPartitionsToTxn; then a transactional batch (producer id, epoch, sequence) to the leader. The
-  produce carries the transactional id, as Kafka's producer's does, so the leader verifies the
-  partition with the coordinator before the transaction's first batch there (KIP-890). A batch
+  AddPartitionsToTxn, one for the new partitions of this send and of every send queued right
+  behind it (Kafka's producer adds all partitions with records waiting in one request); then a
+  transactional batch (producer id, epoch, sequence) to the leader. The produce carries the
+  transactional id, as Kafka's producer's does, so the leader verifies the partition with the
+  coordinator before the transaction's first batch there (KIP-890). A batch
   answered NOT_ENOUGH_REPLICAS (also a leader's answer when it could not verify) is sent again
   after ``retry.backoff.ms`` until ``delivery.timeout.ms`` from the call;
 - ``send_offsets_to_transaction`` (kind ``send_offsets``): AddOffsetsToTxn (the group's
@@ -31,7 +33,9 @@ with the producer id and epoch of its answer (sequences from 0 again).
 
 Coordinator requests refused with NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS or CONCURRENT_TRANSACTIONS, or lost on the network, are sent again
-after ``retry.backoff.ms`` (the coordinator is looked up again each time), until ``max.block.ms``
+after ``retry.backoff.ms`` (the coordinator is looked up again each time; a transaction's first
+AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS after at most
+``ADD_PARTITIONS_RETRY_BACKOFF_MS``, as Kafka's ``TransactionManager``), until ``max.block.ms``
 from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``, at that instant at the latest).
 PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are
 fatal: every later operation fails at once with that error. A failed send makes the transaction
@@ -116,6 +120,10 @@ _RETRIABLE_PRODUCE = frozenset({Errors.NOT_ENOUGH_REPLICAS})
 #: a leader's answers that make the producer unusable (Kafka's ``TransactionManager``); any other
 #: failed send (INVALID_TXN_STATE, TRANSACTION_ABORTABLE, INVALID_PRODUCER_EPOCH, ...) is abortable
 _FATAL_PRODUCE = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING})
+
+#: the backoff of a transaction's first AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS (the
+#: previous transaction's markers are still being written), when ``retry.backoff.ms`` is longer
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
 
 Work = Callable[[ClientRequest], Awaitable[None]]
 
@@ -306,7 +314,7 @@ class TransactionalProducer(Producer):
 
     async def _add_partitions(self, request: ClientRequest, tps: list[TopicPartition], api: str) -> bool:
         """AddPartitionsToTxn (AddOffsetsToTxn for a group's partition) for the ``tps`` not added yet."""
-        new = [tp for tp in tps if tp not in self.partitions]
+        new = [tp for tp in dict.fromkeys(tps) if tp not in self.partitions]
         if not new:
             return True
         message = txn.AddPartitionsToTxnRequest(
@@ -324,12 +332,25 @@ class TransactionalProducer(Producer):
         self.partitions.update(new)
         return True
 
+    def _queued_send_partitions(self) -> list[TopicPartition]:
+        """The partitions of the sends queued right behind the current one (up to the first other
+        operation): Kafka's producer adds every partition with records waiting in one
+        AddPartitionsToTxn (``TransactionManager``'s ``newPartitionsInTransaction``)."""
+        found: list[TopicPartition] = []
+        for queued, _ in self._queue:
+            if queued is None or queued.kind != "produce":
+                break
+            found.extend(queued.partitions)
+        return found
+
     async def _send_records(self, request: ClientRequest, tp: TopicPartition, count: int, size: int) -> None:
         if not self._in_transaction(request):
             return
         if self.transaction_version >= 2:
             self.partitions.add(tp)  # the produce adds it: its leader asks the coordinator (KIP-890)
-        elif not await self._add_partitions(request, [tp], "AddPartitionsToTxn"):
+        elif tp not in self.partitions and not await self._add_partitions(
+            request, [tp, *self._queued_send_partitions()], "AddPartitionsToTxn"
+        ):
             return
         request.broker = self.cluster.leader_of(tp)
         if request.broker < 0:
@@ -489,14 +510,22 @@ class TransactionalProducer(Producer):
                 self.errors.append((self.cluster.now(), api, error.name))
             if error not in retriable:
                 return answer
-            if self.cluster.now() + config.retry_backoff_ms > deadline:
+            backoff = config.retry_backoff_ms
+            if (
+                api == "AddPartitionsToTxn"
+                and error is Errors.CONCURRENT_TRANSACTIONS
+                and not self.partitions
+            ):
+                # the previous transaction is still completing: retry sooner (Kafka's TransactionManager)
+                backoff = min(backoff, ADD_PARTITIONS_RETRY_BACKOFF_MS)
+            if self.cluster.now() + backoff > deadline:
                 return Errors.REQUEST_TIMED_OUT
             self._trace(
                 "client.txn.retry",
                 request,
-                lambda error=error: {"api": api, "error": error.name, "backoff_ms": config.retry_backoff_ms},
+                lambda error=error, backoff=backoff: {"api": api, "error": error.name, "backoff_ms": backoff},
             )
-            await self.cluster.clock.sleep_until(self.cluster.now() + config.retry_backoff_ms)
+            await self.cluster.clock.sleep_until(self.cluster.now() + backoff)
 
     @staticmethod
     def _error_of(answer: Any) -> Errors:

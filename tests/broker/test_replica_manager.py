@@ -56,7 +56,10 @@ def test_diverging_epoch_completes_with_none():
 
 
 class OffsetOnlyPartition:
-    """A partition whose end offset is known only as a message offset (no segment)."""
+    """A partition whose end offset is known only as a message offset (no segment); the leader."""
+
+    broker_id = leader_id = 0
+    leader_epoch = 0
 
     def __init__(self, end: int) -> None:
         self.end = end

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from minibroker.broker.config import ConfigError, ProducerConfig
@@ -9,7 +11,8 @@ from minibroker.clients import TransactionalProducer
 from minibroker.clients import transactional_producer as tp_states
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
-from minibroker.sim import TopicSpec
+from minibroker.sim import TopicSpec, open_cluster
+from tests.coordinator.group.helpers import traced
 from tests.coordinator.transaction.test_kip890 import V0
 from tests.coordinator.transaction.test_kip890 import _cluster as kip890_cluster
 from tests.coordinator.transaction.test_transaction_coordinator import _cluster as coordinator_cluster
@@ -254,3 +257,97 @@ def test_minibroker_transaction_version_is_1_or_2():
         ConfigError, match=r"minibroker.transaction.version: expected a number from 1 to 2, got 3"
     ):
         ProducerConfig.from_kafka({"minibroker.transaction.version": 3})
+
+
+@contextlib.asynccontextmanager
+async def _spread_cluster():
+    """1 ms links; u-0, u-1, u-2 led by brokers 0, 1, 2 (one replica each); __transaction_state-0 on
+    all three, led by broker 0 (min.insync.replicas 2: a state write waits for a follower's fetch)."""
+    tracer, sink = traced()
+    config = {"transaction.state.log.num.partitions": 1, "min.insync.replicas": 2}
+    async with open_cluster(3, config=config, tracer=tracer, latency_ms=1) as cluster:
+        tracer.clock = cluster.now
+        cluster.create_topic(TopicSpec("u", 3, 1))
+        cluster.ensure_transaction_state_topic()
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        yield cluster, sink
+
+
+def _asked(cluster, broker: int) -> list[tuple[int, object]]:
+    """Every request broker ``broker``'s transaction coordinator handles from now on: (ms, request)."""
+    coordinator = cluster.brokers[broker].transaction_coordinator
+    handle = coordinator.handle
+    asked: list[tuple[int, object]] = []
+
+    def recorded(message, respond):
+        asked.append((cluster.now(), message))
+        handle(message, respond)
+
+    coordinator.handle = recorded
+    return asked
+
+
+async def test_the_partitions_of_the_queued_sends_are_added_in_one_add_partitions_to_txn(autojump_clock):
+    async with _spread_cluster() as (cluster, sink):
+        asked = _asked(cluster, 0)
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        await producer.init_transactions().wait()
+        start = cluster.now()
+        producer.begin_transaction()
+        sends = [producer.send("u", p, 1) for p in (0, 1, 1, 2)]
+        await producer.commit_transaction().wait()
+        adds = [
+            (ms - start, r.partitions, r.verify_only)
+            for ms, r in asked
+            if type(r).__name__ == "AddPartitionsToTxnRequest"
+        ]
+        # one AddPartitionsToTxn for the three partitions (1 ms away); then each leader verifies its
+        # partition once: broker 1's two sends of u-1 share one verification
+        assert adds == [
+            (1, (("u", 0), ("u", 1), ("u", 2)), False),
+            (6, (("u", 0),), True),
+            (6, (("u", 1),), True),
+            (6, (("u", 2),), True),
+        ]
+        ongoing = [
+            (e["time_ms"] - start, e["partitions"])
+            for e in sink.of_kind("txn.state")
+            if e["state"] == ONGOING
+        ]
+        assert ongoing == [(3, 3)]  # written when the follower's next fetch (2 ms) reports it
+        verified = [(e["time_ms"] - start, e["op"]) for e in sink.of_kind("txn.verified")]
+        assert verified == [(7, "p#2"), (7, "p#3"), (7, "p#4"), (7, "p#5")]
+        # answered at +4, sent, verified at +7 (1 ms each way), appended, answered 1 ms later
+        assert [(s.errors, s.completed_ms - start) for s in sends] == [
+            ({"u-0": "NONE"}, 8),
+            ({"u-1": "NONE"}, 8),
+            ({"u-1": "NONE"}, 8),
+            ({"u-2": "NONE"}, 8),
+        ]
+
+
+async def test_the_next_transaction_s_first_add_is_retried_after_20_ms_while_markers_complete(autojump_clock):
+    async with _spread_cluster() as (cluster, sink):
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        assert producer.config.retry_backoff_ms == 100
+        await producer.init_transactions().wait()
+        producer.begin_transaction()
+        await producer.send("u", 0, 1).wait()
+        ended = await producer.commit_transaction().wait()
+        start = ended.completed_ms  # EndTxn answered after PrepareCommit; the markers are on their way
+        producer.begin_transaction()
+        sent = await producer.send("u", 0, 1).wait()
+        (retry,) = sink.of_kind("client.txn.retry")
+        # the AddPartitionsToTxn reaches the coordinator at +1 before CompleteCommit (+3): refused,
+        # heard at +2 and sent again 20 ms later (Kafka's producer: the first add of a transaction)
+        assert (retry["time_ms"] - start, retry["api"], retry["error"], retry["backoff_ms"]) == (
+            2,
+            "AddPartitionsToTxn",
+            "CONCURRENT_TRANSACTIONS",
+            20,
+        )
+        states = [
+            (e["time_ms"] - start, e["state"]) for e in sink.of_kind("txn.state") if e["time_ms"] > start
+        ]
+        assert states == [(3, COMPLETE_COMMIT), (25, ONGOING)]
+        assert (sent.errors, sent.completed_ms - start) == ({"u-0": "NONE"}, 30)

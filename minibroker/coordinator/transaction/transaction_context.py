@@ -47,6 +47,8 @@ class TransactionContext:
         self.leader_of = leader_of
         self._producer_ids = producer_ids
         self.tracer = tracer
+        #: (transactional id, partition count) -> its ``__transaction_state`` partition (``partition_for``)
+        self._partitions: dict[tuple[str, int], int] = {}
 
     @property
     def config(self) -> Any:
@@ -69,7 +71,12 @@ class TransactionContext:
         return next(self._producer_ids)
 
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+        partitions = self.config.transaction_state_log_num_partitions
+        key = (transactional_id, partitions)
+        found = self._partitions.get(key)
+        if found is None:
+            found = self._partitions[key] = partition_for(transactional_id, partitions)
+        return found
 
     def known(self, tp: TopicPartition) -> bool:
         return bool(self._manager.known(tp))
