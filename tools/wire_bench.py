@@ -110,6 +110,7 @@ async def _server_main(conn: Any) -> None:
     import trio
 
     from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
+    from minibroker.server import serve
     from minibroker.server.serve import for_serving, open_served
 
     topics = (TopicSpecModel("bench", 1, 3), TopicSpecModel("latency", 1, 3))
@@ -117,6 +118,9 @@ async def _server_main(conn: Any) -> None:
     scenario = for_serving(Scenario("wire-bench", "", "", 0, None, cluster, (), topics, (), (), ()))
     problems: list[str] = []
     async with open_served(scenario, "127.0.0.1", 0, log=problems.append) as served:
+        settle = getattr(serve, "freeze_startup_heap", None)  # what `minibroker serve` does once up
+        if settle is not None:
+            settle()
         conn.send(served.bootstrap_servers)
         while await trio.to_thread.run_sync(conn.recv) == "stats":
             produce = served.cluster.brokers[0].purgatory_totals().get("Produce", {})
