@@ -399,6 +399,14 @@ def encode_response(request: Request, body: ApiMessage) -> bytes:
         return bytes(memoryview(out.buf)[: out.pos])
 
 
+def frame_response(request: Request, body: bytes | bytearray) -> bytes:
+    """The framed response to ``request`` around ``body``, encoded already (header: ``encode_response``)."""
+    flexible = request.spec.response.flexible_version_q(request.api_version)
+    tagged = b"\x00" if flexible and request.api_key != API_VERSIONS_KEY else b""
+    head = _FRAME_AND_CORRELATION.pack(4 + len(tagged) + len(body), request.correlation_id)
+    return b"".join((head, tagged, body))
+
+
 #: feature -> (lowest supported, highest supported, finalized level) that ApiVersions v3+ advertises,
 #: as a Kafka 4.0 cluster does: ``transaction.version`` 2 lets clients use KIP-890's protocol
 FEATURES: dict[str, tuple[int, int, int]] = {"transaction.version": (0, 2, 2)}
