@@ -312,6 +312,7 @@ def _wire_bench(r):
         "records",
         "records/s",
         "records per request",
+        "server CPU per request (ms)",
         "e2e p50 / p99 (ms)",
         "ack p50 / p99 (ms)",
     ]
@@ -321,6 +322,7 @@ def _wire_bench(r):
             f"{x['throughput']['records']:,}",
             f"{x['throughput']['records_per_s']:,}",
             x["throughput"]["records_per_request"],
+            x["throughput"].get("server_cpu_ms_per_request", "–"),
             f"{x['latency']['p50_ms']} / {x['latency']['p99_ms']}",
             f"{x['latency']['ack_p50_ms']} / {x['latency']['ack_p99_ms']}",
         ]

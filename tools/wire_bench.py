@@ -19,7 +19,9 @@ throughput   one producer with acks=all sends ``--records`` records of ``--size`
              produce request waits in broker 0's Produce purgatory until both
              followers have fetched it. records/s and MB/s are over the wall time from
              the first send to the end of the flush; requests/s counts the Produce
-             requests the *server* decoded in that time (exact, not a client metric).
+             requests the *server* decoded in that time (exact, not a client metric);
+             server_cpu_ms_per_request is the server process's CPU time (user and
+             system) over those requests, the figure a busy machine disturbs least.
 latency      a producer sends ``--rate`` records/s for ``--seconds`` s to topic ``latency``
              (acks=all) while an assign()-based consumer of the same library polls it
              (fetch.min.bytes 1, max wait 500 ms). A record's end-to-end latency is the
@@ -73,6 +75,7 @@ from bench_baseline import Figure, add_arguments, check, compare_tool, package_r
 #: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
 FIGURES = [
     Figure("results.[client].throughput.records_per_s", "higher"),
+    Figure("results.[client].throughput.server_cpu_ms_per_request", "lower"),
     Figure("results.[client].latency.p99_ms", "lower"),
     Figure("results.[client].latency.ack_p99_ms", "lower"),
     Figure("minibroker_over_mock.records_per_s", "higher"),
@@ -126,6 +129,7 @@ async def _server_main(conn: Any) -> None:
             produce = served.cluster.brokers[0].purgatory_totals().get("Produce", {})
             conn.send(
                 {
+                    "cpu_s": time.process_time(),
                     "requests": dict(served.server.state.requests),
                     "produce_purgatory": produce,
                     "problems": list(problems),
@@ -334,20 +338,26 @@ def throughput(
     client.send("bench", value)  # metadata, connections, producer id: before the clock starts
     client.flush()
 
-    def produce_requests() -> int:
+    def produce_requests() -> tuple[int, float]:
+        """Produce requests so far, and the server process's CPU seconds (0 for the mock)."""
         if server is None:
-            return client.produce_requests()  # the mock: librdkafka's own count
-        return server.stats()["requests"].get("Produce", 0)
+            return client.produce_requests(), 0.0  # the mock: librdkafka's own count
+        stats = server.stats()
+        return stats["requests"].get("Produce", 0), stats.get("cpu_s", 0.0)
 
     if server is None:
         client.warmed_up()
-    before = produce_requests()
+    before, cpu_before = produce_requests()
     start = time.perf_counter()
     for _ in range(records):
         client.send("bench", value)
     client.flush()
     seconds = time.perf_counter() - start
-    requests = produce_requests() - before
+    after, cpu_after = produce_requests()
+    requests = after - before
+    cpu = {}
+    if server is not None:  # the server's work per request: steadier than records/s on a busy machine
+        cpu = {"server_cpu_ms_per_request": round((cpu_after - cpu_before) * 1000 / max(1, requests), 4)}
     return {
         "records": records,
         "record_bytes": size,
@@ -357,7 +367,7 @@ def throughput(
         "produce_requests": requests,
         "requests_per_s": round(requests / seconds),
         "records_per_request": round(records / max(1, requests), 1),
-    }
+    } | cpu
 
 
 def latency(client: KafkaPython | Confluent, rate: int, seconds: float) -> dict[str, Any]:
