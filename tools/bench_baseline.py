@@ -26,6 +26,11 @@ figure is a dotted path into the tool's JSON document: ``*`` takes every key of 
 ``[a,b]`` takes every element of a list of objects, named ``a=..,b=..`` by those fields.
 Paths expand on this tree's document; a figure the baseline's document lacks (or a
 baseline whose tool has no ``--json``) is named in one line and left out.
+
+A tool whose workload is its own client code (``wire_bench``: real Kafka clients against
+``minibroker serve``) passes ``same_tool=True``: both sides then run *this tree's* tool script,
+with the baseline's package first on the path (``TREE`` in the environment names the tree the
+tool imports minibroker from), so a workload option added since REV measures REV's server too.
 """
 
 from __future__ import annotations
@@ -48,6 +53,15 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_PAIRS = 50
 #: the whole command's wall seconds, compared for every tool
 COMMAND_S = "command_s"
+#: the environment variable naming the tree a ``same_tool`` run imports minibroker from
+TREE = "MINIBROKER_BENCH_TREE"
+
+
+def package_root(default: Path) -> Path:
+    """The tree a tool imports minibroker from: ``$MINIBROKER_BENCH_TREE`` (set by a ``same_tool``
+    run) or ``default`` (the tool's own tree)."""
+    named = os.environ.get(TREE)
+    return Path(named) if named else default
 
 
 class BaselineError(Exception):
@@ -289,13 +303,16 @@ def nproc() -> int:
         return os.cpu_count() or 1
 
 
-def run_side(tree: Path, script: str, args: list[str], label: str) -> dict[str, Any]:
-    """``python tree/script args`` from the caller's directory with ``tree`` first on the path:
-    wall seconds, and the JSON document it printed (None with the one-line reason if none)."""
-    path = tree / script
+def run_side(
+    tree: Path, script: str, args: list[str], label: str, tool_tree: Path | None = None
+) -> dict[str, Any]:
+    """``python tree/script args`` from the caller's directory with ``tree`` first on the path (the
+    script from ``tool_tree`` instead when given): wall seconds, and the JSON document it printed
+    (None with the one-line reason if none)."""
+    path = (tool_tree or tree) / script
     if not path.is_file():
         return {"seconds": None, "document": None, "reason": f"{label} has no {script}"}
-    environment = {**os.environ, "PYTHONPATH": str(tree)}
+    environment = {**os.environ, "PYTHONPATH": str(tree), TREE: str(tree)}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, env=environment)
     seconds = round(time.perf_counter() - started, 3)
@@ -319,16 +336,19 @@ def measure(
     count: int,
     root: Path = ROOT,
     rev: str | None = None,
+    same_tool: bool = False,
 ) -> dict[str, Any]:
     """The tool ``script`` (a path under the tree, e.g. ``tools/chaos_bench.py``) with ``args``,
     from ``commit``'s files and from ``root``, in ``count`` alternating pairs: the ``baseline``
-    section of the tool's JSON, and this tree's last document under ``"document"``."""
+    section of the tool's JSON, and this tree's last document under ``"document"``. With
+    ``same_tool`` both sides run ``root``'s script, each against its own tree's package."""
     label = f"baseline {commit[:12]}"
     before = _load()
+    tool_tree = root if same_tool else None
     with tempfile.TemporaryDirectory(prefix="minibroker-baseline-") as scratch:
         trees = {"baseline": checkout(commit, root, Path(scratch) / "tree"), "current": root}
         names = {"baseline": label, "current": "this tree"}
-        done = alternate(count, lambda side: run_side(trees[side], script, args, names[side]))
+        done = alternate(count, lambda side: run_side(trees[side], script, args, names[side], tool_tree))
     after = _load()
     for pair in done:
         if pair["current"]["document"] is None:
@@ -352,6 +372,7 @@ def measure(
             "rev": rev or commit,
             "commit": commit,
             "command": shlex.join(["python", script, *args]),
+            "same_tool": same_tool,
             "pairs": count,
             "order": [p["order"] for p in done],
             "cpus": nproc(),
@@ -371,6 +392,7 @@ def compare_tool(
     count: int,
     as_json: bool,
     rev: str | None = None,
+    same_tool: bool = False,
 ) -> int:
     """Run the tool at ``tool_file`` against ``commit`` (``measure``) and print the result: with
     ``as_json`` this tree's document with a ``baseline`` key (a list document goes under ``rows``),
@@ -379,7 +401,7 @@ def compare_tool(
     script = f"tools/{Path(tool_file).name}"
     args = forwarded(sys.argv[1:] if argv is None else list(argv))
     try:
-        found = measure(commit, script, args, figures, count, rev=rev)
+        found = measure(commit, script, args, figures, count, rev=rev, same_tool=same_tool)
     except BaselineError as error:
         print(f"{name}: {error}", file=sys.stderr)
         return 1

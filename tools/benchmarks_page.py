@@ -286,8 +286,24 @@ def _retry_bench(r):
 
 def _wire_bench(r):
     m = r.get("minibroker_over_mock", {})
+    batching = r.get("batching") or {}
+    how = ", ".join(
+        f"{name} {batching[key]}"
+        for key, name in (("linger_ms", "linger.ms"), ("batch_size", "batch.size"))
+        if batching.get(key) is not None
+    )
+    where = f"serve ({how})" if how else "serve"
     heads = (
-        [("serve: confluent-kafka records/s, minibroker ÷ librdkafka's mock cluster", _x(m["records_per_s"]))]
+        [
+            (
+                f"{where}: confluent-kafka records/s, minibroker ÷ librdkafka's mock cluster",
+                _x(m["records_per_s"]),
+            ),
+            (
+                f"{where}: confluent-kafka acks=all p99, minibroker ÷ librdkafka's mock cluster",
+                _x(m["ack_p99_ms"]),
+            ),
+        ]
         if m
         else []
     )
@@ -296,6 +312,7 @@ def _wire_bench(r):
         "records",
         "records/s",
         "records per request",
+        "server CPU per request (ms)",
         "e2e p50 / p99 (ms)",
         "ack p50 / p99 (ms)",
     ]
@@ -305,6 +322,7 @@ def _wire_bench(r):
             f"{x['throughput']['records']:,}",
             f"{x['throughput']['records_per_s']:,}",
             x["throughput"]["records_per_request"],
+            x["throughput"].get("server_cpu_ms_per_request", "–"),
             f"{x['latency']['p50_ms']} / {x['latency']['p99_ms']}",
             f"{x['latency']['ack_p50_ms']} / {x['latency']['ack_p99_ms']}",
         ]

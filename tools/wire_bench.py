@@ -5,6 +5,8 @@ Usage::
     python tools/wire_bench.py            # 50,000 records (kafka-python), 200,000 (confluent-kafka, mock)
     python tools/wire_bench.py --quick    # a tenth of that, and a shorter latency run
     python tools/wire_bench.py --json     # the same figures, machine-readable
+    python tools/wire_bench.py --small-batches --clients confluent-kafka,confluent-kafka-mock
+                                          # linger.ms 0, batch.size 16384: the server-bound workload
 
 For each client library (kafka-python, confluent-kafka) a fresh server runs in a
 process of its own (so the client and the emulated cluster do not share a GIL):
@@ -17,7 +19,9 @@ throughput   one producer with acks=all sends ``--records`` records of ``--size`
              produce request waits in broker 0's Produce purgatory until both
              followers have fetched it. records/s and MB/s are over the wall time from
              the first send to the end of the flush; requests/s counts the Produce
-             requests the *server* decoded in that time (exact, not a client metric).
+             requests the *server* decoded in that time (exact, not a client metric);
+             server_cpu_ms_per_request is the server process's CPU time (user and
+             system) over those requests, the figure a busy machine disturbs least.
 latency      a producer sends ``--rate`` records/s for ``--seconds`` s to topic ``latency``
              (acks=all) while an assign()-based consumer of the same library polls it
              (fetch.min.bytes 1, max wait 500 ms). A record's end-to-end latency is the
@@ -36,8 +40,15 @@ reference    the confluent-kafka producer and consumer again, against librdkafka
 The server's log must stay empty (no bad frames, no closed connections): the tool
 fails otherwise.
 
-``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
-alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
+``--linger-ms`` and ``--batch-size`` set every producer's batching (``--small-batches``: 0 and
+16384). With ``linger.ms`` 0 a producer sends whatever it holds as soon as it can, many small
+requests in flight on one connection; the broker answers them one at a time, so records/s is
+the server's cost per request, not the client's. ``minibroker_over_mock`` in the JSON is the
+headline: records/s and ack p99 against the mock, from the same run.
+
+``--baseline REV --pairs N`` runs this tool (this tree's script, so both sides get the same
+clients and options) against the server of commit REV and of this tree in N alternating pairs
+and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
 """
 
 from __future__ import annotations
@@ -59,18 +70,20 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_baseline import Figure, add_arguments, check, compare_tool
+from bench_baseline import Figure, add_arguments, check, compare_tool, package_root
 
 #: compared with ``--baseline REV``: this tree ÷ REV, total against total over the pairs
 FIGURES = [
     Figure("results.[client].throughput.records_per_s", "higher"),
+    Figure("results.[client].throughput.server_cpu_ms_per_request", "lower"),
     Figure("results.[client].latency.p99_ms", "lower"),
     Figure("results.[client].latency.ack_p99_ms", "lower"),
     Figure("minibroker_over_mock.records_per_s", "higher"),
     Figure("minibroker_over_mock.ack_p99_ms", "lower"),
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
+#: the minibroker this tool serves: its own tree's, or the one a ``--baseline`` run names
+ROOT = package_root(Path(__file__).resolve().parent.parent)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -79,6 +92,14 @@ CLIENTS = ("kafka-python", "confluent-kafka", MOCK)
 TIMEOUT_S = 120.0
 #: the send time written in a latency run's probe records (sent until the consumer reads one)
 PROBE = -1
+#: the producers' ``linger.ms`` and ``batch.size`` (None: the library's default), from the command line
+LINGER_MS: int | None = None
+BATCH_SIZE: int | None = None
+
+
+def batching() -> dict[str, int]:
+    """librdkafka's ``linger.ms`` and ``batch.size`` as the command line set them."""
+    return {k: v for k, v in (("linger.ms", LINGER_MS), ("batch.size", BATCH_SIZE)) if v is not None}
 
 
 # --- the server, in a process of its own -----------------------------------------------------------
@@ -92,6 +113,7 @@ async def _server_main(conn: Any) -> None:
     import trio
 
     from minibroker.scenario.model import ClusterSpec, Scenario, TopicSpecModel
+    from minibroker.server import serve
     from minibroker.server.serve import for_serving, open_served
 
     topics = (TopicSpecModel("bench", 1, 3), TopicSpecModel("latency", 1, 3))
@@ -99,11 +121,15 @@ async def _server_main(conn: Any) -> None:
     scenario = for_serving(Scenario("wire-bench", "", "", 0, None, cluster, (), topics, (), (), ()))
     problems: list[str] = []
     async with open_served(scenario, "127.0.0.1", 0, log=problems.append) as served:
+        settle = getattr(serve, "freeze_startup_heap", None)  # what `minibroker serve` does once up
+        if settle is not None:
+            settle()
         conn.send(served.bootstrap_servers)
         while await trio.to_thread.run_sync(conn.recv) == "stats":
             produce = served.cluster.brokers[0].purgatory_totals().get("Produce", {})
             conn.send(
                 {
+                    "cpu_s": time.process_time(),
                     "requests": dict(served.server.state.requests),
                     "produce_purgatory": produce,
                     "problems": list(problems),
@@ -145,7 +171,12 @@ class KafkaPython:
         from kafka import KafkaProducer
 
         self.bootstrap = bootstrap
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2**20)
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            max_request_size=2**20,
+            **{k: v for k, v in (("linger_ms", LINGER_MS), ("batch_size", BATCH_SIZE)) if v is not None},
+        )
 
     def send(self, topic: str, value: bytes, acked: Callable[[], None] | None = None) -> None:
         future = self.producer.send(topic, value, partition=0)
@@ -189,7 +220,7 @@ class Confluent:
         self.bootstrap = bootstrap
         self.errors: list[Any] = []
         self.producer = Producer(
-            {"bootstrap.servers": bootstrap, "acks": "all", "error_cb": self.errors.append}
+            {"bootstrap.servers": bootstrap, "acks": "all", "error_cb": self.errors.append} | batching()
         )
 
     def _delivered(self, error: Any, message: Any) -> None:
@@ -268,6 +299,7 @@ class ConfluentMock(Confluent):
                 "stats_cb": lambda text: self._stats.append(json.loads(text)),
                 "log_level": 3,  # the mock's "Mock cluster enabled" notice is not a problem
             }
+            | batching()
         )
         self.bootstrap = ""
 
@@ -306,20 +338,26 @@ def throughput(
     client.send("bench", value)  # metadata, connections, producer id: before the clock starts
     client.flush()
 
-    def produce_requests() -> int:
+    def produce_requests() -> tuple[int, float]:
+        """Produce requests so far, and the server process's CPU seconds (0 for the mock)."""
         if server is None:
-            return client.produce_requests()  # the mock: librdkafka's own count
-        return server.stats()["requests"].get("Produce", 0)
+            return client.produce_requests(), 0.0  # the mock: librdkafka's own count
+        stats = server.stats()
+        return stats["requests"].get("Produce", 0), stats.get("cpu_s", 0.0)
 
     if server is None:
         client.warmed_up()
-    before = produce_requests()
+    before, cpu_before = produce_requests()
     start = time.perf_counter()
     for _ in range(records):
         client.send("bench", value)
     client.flush()
     seconds = time.perf_counter() - start
-    requests = produce_requests() - before
+    after, cpu_after = produce_requests()
+    requests = after - before
+    cpu = {}
+    if server is not None:  # the server's work per request: steadier than records/s on a busy machine
+        cpu = {"server_cpu_ms_per_request": round((cpu_after - cpu_before) * 1000 / max(1, requests), 4)}
     return {
         "records": records,
         "record_bytes": size,
@@ -329,7 +367,7 @@ def throughput(
         "produce_requests": requests,
         "requests_per_s": round(requests / seconds),
         "records_per_request": round(records / max(1, requests), 1),
-    }
+    } | cpu
 
 
 def latency(client: KafkaPython | Confluent, rate: int, seconds: float) -> dict[str, Any]:
@@ -454,15 +492,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=500, help="records/s in the latency run (default 500)")
     parser.add_argument("--seconds", type=float, help="length of the latency run (default 3, --quick 1)")
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated: " + ", ".join(CLIENTS))
+    parser.add_argument(
+        "--linger-ms", type=int, help="the producers' linger.ms / linger_ms (default: the library's)"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="the producers' batch.size / batch_size in bytes (default: the library's)",
+    )
+    parser.add_argument(
+        "--small-batches",
+        action="store_true",
+        help="the server-bound workload: --linger-ms 0 --batch-size 16384 unless given",
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.small_batches:
+        args.linger_ms = 0 if args.linger_ms is None else args.linger_ms
+        args.batch_size = 16384 if args.batch_size is None else args.batch_size
+    if args.linger_ms is not None and args.linger_ms < 0:
+        parser.error(f"--linger-ms: expected a non-negative integer, got {args.linger_ms}")
+    if args.batch_size is not None and args.batch_size < 1:
+        parser.error(f"--batch-size: expected a positive integer, got {args.batch_size}")
     names = [n.strip() for n in args.clients.split(",") if n.strip()]
     unknown = [n for n in names if n not in CLIENTS]
     if unknown or not names:
         parser.error(f"--clients: expected some of {', '.join(CLIENTS)}, got {args.clients!r}")
     commit = check(parser, args)
     if commit is not None:
-        return compare_tool(__file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline)
+        # one workload on both sides: this tool's clients and options, each tree's server
+        return compare_tool(
+            __file__, argv, FIGURES, commit, args.pairs, args.json, rev=args.baseline, same_tool=True
+        )
+    global LINGER_MS, BATCH_SIZE
+    LINGER_MS, BATCH_SIZE = args.linger_ms, args.batch_size
     scale = 10 if args.quick else 1
     seconds = args.seconds or (1.0 if args.quick else 3.0)
     results = []
@@ -473,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         "setup": "3 brokers, 1 partition, replication factor 3, min.insync.replicas 2, acks=all, loopback",
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "versions": versions(),
+        "batching": {"linger_ms": args.linger_ms, "batch_size": args.batch_size},
         "results": results,
     }
     by_client = {r["client"]: r for r in results}

@@ -100,16 +100,18 @@ class Segment:
         return batch
 
 
+def _total_size(info: FetchDataInfo) -> int:
+    return sum(batch.size for batch in info.batches)
+
+
 @attrs.frozen(slots=True)
 class FetchDataInfo:
-    """What a read returned: where it started and the batches (possibly none)."""
+    """What a read returned: where it started, the batches (possibly none) and their total ``size``."""
 
     fetch_offset_metadata: LogOffsetMetadata
     batches: tuple[RecordBatch, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(batch.size for batch in self.batches)
+    #: the batches' bytes (the read counts them as it goes; computed when not given)
+    size: int = attrs.field(default=attrs.Factory(_total_size, takes_self=True))
 
     @property
     def records(self) -> int:
@@ -330,7 +332,7 @@ class Log:
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         start = self.offset_metadata(offset)
         if offset >= limit:
-            return FetchDataInfo(start, ())
+            return FetchDataInfo(start, (), 0)
         out: list[RecordBatch] = []
         size = 0
         first = self._segment_index(offset)
@@ -344,12 +346,12 @@ class Log:
                 if batch.next_offset <= offset:
                     continue
                 if batch.next_offset > limit:
-                    return FetchDataInfo(start, tuple(out))
+                    return FetchDataInfo(start, tuple(out), size)
                 if out and size + batch.size > max_bytes:
-                    return FetchDataInfo(start, tuple(out))
+                    return FetchDataInfo(start, tuple(out), size)
                 out.append(batch)
                 size += batch.size
-        return FetchDataInfo(start, tuple(out))
+        return FetchDataInfo(start, tuple(out), size)
 
     def batches(self) -> list[RecordBatch]:
         return [batch for segment in self.segments for batch in segment.batches]

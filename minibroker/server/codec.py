@@ -129,6 +129,7 @@ from kafka.protocol.producer import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
 
 from minibroker.server import share_messages as share
 from minibroker.server.nulls import non_nullable_null
@@ -305,10 +306,17 @@ def decode_request(frame: bytes) -> Request:
     cls = spec.request
     flexible = cls.flexible_version_q(version)
     try:
-        stream = io.BytesIO(frame)
-        header = cls.header_class.decode(stream, flexible=flexible)
-        decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls)
-        body, end = decode(memoryview(frame), stream.tell())
+        header = _plain_header(frame, flexible)
+        if header is None:  # tagged fields in the header, or bytes kafka-python must judge
+            stream = io.BytesIO(frame)
+            decoded = cls.header_class.decode(stream, flexible=flexible)
+            header = decoded.client_id, stream.tell()
+        decode = _body_decoders.get((api_key, version))
+        if decode is None:
+            decode = _body_decoders[api_key, version] = cls._struct.compiled_decode_from(
+                version, compact=flexible, tagged=flexible, data_class=cls
+            )
+        body, end = decode(memoryview(frame), header[1])
     except Exception as error:  # kafka-python raises struct.error, ValueError, IndexError, ...
         raise MalformedRequest(
             f"{spec.name} v{version} does not decode: {type(error).__name__}: {error}",
@@ -331,15 +339,76 @@ def decode_request(frame: bytes) -> Request:
             version,
             correlation_id,
         )
-    body._header = header
-    return Request(api_key, version, correlation_id, header.client_id, body)
+    return Request(api_key, version, correlation_id, header[0], body)
+
+
+#: (api key, version) -> kafka-python's compiled body decoder
+_body_decoders: dict[tuple[int, int], Any] = {}
+#: (response class, version) -> (kafka-python's compiled body encoder, header bytes after the correlation id)
+_body_encoders: dict[tuple[type, int], tuple[Any, bytes]] = {}
+_CLIENT_ID_LENGTH = struct.Struct(">h")
+_FRAME_AND_CORRELATION = struct.Struct(">ii")
+
+
+def _plain_header(frame: bytes, flexible: bool) -> tuple[str | None, int] | None:
+    """(client id, where the body starts) of a header without tagged fields, read directly; None
+    for anything else (kafka-python's header decoder then reads it, and names what is wrong)."""
+    fixed = _FIXED_HEADER.size
+    if len(frame) < fixed + 2:
+        return None
+    (length,) = _CLIENT_ID_LENGTH.unpack_from(frame, fixed)
+    start = fixed + 2
+    if length == -1:
+        client_id = None
+    elif 0 <= length <= len(frame) - start:
+        try:
+            client_id = frame[start : start + length].decode()
+        except UnicodeDecodeError:
+            return None
+        start += length
+    else:
+        return None
+    if flexible:  # header v2: tagged fields, read here only when there are none
+        if start >= len(frame) or frame[start] != 0:
+            return None
+        start += 1
+    return client_id, start
 
 
 def encode_response(request: Request, body: ApiMessage) -> bytes:
-    """The framed response to ``request``: response header (its correlation id) and ``body``."""
-    body.API_VERSION = request.api_version
-    body.with_header(correlation_id=request.correlation_id)
-    return bytes(body.encode(header=True, framed=True))
+    """The framed response to ``request``: response header (its correlation id) and ``body``.
+
+    The header is v0 (the correlation id), or v1 (plus no tagged fields) for a flexible version;
+    ApiVersions always answers with v0. The body goes through kafka-python's compiled encoder.
+    """
+    version = request.api_version
+    cls = type(body)
+    found = _body_encoders.get((cls, version))
+    if found is None:
+        flexible = cls.flexible_version_q(version)
+        encoder = cls._struct.compiled_encode_into(version, compact=flexible, tagged=flexible)
+        found = _body_encoders[cls, version] = (
+            encoder,
+            b"\x00" if flexible and cls.API_KEY != API_VERSIONS_KEY else b"",
+        )
+    encode, tagged = found
+    body.API_VERSION = version
+    with EncodeBufferPool.acquire() as out:
+        start = _FRAME_AND_CORRELATION.size + len(tagged)
+        out.ensure(start)
+        out.buf[8:start] = tagged
+        out.pos = start
+        encode(body, out)
+        _FRAME_AND_CORRELATION.pack_into(out.buf, 0, out.pos - 4, request.correlation_id)
+        return bytes(memoryview(out.buf)[: out.pos])
+
+
+def frame_response(request: Request, body: bytes | bytearray) -> bytes:
+    """The framed response to ``request`` around ``body``, encoded already (header: ``encode_response``)."""
+    flexible = request.spec.response.flexible_version_q(request.api_version)
+    tagged = b"\x00" if flexible and request.api_key != API_VERSIONS_KEY else b""
+    head = _FRAME_AND_CORRELATION.pack(4 + len(tagged) + len(body), request.correlation_id)
+    return b"".join((head, tagged, body))
 
 
 #: feature -> (lowest supported, highest supported, finalized level) that ApiVersions v3+ advertises,

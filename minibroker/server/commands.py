@@ -228,10 +228,11 @@ async def _serve(scenario: Scenario, args: argparse.Namespace) -> bool:
     Ctrl-C is taken as a signal and cancels the server cleanly, rather than as a
     KeyboardInterrupt thrown into whichever socket call happens to be running.
     """
-    from minibroker.server.serve import open_served
+    from minibroker.server.serve import freeze_startup_heap, open_served
 
     with trio.open_signal_receiver(signal.SIGINT) as signals:
         async with open_served(scenario, args.host, args.port, storage=args.storage) as served:
+            freeze_startup_heap()
             for broker, (host, port) in served.listeners.items():
                 print(f"broker {broker} listening on {host}:{port}", flush=True)
             async with _control_api(served, args):

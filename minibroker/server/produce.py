@@ -27,6 +27,8 @@ transaction on each partition (``broker.producer_state``).
 
 from __future__ import annotations
 
+import struct
+
 import attrs
 from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
@@ -43,7 +45,7 @@ from minibroker.common.messages import (
 )
 from minibroker.server.acl_checks import topic_denied
 from minibroker.server.authorizer import WRITE
-from minibroker.server.codec import Request
+from minibroker.server.codec import Request, frame_response
 from minibroker.server.context import (
     RESPONSE_GRACE_MS,
     UNKNOWN_SERVER_ERROR,
@@ -65,7 +67,7 @@ PartitionResponse = ProduceResponse.TopicProduceResponse.PartitionProduceRespons
 RecordErrorEntry = PartitionResponse.BatchIndexAndErrorMessage
 
 
-async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
+async def produce(request: Request, conn: Connection) -> ProduceResponse | bytes | None:
     body = request.body
     order = [TopicPartition(t.name, p.index) for t in body.topic_data for p in t.partition_data]
     local: dict[TopicPartition, PartitionProduceResponse] = {}
@@ -139,7 +141,10 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | None:
         part = answered.get(tp)
         if part is not None and part.error is Errors.NONE:
             answered[tp] = attrs.evolve(part, log_append_time_ms=append_time)
-    return _response([(tp, answered.get(tp)) for tp in order], details=details)
+    parts = [(tp, answered.get(tp)) for tp in order]
+    if details:
+        return _response(parts, details=details)
+    return frame_response(request, encode_partitions(parts, request.api_version))
 
 
 def _check_acks_zero(
@@ -156,6 +161,65 @@ def _check_acks_zero(
             raise CloseConnection(f"acks=0 Produce to {tp} failed with UNKNOWN_TOPIC_OR_PARTITION")
         if conn.cluster.leader_of(tp) != conn.broker_id:
             raise CloseConnection(f"acks=0 Produce to {tp} failed with NOT_LEADER_OR_FOLLOWER")
+
+
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_PARTITION = struct.Struct(">ihqq")  # index, error code, base offset, log append time
+_PARTITION_V5 = struct.Struct(">ihqqq")  # and the log start offset (v5+)
+#: no record errors and a null error message: v8's int32 array length and int16 string length,
+#: v9+'s compact lengths and an empty tagged field section
+_NO_RECORD_ERRORS = {False: _INT32.pack(0) + _INT16.pack(-1), True: b"\x01\x00\x00"}
+
+
+def _varint(value: int) -> bytes:
+    """Kafka's unsigned varint (the lengths of flexible versions' compact arrays and strings)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_partitions(
+    parts: list[tuple[TopicPartition, PartitionProduceResponse | None]], version: int
+) -> bytes:
+    """ProduceResponse's body at ``version`` (3-12), written directly: what ``_response`` builds with
+    kafka-python's classes and encodes, for answers without record errors (they take ``_response``).
+
+    Partitions group under their topic in order of first appearance; a missing answer is
+    UNKNOWN_SERVER_ERROR; throttle time 0; no tagged fields (v10's current leader is only sent with
+    NOT_LEADER_OR_FOLLOWER, and this server leaves it out, as ``_response`` does).
+    """
+    flexible = version >= 9
+    topics: dict[str, list[bytes]] = {}
+    with_start = version >= 5
+    tail = _NO_RECORD_ERRORS[flexible] if version >= 8 else b""
+    for tp, part in parts:
+        if part is None:
+            fields = (tp.partition, UNKNOWN_SERVER_ERROR, -1, -1, -1)
+        else:
+            fields = (
+                tp.partition,
+                int(part.error),
+                part.base_offset,
+                part.log_append_time_ms,
+                part.log_start_offset,
+            )
+        packed = _PARTITION_V5.pack(*fields) if with_start else _PARTITION.pack(*fields[:4])
+        topics.setdefault(tp.topic, []).append(packed + tail)
+    out = [_varint(len(topics) + 1) if flexible else _INT32.pack(len(topics))]
+    for name, partitions in topics.items():
+        encoded = name.encode()
+        if flexible:
+            out += [_varint(len(encoded) + 1), encoded, _varint(len(partitions) + 1), *partitions, b"\x00"]
+        else:
+            out += [_INT16.pack(len(encoded)), encoded, _INT32.pack(len(partitions)), *partitions]
+    out.append(_INT32.pack(0))  # throttle time
+    if flexible:
+        out.append(b"\x00")
+    return b"".join(out)
 
 
 def _response(

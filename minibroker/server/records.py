@@ -215,13 +215,18 @@ def _check_compressed(raw: bytes, start: int, codec: int, produce_version: int, 
 def rewrite(raw: bytes, base_offset: int, leader_epoch: int) -> bytearray:
     """``raw``'s batches renumbered from ``base_offset``, stamped with ``leader_epoch`` (CRCs untouched)."""
     out = bytearray(raw)
+    _stamp(out, 0, raw, base_offset, leader_epoch)
+    return out
+
+
+def _stamp(out: bytearray, at: int, raw: bytes, base_offset: int, leader_epoch: int) -> None:
+    """Renumber and stamp, in place, the copy of ``raw``'s batches that starts at ``at`` in ``out``."""
     offset = base_offset
     for start, _ in inner_batches(raw):
-        _BASE_OFFSET.pack_into(out, start, offset)
-        _EPOCH.pack_into(out, start + _EPOCH_AT, leader_epoch)
-        (last_delta,) = _LAST_DELTA.unpack_from(out, start + _LAST_DELTA_AT)
+        _BASE_OFFSET.pack_into(out, at + start, offset)
+        _EPOCH.pack_into(out, at + start + _EPOCH_AT, leader_epoch)
+        (last_delta,) = _LAST_DELTA.unpack_from(raw, start + _LAST_DELTA_AT)
         offset += last_delta + 1
-    return out
 
 
 def synthesize(batch: RecordBatch, epoch_origin_ms: int) -> bytes:
@@ -243,13 +248,18 @@ def synthesize(batch: RecordBatch, epoch_origin_ms: int) -> bytes:
     return bytes(builder.build())
 
 
-def encode_batches(batches: Sequence[RecordBatch], epoch_origin_ms: int) -> bytes:
-    """The ``records`` of a fetch response: every batch as v2 bytes, at its offsets and epoch."""
-    parts = []
-    for batch in batches:
-        raw = batch.raw if batch.raw is not None else synthesize(batch, epoch_origin_ms)
-        parts.append(rewrite(raw, batch.base_offset, batch.leader_epoch))
-    return b"".join(parts)
+def encode_batches(batches: Sequence[RecordBatch], epoch_origin_ms: int) -> bytes | bytearray:
+    """The ``records`` of a fetch response: every batch as v2 bytes, at its offsets and epoch.
+
+    The stored bytes are copied once, into the response's buffer, and stamped there."""
+    raws = [batch.raw if batch.raw is not None else synthesize(batch, epoch_origin_ms) for batch in batches]
+    out = bytearray(sum(len(raw) for raw in raws))
+    at = 0
+    for batch, raw in zip(batches, raws, strict=True):
+        out[at : at + len(raw)] = raw
+        _stamp(out, at, raw, batch.base_offset, batch.leader_epoch)
+        at += len(raw)
+    return out
 
 
 def offset_for_timestamp(

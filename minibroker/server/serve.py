@@ -12,6 +12,7 @@ ignored: the cluster runs until the serve is stopped.
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -70,6 +71,18 @@ def build_scenario(
     if len(set(names)) != len(names):
         raise ValueError(f"a topic is named twice: {', '.join(sorted(names))}")
     return scenario
+
+
+def freeze_startup_heap() -> None:
+    """Leave what a serve process started with out of the garbage collector's passes (``gc.freeze``).
+
+    Modules, the cluster, its brokers and logs live as long as the process. Once they are up, a
+    full collection need not walk them again: without this, each one over a process serving small
+    requests walks every object the imports made, and takes a quarter of its CPU. Only for a
+    process that serves until it exits (``minibroker serve``): frozen objects are never collected.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 @attrs.define

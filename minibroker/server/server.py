@@ -52,6 +52,7 @@ ends the same way.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 import time
@@ -296,8 +297,25 @@ class WireServer:
 
 
 async def _send(stream: trio.SocketStream, data: bytes) -> bool:
+    """Write one response; False once the connection is gone.
+
+    The whole frame goes out in one ``send`` on the non-blocking socket when the kernel takes it
+    (a response is small next to a socket buffer), without a trip through trio's scheduler; only
+    what it does not take is left to ``send_all``, which waits until the socket is writable.
+    """
+    fd = stream.socket.fileno()
+    if fd < 0:  # closed
+        return False
     try:
-        await stream.send_all(data)
+        sent = os.write(fd, data)
+    except BlockingIOError:
+        sent = 0
+    except OSError:  # reset or closed by the client: the reader sees the end too
+        return False
+    if sent == len(data):
+        return True
+    try:
+        await stream.send_all(memoryview(data)[sent:])
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return False
     return True

@@ -223,3 +223,39 @@ def test_a_valid_request_with_one_byte_changed_decodes_or_fails_as_request_error
     data[position % len(data)] = value
     with contextlib.suppress(RequestError):
         decode_request(bytes(data))
+
+
+# --- headers and bodies written directly: the same bytes kafka-python writes ------------------------
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_produce_answers_written_directly_are_kafka_pythons_bytes(version):
+    from minibroker.common.errors import Errors
+    from minibroker.common.messages import PartitionProduceResponse, TopicPartition
+    from minibroker.server.codec import frame_response
+    from minibroker.server.produce import _response, encode_partitions
+
+    parts = [
+        (TopicPartition("bench", 0), PartitionProduceResponse(Errors.NONE, 5, -1, 0)),
+        (TopicPartition("ü-topic", 3), PartitionProduceResponse(Errors.NOT_LEADER_OR_FOLLOWER)),
+        (TopicPartition("bench", 2), PartitionProduceResponse(Errors.NONE, 2**40, 1_700_000_000_000, 7)),
+        (TopicPartition("bench", 1), None),  # no answer: UNKNOWN_SERVER_ERROR
+    ]
+    request = Request(0, version, 12345, "c", None)
+    expected = encode_response(request, _response(parts))
+    assert frame_response(request, encode_partitions(parts, version)) == expected
+    assert frame_response(request, encode_partitions([], version)) == encode_response(request, _response([]))
+
+
+def test_request_headers_read_directly_match_kafka_pythons_reading():
+    for version in (3, 9, 12):
+        for client_id in ("rdkafka", "", None, "é" * 40):
+            request = ProduceRequest(acks=-1, timeout_ms=100, topic_data=[], transactional_id=None)
+            request.with_header(correlation_id=77, client_id=client_id)
+            frame = bytes(request.encode(version=version, header=True))
+            decoded = decode_request(frame)
+            assert (decoded.correlation_id, decoded.client_id, decoded.body.timeout_ms) == (
+                77,
+                client_id,
+                100,
+            )

@@ -165,6 +165,26 @@ def test_measure_runs_both_trees_alternately_and_compares_their_json(repo, tmp_p
 
 
 @needs_git
+def test_same_tool_runs_this_trees_script_against_each_trees_package(repo, tmp_path):
+    (repo / "pkg.py").write_text("SPEED = 10\n")
+    _fake(repo, "baseline", {"speed": 1})
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    commit = _git(repo, "rev-parse", "HEAD")
+    (repo / "pkg.py").write_text("SPEED = 30\n")
+    # this tree's tool reads the package of the tree it is pointed at
+    script = FAKE.replace("print(json.dumps(FIGURES))", "import pkg; print(json.dumps({'speed': pkg.SPEED}))")
+    (repo / "tools" / "fake.py").write_text(script.replace("SIDE", "os.environ['MINIBROKER_BENCH_TREE']"))
+    found = bench_baseline.measure(
+        commit, "tools/fake.py", ["--json"], [Figure("speed", "higher")], 1, root=repo, same_tool=True
+    )
+    assert found["baseline"]["same_tool"] is True
+    assert found["baseline"]["figures"]["speed"]["pairs"] == [[10, 30]]
+    trees = (tmp_path / "log").read_text().split()
+    assert trees[1] == str(repo) and trees[0] != str(repo)  # baseline first: its checkout, then this tree
+
+
+@needs_git
 def test_a_baseline_tool_without_json_is_one_line_per_figure(repo):
     _fake(repo, "baseline", {"speed": 10}, json_flag=False)
     _git(repo, "add", "-A")
