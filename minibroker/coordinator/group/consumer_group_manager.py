@@ -125,6 +125,8 @@ class ConsumerGroupManager:
         self.timer = context.timer
         self.classic = classic
         self.groups: dict[str, ConsumerGroup] = {}
+        #: each group's state as last traced (``group.consumer.state`` is emitted when it changes)
+        self.traced_states: dict[str, str] = {}
 
     # ==========================================================================================
     # ConsumerGroupHeartbeat
@@ -140,6 +142,7 @@ class ConsumerGroupManager:
                 response = self._heartbeat(request, writes)
         except HeartbeatError as refused:
             response = ConsumerGroupHeartbeatResponse(refused.error, refused.message)
+        self._trace_state(request.group_id)
         self.context.emit(
             "group.consumer.heartbeat",
             group=request.group_id,
@@ -450,6 +453,7 @@ class ConsumerGroupManager:
             assigned=partition_names(sorted_assignment(new.assigned)),
             pending_revocation=partition_names(sorted_assignment(new.pending_revocation)),
         )
+        self._trace_owners(gid, mid, old.owned(), new.owned())
         if new.state == UNREVOKED_PARTITIONS:
             epoch = new.member_epoch
             self.timer.schedule(
@@ -486,6 +490,7 @@ class ConsumerGroupManager:
                 pending_revocation={},
             )
             group.put(left)
+            self._trace_owners(gid, mid, member.owned(), left.owned())
             self.timer.cancel(rebalance_timeout_key(gid, mid))
             writes.append(self._member_record(gid, left))
             self.context.emit("group.consumer.leave", group=gid, member=mid, instance=iid, static=True)
@@ -508,6 +513,7 @@ class ConsumerGroupManager:
         self.context.emit(
             "group.consumer.fence", group=gid, member=mid, member_epoch=member.member_epoch, reason=reason
         )
+        self._trace_owners(gid, mid, member.owned(), set())
         self._bump_group_epoch(group, f"member {mid} removed: {reason}", writes)
 
     def fence(self, group_id: str, member_id: str, reason: str = "fenced by an operator") -> bool:
@@ -518,8 +524,38 @@ class ConsumerGroupManager:
             return False
         writes: list[bytes] = []
         self.fence_member(group, member, reason, writes)
+        self._trace_state(group_id)
         self.context.write(group_id, writes, lambda error: None)
         return True
+
+    def _trace_owners(
+        self, group_id: str, member_id: str, before: set[tuple[str, int]], after: set[tuple[str, int]]
+    ) -> None:
+        """``group.consumer.release`` for each partition ``member_id`` no longer owns (revoked, or its
+        owner gone), ``group.consumer.own`` for each it now owns: a partition is fetched by nobody
+        from its release to its next ``own``."""
+        for kind, partitions in (
+            ("group.consumer.release", before - after),
+            ("group.consumer.own", after - before),
+        ):
+            for topic, p in sorted(partitions):
+                self.context.emit(kind, group=group_id, member=member_id, partition=f"{topic}-{p}")
+
+    def _trace_state(self, group_id: str) -> None:
+        """``group.consumer.state`` when the group's state is not the one last traced."""
+        group = self.groups.get(group_id)
+        if group is None:
+            self.traced_states.pop(group_id, None)
+            return
+        if self.traced_states.get(group_id) != group.state:
+            self.traced_states[group_id] = group.state
+            self.context.emit(
+                "group.consumer.state",
+                group=group_id,
+                state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+            )
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
         self.timer.schedule(
@@ -659,6 +695,7 @@ class ConsumerGroupManager:
         if group.members:
             return Errors.INCONSISTENT_GROUP_PROTOCOL
         del self.groups[group_id]
+        self.traced_states.pop(group_id, None)
         self.context.write(group_id, [records.consumer_group_record(group_id, None)], lambda error: None)
         self.context.emit("group.consumer.convert", group=group_id, to="classic")
         return None
@@ -666,6 +703,7 @@ class ConsumerGroupManager:
     def delete(self, group_id: str) -> bytes:
         """Forget the empty ``group_id`` (DeleteGroups, expiry); return its tombstone."""
         self.groups.pop(group_id, None)
+        self.traced_states.pop(group_id, None)
         return records.consumer_group_record(group_id, None)
 
     def snapshot(self) -> tuple[ConsumerGroupView, ...]:
@@ -760,6 +798,7 @@ class ConsumerGroupManager:
         """Drop ``partition``'s consumer groups and disarm their members' tasks."""
         dropped = self.group_ids(partition)
         for gid in dropped:
+            self.traced_states.pop(gid, None)
             for member_id in self.groups.pop(gid).members:
                 self.timer.cancel(session_timeout_key(gid, member_id))
                 self.timer.cancel(rebalance_timeout_key(gid, member_id))
