@@ -79,6 +79,27 @@ def decode_subscription(data: bytes) -> list[str]:
         raise ValueError(f"not a consumer subscription: {error}") from None
 
 
+def decode_owned_partitions(data: bytes) -> list[tuple[str, int]]:
+    """The partitions a subscription of version 1 or later says its member owns (a cooperative
+    member's rejoin); none for version 0; ValueError if the bytes are not a subscription."""
+    try:
+        reader = _Reader(data)
+        version = reader.unpack(">h")
+        for _ in range(reader.unpack(">i")):
+            reader.string()
+        if version < 1:
+            return []
+        size = reader.unpack(">i")  # user data
+        reader.pos += max(size, 0)
+        owned = []
+        for _ in range(reader.unpack(">i")):
+            topic = reader.string()
+            owned += [(topic, reader.unpack(">i")) for _ in range(reader.unpack(">i"))]
+        return owned
+    except (struct.error, UnicodeDecodeError) as error:
+        raise ValueError(f"not a consumer subscription: {error}") from None
+
+
 def subscribed_topics(data: bytes) -> list[str]:
     """A member's topics; a subscription that does not decode (another client's bug) subscribes to none."""
     try:
