@@ -29,8 +29,9 @@ default, ``upgrade``, ``downgrade``, ``disabled``; Kafka's ``ConsumerGroupMigrat
   for are free. After a join ``sync-<group>-<member>`` runs the rebalance timeout until its
   SyncGroup; a heartbeat asking it to rejoin arms ``join-<group>-<member>`` (if not armed) until
   its JoinGroup; either expiring fences it. LeaveGroup removes it and bumps the group epoch.
-- **Downgrade** (``convertToClassicGroup``, ``ClassicGroup.fromConsumerGroup``): when a consumer
-  protocol member leaves or is fenced and every other member is classic (at least one), the
+- **Downgrade** (``convertToClassicGroup``, ``ClassicGroup.fromConsumerGroup``): when a member
+  leaves with ConsumerGroupHeartbeat or is fenced (session, rebalance, join or sync timeout) and
+  every other member is classic (at least one), the
   policy allows downgrades and they fit in ``group.max.size``, the group becomes a classic group
   at generation = group epoch, Stable, each member's assignment its target, then
   PreparingRebalance at once: the members' heartbeats answer REBALANCE_IN_PROGRESS and they
@@ -190,8 +191,7 @@ class ConsumerGroupMigration:
         gid = group.group_id
         others = [m for mid, m in group.members.items() if mid != leaving.member_id]
         if (
-            leaving.uses_classic_protocol
-            or not others
+            not others
             or not group.all_classic_except(leaving.member_id)
             or not self.downgrade_enabled()
             or len(others) > self.context.config.group_max_size
