@@ -161,17 +161,11 @@ class ConsumerGroupMigration:
         assigned = as_assignment(consumer_protocol.decode_assignment(member.assignment))
         return ConsumerGroupMember(
             member.member_id,
-            instance_id=member.instance_id,
-            client_id=member.client_id,
-            client_host=member.client_host,
-            rebalance_timeout_ms=member.rebalance_timeout_ms,
-            subscribed_topic_names=tuple(sorted(set(topics))),
             member_epoch=generation,
             previous_member_epoch=generation,
             assigned=assigned,
             target=dict(assigned),
-            classic_protocols=tuple(member.protocols),
-            classic_session_timeout_ms=member.session_timeout_ms,
+            **_classic_fields(member, topics),
         )
 
     def _drop_classic(self, classic: ClassicGroup) -> None:
@@ -274,16 +268,7 @@ class ConsumerGroupMigration:
             known = attrs.evolve(known, member_id=mid)
         member = known if known is not None else ConsumerGroupMember(mid)
         updated = attrs.evolve(
-            member,
-            instance_id=request.instance_id,
-            client_id=request.client_id,
-            client_host=request.client_host,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            subscribed_topic_names=tuple(sorted(set(topics))),
-            subscribed_topic_regex=None,
-            server_assignor=None,
-            classic_protocols=tuple(request.protocols),
-            classic_session_timeout_ms=request.session_timeout_ms,
+            member, subscribed_topic_regex=None, server_assignor=None, **_classic_fields(request, topics)
         )
         reasons = []
         if known is None:
@@ -472,6 +457,20 @@ class ConsumerGroupMigration:
             error=error.name,
             member_epoch=member_epoch,
         )
+
+
+def _classic_fields(source: JoinGroupRequest | Member, topics: list[str]) -> dict[str, Any]:
+    """What a classic member's JoinGroup (the request, or a classic group's ``Member``) sets on its
+    consumer group member (Kafka's ``ClassicMemberMetadata`` and the subscription)."""
+    return {
+        "instance_id": source.instance_id,
+        "client_id": source.client_id,
+        "client_host": source.client_host,
+        "rebalance_timeout_ms": source.rebalance_timeout_ms,
+        "subscribed_topic_names": tuple(sorted(set(topics))),
+        "classic_protocols": tuple(source.protocols),
+        "classic_session_timeout_ms": source.session_timeout_ms,
+    }
 
 
 def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:

@@ -8,6 +8,8 @@ version 0 subscription to ``t`` (an eager member: its rejoin reports no owned pa
 
 from __future__ import annotations
 
+import struct
+
 from minibroker.coordinator.group import consumer_protocol
 from minibroker.coordinator.group.messages import LeaveGroupRequest, LeavingMember
 from minibroker.sim import TopicSpec
@@ -206,5 +208,39 @@ async def test_the_migration_policy_keeps_groups_in_their_protocol(autojump_cloc
         # no downgrade: the consumer group goes on with its classic member, at group epoch 3
         (view,) = coordinator.snapshot().consumer_groups
         assert (view.group_epoch, [m.member_id for m in view.members]) == (3, [mid])
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+def cooperative(*owned: int) -> tuple[tuple[str, bytes], ...]:
+    """A version 1 subscription to t saying its member owns ``owned`` (a cooperative member's rejoin)."""
+    topic = b"\x00\x01t"
+    data = struct.pack(">hi", 1, 1) + topic + struct.pack(">i", -1)  # topics, no user data
+    data += struct.pack(">i", 1) + topic + struct.pack(">i", len(owned))
+    data += b"".join(struct.pack(">i", p) for p in owned)
+    return (("range", data),)
+
+
+async def test_a_cooperative_classic_member_keeps_its_epoch_until_its_rejoin_no_longer_owns_revoked_ones(
+    autojump_clock,
+):
+    cm, cluster, _sink, coordinator = await _cluster()
+    try:
+        c, b = Raw(cluster, "c"), Raw(cluster, "b")
+        mid = await _classic_group(cluster, c)
+        await cluster.clock.sleep_until(4000)
+        await b.call(0, hb("m-b", 0))  # group epoch 2: c's target t-0, t-1
+        assert (await c.call(0, heartbeat("g", 1, mid))).error.name == "REBALANCE_IN_PROGRESS"
+        # c rejoins still owning t-0..3: it must revoke t-2, t-3 first, at its epoch 1
+        revoking = await c.call(0, join("g", mid, protocols=cooperative(0, 1, 2, 3)))
+        assert (revoking.error.name, revoking.generation_id) == ("NONE", 1)
+        assert coordinator.timer.deadline(f"rebalance-timeout-g-{mid}") == 304_000
+        # revoking is no rebalance to rejoin for SyncGroup, which answers the partitions it keeps
+        assert partitions((await c.call(0, sync("g", 1, mid))).assignment) == [0, 1]
+        assert (await c.call(0, heartbeat("g", 1, mid))).error.name == "REBALANCE_IN_PROGRESS"
+        done = await c.call(0, join("g", mid, protocols=cooperative(0, 1)))
+        assert (done.error.name, done.generation_id) == ("NONE", 2)
+        assert coordinator.timer.deadline(f"rebalance-timeout-g-{mid}") is None
+        assert (await b.call(0, hb("m-b", 2, ()))).assignment == t(2, 3)
     finally:
         await cm.__aexit__(None, None, None)
