@@ -244,3 +244,27 @@ async def test_a_cooperative_classic_member_keeps_its_epoch_until_its_rejoin_no_
         assert (await b.call(0, hb("m-b", 2, ()))).assignment == t(2, 3)
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_a_new_coordinator_reloads_a_classic_member_with_its_own_session_timeout(autojump_clock):
+    cm, cluster, _sink = await open_group_cluster(3, config={"minibroker.coordinator.load.ms.per.record": 0})
+    try:
+        cluster.create_topic(TopicSpec("t", 4, 1))
+        a, c = Raw(cluster, "a"), Raw(cluster, "c")
+        await a.call(0, hb("m-a", 0))
+        mid = await member_join(c, 0, "g", protocols=SUBSCRIPTION)
+        assert (await c.call(0, classic_join(mid))).generation_id == 2
+        await cluster.clock.sleep_until(2000)
+        cluster.crash(0)
+        await cluster.clock.sleep_until(2001)
+        new = cluster.coordinator_for("g")
+        coordinator = cluster.brokers[new].coordinator
+        (view,) = coordinator.snapshot().consumer_groups
+        assert [(m.member_id, m.member_epoch) for m in view.members] == [("m-a", 1), (mid, 2)]
+        member = coordinator.consumer_group_manager.groups["g"].members[mid]
+        assert (member.classic_protocols, member.classic_session_timeout_ms) == (SUBSCRIPTION, 10_000)
+        assert coordinator.timer.deadline(f"session-timeout-g-{mid}") == 2000 + 10_000
+        assert coordinator.timer.deadline("session-timeout-g-m-a") == 2000 + 45_000
+        assert (await c.call(new, heartbeat("g", 2, mid))).error.name == "NONE"
+    finally:
+        await cm.__aexit__(None, None, None)
