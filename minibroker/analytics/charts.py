@@ -368,7 +368,7 @@ def rebalance_rows(rows: list[dict[str, Any]], limit: int = MAX_REBALANCE_ROWS) 
                 f", {row['session_expiries']} session expir{'y' if row['session_expiries'] == 1 else 'ies'}"
             )
         if row["partition_stops"]:
-            note += f", {row['partition_stops']} partition stop(s) up to {row['max_stop_ms'] / 1000:g} s"
+            note += f"\n{row['partition_stops']} partition stop(s) ≤ {row['max_stop_ms'] / 1000:g} s"
         label = f"{Path(row['trace']).name} · {row['group']} (broker {row['broker']}, {row['protocol']})"
         seconds = [row[k] / 1000 for k in ("min_ms", "mean_ms", "max_ms")]
         drawn.append({"label": label, "min": seconds[0], "mean": seconds[1], "max": seconds[2], "note": note})
@@ -385,7 +385,7 @@ def rebalance_chart(analysis: Analysis, path: Path) -> Path | None:
         [r["mean"] for r in drawn],
         [r["max"] for r in drawn],
         {"xerr": whiskers, "capsize": 4, "color": "tab:blue", "ecolor": "black"},
-        ("duration in virtual s: bar = mean, whisker = shortest to longest", 1.45),
+        ("duration in virtual s: bar = mean, whisker = shortest to longest", 1.9),
         "consumer group rebalances (to Stable: classic and consumer protocols)",
         path,
     )

@@ -172,7 +172,7 @@ def test_rebalances_draw_the_groups_that_rebalanced_longest_mean_first():
             0.0,
             1.5,
             3.0,
-            "2 rebalance(s), 2 partition stop(s) up to 1 s",
+            "2 rebalance(s)\n2 partition stop(s) ≤ 1 s",
         ),
     ]
     assert charts.rebalance_rows([rows[2]]) == []
