@@ -1,6 +1,6 @@
 """The tables of ``minibroker analyze`` computed again with DuckDB: the bench's reference.
 
-Every table but ``skipped``, ``rebalances``, ``transactions`` and ``lso_lag``.
+Every table but ``skipped``, ``transactions`` and ``lso_lag``.
 
 ``tools/pipeline_bench.py`` times this against the Spark job on the same trace files
 and checks that both give the same rows. The SQL follows docs/pipeline.md, not the
@@ -19,8 +19,13 @@ from typing import Any
 
 from minibroker.analytics.keys import KEYS as _ANALYZE_KEYS
 
-#: analyze's tables that DuckDB computes too (not ``skipped``, ``rebalances``, ``transactions``, ``lso_lag``)
-_NOT_HERE = ("skipped", "rebalances", "transactions", "lso_lag")
+#: analyze's tables that DuckDB computes too (not ``skipped``, ``transactions``, ``lso_lag``)
+_NOT_HERE = ("skipped", "transactions", "lso_lag")
+#: the consumer group events the ``rebalances`` table reads (both protocols)
+GROUP_KINDS = (
+    "('group.state', 'group.session.expire', 'group.consumer.epoch', 'group.consumer.state', "
+    "'group.consumer.fence', 'group.consumer.release', 'group.consumer.own')"
+)
 KEYS = {name: keys for name, keys in _ANALYZE_KEYS.items() if name not in _NOT_HERE}
 ISR_KINDS = "('leader', 'isr.commit', 'controller.isr', 'controller.elect')"
 COLUMNS = (
@@ -113,6 +118,11 @@ def _statements(source: str, b: int) -> list[str]:
               CASE WHEN creations >= 2 THEN 'created 2+ times' END,
               CASE WHEN created_seq IS NULL THEN 'no op.create' END], lambda p: p IS NOT NULL) AS problems
           FROM s""",
+        f"""CREATE TEMP TABLE groups AS SELECT trace, seq, time_ms, kind, broker, partition,
+            data ->> '$.group' AS "group", data ->> '$.state' AS state, data ->> '$.reason' AS reason,
+            data ->> '$.pending' AS pending,
+            CASE WHEN kind LIKE 'group.consumer.%' THEN 'consumer' ELSE 'classic' END AS protocol
+            FROM ({source}) WHERE kind IN {GROUP_KINDS}""",
         f"""CREATE TEMP TABLE retried AS WITH e AS (SELECT trace, seq, time_ms, kind,
               data ->> '$.client' AS client, data ->> '$.origin' AS origin FROM ({source})
               WHERE kind IN ('retry.deliver', 'retry.processed', 'retry.dead'))
@@ -219,10 +229,48 @@ def _queries(b: int) -> dict[str, str]:
             count(*) FILTER (kind = 'share.archive' AND cause = 'reject') AS rejected,
             count(*) FILTER (kind = 'share.archive' AND cause = 'limit') AS at_limit,
             {accept_ranks} FROM shared GROUP BY ALL""",
+        "rebalances": _REBALANCES,
         "delay_lateness": f"""SELECT design, count(*) AS delivered,
             {_ranks("lateness_ms", "p50_ms", "p99_ms")}, max(lateness_ms) AS max_ms
             FROM rel WHERE kind = 'delay.delivered' GROUP BY ALL""",
     }
+
+
+#: classic: PreparingRebalance to the next Stable after CompletingRebalance; consumer: the first epoch
+#: bump after the group was Stable or Empty to the next Stable, and each partition's release to its
+#: next owner (docs/pipeline.md)
+_REBALANCES = """WITH
+  c AS (SELECT *, last_value(CASE WHEN state = 'PreparingRebalance' THEN time_ms END IGNORE NULLS)
+      OVER (PARTITION BY trace, broker, "group" ORDER BY seq) AS start_ms,
+    lag(state) OVER (PARTITION BY trace, broker, "group" ORDER BY seq) AS previous
+    FROM groups WHERE kind = 'group.state'),
+  classic AS (SELECT trace, broker, "group", time_ms - start_ms AS took FROM c
+    WHERE state = 'Stable' AND previous = 'CompletingRebalance' AND start_ms IS NOT NULL),
+  e AS (SELECT *, kind = 'group.consumer.state' AND state IN ('Stable', 'Empty') AS settled
+    FROM groups WHERE kind IN ('group.consumer.epoch', 'group.consumer.state')),
+  s AS (SELECT *, coalesce(sum(settled::BIGINT) OVER (PARTITION BY trace, broker, "group" ORDER BY seq
+      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS segment FROM e),
+  consumer AS (SELECT trace, broker, "group",
+      max(time_ms) FILTER (settled AND state = 'Stable') - min(time_ms) FILTER (kind = 'group.consumer.epoch')
+      AS took FROM s GROUP BY trace, broker, "group", segment),
+  took AS (SELECT *, 'classic' AS protocol FROM classic
+    UNION ALL SELECT *, 'consumer' AS protocol FROM consumer WHERE took IS NOT NULL),
+  durations AS (SELECT trace, broker, "group", protocol, count(*) AS rebalances, min(took) AS min_ms,
+    round(avg(took), 1) AS mean_ms, max(took) AS max_ms FROM took GROUP BY ALL),
+  expiries AS (SELECT trace, broker, "group", protocol, count(*) AS session_expiries FROM groups
+    WHERE (kind = 'group.session.expire' AND pending = 'false')
+      OR (kind = 'group.consumer.fence' AND reason = 'session timeout') GROUP BY ALL),
+  o AS (SELECT *, lag(kind) OVER w AS previous, lag(time_ms) OVER w AS released_ms FROM groups
+    WHERE kind IN ('group.consumer.release', 'group.consumer.own')
+    WINDOW w AS (PARTITION BY trace, broker, "group", partition ORDER BY seq)),
+  stops AS (SELECT trace, broker, "group", 'consumer' AS protocol, count(*) AS partition_stops,
+    max(time_ms - released_ms) AS max_stop_ms FROM o
+    WHERE kind = 'group.consumer.own' AND previous = 'group.consumer.release' GROUP BY ALL)
+  SELECT trace, broker, "group", protocol, coalesce(rebalances, 0) AS rebalances, min_ms, mean_ms, max_ms,
+    coalesce(session_expiries, 0) AS session_expiries,
+    CASE WHEN protocol = 'consumer' THEN coalesce(partition_stops, 0) END AS partition_stops, max_stop_ms
+  FROM durations FULL JOIN expiries USING (trace, broker, "group", protocol)
+    FULL JOIN stops USING (trace, broker, "group", protocol)"""
 
 
 def _sort_key(row: dict[str, Any], keys: tuple[str, ...]) -> tuple:

@@ -15,7 +15,7 @@ It is kept and reused by later runs with the same ``--events`` (``--fresh`` to r
 
 Then ``minibroker analyze DIR --master M`` runs as a subprocess for each ``--master``
 (default ``local[2]``), one after the other in this one run, each in a fresh JVM, and
-the same ten tables are computed in this process with DuckDB (``tools/duckdb_tables.py``,
+the same tables are computed in this process with DuckDB (``tools/duckdb_tables.py``,
 SQL written from docs/pipeline.md, DuckDB's default threads: one per core). Reported:
 per master the wall time of the whole command (JVM start, job, writing tables, report
 and charts) and the job's own time (as ``analyze --json`` reports it: reading,

@@ -170,9 +170,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "fault": ("fault",),
     "ops": ("op.cancel",),
     "group": (*groups.KINDS, *share_groups.KINDS),
-    "state": ("group.state", "txn.state"),
+    "state": ("group.state", "txn.state", "group.consumer.state"),
     "txn": transactions.TXN_KINDS,
     "pending": ("group.session.expire",),
+    "reason": ("group.consumer.fence",),
     "client": retries.KINDS,
     "origin": retries.KINDS,
     "design": delayed_messages.KINDS,
@@ -189,7 +190,7 @@ SLOTS = {
     "n1": ("delay_ms", "expiration", "watched", "hw", "lateness_ms", "delivery_count", "latency_ms"),
     "n2": ("num_delayed", "lso"),
     "s1": ("isr", "fault", "ops", "group", "client", "design", "txn"),
-    "s2": ("state", "pending", "origin"),
+    "s2": ("state", "pending", "origin", "reason"),
 }
 _SQL_TYPE = {"n": "BIGINT", "s": "STRING"}
 _BASE = ("tid", "trace", "seq", "time_ms", "kind", "broker", "purgatory", "op", "cause", "partition", "count")

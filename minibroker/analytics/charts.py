@@ -356,7 +356,8 @@ def timer_chart(analysis: Analysis, path: Path) -> Path | None:
 
 # --- consumer groups -----------------------------------------------------------------------------
 def rebalance_rows(rows: list[dict[str, Any]], limit: int = MAX_REBALANCE_ROWS) -> list[dict[str, Any]]:
-    """The groups that completed a rebalance: (label, min, mean, max seconds, note), longest mean first."""
+    """The groups that completed a rebalance: (label, min, mean, max seconds, note), longest mean first;
+    the note counts rebalances, session expiries and (consumer protocol) partition stops."""
     drawn = []
     for row in rows:
         if not row["rebalances"]:
@@ -366,7 +367,9 @@ def rebalance_rows(rows: list[dict[str, Any]], limit: int = MAX_REBALANCE_ROWS) 
             note += (
                 f", {row['session_expiries']} session expir{'y' if row['session_expiries'] == 1 else 'ies'}"
             )
-        label = f"{Path(row['trace']).name} · {row['group']} (broker {row['broker']})"
+        if row["partition_stops"]:
+            note += f"\n{row['partition_stops']} partition stop(s) ≤ {row['max_stop_ms'] / 1000:g} s"
+        label = f"{Path(row['trace']).name} · {row['group']} (broker {row['broker']}, {row['protocol']})"
         seconds = [row[k] / 1000 for k in ("min_ms", "mean_ms", "max_ms")]
         drawn.append({"label": label, "min": seconds[0], "mean": seconds[1], "max": seconds[2], "note": note})
     return sorted(drawn, key=lambda r: (-r["mean"], r["label"]))[:limit]
@@ -382,8 +385,8 @@ def rebalance_chart(analysis: Analysis, path: Path) -> Path | None:
         [r["mean"] for r in drawn],
         [r["max"] for r in drawn],
         {"xerr": whiskers, "capsize": 4, "color": "tab:blue", "ecolor": "black"},
-        ("duration in virtual s: bar = mean, whisker = shortest to longest", 1.45),
-        "consumer group rebalances (PreparingRebalance to Stable)",
+        ("duration in virtual s: bar = mean, whisker = shortest to longest", 1.9),
+        "consumer group rebalances (to Stable: classic and consumer protocols)",
         path,
     )
 

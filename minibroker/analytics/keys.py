@@ -15,7 +15,7 @@ KEYS = {
     "isr": ("trace", "partition", "bucket_ms"),
     "audit": ("trace", "broker", "op", "problem"),
     "skipped": ("trace", "problem"),
-    "rebalances": ("trace", "broker", "group"),
+    "rebalances": ("trace", "broker", "group", "protocol"),
     "transactions": ("trace", "txn", "transaction"),
     "lso_lag": ("trace", "partition"),
     "retry_attempts": ("trace", "client", "outcome", "attempts"),

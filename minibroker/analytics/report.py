@@ -201,8 +201,8 @@ def analysis_report(analysis: Analysis, out: Path, command: str) -> Path:
     ]
     rebalances = analysis.rows("rebalances")
     if rebalances:  # consumer groups: rebalance durations and session expiries per group
-        columns = ["trace", "broker", "group", "rebalances", "min_ms", "mean_ms", "max_ms"]
-        columns.append("session_expiries")
+        columns = ["trace", "broker", "group", "protocol", "rebalances", "min_ms", "mean_ms", "max_ms"]
+        columns += ["session_expiries", "partition_stops", "max_stop_ms"]
         chart = image("rebalances", "rebalance durations", "_(no group completed a rebalance)_")
         lines += ["## Consumer group rebalances", "", markdown_table(rebalances, columns), "", chart, ""]
     txns, lags = analysis.rows("transactions"), analysis.rows("lso_lag")

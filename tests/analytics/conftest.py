@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # home directory); test_cds.py turns it on for its own runs, in a temporary cache directory
 os.environ.setdefault("MINIBROKER_SPARK_CDS", "0")
 #: small bundled scenarios that between them have every relevant event kind: expiry, leadership,
-#: shutdown, ISR shrink/expand, purges, timer cascades, consumer and follower fetches,
+#: shutdown, ISR shrink/expand, purges, timer cascades, consumer and follower fetches, classic and
+#: consumer protocol group rebalances,
 #: transactions (a timeout's abort, a fencing abort and a commit) and the LSO held below the HW
 TRACED = {
     "follower_paused_timeout": "jsonl",
@@ -28,6 +29,8 @@ TRACED = {
     "fetch_min_bytes": "jsonl",
     "timing_wheel_cascade": "parquet",
     "group_session_timeout": "jsonl",
+    "group_consumer_join": "parquet",
+    "group_consumer_session_timeout": "jsonl",
     "retry_poison_dlt": "jsonl",
     "delay_wheel_vs_levels": "parquet",
     "txn_read_committed_stalled": "jsonl",

@@ -234,7 +234,7 @@ def analyze(paths: list[Path], bucket_ms: int) -> dict[str, list[dict[str, Any]]
             for design, values in sorted(lateness.items())
         ],
         "share_groups": sorted(shared, key=lambda r: (r["trace"], r["group"], r["partition"])),
-        "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"])),
+        "rebalances": sorted(groups, key=lambda r: (r["trace"], r["broker"], r["group"], r["protocol"])),
         "transactions": sorted(txns, key=lambda r: (r["trace"], r["txn"], r["transaction"])),
         "lso_lag": sorted(lags, key=lambda r: (r["trace"], r["partition"])),
         "traces": sorted(traces, key=lambda r: r["trace"]),
@@ -377,39 +377,73 @@ def share_groups(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def rebalances(name: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (broker, group): PreparingRebalance -> Stable (via CompletingRebalance) durations, expiries."""
+    """Per (broker, group, protocol): rebalance durations, session expiries, partition stops.
+
+    classic: PreparingRebalance -> Stable (via CompletingRebalance); consumer: the first
+    ``group.consumer.epoch`` after the group was Stable or Empty -> the next Stable, and each
+    partition's ``group.consumer.release`` -> its next ``group.consumer.own``.
+    """
     found: dict[tuple, dict[str, Any]] = {}
     start: dict[tuple, int | None] = {}
     previous: dict[tuple, str | None] = {}
+    released: dict[tuple, int | None] = {}
+
+    def row(key: tuple) -> dict[str, Any]:
+        return found.setdefault(key, {"durations": [], "session_expiries": 0, "stops": []})
+
     for e in sorted(events, key=lambda e: e["seq"]):
-        if e["kind"] not in ("group.state", "group.session.expire"):
+        kind, fields = e["kind"], e["fields"]
+        if kind not in ("group.state", "group.session.expire") and not kind.startswith("group.consumer."):
             continue
-        key = (e["broker"], e["fields"]["group"])
-        row = found.setdefault(key, {"durations": [], "session_expiries": 0})
-        if e["kind"] == "group.session.expire":
-            row["session_expiries"] += int(not e["fields"]["pending"])
-            continue
-        state = e["fields"]["state"]
-        if state == "PreparingRebalance":
-            start[key] = e["time_ms"]
-        elif state == "Stable" and previous.get(key) == "CompletingRebalance" and start.get(key) is not None:
-            row["durations"].append(e["time_ms"] - start[key])
-        previous[key] = state
+        protocol = "consumer" if kind.startswith("group.consumer.") else "classic"
+        key = (e["broker"], fields["group"], protocol)
+        if kind == "group.session.expire":
+            row(key)["session_expiries"] += int(not fields["pending"])
+        elif kind == "group.state":
+            state = fields["state"]
+            if state == "PreparingRebalance":
+                start[key] = e["time_ms"]
+            elif (
+                state == "Stable"
+                and previous.get(key) == "CompletingRebalance"
+                and start.get(key) is not None
+            ):
+                row(key)["durations"].append(e["time_ms"] - start[key])
+            previous[key] = state
+        elif kind == "group.consumer.epoch":
+            if start.get(key) is None:
+                start[key] = e["time_ms"]
+        elif kind == "group.consumer.state" and fields["state"] in ("Stable", "Empty"):
+            if fields["state"] == "Stable" and start.get(key) is not None:
+                row(key)["durations"].append(e["time_ms"] - start[key])
+            start[key] = None
+        elif kind == "group.consumer.fence" and fields["reason"] == "session timeout":
+            row(key)["session_expiries"] += 1
+        elif kind == "group.consumer.release":
+            released[(*key, e["partition"])] = e["time_ms"]
+        elif kind == "group.consumer.own":
+            since = released.pop((*key, e["partition"]), None)
+            if since is not None:
+                row(key)["stops"].append(e["time_ms"] - since)
     out = []
-    for (broker, group), row in found.items():
-        durations = row["durations"]
-        if not durations and not row["session_expiries"]:
+    for (broker, group, protocol), r in found.items():
+        durations, stops = r["durations"], r["stops"]
+        if not durations and not r["session_expiries"] and not stops:
             continue
+        consumer = protocol == "consumer"
         out.append(
             {
                 "trace": name,
                 "broker": broker,
                 "group": group,
+                "protocol": protocol,
                 "rebalances": len(durations),
                 "min_ms": min(durations) if durations else None,
                 "mean_ms": round(sum(durations) / len(durations), 1) if durations else None,
                 "max_ms": max(durations) if durations else None,
-                "session_expiries": row["session_expiries"],
+                "session_expiries": r["session_expiries"],
+                "partition_stops": len(stops) if consumer else None,
+                "max_stop_ms": (max(stops) if stops else None) if consumer else None,
             }
         )
     return out

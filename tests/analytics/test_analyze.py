@@ -52,11 +52,22 @@ def test_the_traces_cover_what_the_tables_measure(expected):
     assert {row["isr_size"] for row in expected["isr"]} == {1, 2, 3}
     assert any(row["purges"] for row in expected["purgatory_size"])
     assert sum(row["fires"] for row in expected["timer_precision"]) > 0
-    # group_session_timeout: generations at 0 (0 ms), 100 -> 3000 and 13000 -> 15000; one eviction
+    # group_consumer_join: group epoch 1 at 0, Stable at 0; epoch 2 (c2 joins) at 1000, Stable at 4000
+    # (c2 owns t-2 and t-3): 0 and 3000 ms. t-2 and t-3 stop from c1's release at 3000 to c2's 4000.
+    # group_consumer_session_timeout: epoch 1 at 0 (0 ms); epoch 2 at 100, Stable at 3100 (3000 ms);
+    # c2 fenced at its session deadline 13100 (epoch 3), c1 at epoch 3 at 15000 (1900 ms). t-1 stops
+    # twice: c1's release at 3000 to c2's 3100, c2's fencing at 13100 to c1's 15000 (1900 ms).
+    # group_session_timeout (classic): generations at 0 (0 ms), 100 -> 3000 and 13000 -> 15000; one
+    # eviction; no per-partition stops on the classic protocol
+    columns = ("group", "protocol", "rebalances", "min_ms", "mean_ms", "max_ms", "session_expiries")
     assert [
-        (r["group"], r["rebalances"], r["min_ms"], r["max_ms"], r["session_expiries"])
+        (Path(r["trace"]).stem, *(r[k] for k in (*columns, "partition_stops", "max_stop_ms")))
         for r in expected["rebalances"]
-    ] == [("g", 3, 0, 2900, 1)]
+    ] == [
+        ("group_consumer_join", "g", "consumer", 2, 0, 1500.0, 3000, 0, 2, 1000),
+        ("group_consumer_session_timeout", "g", "consumer", 3, 0, 1633.3, 3000, 1, 2, 1900),
+        ("group_session_timeout", "g", "classic", 3, 0, 1633.3, 2900, 1, None, None),
+    ]
     # txn_read_committed_stalled: "tx" Ongoing at 1000 (start 1000 + timeout 15000 = 16000), aborted by the
     # timeout check at 20000 (PrepareAbort, the marker, CompleteAbort in that ms). txn_zombie_fenced: the
     # zombie's transaction Ongoing at 200, aborted by the successor's fencing InitProducerId at 1005; the

@@ -25,8 +25,8 @@ def test_duckdb_tables_equal_the_plain_python_computation(trace_dir, bucket_ms):
     paths = sorted(trace_dir.iterdir())
     tables = duckdb_tables.tables(paths, bucket_ms)
     expected = reference.analyze(paths, bucket_ms)
-    # the documented tables but `skipped`, `rebalances`, `transactions` and `lso_lag` (not in DuckDB's)
-    assert set(expected) - set(tables) == {"skipped", "rebalances", "transactions", "lso_lag"}
+    # the documented tables but `skipped`, `transactions` and `lso_lag` (not in DuckDB's)
+    assert set(expected) - set(tables) == {"skipped", "transactions", "lso_lag"}
     assert tables == {name: expected[name] for name in tables}
 
 

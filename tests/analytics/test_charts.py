@@ -140,29 +140,40 @@ def test_timer_says_every_fire_was_on_time_instead_of_a_chart(tmp_path):
     assert not (tmp_path / "timer_precision.png").exists()
 
 
-def _rebalance(trace: str, group: str, count: int, lo: int, mean: float, hi: int, expiries: int = 0) -> dict:
+def _rebalance(
+    trace: str, group: str, count: int, lo: int, mean: float, hi: int, expiries: int = 0, stops=None
+) -> dict:
     return {
         "trace": trace,
         "broker": 1,
         "group": group,
+        "protocol": "classic" if stops is None else "consumer",
         "rebalances": count,
         "min_ms": lo,
         "mean_ms": mean,
         "max_ms": hi,
         "session_expiries": expiries,
+        "partition_stops": None if stops is None else stops[0],
+        "max_stop_ms": None if stops is None else stops[1],
     }
 
 
 def test_rebalances_draw_the_groups_that_rebalanced_longest_mean_first():
     rows = [
-        _rebalance("/x/short.jsonl", "g", 2, 0, 1500.0, 3000),
+        _rebalance("/x/short.jsonl", "g", 2, 0, 1500.0, 3000, stops=(2, 1000)),
         _rebalance("/x/evicted.jsonl", "g", 1, 20000, 20000.0, 20000, expiries=1),
         _rebalance("/x/quiet.jsonl", "g", 0, None, None, None, expiries=2),  # expiries, no rebalance
     ]
     drawn = charts.rebalance_rows(rows)
     assert [(r["label"], r["min"], r["mean"], r["max"], r["note"]) for r in drawn] == [
-        ("evicted.jsonl · g (broker 1)", 20.0, 20.0, 20.0, "1 rebalance(s), 1 session expiry"),
-        ("short.jsonl · g (broker 1)", 0.0, 1.5, 3.0, "2 rebalance(s)"),
+        ("evicted.jsonl · g (broker 1, classic)", 20.0, 20.0, 20.0, "1 rebalance(s), 1 session expiry"),
+        (
+            "short.jsonl · g (broker 1, consumer)",
+            0.0,
+            1.5,
+            3.0,
+            "2 rebalance(s)\n2 partition stop(s) ≤ 1 s",
+        ),
     ]
     assert charts.rebalance_rows([rows[2]]) == []
 

@@ -591,3 +591,46 @@ def test_a_kafkajs_classic_group_works_beside_a_consumer_group(server, kafkajs):
             node.wait(WAIT_S)
         modern.close()
     assert errors == []
+
+
+def test_a_kafka_python_classic_member_and_a_consumer_protocol_member_share_one_group(server):
+    """kafka-python (classic JoinGroup/SyncGroup/Heartbeat) joins confluent-kafka's consumer group: the
+    coordinator's assignor splits ``k`` between them; the classic member's close hands its partition back."""
+    from kafka import KafkaConsumer
+
+    errors: list = []
+    modern = _consumer(server, "mixed", errors)
+    modern.subscribe(["k"])
+    _poll_until([modern], lambda: _partitions(modern) == [0, 1], "the consumer protocol member")
+    classic = KafkaConsumer(
+        "k",
+        bootstrap_servers=server.bootstrap,
+        group_id="mixed",
+        auto_offset_reset="earliest",
+        heartbeat_interval_ms=300,
+    )
+
+    def classic_partitions() -> list[int]:
+        return sorted(tp.partition for tp in classic.assignment())
+
+    def members():
+        coordinator = server.cluster.brokers[server.cluster.coordinator_for("mixed")].coordinator
+        group = coordinator.consumer_group_manager.groups["mixed"]
+        return group.state, sorted(m.uses_classic_protocol for m in group.members.values())
+
+    try:
+        deadline = time.monotonic() + 2 * WAIT_S
+        while not (len(_partitions(modern)) == 1 and len(classic_partitions()) == 1):
+            assert time.monotonic() < deadline, (_partitions(modern), classic_partitions())
+            modern.poll(0.02)
+            classic.poll(timeout_ms=20)
+        assert sorted(_partitions(modern) + classic_partitions()) == [0, 1]
+        assert server.call(members) == ("Stable", [False, True])
+    finally:
+        classic.close()  # LeaveGroup: the consumer group gets its partition back at once
+    try:
+        _poll_until([modern], lambda: _partitions(modern) == [0, 1], "the partition back after the leave")
+        assert server.call(members) == ("Stable", [False])
+    finally:
+        modern.close()
+    assert errors == []

@@ -20,6 +20,7 @@ Pure: no timers, no I/O; ``ConsumerGroupManager`` changes it and writes its reco
 
 from __future__ import annotations
 
+import base64
 import re
 from collections import Counter
 
@@ -83,6 +84,15 @@ class ConsumerGroupMember:
     pending_revocation: Assignment = attrs.Factory(dict)
     #: the member's part of the group's target assignment
     target: Assignment = attrs.Factory(dict)
+    #: a member speaking the classic protocol (JoinGroup, SyncGroup, Heartbeat) inside the group: its
+    #: JoinGroup protocols (name, subscription bytes) in preference order and its session timeout
+    #: (Kafka's ``ClassicMemberMetadata``); empty for a consumer protocol member
+    classic_protocols: tuple[tuple[str, bytes], ...] = ()
+    classic_session_timeout_ms: int = -1
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return bool(self.classic_protocols)
 
     def owned(self) -> set[tuple[str, int]]:
         """What the member may still be fetching: assigned and pending revocation."""
@@ -93,6 +103,12 @@ class ConsumerGroupMember:
         for name in ("assigned", "pending_revocation", "target"):
             value[name] = {topic: sorted(parts) for topic, parts in sorted(value[name].items())}
         value["subscribed_topic_names"] = list(self.subscribed_topic_names)
+        if self.uses_classic_protocol:
+            value["classic_protocols"] = [
+                [name, base64.b64encode(data).decode()] for name, data in self.classic_protocols
+            ]
+        else:  # a consumer protocol member's record carries no classic fields
+            del value["classic_protocols"], value["classic_session_timeout_ms"]
         return value
 
     @classmethod
@@ -101,6 +117,9 @@ class ConsumerGroupMember:
         for name in ("assigned", "pending_revocation", "target"):
             fields[name] = {topic: frozenset(parts) for topic, parts in fields[name].items()}
         fields["subscribed_topic_names"] = tuple(fields["subscribed_topic_names"])
+        fields["classic_protocols"] = tuple(
+            (name, base64.b64decode(data)) for name, data in fields.get("classic_protocols", ())
+        )
         return cls(**fields)
 
 
@@ -178,6 +197,20 @@ class ConsumerGroup:
     def current_partition_epoch(self, topic: str, partition: int) -> int:
         """The epoch of the member owning the partition, or -1 when it is free."""
         return self.partition_epochs.get((topic, partition), -1)
+
+    def classic_protocol_names(self) -> set[str] | None:
+        """The classic protocols every classic member supports, or None without classic members."""
+        names = None
+        for member in self.members.values():
+            if member.uses_classic_protocol:
+                mine = {name for name, _ in member.classic_protocols}
+                names = mine if names is None else names & mine
+        return names
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Whether every member but ``member_id`` speaks the classic protocol (Kafka's
+        ``allMembersUseClassicProtocolExcept``)."""
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
 
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
         member_id = self.static_members.get(instance_id)

@@ -14,8 +14,9 @@ rule as Kafka 4.x's ``consumerGroupHeartbeat``:
    is a static member's temporary leave (it keeps its partitions, at epoch -2,
    until its session times out or its instance id joins again);
 3. the group: created by an epoch-0 heartbeat, as is an empty classic group converted
-   (the classic group's tombstone is written; its offsets stay); an unknown group, or a
-   classic one with members: GROUP_ID_NOT_FOUND; a member that would exceed
+   (the classic group's tombstone is written; its offsets stay) and a classic group with
+   members upgraded online (``consumer_group_migration``); an unknown group, or a classic
+   one the migration policy keeps classic: GROUP_ID_NOT_FOUND; a member that would exceed
    ``group.consumer.max.size``: GROUP_MAX_SIZE_REACHED;
 4. the member: a new dynamic member joins at epoch 0; a known one must send its
    epoch (or its previous epoch with owned partitions within its assignment, a lost
@@ -43,10 +44,9 @@ OffsetCommit from a consumer group's member is checked against its member epoch
 (STALE_MEMBER_EPOCH; UNSUPPORTED_VERSION below v9), OffsetFetch v9 likewise; an
 admin commit (epoch -1, no member) is accepted only while the group is empty.
 A classic JoinGroup to an empty consumer group converts it back to a classic group;
-to one with members it answers INCONSISTENT_GROUP_PROTOCOL. Kafka 4 migrates groups
-with members online (classic members inside a consumer group, as
-``group.consumer.migration.policy`` allows): mixed groups are not modelled, so that
-setting changes nothing here.
+to one with members it joins as a classic member of the consumer group, and groups with
+members move between the protocols as ``group.consumer.migration.policy`` allows
+(``consumer_group_migration``).
 
 Deviations: the records are one per member (subscription, epochs, current and target
 assignment together) and one per group (epochs, subscribed topics' partition counts,
@@ -74,6 +74,12 @@ from minibroker.coordinator.group.consumer_group import (
     ConsumerGroupMember,
     partitions_of,
     sorted_assignment,
+)
+from minibroker.coordinator.group.consumer_group_migration import (
+    ConsumerGroupMigration,
+    MigrationRefused,
+    member_join_key,
+    member_sync_key,
 )
 from minibroker.coordinator.group.coordinator_context import CoordinatorContext, write_error
 from minibroker.coordinator.group.current_assignment_builder import reconcile
@@ -125,6 +131,9 @@ class ConsumerGroupManager:
         self.timer = context.timer
         self.classic = classic
         self.groups: dict[str, ConsumerGroup] = {}
+        #: each group's state as last traced (``group.consumer.state`` is emitted when it changes)
+        self.traced_states: dict[str, str] = {}
+        self.migration = ConsumerGroupMigration(self)
 
     # ==========================================================================================
     # ConsumerGroupHeartbeat
@@ -140,6 +149,7 @@ class ConsumerGroupManager:
                 response = self._heartbeat(request, writes)
         except HeartbeatError as refused:
             response = ConsumerGroupHeartbeatResponse(refused.error, refused.message)
+        self._trace_state(request.group_id)
         self.context.emit(
             "group.consumer.heartbeat",
             group=request.group_id,
@@ -312,10 +322,13 @@ class ConsumerGroupManager:
         if classic is None and request.member_epoch != 0:
             raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
         if classic is not None:
-            if request.member_epoch != 0 or classic.state != "Empty":
-                # Kafka migrates a classic group with members online when group.consumer.migration.policy
-                # allows it; here it stays classic
-                raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
+            if request.member_epoch != 0:
+                raise HeartbeatError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+            if classic.state != "Empty":  # the online upgrade, as group.consumer.migration.policy allows
+                try:
+                    return self.migration.upgrade(classic, writes)
+                except MigrationRefused as refused:
+                    raise HeartbeatError(refused.error, str(refused)) from None
             del self.classic.groups[gid]
             writes.append(records.group_record(gid, None))
             self.context.emit("group.consumer.convert", group=gid, to="consumer")
@@ -450,6 +463,7 @@ class ConsumerGroupManager:
             assigned=partition_names(sorted_assignment(new.assigned)),
             pending_revocation=partition_names(sorted_assignment(new.pending_revocation)),
         )
+        self._trace_owners(gid, mid, old.owned(), new.owned())
         if new.state == UNREVOKED_PARTITIONS:
             epoch = new.member_epoch
             self.timer.schedule(
@@ -486,6 +500,7 @@ class ConsumerGroupManager:
                 pending_revocation={},
             )
             group.put(left)
+            self._trace_owners(gid, mid, member.owned(), left.owned())
             self.timer.cancel(rebalance_timeout_key(gid, mid))
             writes.append(self._member_record(gid, left))
             self.context.emit("group.consumer.leave", group=gid, member=mid, instance=iid, static=True)
@@ -500,14 +515,19 @@ class ConsumerGroupManager:
         """Remove ``member`` (its partitions become free) and bump the group epoch (Kafka's
         consumerGroupFenceMember)."""
         gid, mid = group.group_id, member.member_id
+        if self.migration.maybe_downgrade(group, member, writes):
+            self.context.emit(
+                "group.consumer.fence", group=gid, member=mid, member_epoch=member.member_epoch, reason=reason
+            )
+            return
         group.remove(mid)
-        self.timer.cancel(session_timeout_key(gid, mid))
-        self.timer.cancel(rebalance_timeout_key(gid, mid))
+        self._cancel_member_tasks(gid, mid)
         writes.append(records.consumer_member_record(gid, mid, None))
         group.subscription_metadata = self._subscription_metadata(group)
         self.context.emit(
             "group.consumer.fence", group=gid, member=mid, member_epoch=member.member_epoch, reason=reason
         )
+        self._trace_owners(gid, mid, member.owned(), set())
         self._bump_group_epoch(group, f"member {mid} removed: {reason}", writes)
 
     def fence(self, group_id: str, member_id: str, reason: str = "fenced by an operator") -> bool:
@@ -518,15 +538,58 @@ class ConsumerGroupManager:
             return False
         writes: list[bytes] = []
         self.fence_member(group, member, reason, writes)
+        self._trace_state(group_id)
         self.context.write(group_id, writes, lambda error: None)
         return True
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def _trace_owners(
+        self, group_id: str, member_id: str, before: set[tuple[str, int]], after: set[tuple[str, int]]
+    ) -> None:
+        """``group.consumer.release`` for each partition ``member_id`` no longer owns (revoked, or its
+        owner gone), ``group.consumer.own`` for each it now owns: a partition is fetched by nobody
+        from its release to its next ``own``."""
+        for kind, partitions in (
+            ("group.consumer.release", before - after),
+            ("group.consumer.own", after - before),
+        ):
+            for topic, p in sorted(partitions):
+                self.context.emit(kind, group=group_id, member=member_id, partition=f"{topic}-{p}")
+
+    def _trace_state(self, group_id: str) -> None:
+        """``group.consumer.state`` when the group's state is not the one last traced."""
+        group = self.groups.get(group_id)
+        if group is None:
+            self.traced_states.pop(group_id, None)
+            return
+        if self.traced_states.get(group_id) != group.state:
+            self.traced_states[group_id] = group.state
+            self.context.emit(
+                "group.consumer.state",
+                group=group_id,
+                state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+            )
+
+    def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """Re-arm the member's session task: ``group.consumer.session.timeout.ms``, or a classic
+        member's own ``timeout_ms``."""
         self.timer.schedule(
             session_timeout_key(group_id, member_id),
-            self.context.config.group_consumer_session_timeout_ms,
+            self.context.config.group_consumer_session_timeout_ms if timeout_ms is None else timeout_ms,
             lambda: self._session_timeout_due(group_id, member_id),
         )
+
+    def _cancel_member_tasks(self, group_id: str, member_id: str) -> None:
+        """Disarm every task of the member: session and rebalance timeouts, a classic member's
+        join and sync timeouts."""
+        for key in (
+            session_timeout_key(group_id, member_id),
+            rebalance_timeout_key(group_id, member_id),
+            member_join_key(group_id, member_id),
+            member_sync_key(group_id, member_id),
+        ):
+            self.timer.cancel(key)
 
     def _session_timeout_due(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -554,6 +617,8 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return Errors.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol:  # its generation is its member epoch
+            return None if member_epoch == member.member_epoch else Errors.ILLEGAL_GENERATION
         if not transactional and api_version < 9:
             return Errors.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -649,23 +714,21 @@ class ConsumerGroupManager:
             if not states or group.state.lower() in states
         ]
 
-    def downgrade(self, group_id: str) -> Errors | None:
-        """A classic JoinGroup for ``group_id``: convert an empty consumer group to classic and return
-        None, or the error the join answers (INCONSISTENT_GROUP_PROTOCOL while it has members: Kafka
-        lets the classic member into the consumer group, which is not modelled)."""
+    def downgrade(self, group_id: str) -> None:
+        """A classic JoinGroup for ``group_id`` with no consumer group member: an empty consumer group
+        is converted to classic (the join then goes on as any classic join)."""
         group = self.groups.get(group_id)
-        if group is None:
-            return None
-        if group.members:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        if group is None or group.members:
+            return
         del self.groups[group_id]
+        self.traced_states.pop(group_id, None)
         self.context.write(group_id, [records.consumer_group_record(group_id, None)], lambda error: None)
         self.context.emit("group.consumer.convert", group=group_id, to="classic")
-        return None
 
     def delete(self, group_id: str) -> bytes:
         """Forget the empty ``group_id`` (DeleteGroups, expiry); return its tombstone."""
         self.groups.pop(group_id, None)
+        self.traced_states.pop(group_id, None)
         return records.consumer_group_record(group_id, None)
 
     def snapshot(self) -> tuple[ConsumerGroupView, ...]:
@@ -746,7 +809,8 @@ class ConsumerGroupManager:
         mine = self.group_ids(partition)
         for gid in mine:
             for member in self.groups[gid].members.values():
-                self._schedule_session_timeout(gid, member.member_id)
+                classic = member.classic_session_timeout_ms if member.uses_classic_protocol else None
+                self._schedule_session_timeout(gid, member.member_id, classic)
                 if member.state == UNREVOKED_PARTITIONS:
                     mid, epoch = member.member_id, member.member_epoch
                     self.timer.schedule(
@@ -760,9 +824,9 @@ class ConsumerGroupManager:
         """Drop ``partition``'s consumer groups and disarm their members' tasks."""
         dropped = self.group_ids(partition)
         for gid in dropped:
+            self.traced_states.pop(gid, None)
             for member_id in self.groups.pop(gid).members:
-                self.timer.cancel(session_timeout_key(gid, member_id))
-                self.timer.cancel(rebalance_timeout_key(gid, member_id))
+                self._cancel_member_tasks(gid, member_id)
         return dropped
 
 

@@ -62,6 +62,14 @@ class _Reader:
         self.pos += struct.calcsize(fmt)
         return value
 
+    def topic_partitions(self) -> list[tuple[str, int]]:
+        """An array of (topic, array of partitions): as (topic, partition) pairs."""
+        out = []
+        for _ in range(self.unpack(">i")):
+            topic = self.string()
+            out += [(topic, self.unpack(">i")) for _ in range(self.unpack(">i"))]
+        return out
+
     def string(self) -> str:
         size = self.unpack(">h")
         text = self.data[self.pos : self.pos + size].decode()
@@ -75,6 +83,23 @@ def decode_subscription(data: bytes) -> list[str]:
         reader = _Reader(data)
         reader.unpack(">h")
         return [reader.string() for _ in range(reader.unpack(">i"))]
+    except (struct.error, UnicodeDecodeError) as error:
+        raise ValueError(f"not a consumer subscription: {error}") from None
+
+
+def decode_owned_partitions(data: bytes) -> list[tuple[str, int]]:
+    """The partitions a subscription of version 1 or later says its member owns (a cooperative
+    member's rejoin); none for version 0; ValueError if the bytes are not a subscription."""
+    try:
+        reader = _Reader(data)
+        version = reader.unpack(">h")
+        for _ in range(reader.unpack(">i")):
+            reader.string()
+        if version < 1:
+            return []
+        size = reader.unpack(">i")  # user data
+        reader.pos += max(size, 0)
+        return reader.topic_partitions()
     except (struct.error, UnicodeDecodeError) as error:
         raise ValueError(f"not a consumer subscription: {error}") from None
 
@@ -94,11 +119,7 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
     try:
         reader = _Reader(data)
         reader.unpack(">h")
-        out = []
-        for _ in range(reader.unpack(">i")):
-            topic = reader.string()
-            out += [(topic, reader.unpack(">i")) for _ in range(reader.unpack(">i"))]
-        return out
+        return reader.topic_partitions()
     except (struct.error, UnicodeDecodeError) as error:
         raise ValueError(f"not a consumer assignment: {error}") from None
 

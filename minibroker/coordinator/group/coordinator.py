@@ -155,10 +155,18 @@ class GroupCoordinator:
             refused = self.refusal(gid) if gid else None
             if refused is not None:
                 return answer(_refused(message, refused))
-            if isinstance(message, JoinGroupRequest):
-                conflict = self.consumer_group_manager.downgrade(gid)
-                if conflict is not None:
-                    return answer(JoinGroupResponse(conflict, member_id=message.member_id))
+            mixed = self.consumer_group_manager.groups.get(gid)
+            migration = self.consumer_group_manager.migration
+            if mixed is not None and isinstance(message, JoinGroupRequest) and mixed.members:
+                migration.join(mixed, message, answer)  # a classic member in a consumer group
+            elif mixed is not None and isinstance(message, SyncGroupRequest):
+                migration.sync(mixed, message, answer)
+            elif mixed is not None and isinstance(message, HeartbeatRequest):
+                migration.heartbeat(mixed, message, answer)
+            elif mixed is not None and isinstance(message, LeaveGroupRequest):
+                migration.leave(mixed, message, answer)
+            elif isinstance(message, JoinGroupRequest):
+                self.consumer_group_manager.downgrade(gid)
                 groups.join_group(message, answer)
             elif isinstance(message, SyncGroupRequest):
                 groups.sync_group(message, answer)

@@ -667,6 +667,11 @@ class GroupMetadataManager:
     # ==========================================================================================
     def write_group(self, group: ClassicGroup, assignment: dict[str, bytes], on_done: Any) -> None:
         """Append the group's metadata record; ``on_done(error)`` once replicated (or failed)."""
+        self.context.write(group.group_id, [self.group_metadata_record(group, assignment)], on_done)
+
+    @staticmethod
+    def group_metadata_record(group: ClassicGroup, assignment: dict[str, bytes]) -> bytes:
+        """The group's metadata record: its generation and members with ``assignment``'s bytes."""
         value = {
             "protocol_type": group.protocol_type,
             "generation": group.generation_id,
@@ -678,7 +683,7 @@ class GroupMetadataManager:
                 for m in group.members.values()
             ],
         }
-        self.context.write(group.group_id, [records.group_record(group.group_id, value)], on_done)
+        return records.group_record(group.group_id, value)
 
     def replay(self, record: dict[str, Any]) -> None:
         """Apply one group metadata record read from the log (a tombstone removes the group)."""

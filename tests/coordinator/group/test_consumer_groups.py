@@ -316,9 +316,10 @@ async def test_an_empty_classic_group_is_upgraded_and_an_empty_consumer_group_do
         assert "g" not in coordinator.groups and "g" in coordinator.consumer_group_manager.groups
         (result,) = (await a.call(0, OffsetFetchRequest((OffsetFetchGroup("g", (("t", (0,)),)),)))).groups
         assert [o.offset for o in result.offsets] == [42]  # the offsets stay
-        # a classic member cannot join while the consumer group has members
+        # a classic member joins the consumer group with members (it is asked for a member id first)
         classic = await a.call(0, join("g"))
-        assert classic.error.name == "INCONSISTENT_GROUP_PROTOCOL"
+        assert classic.error.name == "MEMBER_ID_REQUIRED"
+        assert list(coordinator.consumer_group_manager.groups["g"].members) == ["m-a"]
         listed = (await a.call(0, ListGroupsRequest())).groups
         assert [(g.group_id, g.group_type, g.protocol_type, g.state) for g in listed] == [
             ("g", "consumer", "consumer", "Stable")
