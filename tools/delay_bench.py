@@ -234,21 +234,89 @@ brokers = 3
 [[topics]]
 name = "orders"
 replication_factor = 3
-[delay_wheel]
-"delay.wheel.tick.ms" = 100
-"delay.wheel.slots" = 600
-"delay.wheel.forward.batch" = {batch}
 """
 
+SERVE_DESIGNS = {
+    "wheel": """
+[delay_wheel]
+"delay.wheel.tick.ms" = {tick}
+"delay.wheel.slots" = 36000
+""",
+    "levels": """
+[delay_service]
+"delay.levels" = ["{delay}ms", "{hold}ms"]
+"delay.service.poll.ms" = {tick}
+""",
+}
 
-def serve_run(count: int, batch: int = 100) -> dict:
-    """kafka-python through ``minibroker serve``'s file wheel, in real time (see the module docstring)."""
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+#: the delay of the messages the memory figure holds (none is due during a run)
+HOLD_DELAY_MS = 3_600_000
 
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _wait_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 60.0) -> None:
+    """Wait until process ``pid`` used under 5% of a CPU for ``quiet_s`` (it has taken in what it was sent)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        before = _cpu_seconds(pid)
+        time.sleep(quiet_s)
+        if _cpu_seconds(pid) - before < 0.05 * quiet_s:
+            return
+
+
+class _Sender:
+    """A confluent-kafka producer (acks=all, batching) sending delayed messages by the header contract."""
+
+    def __init__(self, bootstrap: str, design: str, delay_ms: int) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False}
+        )
+        self.design = design
+        self.delay_ms = delay_ms
+        self.acked = 0
+        self.failed = 0
+
+    def _done(self, error, message) -> None:
+        if error is None:
+            self.acked += 1
+        else:
+            self.failed += 1
+
+    def send(self, value: bytes, delay_ms: int) -> None:
+        headers = [("delay.real.topic", b"orders")]
+        if self.design == "wheel":
+            topic = "__delay_wheel"
+            headers.append(("delay.due.ms", b"%d" % (time.time() * 1000 + delay_ms)))
+        else:
+            from minibroker.delayed_messages.levels import TOPIC_PREFIX, format_duration
+
+            topic = TOPIC_PREFIX + format_duration(delay_ms)
+        while True:
+            try:
+                self.producer.produce(topic, value=value, headers=headers, on_delivery=self._done)
+                return
+            except BufferError:
+                self.producer.poll(0.005)
+
+
+def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: int, hold: int) -> dict:
+    """confluent-kafka through ``minibroker serve`` with one design, in real time (the module docstring)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    count = max(1, round(rate * seconds))
     with tempfile.TemporaryDirectory(prefix="delay-bench-serve-") as directory:
-        path = os.path.join(directory, "wheel.toml")
+        path = os.path.join(directory, "delay.toml")
         with open(path, "w") as f:
-            f.write(SERVE_SCENARIO.format(batch=batch))
+            f.write(SERVE_SCENARIO + SERVE_DESIGNS[design].format(tick=tick_ms, delay=delay_ms, hold=HOLD_DELAY_MS))
         server = subprocess.Popen(
             [sys.executable, "-m", "minibroker", "serve", path, "--port", "0"],
             stdout=subprocess.PIPE,
@@ -257,56 +325,89 @@ def serve_run(count: int, batch: int = 100) -> dict:
         )
         try:
             assert server.stdout is not None
-            ports = [server.stdout.readline().split()[-1] for _ in range(3)]
-            bootstrap = ",".join(ports)
-            ready_cpu_s = _cpu_seconds(server.pid)
-            late: list[int] = []
-            consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-            consumer.assign([TopicPartition("orders", 0)])
-            consumer.seek_to_beginning()
+            bootstrap = ",".join(server.stdout.readline().split()[-1] for _ in range(3))
+            sender = _Sender(bootstrap, design, delay_ms)
+            # memory: ``hold`` messages held an hour, the server's RSS before and after they are taken in
+            sender.send(b"warm-up", HOLD_DELAY_MS)
+            sender.producer.flush(30)
+            _wait_idle(server.pid)
+            rss_before = _rss_kib(server.pid)
+            for i in range(hold):
+                sender.send(b"held-%d" % i, HOLD_DELAY_MS)
+                if i % 1000 == 999:
+                    sender.producer.poll(0)
+            sender.producer.flush(60)
+            _wait_idle(server.pid)
+            rss_held = _rss_kib(server.pid)
 
-            arrivals: list[float] = []
+            sent_at = array("d", bytes(8 * count))
+            arrived_at = array("d", bytes(8 * count))
+            received = 0
+            duplicates = 0
+            consumer = Consumer(
+                {"bootstrap.servers": bootstrap, "group.id": "delay-bench", "fetch.wait.max.ms": 10}
+            )
+            consumer.assign([TopicPartition("orders", 0, 0)])
 
             def consume() -> None:  # beside the producer, so arrivals are seen when they come
-                deadline = time.monotonic() + 300
-                while len(late) < count and time.monotonic() < deadline:
-                    for records in consumer.poll(timeout_ms=50).values():
-                        now = int(time.time() * 1000)
-                        late.extend(now - int(dict(r.headers)["delay.due.ms"]) for r in records)
-                        arrivals.append(time.monotonic())
+                nonlocal received, duplicates
+                deadline = time.monotonic() + seconds + delay_ms / 1000 + 60
+                while received < count and time.monotonic() < deadline:
+                    for record in consumer.consume(1000, 0.05):
+                        now = time.monotonic()
+                        if record.error() is not None or not record.value().isdigit():
+                            continue
+                        i = int(record.value())
+                        if arrived_at[i]:
+                            duplicates += 1
+                            continue
+                        arrived_at[i] = now
+                        received += 1
 
             reader = threading.Thread(target=consume)
             reader.start()
-            producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+            ready_cpu_s = _cpu_seconds(server.pid)
+            load_before = os.getloadavg()[0]
             start = time.monotonic()
             for i in range(count):
-                due = int(time.time() * 1000) + 2_000
-                headers = [("delay.real.topic", b"orders"), ("delay.due.ms", str(due).encode())]
-                producer.send("__delay_wheel", value=b"%d" % i, headers=headers)
-            producer.flush()
-            acked_per_s = count / (time.monotonic() - start)
-            producer.close()
+                pause = start + i / rate - time.monotonic()
+                if pause > 0.002:
+                    time.sleep(pause)
+                sent_at[i] = time.monotonic()
+                sender.send(b"%d" % i, delay_ms)
+                if i % 100 == 99:
+                    sender.producer.poll(0)
+            sender.producer.flush(60)
+            sending_s = time.monotonic() - start
             reader.join()
-            consumer.close()
             cpu_s = _cpu_seconds(server.pid) - ready_cpu_s
+            consumer.close()
         finally:
             server.terminate()
             server.wait(timeout=30)
-    late.sort()
-    spread = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else 0.0
+    late = sorted(
+        round((arrived_at[i] - sent_at[i]) * 1000 - delay_ms, 1) for i in range(count) if arrived_at[i]
+    )
+    firsts = [arrived_at[i] for i in range(count) if arrived_at[i]]
+    spread = max(firsts) - min(firsts) if len(firsts) > 1 else 0.0
     return {
-        "design": "wheel (serve)",
+        "design": design,
+        "rate": rate,
         "count": count,
-        "forward_batch": batch,
+        "delay_ms": delay_ms,
+        "tick_ms": tick_ms,
+        "sent_per_s": round(count / sending_s),
+        "acked": sender.acked - hold - 1,
         "delivered": len(late),
-        "acked_per_s": round(acked_per_s),
+        "duplicates": duplicates,
         "delivered_per_s": round(len(late) / spread) if spread else None,
-        "server_cpu_us_per_message": round(cpu_s / count * 1e6),
-        "load_average_1m": os.getloadavg()[0],
         "lateness_p50_ms": late[len(late) // 2] if late else None,
         "lateness_p99_ms": late[min(len(late) - 1, len(late) * 99 // 100)] if late else None,
         "lateness_max_ms": late[-1] if late else None,
-        "earliest_ms": late[0] if late else None,
+        "server_cpu_us_per_message": round(cpu_s / count * 1e6),
+        "held": hold,
+        "bytes_per_held_message": round((rss_held - rss_before) * 1024 / hold) if hold else None,
+        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
 
@@ -327,6 +428,16 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def _designs(text: str) -> list[str]:
     names = [part for part in text.split(",") if part]
     bad = [n for n in names if n not in DESIGNS]
@@ -343,10 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--serve", type=int, metavar="N", help="real time, kafka-python, N messages")
-    parser.add_argument(
-        "--forward-batch", type=_counts, default=[100], metavar="B", help="--serve: delay.wheel.forward.batch"
-    )
+    parser.add_argument("--serve", action="store_true", help="real time: confluent-kafka through serve")
+    parser.add_argument("--rate", type=_positive, default=5000, help="--serve: messages sent per second")
+    parser.add_argument("--seconds", type=_positive, default=10, help="--serve: how long to send")
+    parser.add_argument("--delay-ms", type=_positive, default=2000, help="--serve: every message's delay")
+    parser.add_argument("--tick-ms", type=_positive, default=100, help="--serve: the wheel's tick")
+    parser.add_argument("--hold", type=_counts, default=[20_000], help="--serve: messages held for memory")
     parser.add_argument("--child", nargs=2, metavar=("DESIGN", "COUNT"), help=argparse.SUPPRESS)
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -356,10 +469,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.seed)))
         return 0
-    if args.serve is not None:
-        if args.serve < 1:
-            parser.error(f"--serve: expected a count >= 1, got {args.serve}")
-        print(json.dumps(serve_run(args.serve, args.forward_batch[0]), indent=2))
+    if args.serve:
+        designs = [d for d in args.designs if d in SERVE_DESIGNS] if args.designs != list(DESIGNS) else None
+        if designs == []:
+            parser.error(f"--serve: expected designs among {', '.join(SERVE_DESIGNS)}")
+        rows = [
+            serve_run(design, args.rate, args.seconds, args.delay_ms, args.tick_ms, args.hold[0])
+            for design in designs or list(SERVE_DESIGNS)
+        ]
+        print(json.dumps(rows, indent=2))
         return 0
     counts = args.counts or ([20_000, 2_000] if args.quick else [1_000_000, 100_000])
     levels = args.levels_count or ([2_000] if args.quick else counts)
