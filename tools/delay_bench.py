@@ -262,7 +262,7 @@ def _rss_kib(pid: int) -> int:
 
 
 def _wait_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 60.0) -> None:
-    """Wait until process ``pid`` used under 5% of a CPU for ``quiet_s`` (it has taken in what it was sent)."""
+    """Wait until process ``pid`` uses under 5% of a CPU for ``quiet_s``: it took in what it was sent."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         before = _cpu_seconds(pid)
@@ -316,7 +316,8 @@ def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: in
     with tempfile.TemporaryDirectory(prefix="delay-bench-serve-") as directory:
         path = os.path.join(directory, "delay.toml")
         with open(path, "w") as f:
-            f.write(SERVE_SCENARIO + SERVE_DESIGNS[design].format(tick=tick_ms, delay=delay_ms, hold=HOLD_DELAY_MS))
+            scenario = SERVE_DESIGNS[design].format(tick=tick_ms, delay=delay_ms, hold=HOLD_DELAY_MS)
+            f.write(SERVE_SCENARIO + scenario)
         server = subprocess.Popen(
             [sys.executable, "-m", "minibroker", "serve", path, "--port", "0"],
             stdout=subprocess.PIPE,

@@ -500,9 +500,10 @@ class SlotFiring:
         self.forwarded += len(due)
         return due
 
-    def checkpoint(self) -> None:
-        """Record everything passed so far as forwarded, flushed: a restart will not send it again."""
-        self._append_progress(encode_forwarded(self.position))
+    def checkpoint(self, position: int | None = None) -> None:
+        """Record everything passed so far (or before byte ``position``, where a batch returned earlier
+        ended) as forwarded, flushed: a restart will not send it again."""
+        self._append_progress(encode_forwarded(self.position if position is None else position))
 
     def follow(self, ids: Iterable[str]) -> None:
         """A standby's step: pass the due messages ``ids`` (rolling later ones on the way), checkpoint."""
