@@ -61,6 +61,7 @@ from minibroker.delayed_messages.forward import (
 )
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed, encode_delayed
 from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
+from minibroker.delayed_messages.purge import RecordsPurger
 
 if TYPE_CHECKING:
     from minibroker.common.record_batch import RecordBatch
@@ -109,7 +110,7 @@ class DelayService:
         self.epoch_origin_ms = epoch_origin_ms
         self.tracer = cluster.tracer
         prefix = f"delay-service-{broker_id}"
-        self.client_ids = (f"{prefix}-fetcher", f"{prefix}-sender", f"{prefix}-offsets")
+        self.client_ids = (f"{prefix}-fetcher", f"{prefix}-sender", f"{prefix}-offsets", f"{prefix}-purge")
         self.consumer = Consumer(
             cluster, self.client_ids[0], ConsumerConfig(fetch_max_wait_ms=config.poll_ms)
         )
@@ -117,6 +118,7 @@ class DelayService:
         self.producer = Producer(cluster, self.client_ids[1], ProducerConfig(acks=-1))
         self.offsets_consumer = Consumer(cluster, self.client_ids[2], ConsumerConfig(fetch_max_wait_ms=0))
         self.partitions: dict[TopicPartition, HeldPartition] = {}
+        self.purger = RecordsPurger(cluster, self.client_ids[3], config.purge_interval_ms)
         self._levels = {
             TopicPartition(config.levels.topic(level), p): level
             for level in config.levels.delays_ms
@@ -391,6 +393,7 @@ class DelayService:
                     if tp in self.partitions:
                         self.partitions[tp].committed = offset
                     self._emit("delay.commit", partition=str(tp), offset=offset)
+                self.purger.committed({tp: held.committed for tp, held in self.partitions.items()})
                 return
             await trio.sleep(self.config.retry_backoff_ms / 1000)
 

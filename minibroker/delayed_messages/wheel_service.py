@@ -55,7 +55,7 @@ from minibroker.delayed_messages.forward import (
 )
 from minibroker.delayed_messages.headers import DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
-from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC
+from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC, PURGED
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
 from minibroker.delayed_messages.stats import DelayStats
 from minibroker.delayed_messages.wheel_format import Damage
@@ -89,6 +89,8 @@ class WheelConfig(_KafkaNamed):
     #: a client's duplicate ids are dropped when within this many records of each other in a slot
     dedup_window: int = _int_field("delay.wheel.dedup.window", 10_000, 0)
     retry_backoff_ms: int = _int_field("delay.wheel.retry.backoff.ms", 100, 1)
+    #: records of ``__delay_wheel`` the ingest committed are deleted at most this often (``purge.py``)
+    purge_interval_ms: int = _int_field("delay.wheel.purge.interval.ms", 1_000, 1)
     #: forwards tried, the first included, for a message whose real topic or partition does not exist
     undeliverable_attempts: int = _int_field("delay.wheel.undeliverable.attempts", 10, 1)
     #: how long such a message is parked between two attempts
@@ -180,12 +182,17 @@ class WheelGroup:
         new_ingest_topic = INGEST_TOPIC not in self.cluster.topics
         for topic in (INGEST_TOPIC, DELAY_OFFSETS_TOPIC):
             if topic not in self.cluster.topics:
-                configs = dict(COMPACTED) if topic == DELAY_OFFSETS_TOPIC else {}
+                configs = dict(COMPACTED) if topic == DELAY_OFFSETS_TOPIC else dict(PURGED)
                 self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True, configs=configs))
         self.incarnation = self._incarnation(new_topic=new_ingest_topic and kept_files)
         nursery.start_soon(self._run)
         ingest = WheelIngest(
-            self.cluster, self.write, self._invalid, self.config.retry_backoff_ms, self.incarnation
+            self.cluster,
+            self.write,
+            self._invalid,
+            self.config.retry_backoff_ms,
+            self.incarnation,
+            self.config.purge_interval_ms,
         )
         nursery.start_soon(ingest.run)
 
