@@ -58,7 +58,7 @@ from minibroker.delayed_messages.levels import DelayError
 from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC, PURGED
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
 from minibroker.delayed_messages.stats import DelayStats
-from minibroker.delayed_messages.wheel_format import Damage
+from minibroker.delayed_messages.wheel_format import Damage, encode_message
 from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC, WheelIngest, ingest_label
 from minibroker.sim.cluster import TopicSpec
 
@@ -297,8 +297,9 @@ class WheelGroup:
     def write(self, messages: list[DelayedMessage]) -> list[int]:
         """Append ``messages`` to every live in-sync copy; the copies written (none: not written)."""
         live = self.live_in_sync()
+        encoded = [encode_message(m) for m in messages] if len(live) > 1 else None
         for broker_id in live:
-            self.copies[broker_id].append(messages)
+            self.copies[broker_id].append(messages, encoded)
         if live and self.tracer.enabled:
             for m in messages:
                 tick = self.copies[live[0]].tick_for(m.due_ms)
