@@ -26,18 +26,20 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
   level topics' and the real topic's logs (every record, encoded). The harness clears the cluster's
   request table (the scenario runner's record of every request) as it goes.
 
-``--serve`` measures real time instead, for each of ``--designs wheel,levels`` (default both), each in
-a fresh ``minibroker serve`` subprocess (three brokers, ``orders`` with replication 3): the wheel with
+``--serve`` measures real time instead, for each of ``--designs wheel,levels`` (default both), each in a
+fresh ``minibroker serve`` subprocess (three brokers, ``orders`` with replication 3): the wheel with
 ``delay.wheel.tick.ms`` = ``--tick-ms`` (100), the levels with one level of ``--delay-ms`` (2000, so no
 rounding) and ``delay.service.poll.ms`` = ``--tick-ms``. One confluent-kafka producer (acks=all,
 ``linger.ms`` 5, batching) first sends ``--hold`` messages (20,000) due in an hour and waits until the
 server is idle: the server's RSS after them minus before, divided by their count, is
-``bytes_per_held_message``. Then it sends ``--rate`` messages per second for ``--seconds`` to
-``__delay_wheel`` (with ``delay.due.ms``) or to the level's topic, each delayed ``--delay-ms``, while a
-confluent-kafka consumer in a thread of the same process reads ``orders``. Lateness is receive time
-minus (send time + delay), both on that process's monotonic clock; it reports p50 / p99 / max, messages
-sent and delivered per second, duplicates, the server's CPU per message and the 1-minute load average
-before and after (on a shared machine the wall-clock figures depend on it).
+``bytes_per_held_message``, and the share of a CPU it uses in the next 2 s with them held (ticks, polls:
+what holding costs while nothing is due) is ``idle_cpu_percent_while_held``. Then it sends ``--rate``
+messages per second for ``--seconds`` to ``__delay_wheel`` (with ``delay.due.ms``) or to the level's
+topic, each delayed ``--delay-ms``, while a confluent-kafka consumer in a thread of the same process
+reads ``orders``. Lateness is receive time minus (send time + delay), both on that process's monotonic
+clock; it reports p50 / p99 / max, messages sent and delivered per second, duplicates, the server's CPU
+per message and the 1-minute load average before and after (on a shared machine the wall-clock figures
+depend on it).
 
 In virtual time, lateness is delivery time minus send time plus the delay asked for (for the levels: the
 rounding up to the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by
@@ -343,6 +345,9 @@ def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: in
             sender.producer.flush(60)
             _wait_idle(server.pid)
             rss_held = _rss_kib(server.pid)
+            idle_cpu_s = _cpu_seconds(server.pid)
+            time.sleep(2)
+            idle_cpu_s = _cpu_seconds(server.pid) - idle_cpu_s  # ticks (and polls) with ``hold`` held
 
             sent_at = array("d", bytes(8 * count))
             arrived_at = array("d", bytes(8 * count))
@@ -411,6 +416,7 @@ def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: in
         "server_cpu_us_per_message": round(cpu_s / count * 1e6),
         "held": hold,
         "bytes_per_held_message": round((rss_held - rss_before) * 1024 / hold) if hold else None,
+        "idle_cpu_percent_while_held": round(idle_cpu_s / 2 * 100, 1),
         "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
