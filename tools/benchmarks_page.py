@@ -277,7 +277,7 @@ def _delay_bench_serve(r):
         "lateness p50 / p99 / max (ms)",
         "delivered / duplicates",
         "serve CPU µs per message",
-        "bytes per held message",
+        "bytes per held / delivered message",
         "load average (1 min) before / after",
     ]
     rows = [
@@ -287,8 +287,8 @@ def _delay_bench_serve(r):
             f"{x['lateness_p50_ms']:,} / {x['lateness_p99_ms']:,} / {x['lateness_max_ms']:,}",
             f"{x['delivered']:,} of {x['count']:,} / {x['duplicates']}",
             x["server_cpu_us_per_message"],
-            f"{x['bytes_per_held_message']:,} ({x['held']:,} held, serve idle at "
-            f"{x.get('idle_cpu_percent_while_held', '—')}% CPU)",
+            f"{x['bytes_per_held_message']:,} / {x.get('bytes_per_delivered_message', '—')} ({x['held']:,} "
+            f"held, serve idle at {x.get('idle_cpu_percent_while_held', '—')}% CPU)",
             " / ".join(str(v) for v in x["load_average_1m"]),
         ]
         for x in r

@@ -33,13 +33,15 @@ rounding) and ``delay.service.poll.ms`` = ``--tick-ms``. One confluent-kafka pro
 ``linger.ms`` 5, batching) first sends ``--hold`` messages (20,000) due in an hour and waits until the
 server is idle: the server's RSS after them minus before, divided by their count, is
 ``bytes_per_held_message``, and the share of a CPU it uses in the next 2 s with them held (ticks, polls:
-what holding costs while nothing is due) is ``idle_cpu_percent_while_held``. Then it sends ``--rate``
-messages per second for ``--seconds`` to ``__delay_wheel`` (with ``delay.due.ms``) or to the level's
-topic, each delayed ``--delay-ms``, while a confluent-kafka consumer in a thread of the same process
-reads ``orders``. Lateness is receive time minus (send time + delay), both on that process's monotonic
-clock; it reports p50 / p99 / max, messages sent and delivered per second, duplicates, the server's CPU
-per message and the 1-minute load average before and after (on a shared machine the wall-clock figures
-depend on it).
+what holding costs while nothing is due) is ``idle_cpu_percent_while_held``; the RSS after the run
+(idle, past a purge interval) minus the RSS with them held, divided by the messages sent, is
+``bytes_per_delivered_message`` (``orders`` keeps every delivered record, on each of its 3 replicas).
+Then it sends ``--rate`` messages per second for ``--seconds`` to ``__delay_wheel`` (with
+``delay.due.ms``) or to the level's topic, each delayed ``--delay-ms``, while a confluent-kafka consumer
+in a thread of the same process reads ``orders``. Lateness is receive time minus (send time + delay),
+both on that process's monotonic clock; it reports p50 / p99 / max, messages sent and delivered per
+second, duplicates, the server's CPU per message and the 1-minute load average before and after (on a
+shared machine the wall-clock figures depend on it).
 
 In virtual time, lateness is delivery time minus send time plus the delay asked for (for the levels: the
 rounding up to the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by
@@ -390,6 +392,9 @@ def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: in
             sending_s = time.monotonic() - start
             reader.join()
             cpu_s = _cpu_seconds(server.pid) - ready_cpu_s
+            time.sleep(2)  # past a purge interval of the delay topics (1 s by default)
+            _wait_idle(server.pid)
+            rss_end = _rss_kib(server.pid)
             consumer.close()
         finally:
             server.terminate()
@@ -417,6 +422,7 @@ def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: in
         "held": hold,
         "bytes_per_held_message": round((rss_held - rss_before) * 1024 / hold) if hold else None,
         "idle_cpu_percent_while_held": round(idle_cpu_s / 2 * 100, 1),
+        "bytes_per_delivered_message": round((rss_end - rss_held) * 1024 / count),
         "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
