@@ -35,13 +35,14 @@ server is idle: the server's RSS after them minus before, divided by their count
 ``bytes_per_held_message``, and the share of a CPU it uses in the next 2 s with them held (ticks, polls:
 what holding costs while nothing is due) is ``idle_cpu_percent_while_held``; the RSS after the run
 (idle, past a purge interval) minus the RSS with them held, divided by the messages sent, is
-``bytes_per_delivered_message`` (``orders`` keeps every delivered record, on each of its 3 replicas).
-Then it sends ``--rate`` messages per second for ``--seconds`` to ``__delay_wheel`` (with
-``delay.due.ms``) or to the level's topic, each delayed ``--delay-ms``, while a confluent-kafka consumer
-in a thread of the same process reads ``orders``. Lateness is receive time minus (send time + delay),
-both on that process's monotonic clock; it reports p50 / p99 / max, messages sent and delivered per
-second, duplicates, the server's CPU per message and the 1-minute load average before and after (on a
-shared machine the wall-clock figures depend on it).
+``bytes_per_delivered_message`` (``orders`` keeps every delivered record, on each of its 3 replicas),
+and ``delay_topic_offsets`` are the delay topic's log start and end offsets then (``__delay_wheel`` or
+the level's: what the purge of committed records left). Then it sends ``--rate`` messages per second for
+``--seconds`` to ``__delay_wheel`` (with ``delay.due.ms``) or to the level's topic, each delayed
+``--delay-ms``, while a confluent-kafka consumer in a thread of the same process reads ``orders``.
+Lateness is receive time minus (send time + delay), both on that process's monotonic clock; it reports
+p50 / p99 / max, messages sent and delivered per second, duplicates, the server's CPU per message and
+the 1-minute load average before and after (on a shared machine the wall-clock figures depend on it).
 
 In virtual time, lateness is delivery time minus send time plus the delay asked for (for the levels: the
 rounding up to the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by
@@ -260,6 +261,14 @@ SERVE_DESIGNS = {
 HOLD_DELAY_MS = 3_600_000
 
 
+def _level_topic(delay_ms: int) -> str:
+    """The level topic of a ``delay_ms`` level: ``__delay_`` and the largest unit that divides it."""
+    for unit, ms in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if delay_ms % ms == 0:
+            return f"__delay_{delay_ms // ms}{unit}"
+    return f"__delay_{delay_ms}ms"
+
+
 def _rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -304,9 +313,7 @@ class _Sender:
             topic = "__delay_wheel"
             headers.append(("delay.due.ms", b"%d" % (time.time() * 1000 + delay_ms)))
         else:
-            from minibroker.delayed_messages.levels import TOPIC_PREFIX, format_duration
-
-            topic = TOPIC_PREFIX + format_duration(delay_ms)
+            topic = _level_topic(delay_ms)
         while True:
             try:
                 self.producer.produce(topic, value=value, headers=headers, on_delivery=self._done)
@@ -395,6 +402,8 @@ def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: in
             time.sleep(2)  # past a purge interval of the delay topics (1 s by default)
             _wait_idle(server.pid)
             rss_end = _rss_kib(server.pid)
+            queue = "__delay_wheel" if design == "wheel" else _level_topic(delay_ms)
+            low, high = consumer.get_watermark_offsets(TopicPartition(queue, 0), timeout=10)
             consumer.close()
         finally:
             server.terminate()
@@ -423,6 +432,7 @@ def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: in
         "bytes_per_held_message": round((rss_held - rss_before) * 1024 / hold) if hold else None,
         "idle_cpu_percent_while_held": round(idle_cpu_s / 2 * 100, 1),
         "bytes_per_delivered_message": round((rss_end - rss_held) * 1024 / count),
+        "delay_topic_offsets": [low, high],
         "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
