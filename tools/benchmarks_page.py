@@ -278,7 +278,7 @@ def _delay_bench_serve(r):
         "delivered / duplicates",
         "serve CPU µs per message",
         "bytes per held / delivered message",
-        "load average (1 min) before / after",
+        "delay topic's log start / end after",
     ]
     rows = [
         [
@@ -289,7 +289,7 @@ def _delay_bench_serve(r):
             x["server_cpu_us_per_message"],
             f"{x['bytes_per_held_message']:,} / {x.get('bytes_per_delivered_message', '—')} ({x['held']:,} "
             f"held, serve idle at {x.get('idle_cpu_percent_while_held', '—')}% CPU)",
-            " / ".join(str(v) for v in x["load_average_1m"]),
+            " / ".join(f"{v:,}" for v in x.get("delay_topic_offsets", ["—"])),
         ]
         for x in r
     ]
