@@ -49,16 +49,9 @@ from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, TopicPartition
+from minibroker.delayed_messages import forward as forwarding
 from minibroker.delayed_messages.config import DelayConfig
-from minibroker.delayed_messages.forward import (
-    UNKNOWN_PARTITION,
-    PendingForward,
-    forward,
-    forward_outcomes,
-    send_forward,
-    settle,
-    undeliverable,
-)
+from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed, encode_delayed
 from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
 from minibroker.delayed_messages.purge import RecordsPurger
@@ -251,7 +244,7 @@ class DelayService:
     async def _send_loop(self) -> None:
         """Send rounds while fewer than ``forward.rounds`` are uncommitted; take their answers in order."""
         clock = self.cluster.clock
-        window: deque[tuple[list[tuple[HeldPartition, _Entry]], PendingForward]] = deque()
+        window: deque[tuple[list[tuple[HeldPartition, _Entry]], forwarding.PendingForward]] = deque()
         while True:
             now = self.cluster.now() + self.epoch_origin_ms
             room = self._rounds_sent - self._rounds_committed < self.config.forward_rounds
@@ -260,7 +253,8 @@ class DelayService:
                 for _, entry in due:
                     entry.sending = True
                 messages = [entry.message for _, entry in due]
-                window.append((due, send_forward(self.producer, messages, self.epoch_origin_ms, self._emit)))
+                sent = forwarding.send_forward(self.producer, messages, self.epoch_origin_ms, self._emit)
+                window.append((due, sent))
                 self._rounds_sent += 1
                 continue
             if window:
@@ -289,9 +283,11 @@ class DelayService:
             self._rounds_committed = done
             self._wake_sender.set()
 
-    async def _forward(self, due: list[tuple[HeldPartition, _Entry]], sent: PendingForward) -> bool:
+    async def _forward(
+        self, due: list[tuple[HeldPartition, _Entry]], sent: forwarding.PendingForward
+    ) -> bool:
         """Settle the round ``due``, sent as ``sent``; True if any forward failed."""
-        outcomes = await forward_outcomes(sent)
+        outcomes = await forwarding.forward_outcomes(sent)
         for _, entry in due:
             entry.sending = False
         done = self.cluster.now()
