@@ -60,6 +60,7 @@ To see where the time goes, see [profiling.md](profiling.md)."""
 # tool -> the command shown for a tool without a saved result (default: ``python tools/NAME.py --json``)
 COMMANDS = {
     "spark_floor": "python tools/spark_floor.py --events 200000 --json",
+    "delay_bench_serve": "python tools/delay_bench.py --serve --rate 5000 --seconds 10 --json",
     "chaos_bench_transactions": (
         "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 6 --json"
     ),
@@ -254,6 +255,41 @@ def _delay_bench(r):
             f"{x['lateness_p50_ms']:,} / {x['lateness_p99_ms']:,} / {x['lateness_max_ms']:,}",
             x["cpu_us_per_message"],
             f"{x['peak_kib']:,}",
+        ]
+        for x in r
+    ]
+    return heads, header, rows
+
+
+def _delay_bench_serve(r):
+    heads = [
+        (
+            f"delayed messages through serve, {x['design']} at {x['rate']:,} msg/s: lateness p99 ÷ "
+            f"(tick + 100 ms)",
+            _x(x["lateness_p99_ms"] / (x["tick_ms"] + 100)),
+        )
+        for x in r
+        if x["lateness_p99_ms"] is not None
+    ]
+    header = [
+        "design",
+        "msg/s asked / sent / delivered",
+        "lateness p50 / p99 / max (ms)",
+        "delivered / duplicates",
+        "serve CPU µs per message",
+        "bytes per held / delivered message",
+        "delay topic's log start / end after",
+    ]
+    rows = [
+        [
+            x["design"],
+            f"{x['rate']:,} / {x['sent_per_s']:,} / {x['delivered_per_s'] or 0:,}",
+            f"{x['lateness_p50_ms']:,} / {x['lateness_p99_ms']:,} / {x['lateness_max_ms']:,}",
+            f"{x['delivered']:,} of {x['count']:,} / {x['duplicates']}",
+            x["server_cpu_us_per_message"],
+            f"{x['bytes_per_held_message']:,} / {x.get('bytes_per_delivered_message', '—')} ({x['held']:,} "
+            f"held, serve idle at {x.get('idle_cpu_percent_while_held', '—')}% CPU)",
+            " / ".join(f"{v:,}" for v in x.get("delay_topic_offsets", ["—"])),
         ]
         for x in r
     ]
@@ -483,6 +519,11 @@ TOOLS = {
         _group_bench,
     ),
     "delay_bench": ("Delayed messages: every design on N messages with delays in [1 s, 2 h]", _delay_bench),
+    "delay_bench_serve": (
+        "Delayed messages in real time through `minibroker serve` (`--serve`): confluent-kafka, acks=all,"
+        " batching, at a set rate, with a 100 ms tick; lateness, serve's CPU and memory per held message",
+        _delay_bench_serve,
+    ),
     "retry_bench": ("The retry scheduler's backends, real time, no Kafka", _retry_bench),
     "wire_bench": ("`minibroker serve` under real clients, against librdkafka's mock cluster", _wire_bench),
     "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),

@@ -5,7 +5,7 @@ Usage::
     python tools/delay_bench.py              # every design at 1,000,000 and 100,000 messages
     python tools/delay_bench.py --quick      # 20,000 / 2,000 / 2,000 (a CI smoke run, seconds)
     python tools/delay_bench.py --designs wheel --counts 100000,1000000 --json
-    python tools/delay_bench.py --serve 20000      # real time: kafka-python through the served wheel
+    python tools/delay_bench.py --serve --rate 5000 --seconds 10   # real time, through minibroker serve
 
 Workload: N messages sent at virtual time 0, delays uniform in [1 s, 2 h] (``random.Random(--seed)``),
 each with a 16-byte value; everything runs in virtual integer-ms time (nothing sleeps).
@@ -26,21 +26,30 @@ each with a 16-byte value; everything runs in virtual integer-ms time (nothing s
   level topics' and the real topic's logs (every record, encoded). The harness clears the cluster's
   request table (the scenario runner's record of every request) as it goes.
 
-``--serve N`` measures real time instead: ``minibroker serve`` with the file wheel (tick 100 ms, three
-brokers, ``delay.wheel.forward.batch`` from ``--forward-batch``, default 100) in a subprocess, one
-kafka-python producer (acks=all) sending N records to ``__delay_wheel``, each due 2 s after it is sent,
-as fast as it can, while one consumer reads the real topic. It reports the acknowledged messages per
-second (producer), the delivered messages per second (arrivals on the real topic, first to last), the
-lateness of arrival (consumer receive time minus due time, wall clock; a server that falls behind shows
-it here), the server process's CPU per message (from when it listens to the last arrival) and the
-1-minute load average at the end (on a shared machine the wall-clock rates depend on it).
+``--serve`` measures real time instead, for each of ``--designs wheel,levels`` (default both), each in a
+fresh ``minibroker serve`` subprocess (three brokers, ``orders`` with replication 3): the wheel with
+``delay.wheel.tick.ms`` = ``--tick-ms`` (100), the levels with one level of ``--delay-ms`` (2000, so no
+rounding) and ``delay.service.poll.ms`` = ``--tick-ms``. One confluent-kafka producer (acks=all,
+``linger.ms`` 5, batching) first sends ``--hold`` messages (20,000) due in an hour and waits until the
+server is idle: the server's RSS after them minus before, divided by their count, is
+``bytes_per_held_message``, and the share of a CPU it uses in the next 2 s with them held (ticks, polls:
+what holding costs while nothing is due) is ``idle_cpu_percent_while_held``; the RSS after the run
+(idle, past a purge interval) minus the RSS with them held, divided by the messages sent, is
+``bytes_per_delivered_message`` (``orders`` keeps every delivered record, on each of its 3 replicas),
+and ``delay_topic_offsets`` are the delay topic's log start and end offsets then (``__delay_wheel`` or
+the level's: what the purge of committed records left). Then it sends ``--rate`` messages per second for
+``--seconds`` to ``__delay_wheel`` (with ``delay.due.ms``) or to the level's topic, each delayed
+``--delay-ms``, while a confluent-kafka consumer in a thread of the same process reads ``orders``.
+Lateness is receive time minus (send time + delay), both on that process's monotonic clock; it reports
+p50 / p99 / max, messages sent and delivered per second, duplicates, the server's CPU per message and
+the 1-minute load average before and after (on a shared machine the wall-clock figures depend on it).
 
-Lateness is delivery time minus send time plus the delay asked for (for the levels: the rounding up to
-the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by N. Peak memory
-is the child process's peak RSS during the work (``VmHWM``, reset just before it through
+In virtual time, lateness is delivery time minus send time plus the delay asked for (for the levels: the
+rounding up to the level included). CPU is ``time.process_time`` of the send-and-deliver work divided by
+N. Peak memory is the child process's peak RSS during the work (``VmHWM``, reset just before it through
 ``/proc/self/clear_refs``) minus its RSS then (after every design's imports and the preallocated
-lateness array), in KiB: what holding and delivering N messages added. Each (design, N) runs in a
-fresh subprocess.
+lateness array), in KiB: what holding and delivering N messages added. Each (design, N) runs in a fresh
+subprocess.
 
 ``--baseline REV --pairs N`` runs this command from commit REV and from this tree in N
 alternating pairs and reports this tree ÷ REV per figure (``tools/bench_baseline.py``).
@@ -68,10 +77,9 @@ FIGURES = [
     Figure("[design,count].lateness_p99_ms", "lower"),
     Figure("[design,count].cpu_us_per_message", "lower"),
     Figure("[design,count].peak_kib", "lower"),
-    Figure("lateness_p50_ms", "lower"),
-    Figure("lateness_p99_ms", "lower"),
-    Figure("server_cpu_us_per_message", "lower"),
-    Figure("delivered_per_s", "higher"),
+    Figure("[design,count].server_cpu_us_per_message", "lower"),
+    Figure("[design,count].bytes_per_held_message", "lower"),
+    Figure("[design,count].delivered_per_s", "higher"),
 ]
 
 DELAY_MIN_MS = 1_000
@@ -234,21 +242,96 @@ brokers = 3
 [[topics]]
 name = "orders"
 replication_factor = 3
-[delay_wheel]
-"delay.wheel.tick.ms" = 100
-"delay.wheel.slots" = 600
-"delay.wheel.forward.batch" = {batch}
 """
 
+SERVE_DESIGNS = {
+    "wheel": """
+[delay_wheel]
+"delay.wheel.tick.ms" = {tick}
+"delay.wheel.slots" = 36000
+""",
+    "levels": """
+[delay_service]
+"delay.levels" = ["{delay}ms", "{hold}ms"]
+"delay.service.poll.ms" = {tick}
+""",
+}
 
-def serve_run(count: int, batch: int = 100) -> dict:
-    """kafka-python through ``minibroker serve``'s file wheel, in real time (see the module docstring)."""
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+#: the delay of the messages the memory figure holds (none is due during a run)
+HOLD_DELAY_MS = 3_600_000
 
+
+def _level_topic(delay_ms: int) -> str:
+    """The level topic of a ``delay_ms`` level: ``__delay_`` and the largest unit that divides it."""
+    for unit, ms in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if delay_ms % ms == 0:
+            return f"__delay_{delay_ms // ms}{unit}"
+    return f"__delay_{delay_ms}ms"
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _wait_idle(pid: int, quiet_s: float = 1.0, limit_s: float = 60.0) -> None:
+    """Wait until process ``pid`` uses under 5% of a CPU for ``quiet_s``: it took in what it was sent."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        before = _cpu_seconds(pid)
+        time.sleep(quiet_s)
+        if _cpu_seconds(pid) - before < 0.05 * quiet_s:
+            return
+
+
+class _Sender:
+    """A confluent-kafka producer (acks=all, batching) sending delayed messages by the header contract."""
+
+    def __init__(self, bootstrap: str, design: str, delay_ms: int) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False}
+        )
+        self.design = design
+        self.delay_ms = delay_ms
+        self.acked = 0
+        self.failed = 0
+
+    def _done(self, error, message) -> None:
+        if error is None:
+            self.acked += 1
+        else:
+            self.failed += 1
+
+    def send(self, value: bytes, delay_ms: int) -> None:
+        headers = [("delay.real.topic", b"orders")]
+        if self.design == "wheel":
+            topic = "__delay_wheel"
+            headers.append(("delay.due.ms", b"%d" % (time.time() * 1000 + delay_ms)))
+        else:
+            topic = _level_topic(delay_ms)
+        while True:
+            try:
+                self.producer.produce(topic, value=value, headers=headers, on_delivery=self._done)
+                return
+            except BufferError:
+                self.producer.poll(0.005)
+
+
+def serve_run(design: str, rate: int, seconds: float, delay_ms: int, tick_ms: int, hold: int) -> dict:
+    """confluent-kafka through ``minibroker serve`` with one design, in real time (the module docstring)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    count = max(1, round(rate * seconds))
     with tempfile.TemporaryDirectory(prefix="delay-bench-serve-") as directory:
-        path = os.path.join(directory, "wheel.toml")
+        path = os.path.join(directory, "delay.toml")
         with open(path, "w") as f:
-            f.write(SERVE_SCENARIO.format(batch=batch))
+            scenario = SERVE_DESIGNS[design].format(tick=tick_ms, delay=delay_ms, hold=HOLD_DELAY_MS)
+            f.write(SERVE_SCENARIO + scenario)
         server = subprocess.Popen(
             [sys.executable, "-m", "minibroker", "serve", path, "--port", "0"],
             stdout=subprocess.PIPE,
@@ -257,56 +340,100 @@ def serve_run(count: int, batch: int = 100) -> dict:
         )
         try:
             assert server.stdout is not None
-            ports = [server.stdout.readline().split()[-1] for _ in range(3)]
-            bootstrap = ",".join(ports)
-            ready_cpu_s = _cpu_seconds(server.pid)
-            late: list[int] = []
-            consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-            consumer.assign([TopicPartition("orders", 0)])
-            consumer.seek_to_beginning()
+            bootstrap = ",".join(server.stdout.readline().split()[-1] for _ in range(3))
+            sender = _Sender(bootstrap, design, delay_ms)
+            # memory: ``hold`` messages held an hour, the server's RSS before and after they are taken in
+            sender.send(b"warm-up", HOLD_DELAY_MS)
+            sender.producer.flush(30)
+            _wait_idle(server.pid)
+            rss_before = _rss_kib(server.pid)
+            for i in range(hold):
+                sender.send(b"held-%d" % i, HOLD_DELAY_MS)
+                if i % 1000 == 999:
+                    sender.producer.poll(0)
+            sender.producer.flush(60)
+            _wait_idle(server.pid)
+            rss_held = _rss_kib(server.pid)
+            idle_cpu_s = _cpu_seconds(server.pid)
+            time.sleep(2)
+            idle_cpu_s = _cpu_seconds(server.pid) - idle_cpu_s  # ticks (and polls) with ``hold`` held
 
-            arrivals: list[float] = []
+            sent_at = array("d", bytes(8 * count))
+            arrived_at = array("d", bytes(8 * count))
+            received = 0
+            duplicates = 0
+            consumer = Consumer(
+                {"bootstrap.servers": bootstrap, "group.id": "delay-bench", "fetch.wait.max.ms": 10}
+            )
+            consumer.assign([TopicPartition("orders", 0, 0)])
 
             def consume() -> None:  # beside the producer, so arrivals are seen when they come
-                deadline = time.monotonic() + 300
-                while len(late) < count and time.monotonic() < deadline:
-                    for records in consumer.poll(timeout_ms=50).values():
-                        now = int(time.time() * 1000)
-                        late.extend(now - int(dict(r.headers)["delay.due.ms"]) for r in records)
-                        arrivals.append(time.monotonic())
+                nonlocal received, duplicates
+                deadline = time.monotonic() + seconds + delay_ms / 1000 + 60
+                while received < count and time.monotonic() < deadline:
+                    for record in consumer.consume(1000, 0.05):
+                        now = time.monotonic()
+                        if record.error() is not None or not record.value().isdigit():
+                            continue
+                        i = int(record.value())
+                        if arrived_at[i]:
+                            duplicates += 1
+                            continue
+                        arrived_at[i] = now
+                        received += 1
 
             reader = threading.Thread(target=consume)
             reader.start()
-            producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+            ready_cpu_s = _cpu_seconds(server.pid)
+            load_before = os.getloadavg()[0]
             start = time.monotonic()
             for i in range(count):
-                due = int(time.time() * 1000) + 2_000
-                headers = [("delay.real.topic", b"orders"), ("delay.due.ms", str(due).encode())]
-                producer.send("__delay_wheel", value=b"%d" % i, headers=headers)
-            producer.flush()
-            acked_per_s = count / (time.monotonic() - start)
-            producer.close()
+                pause = start + i / rate - time.monotonic()
+                if pause > 0.002:
+                    time.sleep(pause)
+                sent_at[i] = time.monotonic()
+                sender.send(b"%d" % i, delay_ms)
+                if i % 100 == 99:
+                    sender.producer.poll(0)
+            sender.producer.flush(60)
+            sending_s = time.monotonic() - start
             reader.join()
-            consumer.close()
             cpu_s = _cpu_seconds(server.pid) - ready_cpu_s
+            time.sleep(2)  # past a purge interval of the delay topics (1 s by default)
+            _wait_idle(server.pid)
+            rss_end = _rss_kib(server.pid)
+            queue = "__delay_wheel" if design == "wheel" else _level_topic(delay_ms)
+            low, high = consumer.get_watermark_offsets(TopicPartition(queue, 0), timeout=10)
+            consumer.close()
         finally:
             server.terminate()
             server.wait(timeout=30)
-    late.sort()
-    spread = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else 0.0
+    late = sorted(
+        round((arrived_at[i] - sent_at[i]) * 1000 - delay_ms, 1) for i in range(count) if arrived_at[i]
+    )
+    firsts = [arrived_at[i] for i in range(count) if arrived_at[i]]
+    spread = max(firsts) - min(firsts) if len(firsts) > 1 else 0.0
     return {
-        "design": "wheel (serve)",
+        "design": design,
+        "rate": rate,
         "count": count,
-        "forward_batch": batch,
+        "delay_ms": delay_ms,
+        "tick_ms": tick_ms,
+        "sent_per_s": round(count / sending_s),
+        "acked": sender.acked - hold - 1,
         "delivered": len(late),
-        "acked_per_s": round(acked_per_s),
+        "duplicates": duplicates,
         "delivered_per_s": round(len(late) / spread) if spread else None,
-        "server_cpu_us_per_message": round(cpu_s / count * 1e6),
-        "load_average_1m": os.getloadavg()[0],
         "lateness_p50_ms": late[len(late) // 2] if late else None,
         "lateness_p99_ms": late[min(len(late) - 1, len(late) * 99 // 100)] if late else None,
         "lateness_max_ms": late[-1] if late else None,
-        "earliest_ms": late[0] if late else None,
+        "server_cpu_us_per_message": round(cpu_s / count * 1e6),
+        "held": hold,
+        "bytes_per_held_message": round((rss_held - rss_before) * 1024 / hold) if hold else None,
+        "idle_cpu_percent_while_held": round(idle_cpu_s / 2 * 100, 1),
+        "bytes_per_delivered_message": round((rss_end - rss_held) * 1024 / count),
+        "delay_topic_offsets": [low, high],
+        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
 
@@ -327,6 +454,16 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def _designs(text: str) -> list[str]:
     names = [part for part in text.split(",") if part]
     bad = [n for n in names if n not in DESIGNS]
@@ -343,10 +480,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--serve", type=int, metavar="N", help="real time, kafka-python, N messages")
-    parser.add_argument(
-        "--forward-batch", type=_counts, default=[100], metavar="B", help="--serve: delay.wheel.forward.batch"
-    )
+    parser.add_argument("--serve", action="store_true", help="real time: confluent-kafka through serve")
+    parser.add_argument("--rate", type=_positive, default=5000, help="--serve: messages sent per second")
+    parser.add_argument("--seconds", type=_positive, default=10, help="--serve: how long to send")
+    parser.add_argument("--delay-ms", type=_positive, default=2000, help="--serve: every message's delay")
+    parser.add_argument("--tick-ms", type=_positive, default=100, help="--serve: the wheel's tick")
+    parser.add_argument("--hold", type=_counts, default=[20_000], help="--serve: messages held for memory")
     parser.add_argument("--child", nargs=2, metavar=("DESIGN", "COUNT"), help=argparse.SUPPRESS)
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -356,10 +495,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.seed)))
         return 0
-    if args.serve is not None:
-        if args.serve < 1:
-            parser.error(f"--serve: expected a count >= 1, got {args.serve}")
-        print(json.dumps(serve_run(args.serve, args.forward_batch[0]), indent=2))
+    if args.serve:
+        designs = [d for d in args.designs if d in SERVE_DESIGNS] if args.designs != list(DESIGNS) else None
+        if designs == []:
+            parser.error(f"--serve: expected designs among {', '.join(SERVE_DESIGNS)}")
+        rows = [
+            serve_run(design, args.rate, args.seconds, args.delay_ms, args.tick_ms, args.hold[0])
+            for design in designs or list(SERVE_DESIGNS)
+        ]
+        print(json.dumps(rows, indent=2))
         return 0
     counts = args.counts or ([20_000, 2_000] if args.quick else [1_000_000, 100_000])
     levels = args.levels_count or ([2_000] if args.quick else counts)

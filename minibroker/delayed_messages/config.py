@@ -31,6 +31,10 @@ class DelayConfig(_KafkaNamed):
     max_held_per_partition: int = _int_field("delay.service.max.held.per.partition", 10_000, 1)
     #: the most messages one forwarding round sends before it commits (bounds duplicates after a crash)
     max_in_flight: int = _int_field("delay.service.max.in.flight", 100, 1)
+    #: rounds sent and not yet covered by an acknowledged commit (several in flight at once)
+    forward_rounds: int = _int_field("delay.service.forward.rounds", 5, 1)
+    #: committed records of the level topics are deleted (DeleteRecords) at most this often (``purge.py``)
+    purge_interval_ms: int = _int_field("delay.service.purge.interval.ms", 1_000, 1)
     #: how often the service looks for the level partitions its broker leads; its fetches' max wait
     poll_ms: int = _int_field("delay.service.poll.ms", 500, 1)
     #: wait before retrying a forward, commit or offsets read that failed

@@ -56,7 +56,7 @@ import contextlib
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO
 
 import attrs
@@ -277,14 +277,16 @@ class FileWheel:
         tick = max(ceil_div(due_ms, self.tick_ms), after + 1)
         return tick + 1 if tick == self._leftover_tick else tick
 
-    def append(self, messages: Iterable[DelayedMessage]) -> None:
-        """Write ``messages`` to their slots and flush: when this returns they survive a crash."""
+    def append(self, messages: Iterable[DelayedMessage], encoded: Sequence[bytes] | None = None) -> None:
+        """Write ``messages`` to their slots and flush: when this returns they survive a crash.
+        ``encoded``: their records (``encode_message``), when the caller has them already (a write to
+        every copy encodes once)."""
         by_slot: dict[int, list[bytes]] = {}
         ticks: dict[int, int] = {}
-        for message in messages:
+        for i, message in enumerate(messages):
             tick = self.tick_for(message.due_ms)
             slot = tick % self.slots
-            by_slot.setdefault(slot, []).append(encode_message(message))
+            by_slot.setdefault(slot, []).append(encode_message(message) if encoded is None else encoded[i])
             ticks[slot] = min(ticks.get(slot, tick), tick)
         for slot, records in by_slot.items():
             self._write(slot, ticks[slot], b"".join(records))
@@ -500,9 +502,10 @@ class SlotFiring:
         self.forwarded += len(due)
         return due
 
-    def checkpoint(self) -> None:
-        """Record everything passed so far as forwarded, flushed: a restart will not send it again."""
-        self._append_progress(encode_forwarded(self.position))
+    def checkpoint(self, position: int | None = None) -> None:
+        """Record everything passed so far (or before byte ``position``, where a batch returned earlier
+        ended) as forwarded, flushed: a restart will not send it again."""
+        self._append_progress(encode_forwarded(self.position if position is None else position))
 
     def follow(self, ids: Iterable[str]) -> None:
         """A standby's step: pass the due messages ``ids`` (rolling later ones on the way), checkpoint."""

@@ -17,7 +17,7 @@ from minibroker.common.messages import ProduceData, TopicPartition
 from minibroker.delayed_messages.headers import REAL_TOPIC, DelayedMessage, encode_forward
 
 if TYPE_CHECKING:
-    from minibroker.clients import Producer
+    from minibroker.clients import ClientRequest, Producer
     from minibroker.delayed_messages.stats import DelayStats
     from minibroker.sim.cluster import Cluster
 
@@ -100,10 +100,19 @@ def real_partition(cluster: Cluster, message: DelayedMessage) -> TopicPartition 
     return TopicPartition(message.real_topic, partition) if partition < spec.partitions else None
 
 
-async def forward(
+@attrs.define(eq=False)
+class PendingForward:
+    """A forward sent and not yet answered: the produce requests and each message's real partition."""
+
+    targets: list[TopicPartition | None]
+    requests: list[ClientRequest]
+
+
+def send_forward(
     producer: Producer, messages: Sequence[DelayedMessage], epoch_origin_ms: int, emit
-) -> list[tuple[str, str]]:
-    """Send ``messages`` (acks as the producer's); per message, (real partition, Kafka error name).
+) -> PendingForward:
+    """Send ``messages`` (acks as the producer's), one produce per leader, without waiting for the answers:
+    several forwards can be in flight at once (a real producer's ``max.in.flight.requests.per.connection``).
 
     ``emit(kind, **fields)`` traces each ``delay.forward``.
     """
@@ -115,18 +124,32 @@ async def forward(
         if target is not None:
             groups.setdefault(target, []).append(message)
             emit("delay.forward", id=message.message_id, partition=str(target))
-    errors: dict[TopicPartition, str] = {}
+    requests: list[ClientRequest] = []
     if groups:
         data = {}
         for target, group in groups.items():
             raw = encode_forward(group, now)
             data[target] = ProduceData(len(group), len(raw), raw=raw)
         requests = producer.produce(data)
-        for request in requests:
-            await request.wait()
-        for request in requests:
-            for tp in request.partitions:
-                errors[tp] = request.errors.get(str(tp), "UNKNOWN")
+    return PendingForward(targets, requests)
+
+
+async def forward_outcomes(pending: PendingForward) -> list[tuple[str, str]]:
+    """Wait for ``pending``'s answers; per message, (real partition, Kafka error name)."""
+    errors: dict[TopicPartition, str] = {}
+    for request in pending.requests:
+        await request.wait()
+    for request in pending.requests:
+        for tp in request.partitions:
+            errors[tp] = request.errors.get(str(tp), "UNKNOWN")
     return [
-        (str(target), errors[target]) if target is not None else ("", UNKNOWN_PARTITION) for target in targets
+        (str(target), errors[target]) if target is not None else ("", UNKNOWN_PARTITION)
+        for target in pending.targets
     ]
+
+
+async def forward(
+    producer: Producer, messages: Sequence[DelayedMessage], epoch_origin_ms: int, emit
+) -> list[tuple[str, str]]:
+    """Send ``messages`` and wait for the answers: ``send_forward`` then ``forward_outcomes``."""
+    return await forward_outcomes(send_forward(producer, messages, epoch_origin_ms, emit))

@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 DELAY_OFFSETS_TOPIC = "__delay_offsets"
 #: the topic's configs: compacted, as a Kafka topic of committed offsets is
-COMPACTED = {"cleanup.policy": "compact"}
+COMPACTED = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20)}
+#: the configs of a delay topic whose committed records are deleted (``purge.py``): segments small
+#: enough that the deleted ones go (a log drops only whole segments below its start offset)
+PURGED = {"segment.bytes": str(1 << 20)}
 DELAY_OFFSETS_PARTITION = TopicPartition(DELAY_OFFSETS_TOPIC, 0)
 
 

@@ -49,10 +49,12 @@ from minibroker.broker.config import ConsumerConfig, ProducerConfig
 from minibroker.clients import Consumer, Producer
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, TopicPartition
+from minibroker.delayed_messages import forward as forwarding
 from minibroker.delayed_messages.config import DelayConfig
 from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
 from minibroker.delayed_messages.headers import DelayedMessage, decode_delayed, encode_delayed
 from minibroker.delayed_messages.offsets import DELAY_OFFSETS_PARTITION, OffsetsReader, commit_data
+from minibroker.delayed_messages.purge import RecordsPurger
 
 if TYPE_CHECKING:
     from minibroker.common.record_batch import RecordBatch
@@ -68,6 +70,8 @@ class _Entry:
     forwarded: bool = False
     #: its last forward failed (while it is the first unforwarded, its partition sends only it)
     failed: bool = False
+    #: in a round sent and not yet answered
+    sending: bool = False
 
 
 @attrs.define(eq=False)
@@ -99,7 +103,7 @@ class DelayService:
         self.epoch_origin_ms = epoch_origin_ms
         self.tracer = cluster.tracer
         prefix = f"delay-service-{broker_id}"
-        self.client_ids = (f"{prefix}-fetcher", f"{prefix}-sender", f"{prefix}-offsets")
+        self.client_ids = (f"{prefix}-fetcher", f"{prefix}-sender", f"{prefix}-offsets", f"{prefix}-purge")
         self.consumer = Consumer(
             cluster, self.client_ids[0], ConsumerConfig(fetch_max_wait_ms=config.poll_ms)
         )
@@ -107,6 +111,7 @@ class DelayService:
         self.producer = Producer(cluster, self.client_ids[1], ProducerConfig(acks=-1))
         self.offsets_consumer = Consumer(cluster, self.client_ids[2], ConsumerConfig(fetch_max_wait_ms=0))
         self.partitions: dict[TopicPartition, HeldPartition] = {}
+        self.purger = RecordsPurger(cluster, self.client_ids[3], config.purge_interval_ms)
         self._levels = {
             TopicPartition(config.levels.topic(level), p): level
             for level in config.levels.delays_ms
@@ -114,6 +119,11 @@ class DelayService:
         }
         self._wake_sender = trio.Event()
         self._wake_fetcher = trio.Event()
+        self._wake_committer = trio.Event()
+        #: rounds sent, rounds answered, and rounds covered by an acknowledged commit (all in order)
+        self._rounds_sent = 0
+        self._rounds_done = 0
+        self._rounds_committed = 0
 
     def _emit(self, kind: str, **fields: object) -> None:
         if self.tracer.enabled:
@@ -123,6 +133,7 @@ class DelayService:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._fetch_loop)
             nursery.start_soon(self._send_loop)
+            nursery.start_soon(self._commit_loop)
             task_status.started()
 
     # --- fetcher -------------------------------------------------------------------------------
@@ -231,28 +242,54 @@ class DelayService:
         return out
 
     async def _send_loop(self) -> None:
+        """Send rounds while fewer than ``forward.rounds`` are uncommitted; take their answers in order."""
         clock = self.cluster.clock
+        window: deque[tuple[list[tuple[HeldPartition, _Entry]], forwarding.PendingForward]] = deque()
         while True:
             now = self.cluster.now() + self.epoch_origin_ms
-            due = self._take_due(now)
-            if not due:
-                heads = self._heads()
-                wake = min(heads)[0] - self.epoch_origin_ms if heads else None
-                with trio.move_on_at(clock.to_seconds(wake) if wake is not None else math.inf):
-                    await self._wake_sender.wait()
-                self._wake_sender = trio.Event()
+            room = self._rounds_sent - self._rounds_committed < self.config.forward_rounds
+            due = self._take_due(now) if room else []
+            if due:
+                for _, entry in due:
+                    entry.sending = True
+                messages = [entry.message for _, entry in due]
+                sent = forwarding.send_forward(self.producer, messages, self.epoch_origin_ms, self._emit)
+                window.append((due, sent))
+                self._rounds_sent += 1
                 continue
-            failed = await self._forward(due)
-            for held in {id(h): h for h, _ in due}.values():
-                self._pop_forwarded(held)
-            await self._commit()
-            if failed:
-                await trio.sleep(self.config.retry_backoff_ms / 1000)
+            if window:
+                due, sent = window.popleft()
+                failed = await self._forward(due, sent)
+                for held in {id(h): h for h, _ in due}.values():
+                    self._pop_forwarded(held)
+                self._rounds_done += 1
+                self._wake_committer.set()
+                if failed:
+                    await trio.sleep(self.config.retry_backoff_ms / 1000)
+                continue
+            heads = self._heads()
+            wake = min(heads)[0] - self.epoch_origin_ms if heads and room else None
+            with trio.move_on_at(clock.to_seconds(wake) if wake is not None else math.inf):
+                await self._wake_sender.wait()
+            self._wake_sender = trio.Event()
 
-    async def _forward(self, due: list[tuple[HeldPartition, _Entry]]) -> bool:
-        """Send ``due`` to their real partitions (acks=-1); True if any failed."""
-        messages = [entry.message for _, entry in due]
-        outcomes = await forward(self.producer, messages, self.epoch_origin_ms, self._emit)
+    async def _commit_loop(self) -> None:
+        """Commit after answered rounds, one commit at a time, each covering every round answered so far."""
+        while True:
+            await self._wake_committer.wait()
+            self._wake_committer = trio.Event()
+            done = self._rounds_done
+            await self._commit()
+            self._rounds_committed = done
+            self._wake_sender.set()
+
+    async def _forward(
+        self, due: list[tuple[HeldPartition, _Entry]], sent: forwarding.PendingForward
+    ) -> bool:
+        """Settle the round ``due``, sent as ``sent``; True if any forward failed."""
+        outcomes = await forwarding.forward_outcomes(sent)
+        for _, entry in due:
+            entry.sending = False
         done = self.cluster.now()
         failed = False
         lost = []
@@ -352,12 +389,15 @@ class DelayService:
                     if tp in self.partitions:
                         self.partitions[tp].committed = offset
                     self._emit("delay.commit", partition=str(tp), offset=offset)
+                self.purger.committed({tp: held.committed for tp, held in self.partitions.items()})
                 return
             await trio.sleep(self.config.retry_backoff_ms / 1000)
 
 
 def _next_unforwarded(queue: deque[_Entry], start: int) -> int | None:
+    """The index of the first message from ``start`` neither forwarded nor in a round in flight."""
     for i in range(start, len(queue)):
-        if not queue[i].forwarded:
+        entry = queue[i]
+        if not entry.forwarded and not entry.sending:
             return i
     return None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from minibroker.delayed_messages.config import DelayConfig
-from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC
+from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC, PURGED
 from minibroker.delayed_messages.router import DelayRouter
 from minibroker.delayed_messages.service import DelayService
 from minibroker.delayed_messages.stats import DelayStats
@@ -47,7 +47,7 @@ class DelayServices:
             if topic == DELAY_OFFSETS_TOPIC and topic in cluster.topics:
                 continue  # the file wheel made it (it keeps its ingest offset there too)
             partitions = 1 if topic == DELAY_OFFSETS_TOPIC else self.config.topic_partitions
-            configs = dict(COMPACTED) if topic == DELAY_OFFSETS_TOPIC else {}
+            configs = dict(COMPACTED) if topic == DELAY_OFFSETS_TOPIC else dict(PURGED)
             cluster.create_topic(TopicSpec(topic, partitions, rf, internal=True, configs=configs))
         cluster.delay_routers["levels"] = DelayRouter(cluster, self.config, self.epoch_origin_ms)
         cluster.broker_hooks.append(self)

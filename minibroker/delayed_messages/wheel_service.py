@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import deque
 from typing import TYPE_CHECKING
 
 import attrs
@@ -43,13 +44,21 @@ from minibroker.broker.config import ConfigError, ProducerConfig, _int_field, _K
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.delayed_messages.file_wheel import FileWheel, WheelView
-from minibroker.delayed_messages.forward import UNKNOWN_PARTITION, forward, settle, undeliverable
+from minibroker.delayed_messages.forward import (
+    UNKNOWN_PARTITION,
+    PendingForward,
+    forward,
+    forward_outcomes,
+    send_forward,
+    settle,
+    undeliverable,
+)
 from minibroker.delayed_messages.headers import DelayedMessage
 from minibroker.delayed_messages.levels import DelayError
-from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC
+from minibroker.delayed_messages.offsets import COMPACTED, DELAY_OFFSETS_TOPIC, PURGED
 from minibroker.delayed_messages.router import check_real, new_messages, shared_numbers
 from minibroker.delayed_messages.stats import DelayStats
-from minibroker.delayed_messages.wheel_format import Damage
+from minibroker.delayed_messages.wheel_format import Damage, encode_message
 from minibroker.delayed_messages.wheel_ingest import INGEST_TOPIC, WheelIngest, ingest_label
 from minibroker.sim.cluster import TopicSpec
 
@@ -73,11 +82,15 @@ class WheelConfig(_KafkaNamed):
     replicas: int = _int_field("delay.wheel.replicas", 0, 0)
     #: messages per forward request: the most a crash of the active forwarder can send twice
     forward_batch: int = _int_field("delay.wheel.forward.batch", 100, 1)
+    #: forward batches sent and not yet acknowledged at once (a producer's max in-flight requests)
+    forward_in_flight: int = _int_field("delay.wheel.forward.in.flight", 5, 1)
     #: bytes read from a firing slot's file at a time (firing never reads a file whole)
     read_bytes: int = _int_field("delay.wheel.read.bytes", 1 << 20, 1)
     #: a client's duplicate ids are dropped when within this many records of each other in a slot
     dedup_window: int = _int_field("delay.wheel.dedup.window", 10_000, 0)
     retry_backoff_ms: int = _int_field("delay.wheel.retry.backoff.ms", 100, 1)
+    #: records of ``__delay_wheel`` the ingest committed are deleted at most this often (``purge.py``)
+    purge_interval_ms: int = _int_field("delay.wheel.purge.interval.ms", 1_000, 1)
     #: forwards tried, the first included, for a message whose real topic or partition does not exist
     undeliverable_attempts: int = _int_field("delay.wheel.undeliverable.attempts", 10, 1)
     #: how long such a message is parked between two attempts
@@ -169,12 +182,17 @@ class WheelGroup:
         new_ingest_topic = INGEST_TOPIC not in self.cluster.topics
         for topic in (INGEST_TOPIC, DELAY_OFFSETS_TOPIC):
             if topic not in self.cluster.topics:
-                configs = dict(COMPACTED) if topic == DELAY_OFFSETS_TOPIC else {}
+                configs = dict(COMPACTED) if topic == DELAY_OFFSETS_TOPIC else dict(PURGED)
                 self.cluster.create_topic(TopicSpec(topic, 1, rf, internal=True, configs=configs))
         self.incarnation = self._incarnation(new_topic=new_ingest_topic and kept_files)
         nursery.start_soon(self._run)
         ingest = WheelIngest(
-            self.cluster, self.write, self._invalid, self.config.retry_backoff_ms, self.incarnation
+            self.cluster,
+            self.write,
+            self._invalid,
+            self.config.retry_backoff_ms,
+            self.incarnation,
+            self.config.purge_interval_ms,
         )
         nursery.start_soon(ingest.run)
 
@@ -279,8 +297,9 @@ class WheelGroup:
     def write(self, messages: list[DelayedMessage]) -> list[int]:
         """Append ``messages`` to every live in-sync copy; the copies written (none: not written)."""
         live = self.live_in_sync()
+        encoded = [encode_message(m) for m in messages] if len(live) > 1 else None
         for broker_id in live:
-            self.copies[broker_id].append(messages)
+            self.copies[broker_id].append(messages, encoded)
         if live and self.tracer.enabled:
             for m in messages:
                 tick = self.copies[live[0]].tick_for(m.due_ms)
@@ -336,15 +355,27 @@ class WheelGroup:
             self._pending_sync.clear()
 
     async def _fire(self, tick: int, live: list[int]) -> None:
-        """Fire ``tick`` on every live in-sync copy and forward from the first, until done or failed over."""
+        """Fire ``tick`` on every live in-sync copy and forward from the first, until done or failed over.
+
+        Up to ``delay.wheel.forward.in.flight`` batches are sent before the first is acknowledged; their
+        answers are taken in order, and each acknowledged batch is checkpointed (and passed by the
+        standbys) only after every batch before it: a crash forwards again only the batches in flight.
+        """
         active = live[0]
         firings = {broker_id: self.copies[broker_id].fire(tick) for broker_id in live}
         lead = firings[active]
+        window: deque[tuple[list[DelayedMessage], int, PendingForward]] = deque()
         try:
-            while batch := lead.next_batch():
-                if not await self._forward_batch(active, batch):
-                    return  # the active broker died with the batch in flight: the next copy re-fires
-                lead.checkpoint()
+            while True:
+                while len(window) < self.config.forward_in_flight and (batch := lead.next_batch()):
+                    sent = send_forward(self._producer(active), batch, self.epoch_origin_ms, self._emit)
+                    window.append((batch, lead.position, sent))
+                if not window:
+                    break
+                batch, position, sent = window.popleft()
+                if not await self._forward_batch(active, batch, sent):
+                    return  # the active broker died with its batches in flight: the next copy re-fires
+                lead.checkpoint(position)
                 ids = [m.message_id for m in batch]
                 for broker_id, firing in firings.items():
                     if broker_id != active and broker_id in self.in_sync and self.cluster.is_alive(broker_id):
@@ -364,11 +395,17 @@ class WheelGroup:
             for firing in firings.values():
                 firing.close()
 
-    async def _forward_batch(self, active: int, batch: list[DelayedMessage]) -> bool:
-        """Forward ``batch`` until every message is acknowledged; False if ``active`` stopped being active."""
+    async def _forward_batch(
+        self, active: int, batch: list[DelayedMessage], sent: PendingForward | None
+    ) -> bool:
+        """Forward ``batch`` (``sent`` already) until every message is acknowledged; False if ``active``
+        stopped being active."""
         pending = batch
         while pending:
-            outcomes = await forward(self._producer(active), pending, self.epoch_origin_ms, self._emit)
+            if sent is None:
+                sent = send_forward(self._producer(active), pending, self.epoch_origin_ms, self._emit)
+            outcomes = await forward_outcomes(sent)
+            sent = None
             if self.live_in_sync()[:1] != [active]:
                 return False
             done_at = self.cluster.now()

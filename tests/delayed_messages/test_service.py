@@ -142,9 +142,10 @@ async def test_a_single_broker_crash_and_restart_resumes_from_the_committed_offs
 async def test_a_new_leaders_service_takes_over_and_duplicates_are_the_round_in_flight(autojump_clock):
     """Broker 0 dies after its forward of a round is acknowledged and before the round's commit is.
 
-    The round (max.in.flight 2) is forwarded again by broker 1's service: exactly 2 duplicates.
+    The round (max.in.flight 2, one round uncommitted at a time) is forwarded again by broker 1's
+    service: exactly 2 duplicates.
     """
-    settings = {**LEVELS, "delay.service.max.in.flight": 2}
+    settings = {**LEVELS, "delay.service.max.in.flight": 2, "delay.service.forward.rounds": 1}
     topics = [TopicSpec("orders", 1, 2, assignment=((2, 1),))]  # the real topic is not on broker 0
     async with delayed_cluster(3, topics, settings) as (cluster, services):
         producer = cluster.producer("app", acks=-1)
@@ -163,6 +164,28 @@ async def test_a_new_leaders_service_takes_over_and_duplicates_are_the_round_in_
         assert ids == ["app-0", "app-1", "app-0", "app-1", "app-2", "app-3", "app-4"]
         assert len(ids) - len(set(ids)) == 2
         assert all(d.delivered_ms >= d.due_ms == 5_000 for d in services.stats.deliveries)
+
+
+async def test_rounds_in_flight_go_out_together_and_duplicates_are_the_uncommitted_rounds(autojump_clock):
+    """Three rounds of at most 2 are sent at once (forward.rounds 3), each partition in offset order;
+    broker 0 dies before any commit is acknowledged: the new leader's service forwards all 5 again, the
+    bound being forward.rounds x max.in.flight."""
+    settings = {**LEVELS, "delay.service.max.in.flight": 2, "delay.service.forward.rounds": 3}
+    topics = [TopicSpec("orders", 1, 2, assignment=((2, 1),))]
+    async with delayed_cluster(3, topics, settings) as (cluster, services):
+        producer = cluster.producer("app", acks=-1)
+        await producer.send_and_wait("orders", 0, count=5, delay_ms=5_000)
+        cluster.set_latency("delay-service-0-sender", 0, 20)
+        await cluster.clock.sleep_until(5_001)
+        forwarded = [(e["time_ms"], e["id"]) for e in events(services, "delay.delivered")]
+        assert forwarded == [(5_000, f"app-{i}") for i in range(5)]
+        assert delivered_ids(cluster, "orders") == [f"app-{i}" for i in range(5)]
+        cluster.crash(0)
+        await cluster.clock.sleep_until(20_000)
+        ids = delivered_ids(cluster, "orders")
+        assert ids == [f"app-{i}" for i in range(5)] * 2
+        # broker 1's: the first round's answer starts a commit, the next one covers the rest
+        assert [(e["broker"], e["offset"]) for e in events(services, "delay.commit")] == [(1, 2), (1, 5)]
 
 
 async def test_a_message_for_a_missing_topic_is_parked_and_its_partition_flows_on(autojump_clock):

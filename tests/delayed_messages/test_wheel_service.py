@@ -56,7 +56,7 @@ async def test_delays_longer_than_the_wheel_roll(autojump_clock, tmp_path):
 
 
 async def test_the_active_dies_with_a_batch_in_flight_and_a_standby_takes_over(autojump_clock, tmp_path):
-    settings = {**SMALL, "delay.wheel.forward.batch": 3}
+    settings = {**SMALL, "delay.wheel.forward.batch": 3, "delay.wheel.forward.in.flight": 1}
     async with wheel_cluster(3, ORDERS, tmp_path, settings) as (cluster, group, _):
         producer = cluster.producer("app", acks=-1)
         producer.send("orders", 0, count=10, delay_ms=1_000)  # tick 10, fired at 1000
@@ -77,6 +77,43 @@ async def test_the_active_dies_with_a_batch_in_flight_and_a_standby_takes_over(a
         await cluster.clock.sleep_until(3_000)
         assert group.stats.deliveries[-1].message_id == "app-10"
         assert sorted(os.listdir(tmp_path / "broker-0" / "wheel")) == ["pointer"]
+
+
+async def test_batches_in_flight_are_acknowledged_together_and_in_order(autojump_clock, tmp_path):
+    settings = {**SMALL, "delay.wheel.forward.batch": 3, "delay.wheel.forward.in.flight": 2}
+    async with wheel_cluster(3, ORDERS, tmp_path, settings) as (cluster, group, _):
+        cluster.producer("app", acks=-1).send("orders", 0, count=10, delay_ms=1_000)  # tick 10
+        cluster.set_latency("delay-wheel-0", 2, 30)  # a forward takes 60 ms there and back
+        await cluster.clock.sleep_until(1_121)
+        got = [(d.message_id, d.delivered_ms) for d in group.stats.deliveries]
+        # two batches of 3 sent at 1000, the next two (3 and 1) once they are acknowledged
+        assert got == [(f"app-{i}", 1_060 if i < 6 else 1_120) for i in range(10)]
+        assert delivered_ids(cluster, "orders") == [f"app-{i}" for i in range(10)]
+        fired = [(e["time_ms"], e["forward"]) for e in events(group, "delay.wheel.fire") if e["forward"]]
+        assert fired == [(1_120, 10)]
+
+
+async def test_the_active_dies_with_two_batches_in_flight(autojump_clock, tmp_path):
+    settings = {**SMALL, "delay.wheel.forward.batch": 3, "delay.wheel.forward.in.flight": 2}
+    async with wheel_cluster(3, ORDERS, tmp_path, settings) as (cluster, group, _):
+        cluster.producer("app", acks=-1).send("orders", 0, count=10, delay_ms=1_000)
+        cluster.set_latency("delay-wheel-0", 2, 30)
+        await cluster.clock.sleep_until(1_090)  # 0-5 acknowledged, 6-9 in flight
+        assert len(group.stats.deliveries) == 6
+        cluster.crash(0)
+        await cluster.clock.sleep_until(2_000)
+        ids = delivered_ids(cluster, "orders")
+        assert sorted(set(ids)) == sorted(f"app-{i}" for i in range(10))
+        assert sorted(i for i in ids if ids.count(i) > 1) == [
+            "app-6",
+            "app-6",
+            "app-7",
+            "app-7",
+            "app-8",
+            "app-8",
+            "app-9",
+            "app-9",
+        ]
 
 
 async def test_settings_and_their_errors():

@@ -16,9 +16,9 @@ once the last due time and a few ticks have passed, ``orders`` is read from the 
   ((k-1)·tick, k·tick] and fires at k·tick) and the delivered record is stamped with the time it was
   forwarded, so its timestamp is at least its due time. Tolerance: 2 ms, for ``serve``'s one rounded
   reading of the wall clock that maps cluster time to epoch ms;
-- duplicates only as docs/delay.md promises (at-least-once: the batch in flight at a kill can be
-  forwarded twice): at most ``delay.wheel.forward.batch`` (100) extra deliveries per kill, every copy
-  with the same ``delay.message.id``.
+- duplicates only as docs/delay.md promises (at-least-once: the batches in flight at a kill can be
+  forwarded twice): at most ``delay.wheel.forward.batch`` x ``delay.wheel.forward.in.flight`` (500)
+  extra deliveries per kill, every copy with the same ``delay.message.id``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from tests.server.test_serve_kill import free_base_port
 
 SEED = 20_261_128
 KILLS = 10
-#: ``delay.wheel.forward.batch``'s default: what one kill can have in flight, so forward twice
-FORWARD_BATCH = 100
+#: ``delay.wheel.forward.batch`` x ``delay.wheel.forward.in.flight``, the defaults: what one kill can
+#: have in flight, so forward twice
+FORWARD_BATCH = 100 * 5
 TICK_MS = 100
 EARLY_TOLERANCE_MS = 2
 #: every due time lies this far ahead of its send

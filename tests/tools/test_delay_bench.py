@@ -34,7 +34,21 @@ def test_bad_arguments_exit_2_with_one_line():
     for args, message in (
         (("--designs", "timer,redis"), "expected designs among timer, wheel, wheel-one-slot, levels"),
         (("--counts", "10,x"), "expected counts like 100000,1000000"),
+        (("--serve", "--rate", "0"), "argument --rate: expected a whole number >= 1, got '0'"),
+        (("--serve", "--designs", "timer"), "--serve: expected designs among wheel, levels"),
     ):
         proc = run(*args)
         assert proc.returncode == 2
         assert message in proc.stderr
+
+
+def test_serve_delivers_every_message_once_through_both_designs():
+    """Real time through ``minibroker serve`` with confluent-kafka: every message delivered, none twice."""
+    proc = run("--serve", "--rate", "200", "--seconds", "1", "--delay-ms", "500", "--hold", "100", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {row["design"]: row for row in json.loads(proc.stdout)}
+    assert {d: (r["count"], r["acked"], r["delivered"], r["duplicates"]) for d, r in rows.items()} == {
+        "wheel": (200, 200, 200, 0),
+        "levels": (200, 200, 200, 0),
+    }
+    assert all(r["lateness_p50_ms"] is not None and r["held"] == 100 for r in rows.values())
