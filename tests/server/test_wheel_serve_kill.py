@@ -170,4 +170,3 @@ def test_the_file_wheel_under_serve_delivers_every_acknowledged_message_across_s
         f"{kills} kills ({early_kills} while starting), {len(sent)} sent, {len(acked)} acknowledged, "
         f"{len(delivered)} delivered, {extra} extra deliveries, {elapsed:.0f} s"
     )
-    assert elapsed < 90
