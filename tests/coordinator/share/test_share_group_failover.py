@@ -6,7 +6,11 @@ from __future__ import annotations
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group import OFFSETS_TOPIC, records
 from minibroker.coordinator.share import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
-from minibroker.coordinator.share.messages import DescribeShareGroupOffsetsRequest
+from minibroker.coordinator.share.messages import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
+)
 from minibroker.sim import TopicSpec
 from tests.coordinator.group.helpers import Raw, open_group_cluster
 
@@ -97,5 +101,43 @@ async def test_a_new_coordinator_replays_the_share_group(autojump_clock):
         (described,) = (await a.call(new, ShareGroupDescribeRequest(("sg",)))).groups
         assert [(m.member_id, m.member_epoch) for m in described.members] == [("m-a", 2)]
         assert described.group_epoch == 3
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+async def test_the_topics_altered_and_deleted_survive_a_failover(autojump_clock):
+    cm, cluster, sink = await open_group_cluster(3, config=SETTINGS)
+    try:
+        cluster.create_topic(TopicSpec("t", 1, 3))
+        cluster.create_topic(TopicSpec("u", 2, 3))
+        cluster.ensure_share_state_topic()
+        a = Raw(cluster, "a")
+        assert (await a.call(0, ShareGroupHeartbeatRequest("sg", "m", 0, ("t",)))).error.name == "NONE"
+        assert (await a.call(0, ShareGroupHeartbeatRequest("sg", "m", -1))).error.name == "NONE"
+        altered = await a.call(0, AlterShareGroupOffsetsRequest("sg", {TopicPartition("u", 1): 5}))
+        assert {tp: (o.error.name, o.start_offset) for tp, o in altered.partitions.items()} == {
+            TopicPartition("u", 1): ("NONE", 5)
+        }
+        deleted = await a.call(0, DeleteShareGroupOffsetsRequest("sg", ("t",)))
+        assert deleted.error.name == "NONE"
+        # t's state partitions, then u added, then t deleted: one topics record each
+        topics = [
+            records.decode(v)["value"]["topics"]
+            for b in cluster.brokers[0].replica_manager.logs[TopicPartition(OFFSETS_TOPIC, 0)].batches()
+            for v in b.values or ()
+            if records.decode(v)["type"] == "share_state_partitions"
+        ]
+        assert topics == [["t"], ["t", "u"], ["u"]]
+        crash_at = cluster.now()
+        cluster.crash(0)
+        await cluster.clock.sleep_until(crash_at + 1000)
+        new = cluster.leader_of(TopicPartition(OFFSETS_TOPIC, 0))
+        (described,) = (await a.call(new, ShareGroupDescribeRequest(("sg",)))).groups
+        assert (described.state, described.group_epoch, described.members) == ("Empty", 2, ())
+        offsets = await a.call(new, DescribeShareGroupOffsetsRequest("sg"))
+        assert {tp: (o.error.name, o.start_offset) for tp, o in offsets.partitions.items()} == {
+            TopicPartition("u", 0): ("NONE", -1),
+            TopicPartition("u", 1): ("NONE", 5),
+        }
     finally:
         await cm.__aexit__(None, None, None)
