@@ -106,7 +106,7 @@ async def test_a_new_coordinator_replays_the_share_group(autojump_clock):
 
 
 async def test_the_topics_altered_and_deleted_survive_a_failover(autojump_clock):
-    cm, cluster, sink = await open_group_cluster(3, config=SETTINGS)
+    cm, cluster, _sink = await open_group_cluster(3, config=SETTINGS)
     try:
         cluster.create_topic(TopicSpec("t", 1, 3))
         cluster.create_topic(TopicSpec("u", 2, 3))
