@@ -471,17 +471,15 @@ def _share_lock_bench(r):
         "ratio",
         "acquire ns per record (all)",
     ]
-    rows = [
-        [
-            f"{row['batch']:,}",
-            f"{row['locks']:,}",
-            f"{row['timer_ns_per_record']:,.1f}",
-            f"{per_task:,.1f}",
-            f"{row['ratio']:.3f}",
-            f"{row['acquire_ns_per_record']:,.0f}",
-        ]
-        for row in r["rows"]
-    ]
+    formats = (
+        ("batch", "{:,}"),
+        ("locks", "{:,}"),
+        ("timer_ns_per_record", "{:,.1f}"),
+        ("per_task", "{:,.1f}"),
+        ("ratio", "{:.3f}"),
+        ("acquire_ns_per_record", "{:,.0f}"),
+    )
+    rows = [[f.format({**row, "per_task": per_task}[k]) for k, f in formats] for row in r["rows"]]
     return heads, header, rows
 
 

@@ -11,7 +11,7 @@ from minibroker.server import share_messages as w
 from minibroker.server.authorizer import AclBinding
 from minibroker.server.metadata import topic_id
 from tests.server.conftest import RawClient, scenario
-from tests.server.test_share_group_offsets import FetchPartition, FetchTopic, ShareClient
+from tests.server.test_share_group_offsets import ShareClient, fetch_request
 
 TOPIC_DENIED, GROUP_DENIED, GROUP_ID_NOT_FOUND = 29, 30, 69
 CONFIG = '"authorizer.class.name" = "minibroker", "allow.everyone.if.no.acl.found" = true'
@@ -36,34 +36,7 @@ def _fetch(raw: RawClient, group: str, epoch: int, acks: dict[str, list] | None 
     """ShareFetch of t-0 and u-0 (``acks``: topic -> (first, last, type)); the top-level error and each
     partition's (topic, error, acknowledge error)."""
     acks = acks or {}
-    request = w.ShareFetchRequest(
-        group_id=group,
-        member_id="m1",
-        share_session_epoch=epoch,
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        max_records=10,
-        batch_size=10,
-        topics=[
-            FetchTopic(
-                topic_id=topic_id(name),
-                partitions=[
-                    FetchPartition(
-                        partition_index=0,
-                        acknowledgement_batches=[
-                            FetchPartition.AcknowledgementBatch(
-                                first_offset=f, last_offset=last, acknowledge_types=[t]
-                            )
-                            for f, last, t in acks.get(name, ())
-                        ],
-                    )
-                ],
-            )
-            for name in ("t", "u")
-        ],
-        forgotten_topics_data=[],
-    )
+    request = fetch_request(group, "m1", epoch, {name: acks.get(name, []) for name in ("t", "u")})
     answer = raw.request(request, w.ShareFetchResponse, 1)
     names = {topic_id(n): n for n in ("t", "u")}
     return answer.error_code, sorted(
