@@ -507,6 +507,56 @@ def _txn_bench(r):
     return heads, header, rows
 
 
+def _share_lock_bench(r):
+    per_task = r["system_timer_ns_per_task"]
+    heads = [
+        (
+            f"share acquisition locks ({r['records']:,} in-flight records, ShareFetches of {row['batch']}): "
+            "timer per acquired record ÷ SystemTimer per task",
+            f"{row['ratio']:.3f}",
+        )
+        for row in r["rows"]
+    ]
+    header = [
+        "records per ShareFetch",
+        "locks",
+        "timer ns per record",
+        "SystemTimer ns per task",
+        "ratio",
+        "acquire ns per record (all)",
+    ]
+    formats = (
+        ("batch", "{:,}"),
+        ("locks", "{:,}"),
+        ("timer_ns_per_record", "{:,.1f}"),
+        ("per_task", "{:,.1f}"),
+        ("ratio", "{:.3f}"),
+        ("acquire_ns_per_record", "{:,.0f}"),
+    )
+    rows = [[f.format({**row, "per_task": per_task}[k]) for k, f in formats] for row in r["rows"]]
+    return heads, header, rows
+
+
+def _share_vs_retry(r):
+    """No headline: the two designs' figures are counts and virtual times, read side by side."""
+    fields = (
+        "done",
+        "dead_or_archived",
+        "handler_calls",
+        "duplicates",
+        "extra_records",
+        "out_of_order",
+        "done_p50_ms",
+        "done_max_ms",
+        "poison_end_ms",
+        "timer_tasks",
+        "wall_ms",
+    )
+    header = ["design", *fields]
+    rows = [[row["design"], *(row[f] for f in fields)] for row in r["rows"]]
+    return [], header, rows
+
+
 TOOLS = {
     "timer_bench": ("Kafka's SystemTimer against a heap and a hashed wheel, in virtual time", _timer_bench),
     "purgatory_perf": ("Kafka's TestPurgatoryPerformance model, real time", _purgatory_perf),
@@ -538,6 +588,15 @@ TOOLS = {
         _control_bench,
     ),
     "pipeline_bench": ("`analyze` on Spark against the same tables computed by DuckDB", _pipeline_bench),
+    "share_lock_bench": (
+        "Share groups (KIP-932): what 100,000 in-flight acquired records of one share partition cost the"
+        " broker's timer, against the SystemTimer's own per-task figure",
+        _share_lock_bench,
+    ),
+    "share_vs_retry": (
+        "One poison-record workload through retry topics + a DLT and through a share group, side by side",
+        _share_vs_retry,
+    ),
     "spark_floor": (
         "What Spark itself costs on the bench traces (session start, reads of analyze's columns)",
         _spark_floor,

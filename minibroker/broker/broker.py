@@ -179,7 +179,6 @@ class Broker:
         self.share_coordinator = ShareGroupCoordinator(
             self.coordinator, lambda topic: self.topic_partitions().get(topic, 0)
         )
-        manager.leadership_listeners.append(self.share_coordinator.on_leadership)
         self.share_state_coordinator = ShareCoordinator(manager)
         manager.leadership_listeners.append(self.share_state_coordinator.on_leadership)
         if self.share_coordinator_of is not None:

@@ -13,7 +13,10 @@ request gets the API's error response with the authorization error, as Kafka's
 - InitProducerId: WRITE on the transactional id, or without one IDEMPOTENT_WRITE on
   the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED);
 - a transactional Produce, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit: WRITE
-  on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked first.
+  on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked first;
+- share groups (KIP-932): ShareGroupHeartbeat, ShareFetch, ShareAcknowledge and AlterShareGroupOffsets
+  READ on the group, DeleteShareGroupOffsets DELETE on it (GROUP_AUTHORIZATION_FAILED); a
+  ShareGroupHeartbeat's subscribed topics DESCRIBE each (TOPIC_AUTHORIZATION_FAILED).
 
 In a batched FindCoordinator (v4+) or OffsetFetch (v8+) each group (or transactional id) the
 authorizer refuses gets its own error in the answer (``restrict_groups``).
@@ -24,7 +27,10 @@ CreateTopics CREATE (on the cluster or the topic), DeleteTopics and DeleteRecord
 DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS and the alters
 ALTER_CONFIGS (topics, groups, or the cluster for brokers, loggers and client
 metrics), DescribeGroups DESCRIBE and DeleteGroups DELETE on each group, ListGroups DESCRIBE on the
-cluster or on each group it lists; OffsetCommit READ on each topic (``error_responses.handle``).
+cluster or on each group it lists; OffsetCommit READ on each topic (``error_responses.handle``);
+ShareGroupDescribe and DescribeShareGroupOffsets DESCRIBE on each group, ShareFetch, ShareAcknowledge,
+AlterShareGroupOffsets and DeleteShareGroupOffsets READ on each topic, DescribeShareGroupOffsets DESCRIBE
+on each topic (``server.share``, ``server.share_admin``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from minibroker.server.authorizer import (
     ALTER,
     CLUSTER,
     CLUSTER_NAME,
+    DELETE,
     DESCRIBE,
     GROUP,
     IDEMPOTENT_WRITE,
@@ -68,6 +75,10 @@ _GROUP_READ = (
     28,
 )  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup, OffsetCommit, TxnOffsetCommit
 
+#: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge, AlterShareGroupOffsets, DeleteShareGroupOffsets -> the
+#: operation each needs on its group
+_SHARE_GROUP_OPERATION = {76: READ, 78: READ, 79: READ, 91: READ, 92: DELETE}
+
 
 def enforced(conn: Connection) -> bool:
     return bool(conn.cluster.brokers[conn.broker_id].config.authorizer_class_name)
@@ -88,6 +99,13 @@ def denied(request: Request, conn: Connection) -> Errors | None:
         )
     if key in _GROUP_READ:
         return None if conn.authorize(READ, GROUP, body.group_id) else Errors.GROUP_AUTHORIZATION_FAILED
+    if key in _SHARE_GROUP_OPERATION:
+        if not conn.authorize(_SHARE_GROUP_OPERATION[key], GROUP, body.group_id):
+            return Errors.GROUP_AUTHORIZATION_FAILED
+        topics = body.subscribed_topic_names if key == 76 else None
+        if topics and any(not conn.authorize(DESCRIBE, TOPIC, name) for name in topics):
+            return Errors.TOPIC_AUTHORIZATION_FAILED
+        return None
     if key == 9 and request.api_version < 8:
         return None if conn.authorize(DESCRIBE, GROUP, body.group_id) else Errors.GROUP_AUTHORIZATION_FAILED
     if key == 10 and request.api_version < 4:

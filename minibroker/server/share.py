@@ -7,6 +7,11 @@ connection's broker's share group coordinator, ShareFetch and ShareAcknowledge t
 broker's ShareFetch purgatory holds the connection for up to its ``MaxWaitMs`` (plus a grace).
 A ShareFetch answer carries, per partition, the whole log batches that hold the acquired records and the
 acquired runs (first offset, last offset, delivery count); the client delivers only acquired records.
+
+With an authorizer (``acl_checks``; the group checks are made before these run): ShareGroupDescribe
+answers each group the caller may not DESCRIBE with GROUP_AUTHORIZATION_FAILED, and ShareFetch and
+ShareAcknowledge answer each partition of a topic it may not READ with TOPIC_AUTHORIZATION_FAILED (its
+acknowledgements too) without passing it on, as Kafka's ``KafkaApis`` does.
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from minibroker.broker.share import (
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.share import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
+from minibroker.coordinator.share.messages import DescribedShareGroup
 from minibroker.server import share_messages as w
+from minibroker.server.acl_checks import group_denied, topic_denied
+from minibroker.server.authorizer import DESCRIBE, READ
 from minibroker.server.codec import Request
 from minibroker.server.context import RESPONSE_GRACE_MS, Connection
 from minibroker.server.groups import client_host
@@ -81,7 +89,16 @@ async def share_group_heartbeat(request: Request, conn: Connection) -> Any:
 
 
 async def share_group_describe(request: Request, conn: Connection) -> Any:
-    answer = await conn.call(ShareGroupDescribeRequest(tuple(request.body.group_ids)), _wait(conn))
+    group_ids = tuple(request.body.group_ids)
+    refused = {g for g in group_ids if group_denied(conn, DESCRIBE, g)}
+    allowed = tuple(g for g in group_ids if g not in refused)
+    described = iter(
+        (await conn.call(ShareGroupDescribeRequest(allowed), _wait(conn))).groups if allowed else ()
+    )
+    answered = [
+        DescribedShareGroup(g, Errors.GROUP_AUTHORIZATION_FAILED) if g in refused else next(described)
+        for g in group_ids
+    ]
     groups = [
         DescribedGroup(
             error_code=g.error,
@@ -110,16 +127,23 @@ async def share_group_describe(request: Request, conn: Connection) -> Any:
             ],
             authorized_operations=-2147483648,
         )
-        for g in answer.groups
+        for g in answered
     ]
     return w.ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 
 
-def _acknowledgements(topics: Any, names: dict[uuid.UUID, str]) -> dict[TopicPartition, tuple]:
+def _unreadable(conn: Connection, topics: Any, names: dict[uuid.UUID, str]) -> set[uuid.UUID]:
+    """The ids of the request's topics the caller may not READ (TOPIC_AUTHORIZATION_FAILED)."""
+    return {t.topic_id for t in topics if t.topic_id in names and topic_denied(conn, READ, names[t.topic_id])}
+
+
+def _acknowledgements(
+    topics: Any, names: dict[uuid.UUID, str], unreadable: set[uuid.UUID]
+) -> dict[TopicPartition, tuple]:
     acks: dict[TopicPartition, tuple] = {}
     for topic in topics:
         name = names.get(topic.topic_id)
-        if name is None:
+        if name is None or topic.topic_id in unreadable:
             continue
         for part in topic.partitions:
             batches = tuple(
@@ -143,10 +167,11 @@ async def share_fetch(request: Request, conn: Connection) -> Any:
             responses=[],
             node_endpoints=[],
         )
+    unreadable = _unreadable(conn, body.topics, names)
     wanted = [
         TopicPartition(names[t.topic_id], p.partition_index)
         for t in body.topics
-        if t.topic_id in names
+        if t.topic_id in names and t.topic_id not in unreadable
         for p in t.partitions
     ]
     forgotten = tuple(
@@ -161,7 +186,7 @@ async def share_fetch(request: Request, conn: Connection) -> Any:
         body.share_session_epoch,
         body.max_wait_ms,
         tuple(wanted),
-        _acknowledgements(body.topics, names),
+        _acknowledgements(body.topics, names, unreadable),
         forgotten,
         body.max_records if body.max_records > 0 else 500,
         body.min_bytes,
@@ -179,6 +204,23 @@ async def share_fetch(request: Request, conn: Connection) -> Any:
                     error_code=Errors.UNKNOWN_TOPIC_ID,
                     error_message=None,
                     acknowledge_error_code=0,
+                    acknowledge_error_message=None,
+                    current_leader=FetchData.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                    records=b"",
+                    acquired_records=[],
+                )
+                for p in t.partitions
+            ]
+    for t in body.topics:
+        if t.topic_id in unreadable and answer.error is Errors.NONE:
+            topics[t.topic_id] = [
+                FetchData(
+                    partition_index=p.partition_index,
+                    error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=None,
+                    acknowledge_error_code=Errors.TOPIC_AUTHORIZATION_FAILED
+                    if p.acknowledgement_batches
+                    else 0,
                     acknowledge_error_message=None,
                     current_leader=FetchData.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
                     records=b"",
@@ -226,16 +268,25 @@ async def share_fetch(request: Request, conn: Connection) -> Any:
 async def share_acknowledge(request: Request, conn: Connection) -> Any:
     body = request.body
     names = _names(conn)
+    unreadable = _unreadable(conn, body.topics, names)
     message = ShareAcknowledgeRequest(
         body.group_id or "",
         body.member_id or "",
         body.share_session_epoch,
-        _acknowledgements(body.topics, names),
+        _acknowledgements(body.topics, names, unreadable),
         conn.request_id(request.correlation_id),
     )
     answer = await conn.call(message, _wait(conn))
+    partitions = dict(answer.partitions)
+    if answer.error is Errors.NONE:
+        for t in body.topics:
+            if t.topic_id in unreadable:
+                for p in t.partitions:
+                    partitions[TopicPartition(names[t.topic_id], p.partition_index)] = (
+                        Errors.TOPIC_AUTHORIZATION_FAILED
+                    )
     topics: dict[str, list] = {}
-    for tp, error in answer.partitions.items():
+    for tp, error in partitions.items():
         topics.setdefault(tp.topic, []).append(
             AckData(
                 partition_index=tp.partition,

@@ -20,6 +20,41 @@ FetchTopic = w.ShareFetchRequest.FetchTopic
 FetchPartition = FetchTopic.FetchPartition
 
 
+def fetch_request(
+    group: str, member: str, epoch: int, acks: dict[str, list[tuple[int, int, int]]], wait_ms: int = 0
+) -> w.ShareFetchRequest:
+    """A ShareFetch of partition 0 of each topic of ``acks`` (topic -> its acknowledgements: first, last,
+    type)."""
+    return w.ShareFetchRequest(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait_ms=wait_ms,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=10,
+        batch_size=10,
+        topics=[
+            FetchTopic(
+                topic_id=topic_id(name),
+                partitions=[
+                    FetchPartition(
+                        partition_index=0,
+                        acknowledgement_batches=[
+                            FetchPartition.AcknowledgementBatch(
+                                first_offset=f, last_offset=last, acknowledge_types=[t]
+                            )
+                            for f, last, t in batches
+                        ],
+                    )
+                ],
+            )
+            for name, batches in acks.items()
+        ],
+        forgotten_topics_data=[],
+    )
+
+
 class ShareClient:
     def __init__(self, client: RawClient) -> None:
         self.client = client
@@ -34,27 +69,7 @@ class ShareClient:
         self, member: str, epoch: int, acks: list[tuple[int, int, int]] = (), wait_ms: int = 0
     ) -> list[tuple]:
         """ShareFetch of t-0 (acks: first, last, type); the acquired runs (first, last, delivery count)."""
-        batches = [
-            FetchPartition.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=[t])
-            for f, last, t in acks
-        ]
-        request = w.ShareFetchRequest(
-            group_id="sg",
-            member_id=member,
-            share_session_epoch=epoch,
-            max_wait_ms=wait_ms,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=10,
-            batch_size=10,
-            topics=[
-                FetchTopic(
-                    topic_id=topic_id("t"),
-                    partitions=[FetchPartition(partition_index=0, acknowledgement_batches=batches)],
-                )
-            ],
-            forgotten_topics_data=[],
-        )
+        request = fetch_request("sg", member, epoch, {"t": acks}, wait_ms)
         answer = self.client.request(request, w.ShareFetchResponse, 1)
         assert answer.error_code == 0
         return [

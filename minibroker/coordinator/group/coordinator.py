@@ -111,6 +111,9 @@ class GroupCoordinator:
         self.consumer_group_manager = ConsumerGroupManager(self.context, self.group_metadata_manager)
         self.offset_metadata_manager.consumer_groups = self.consumer_group_manager.groups
         self.offset_metadata_manager.consumer_group_manager = self.consumer_group_manager
+        #: the share groups beside these (a ``ShareGroupCoordinator`` sets itself here): their records are
+        #: replayed, and their groups loaded and unloaded, with each partition's
+        self.share_groups: Any = None
         #: __consumer_offsets partition -> leader epoch it was loaded at
         self.loaded: dict[int, int] = {}
         #: __consumer_offsets partition -> leader epoch of the load in progress (its log is being read)
@@ -346,6 +349,8 @@ class GroupCoordinator:
         self.loaded[partition] = epoch
         groups = self.group_metadata_manager.on_loaded(partition)
         groups += self.consumer_group_manager.on_loaded(partition)
+        if self.share_groups is not None:
+            groups += self.share_groups.on_loaded(partition)
         self.context.emit("group.load", partition=partition, epoch=epoch, records=replayed, groups=groups)
         self._schedule_expiry(partition)
 
@@ -358,6 +363,8 @@ class GroupCoordinator:
         self.timer.cancel(expire_key(partition))
         dropped = self.group_metadata_manager.unload(partition)
         dropped += self.consumer_group_manager.unload(partition)
+        if self.share_groups is not None:
+            dropped += self.share_groups.unload(partition)
         self.offset_metadata_manager.unload(dropped)
         self.context.emit("group.unload", partition=partition)
 
@@ -372,6 +379,9 @@ class GroupCoordinator:
             self.offset_metadata_manager.replay(record)
         elif record["type"] in ("consumer_group", "consumer_member"):
             self.consumer_group_manager.replay(record)
+        elif record["type"].startswith("share_"):
+            if self.share_groups is not None:
+                self.share_groups.replay(record)
         else:
             self.group_metadata_manager.replay(record)
 

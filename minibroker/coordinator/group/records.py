@@ -9,7 +9,14 @@ group's metadata by group), each with a value or ``None`` (a tombstone):
 - ``consumer_group`` (KIP-848, keyed by group): group epoch, assignment epoch, assignor,
   subscribed topics' partition counts;
 - ``consumer_member`` (keyed by group and member): the member's subscription, epochs,
-  state, current assignment, partitions pending revocation and target assignment.
+  state, current assignment, partitions pending revocation and target assignment;
+- ``share_group`` (KIP-932, keyed by group): the share group's epoch (Kafka's ShareGroupMetadata);
+- ``share_member`` (keyed by group and member): client, rack, subscribed topics, member epoch, previous
+  epoch and current assignment (Kafka's ShareGroupMemberMetadata and ShareGroupCurrentMemberAssignment);
+- ``share_target`` (keyed by group): the assignment epoch and every member's target assignment (Kafka's
+  ShareGroupTargetAssignmentMetadata and its per-member ShareGroupTargetAssignmentMember, in one record);
+- ``share_state_partitions`` (keyed by group): the topics the group has share-partition state on (Kafka's
+  ShareGroupStatePartitionMetadata, its initialized topics).
 
 Deviation: the bytes are canonical JSON (bytes fields in base64), not Kafka's binary
 schemas, so a real client that reads ``__consumer_offsets`` sees our own format.
@@ -25,7 +32,16 @@ from typing import Any
 import attrs
 
 #: the record types, by their ``type`` field
-TYPES = ("offset", "group", "consumer_group", "consumer_member")
+TYPES = (
+    "offset",
+    "group",
+    "consumer_group",
+    "consumer_member",
+    "share_group",
+    "share_member",
+    "share_target",
+    "share_state_partitions",
+)
 
 
 @attrs.frozen
@@ -71,6 +87,14 @@ def consumer_member_record(group: str, member: str, value: dict[str, Any] | None
     return _dump({"type": "consumer_member", "group": group, "member": member, "value": value})
 
 
+def share_record(kind: str, group: str, value: dict[str, Any] | None, member: str | None = None) -> bytes:
+    """A share group's record of type ``kind`` (``share_member`` names its ``member``)."""
+    record: dict[str, Any] = {"type": kind, "group": group, "value": value}
+    if member is not None:
+        record["member"] = member
+    return _dump(record)
+
+
 def member_value(member: Any, protocol: str | None, assignment: bytes) -> dict[str, Any]:
     subscription = member.metadata(protocol) if protocol is not None else b""
     return {
@@ -103,14 +127,15 @@ def decode(data: bytes) -> dict[str, Any]:
 _KEY_FIELDS = {
     "offset": ("type", "group", "topic", "partition"),
     "consumer_member": ("type", "group", "member"),
+    "share_member": ("type", "group", "member"),
 }
 
 
 def compaction_key(data: bytes) -> tuple[bytes, bool] | None:
     """The log cleaner's key of a record (Kafka's record key) and whether it is a tombstone.
 
-    An offset is keyed by group, topic and partition, a consumer group member (KIP-848) by group and
-    member, a group's metadata by group. A transactional
+    An offset is keyed by group, topic and partition, a consumer or share group member by group and
+    member, a group's other records by type and group. A transactional
     offset (``producer_id``) and anything unknown get None: the cleaner keeps them.
     """
     try:

@@ -28,7 +28,15 @@ coordinators:
 - DeleteShareGroupOffsets (92): only an Empty group; DeleteShareGroupState on every partition of each
   topic, which the group no longer has state on.
 
-The groups live in memory only: a coordinator failover starts them empty and members join again.
+Every change is written to the group's ``__consumer_offsets`` partition through the coordinator's one
+write path (acks=-1, a DelayedProduce in the produce purgatory; Kafka's ``GroupCoordinatorRecordHelpers``
+share-group records): a member's metadata and current assignment (``share_member``, a tombstone when it
+leaves), the group epoch (``share_group``), the target assignment (``share_target``) and the topics the group
+has state on (``share_state_partitions``). A heartbeat that writes is answered when the write is
+replicated (its error mapped as the consumer protocol's); an AlterShareGroupOffsets or
+DeleteShareGroupOffsets that changes those topics writes them before it calls the share coordinators. A new
+coordinator replays the records when it loads the partition and re-arms every member's session, so
+members, epochs, assignments and the described offsets' topics survive a failover.
 Trace events: ``share.group.join``, ``share.group.leave`` (cause ``leave`` or ``session``),
 ``share.group.assign`` (group epoch and the member's partitions).
 """
@@ -41,7 +49,8 @@ from typing import Any
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
-from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.group import records
+from minibroker.coordinator.group.coordinator_context import write_error
 from minibroker.coordinator.share import simple_assignor
 from minibroker.coordinator.share.messages import (
     AlterShareGroupOffsetsRequest,
@@ -76,6 +85,7 @@ class ShareGroupCoordinator:
         self.partitions_of = partitions_of
         self.groups: dict[str, ShareGroup] = {}
         self._ids = itertools.count(1)
+        coordinator.share_groups = self
         #: the broker's persister (reads and writes at the share coordinators); None: offsets admin refused
         self.persister: Any = None
 
@@ -86,14 +96,31 @@ class ShareGroupCoordinator:
 
     def handle(self, message: Any, respond: Callable[[Any], object]) -> None:
         if isinstance(message, ShareGroupHeartbeatRequest):
-            respond(self.heartbeat(message))
+            self.heartbeat(message, respond)
         elif isinstance(message, ShareGroupDescribeRequest):
             respond(self.describe(message))
         else:
             self.offsets_admin(message, respond)
 
     # ---- ShareGroupHeartbeat -------------------------------------------------------------------------------
-    def heartbeat(self, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
+    def heartbeat(
+        self, request: ShareGroupHeartbeatRequest, respond: Callable[[ShareGroupHeartbeatResponse], object]
+    ) -> None:
+        """Answer one heartbeat, once its records are replicated."""
+        writes: list[bytes] = []
+        response = self._heartbeat(request, writes)
+        if not writes:
+            respond(response)
+            return
+
+        def done(error: Errors) -> None:
+            respond(response if error is Errors.NONE else ShareGroupHeartbeatResponse(write_error(error)))
+
+        self.coordinator.context.write(request.group_id, writes, done)
+
+    def _heartbeat(
+        self, request: ShareGroupHeartbeatRequest, writes: list[bytes]
+    ) -> ShareGroupHeartbeatResponse:
         if not request.group_id:
             return ShareGroupHeartbeatResponse(Errors.INVALID_REQUEST)
         refused = self.coordinator.refusal(request.group_id)
@@ -105,16 +132,19 @@ class ShareGroupCoordinator:
         epoch = request.member_epoch
         if epoch == LEAVE_EPOCH:
             if request.member_id in group.members:
-                self._remove(group, request.member_id, "leave")
+                self._remove(group, request.member_id, "leave", writes)
             return ShareGroupHeartbeatResponse(Errors.NONE, request.member_id, LEAVE_EPOCH)
         if epoch == JOIN_EPOCH:
-            member_id = request.member_id or f"{request.group_id}-share-{next(self._ids)}"
+            member_id = request.member_id or self._new_member_id(group)
             member = group.members.get(member_id)
             if member is None:
                 if not request.subscribed_topics:
                     return ShareGroupHeartbeatResponse(Errors.INVALID_REQUEST)
                 member = ShareGroupMember(
-                    member_id, 0, request.client_id, request.client_host, request.rack_id
+                    member_id,
+                    client_id=request.client_id,
+                    client_host=request.client_host,
+                    rack_id=request.rack_id,
                 )
                 group.members[member_id] = member
                 self._emit("share.group.join", group=group.group_id, member=member_id)
@@ -128,17 +158,22 @@ class ShareGroupCoordinator:
             ):
                 return ShareGroupHeartbeatResponse(Errors.FENCED_MEMBER_EPOCH)
         changed = epoch == JOIN_EPOCH and member.member_epoch == 0
+        dirty = changed
         if (
             request.subscribed_topics is not None
             and tuple(request.subscribed_topics) != member.subscribed_topics
         ):
             member.subscribed_topics = tuple(request.subscribed_topics)
-            group.topics.update(member.subscribed_topics)
+            if not group.topics.issuperset(member.subscribed_topics):
+                group.topics.update(member.subscribed_topics)
+                writes.append(self._topics_record(group))
             changed = True
-        if request.rack_id is not None:
+        if request.rack_id is not None and request.rack_id != member.rack_id:
             member.rack_id = request.rack_id
-        self._maybe_reassign(group, changed)
+            dirty = True
+        self._maybe_reassign(group, changed, writes)
         if member.member_epoch != group.assignment_epoch:
+            dirty = True
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.assignment_epoch
             member.assignment = group.target.get(member_id, {})
@@ -149,11 +184,9 @@ class ShareGroupCoordinator:
                 epoch=member.member_epoch,
                 keys=[f"{t}-{p}" for t, ps in sorted(member.assignment.items()) for p in ps],
             )
-        self.timer.schedule(
-            session_key(group.group_id, member_id),
-            self.config.group_share_session_timeout_ms,
-            lambda: self._session_expired(group.group_id, member_id),
-        )
+        if dirty or changed:
+            writes.append(self._member_record(group.group_id, member))
+        self._arm_session(group.group_id, member_id)
         send = epoch != member.member_epoch
         return ShareGroupHeartbeatResponse(
             Errors.NONE,
@@ -213,6 +246,7 @@ class ShareGroupCoordinator:
             respond(ShareGroupOffsetsResponse(error))
             return
         assert group is not None
+        topics_before = set(group.topics)
         persister = self.persister
         answers: dict[TopicPartition, ShareGroupOffset] = {}
         #: partition -> the call at its share coordinator, given the function that takes its answer
@@ -266,36 +300,57 @@ class ShareGroupCoordinator:
             if left[0] == 0:
                 finish()
 
-        if not calls:
-            finish()
-        for tp, call in calls.items():
-            call(lambda offset, tp=tp: answered(tp, offset))
+        def start() -> None:
+            if not calls:
+                finish()
+            for tp, call in calls.items():
+                call(lambda offset, tp=tp: answered(tp, offset))
+
+        if group.topics == topics_before:
+            start()
+            return
+
+        def written(error: Errors) -> None:
+            if error is Errors.NONE:
+                start()
+            else:
+                respond(ShareGroupOffsetsResponse(write_error(error)))
+
+        self.coordinator.context.write(group_id, [self._topics_record(group)], written)
 
     def _partitions(self, topics: list[str]) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t in topics for p in range(self.partitions_of(t))]
 
     # ---- membership ----------------------------------------------------------------------------------------
-    def on_leadership(self, tp: TopicPartition, leader: bool, epoch: int) -> None:
-        """Drop the groups of a ``__consumer_offsets`` partition this broker no longer leads."""
-        if leader or tp.topic != OFFSETS_TOPIC:
-            return
-        for group_id in list(self.groups):
-            if self.coordinator.context.partition_of(group_id) == tp.partition:
-                for member_id in self.groups.pop(group_id).members:
-                    self.timer.cancel(session_key(group_id, member_id))
+    def _new_member_id(self, group: ShareGroup) -> str:
+        """The next ``<group>-share-<n>`` not held by a member (a loaded group keeps its members' ids)."""
+        while True:
+            member_id = f"{group.group_id}-share-{next(self._ids)}"
+            if member_id not in group.members:
+                return member_id
 
     def _session_expired(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None and member_id in group.members:
-            self._remove(group, member_id, "session")
+            writes: list[bytes] = []
+            self._remove(group, member_id, "session", writes)
+            self.coordinator.context.write(group_id, writes, lambda error: None)
 
-    def _remove(self, group: ShareGroup, member_id: str, cause: str) -> None:
+    def _arm_session(self, group_id: str, member_id: str) -> None:
+        self.timer.schedule(
+            session_key(group_id, member_id),
+            self.config.group_share_session_timeout_ms,
+            lambda: self._session_expired(group_id, member_id),
+        )
+
+    def _remove(self, group: ShareGroup, member_id: str, cause: str, writes: list[bytes]) -> None:
         del group.members[member_id]
         self.timer.cancel(session_key(group.group_id, member_id))
         self._emit("share.group.leave", group=group.group_id, member=member_id, cause=cause)
-        self._maybe_reassign(group, True)
+        writes.append(records.share_record("share_member", group.group_id, None, member_id))
+        self._maybe_reassign(group, True, writes)
 
-    def _maybe_reassign(self, group: ShareGroup, changed: bool) -> None:
+    def _maybe_reassign(self, group: ShareGroup, changed: bool, writes: list[bytes]) -> None:
         """Run the assignor; a new target assignment at a new group epoch when membership, subscriptions
         or the result changed (each member takes its part at its next heartbeat)."""
         subscriptions = {m.member_id: m.subscribed_topics for m in group.members.values()}
@@ -305,6 +360,86 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         group.assignment_epoch = group.group_epoch
         group.target = target
+        writes.append(records.share_record("share_group", group.group_id, {"group_epoch": group.group_epoch}))
+        writes.append(
+            records.share_record(
+                "share_target",
+                group.group_id,
+                {
+                    "assignment_epoch": group.assignment_epoch,
+                    "members": {m: {t: list(ps) for t, ps in a.items()} for m, a in target.items()},
+                },
+            )
+        )
+
+    # ---- records: write, replay, load, unload -------------------------------------------------------------
+    @staticmethod
+    def _member_record(group_id: str, member: ShareGroupMember) -> bytes:
+        value = {
+            "member_epoch": member.member_epoch,
+            "previous_member_epoch": member.previous_member_epoch,
+            "client_id": member.client_id,
+            "client_host": member.client_host,
+            "rack_id": member.rack_id,
+            "subscribed_topics": list(member.subscribed_topics),
+            "assignment": {t: list(ps) for t, ps in member.assignment.items()},
+        }
+        return records.share_record("share_member", group_id, value, member.member_id)
+
+    @staticmethod
+    def _topics_record(group: ShareGroup) -> bytes:
+        return records.share_record(
+            "share_state_partitions", group.group_id, {"topics": sorted(group.topics)}
+        )
+
+    def replay(self, record: dict[str, Any]) -> None:
+        """Apply one share group record read from ``__consumer_offsets`` (a member's tombstone removes it)."""
+        kind, group_id, value = record["type"], record["group"], record["value"]
+        group = self.groups.setdefault(group_id, ShareGroup(group_id))
+        if kind == "share_member":
+            member_id = record["member"]
+            if value is None:
+                group.members.pop(member_id, None)
+                return
+            group.members[member_id] = ShareGroupMember(
+                member_id,
+                value["member_epoch"],
+                value["previous_member_epoch"],
+                value["client_id"],
+                value["client_host"],
+                value["rack_id"],
+                tuple(value["subscribed_topics"]),
+                {t: tuple(ps) for t, ps in value["assignment"].items()},
+            )
+        elif value is None:
+            if kind == "share_group":
+                self.groups.pop(group_id, None)
+        elif kind == "share_group":
+            group.group_epoch = value["group_epoch"]
+        elif kind == "share_target":
+            group.assignment_epoch = value["assignment_epoch"]
+            group.target = {m: {t: tuple(ps) for t, ps in a.items()} for m, a in value["members"].items()}
+        else:
+            group.topics = set(value["topics"])
+
+    def group_ids(self, partition: int) -> list[str]:
+        return [g for g in self.groups if self.coordinator.context.partition_of(g) == partition]
+
+    def on_loaded(self, partition: int) -> int:
+        """Arm the session of every member of ``partition``'s share groups; how many groups it holds."""
+        mine = self.group_ids(partition)
+        for group_id in mine:
+            for member_id in self.groups[group_id].members:
+                self._arm_session(group_id, member_id)
+        return len(mine)
+
+    def unload(self, partition: int) -> list[str]:
+        """Drop ``partition``'s share groups and disarm their members' sessions."""
+        dropped = self.group_ids(partition)
+        for group_id in dropped:
+            for member_id in self.groups.pop(group_id).members:
+                self.timer.cancel(session_key(group_id, member_id))
+        return dropped
 
     def _emit(self, kind: str, **fields: Any) -> None:
         if self.tracer.enabled:
