@@ -9,6 +9,7 @@ the same data dir. Then, as against a Kafka cluster restarted from its disks:
 - a READ_COMMITTED consumer reads exactly A's records (B's were aborted before the kill);
 - the reloaded transaction coordinator aborts C at its transaction timeout, and READ_COMMITTED still
   reads exactly A's records up to the end of the log;
+- a new transactional id gets a producer id never handed out before the kill, and commits;
 - InitProducerId for the same transactional id keeps the producer id with a higher epoch, and an
   InitProducerId without one gets a producer id never handed out before the kill.
 
@@ -25,11 +26,14 @@ from contextlib import closing
 
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
+from minibroker.coordinator.transaction import partition_for
 from tests.server.conftest import WAIT_S, RawClient
 from tests.server.test_serve_kill import LISTENING, free_base_port
 from tests.server.test_transactions import _consume, _init, _latest, _producers
 
 TXN = "kept"
+#: a transactional id of the same coordinator (broker 0: partition_for(id, 50) % 3 == 0)
+LATER = "later-0"
 #: C's transaction timeout: long enough to look at C open after the restart, short for the test
 TXN_TIMEOUT_MS = 6000
 
@@ -136,6 +140,17 @@ def test_committed_aborted_and_open_transactions_survive_a_kill(tmp_path):
             time.sleep(0.1)
         assert _latest(leader, 0) == 12
         assert _consume(f"127.0.0.1:{ports[0]}", "read_committed", partitions) == [b"a0", b"a1", b"a2"]
+        # a new transactional id of the same coordinator gets a producer id of its own: D commits on v-0
+        assert partition_for(LATER, 50) % 3 == partition_for(TXN, 50) % 3
+        other = init(ports, LATER)
+        assert other[0] == 0 and other[1] not in (pid, idempotent[1])
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{ports[0]}", "transactional.id": LATER})
+        producer.init_transactions(WAIT_S)
+        producer.begin_transaction()
+        producer.produce("v", value=b"d0", partition=0)
+        producer.commit_transaction(WAIT_S)
+        del producer
+        assert _consume(f"127.0.0.1:{ports[0]}", "read_committed", partitions) == [b"a0", b"a1", b"a2", b"d0"]
         again = init(ports, TXN)
         assert again[:2] == (0, pid) and again[2] > epoch
         fresh = init(ports, None)
