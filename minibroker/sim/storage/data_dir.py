@@ -139,6 +139,7 @@ class DataDir:
         self.next_producer_id = max(self.next_producer_id, self._highest_producer_id() + 1)
         for broker in cluster.brokers:
             broker.producer_ids = self.producer_ids  # the transaction coordinators' ids come from the blocks
+            broker.clock_origin_ms = origin_ms  # __transaction_state's times are wall-clock times
         cluster.controller.on_change = self.save
         cluster.on_metadata_change = self.save
         self.save()
