@@ -114,7 +114,8 @@ class Broker:
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
         #: the controller's election for (partition, election type): the new leader or (error, message)
         self.elect_leader: Callable[[TopicPartition, int], int | tuple[Errors, str]] | None = None
-        #: producer ids this broker's transaction coordinator hands out (a block per broker)
+        #: producer ids this broker's transaction coordinator hands out (a range per broker; a data dir sets
+        #: its stored blocks, shared by every broker)
         self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
         #: the wall-clock time of the clock's 0 for records that outlive the process (a data dir sets it)
         self.clock_origin_ms = 0
