@@ -6,7 +6,8 @@ the same data dir. Then, as against a Kafka cluster restarted from its disks:
 
 - ListOffsets READ_COMMITTED answers C's first offset (the last stable offset), and the partition
   leader's DescribeProducers shows the producer with C open at that offset;
-- a READ_COMMITTED consumer reads exactly A's records (B's were aborted before the kill);
+- a READ_COMMITTED consumer reads exactly A's records (B's were aborted before the kill), and the
+  offset each transaction committed for group ``g`` (``send_offsets_to_transaction``) is A's;
 - the reloaded transaction coordinator aborts C at most its transaction timeout after the restart,
   and READ_COMMITTED still reads exactly A's records up to the end of the log;
 - a new transactional id gets a producer id never handed out before the kill, and its commit is
@@ -99,7 +100,7 @@ def init(ports: list[int], txn_id: str | None) -> tuple[int, int, int]:
 
 
 def test_committed_aborted_and_open_transactions_survive_a_kill(tmp_path):
-    from confluent_kafka import Producer
+    from confluent_kafka import Consumer, Producer, TopicPartition
 
     data_dir = tmp_path / "data"
     port = free_base_port(random.Random(33))
@@ -110,13 +111,20 @@ def test_committed_aborted_and_open_transactions_survive_a_kill(tmp_path):
              "transaction.timeout.ms": TXN_TIMEOUT_MS}
         )  # fmt: skip
         producer.init_transactions(WAIT_S)
+        group = Consumer({"bootstrap.servers": f"127.0.0.1:{ports[0]}", "group.id": "g"})
         for name, end in (("a", producer.commit_transaction), ("b", producer.abort_transaction), ("c", None)):
             producer.begin_transaction()
             for i in range(3):
                 producer.produce("v", value=b"%s%d" % (name.encode(), i), partition=0)
+            # each transaction also commits group g's offset of v-0 (TxnOffsetCommit): 10, 20, 30
+            offset = {"a": 10, "b": 20, "c": 30}[name]
+            producer.send_offsets_to_transaction(
+                [TopicPartition("v", 0, offset)], group.consumer_group_metadata(), WAIT_S
+            )
             assert producer.flush(WAIT_S) == 0
             if end is not None:
                 end(WAIT_S)
+        group.close()
         idempotent = init(ports, None)
         assert idempotent[0] == 0
         leader = leader_port(ports)
@@ -158,6 +166,10 @@ def test_committed_aborted_and_open_transactions_survive_a_kill(tmp_path):
         producer.commit_transaction(WAIT_S)
         del producer
         assert _consume(f"127.0.0.1:{ports[0]}", "read_committed", partitions) == [b"a0", b"a1", b"a2", b"d0"]
+        # A's offset commit holds; B's and C's were aborted
+        group = Consumer({"bootstrap.servers": f"127.0.0.1:{ports[0]}", "group.id": "g"})
+        assert [tp.offset for tp in group.committed([TopicPartition("v", 0)], WAIT_S)] == [10]
+        group.close()
         again = init(ports, TXN)
         assert again[:2] == (0, pid) and again[2] > epoch
         fresh = init(ports, None)
