@@ -114,8 +114,11 @@ class Broker:
         self.leader_of: Callable[[TopicPartition], int] = lambda tp: -1
         #: the controller's election for (partition, election type): the new leader or (error, message)
         self.elect_leader: Callable[[TopicPartition, int], int | tuple[Errors, str]] | None = None
-        #: producer ids this broker's transaction coordinator hands out (a block per broker)
+        #: producer ids this broker's transaction coordinator hands out (a range per broker; a data dir sets
+        #: its stored blocks, shared by every broker)
         self.producer_ids = itertools.count(1_000_000 * (broker_id + 1))
+        #: the wall-clock time of the clock's 0 for records that outlive the process (a data dir sets it)
+        self.clock_origin_ms = 0
         #: ms a transaction marker to a partition is held back from now (the control API sets it)
         self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         #: partitions of __consumer_offsets (the cluster points this at the topic once it exists)
@@ -168,6 +171,7 @@ class Broker:
         self.coordinator.context.topic_partitions = lambda: self.topic_partitions()
         manager.leadership_listeners.append(self.coordinator.on_leadership)
         context = TransactionContext(manager, self.network, self.leader_of, self.producer_ids, self.tracer)
+        context.origin_ms = self.clock_origin_ms
         self.transaction_coordinator = TransactionCoordinator(context)
         manager.add_partitions_to_txn.coordinator_of = lambda txn_id: self.leader_of(
             TopicPartition(TRANSACTION_STATE_TOPIC, context.partition_of(txn_id))

@@ -47,6 +47,9 @@ class TransactionContext:
         self.leader_of = leader_of
         self._producer_ids = producer_ids
         self.tracer = tracer
+        #: the wall-clock time (ms since the Unix epoch) of the clock's 0 when ``__transaction_state``
+        #: outlives the process (``serve --data-dir``): its records then hold wall-clock times; else 0
+        self.origin_ms = 0
         #: (transactional id, partition count) -> its ``__transaction_state`` partition (``partition_for``)
         self._partitions: dict[tuple[str, int], int] = {}
 

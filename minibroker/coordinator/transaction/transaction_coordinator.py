@@ -494,7 +494,7 @@ class TransactionCoordinator:
                 del self.transactions[txn_id]  # a new id whose first write failed is not kept
             on_done(error)
 
-        self.context.write(partition, transit.record(), written)
+        self.context.write(partition, transit.record(self.context.origin_ms), written)
 
     def snapshot(self) -> TransactionCoordinatorView:
         """The partitions led and loading, the next timeout check, every id with its abort time."""
@@ -556,7 +556,7 @@ class TransactionCoordinator:
         loaded: dict[str, TransactionMetadata] = {}
         for value in values:
             try:
-                meta = TransactionMetadata.from_record(value)
+                meta = TransactionMetadata.from_record(value, self.context.origin_ms)
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # not a record the coordinator wrote
             if isinstance(meta, str):

@@ -69,8 +69,9 @@ class TransactionMetadata:
     #: the protocol version of the client's last EndTxn (2: KIP-890's epoch bump at every end)
     transaction_version: int = 1
 
-    def record(self) -> bytes:
-        """The value written to ``__transaction_state`` for this state (``tv`` only when not 1)."""
+    def record(self, origin_ms: int = 0) -> bytes:
+        """The value written to ``__transaction_state`` for this state (``tv`` only when not 1); its times
+        are ``origin_ms`` (the wall-clock time of the clock's 0, or 0) later than the clock's."""
         version = {"tv": self.transaction_version} if self.transaction_version != 1 else {}
         return json.dumps(
             {
@@ -82,8 +83,8 @@ class TransactionMetadata:
                 "timeout_ms": self.timeout_ms,
                 "state": self.state,
                 "partitions": sorted(self.partitions),
-                "start_ms": self.start_ms,
-                "update_ms": self.update_ms,
+                "start_ms": self.start_ms + origin_ms if self.start_ms >= 0 else -1,
+                "update_ms": self.update_ms + origin_ms,
                 **version,
             },
             separators=(",", ":"),
@@ -94,11 +95,14 @@ class TransactionMetadata:
         return json.dumps({"id": self.transactional_id, "state": DEAD}, separators=(",", ":")).encode()
 
     @classmethod
-    def from_record(cls, value: bytes) -> TransactionMetadata | str:
-        """The metadata a value holds, or the transactional id a tombstone removes."""
+    def from_record(cls, value: bytes, origin_ms: int = 0) -> TransactionMetadata | str:
+        """The metadata a value holds, or the transactional id a tombstone removes. Times before the
+        clock's 0 (``origin_ms`` as in ``record``: written by an earlier process) read as 0, so a
+        transaction begun then times out no earlier than it would have, at most its timeout later."""
         data = json.loads(value)
         if data.get("state") == DEAD:
             return str(data["id"])
+        start = data["start_ms"]
         return cls(
             data["id"],
             data["pid"],
@@ -106,8 +110,8 @@ class TransactionMetadata:
             data["timeout_ms"],
             data["state"],
             {(topic, partition) for topic, partition in data["partitions"]},
-            data["start_ms"],
-            data["update_ms"],
+            max(0, start - origin_ms) if start >= 0 else -1,
+            max(0, data["update_ms"] - origin_ms),
             data["last_pid"],
             data["last_epoch"],
             transaction_version=data.get("tv", 1),

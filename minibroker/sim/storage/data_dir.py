@@ -35,6 +35,7 @@ import trio
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.topic_configs import INT64_MAX
 from minibroker.coordinator.group import OFFSETS_TOPIC
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC, TransactionMetadata
 from minibroker.sim.cluster import Cluster
 from minibroker.sim.storage import cluster_metadata
 from minibroker.sim.storage.file_log import Note
@@ -135,19 +136,31 @@ class DataDir:
             manager.load(cluster.known, broker.config.log_segment_bytes)
             broker.logs = manager
             self.managers[broker.broker_id] = manager
-        highest = max(
-            (
-                pid
-                for manager in self.managers.values()
-                for log in manager.values()
-                for pid in log.producer_state.entries
-            ),
-            default=FIRST_PRODUCER_ID - 1,
-        )
-        self.next_producer_id = max(self.next_producer_id, highest + 1)
+        self.next_producer_id = max(self.next_producer_id, self._highest_producer_id() + 1)
+        for broker in cluster.brokers:
+            broker.producer_ids = self.producer_ids  # the transaction coordinators' ids come from the blocks
+            broker.clock_origin_ms = origin_ms  # __transaction_state's times are wall-clock times
         cluster.controller.on_change = self.save
         cluster.on_metadata_change = self.save
         self.save()
+
+    def _highest_producer_id(self) -> int:
+        """The highest producer id the logs know: their producers, and the producer ids (current and
+        previous) of every transactional id in ``__transaction_state``, even one that never wrote."""
+        highest = FIRST_PRODUCER_ID - 1
+        for manager in self.managers.values():
+            for tp, log in manager.items():
+                highest = max(highest, *log.producer_state.entries, FIRST_PRODUCER_ID - 1)
+                if tp.topic != TRANSACTION_STATE_TOPIC:
+                    continue
+                for value in (v for batch in log.batches() for v in batch.values or ()):
+                    try:
+                        meta = TransactionMetadata.from_record(value)
+                    except (ValueError, KeyError, TypeError, AttributeError):
+                        continue
+                    if isinstance(meta, TransactionMetadata):
+                        highest = max(highest, meta.producer_id, meta.last_producer_id)
+        return highest
 
     def _restore_offsets_topic(self, cluster: Cluster) -> None:
         spec = cluster.topics.get(OFFSETS_TOPIC)
@@ -200,7 +213,8 @@ class DataDir:
     # --- producer ids ------------------------------------------------------------------------------
     @property
     def producer_ids(self) -> ProducerIdBlocks:
-        """Producer ids for InitProducerId, never one handed out before this data dir's last stop."""
+        """Producer ids for InitProducerId (the wire server's and every transaction coordinator's),
+        never one handed out before this data dir's last stop."""
         if self._producer_ids is None:
             self._producer_ids = ProducerIdBlocks(self.next_producer_id, self.save)
         return self._producer_ids

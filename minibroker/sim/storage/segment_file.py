@@ -10,7 +10,9 @@ framed like a Kafka v2 batch header (``DefaultRecordBatch``)::
     crc           uint32     CRC-32 of everything after this field (zlib's, not Kafka's CRC-32C)
     body                     count int32, size int32, append time int64 (ms since the Unix epoch:
                              the log's clock restarts at 0 with each process), the idempotent producer
-                             fields, the values, and ``raw``: the client's v2 record batch bytes
+                             fields, the values, ``raw``: the client's v2 record batch bytes, and,
+                             when a producer batch is transactional or a marker, its transaction
+                             fields (``_TXN``: isTransactional, control type, coordinator epoch)
 
 so the batches a Kafka client sent are kept as bytes, and one entry is one ``write``. The
 ``.index`` file maps each entry to its byte position (relative offset int32, position int32;
@@ -41,6 +43,9 @@ _PREFIX = struct.Struct(">qi")
 _HEADER = struct.Struct(">ibI")
 _BODY = struct.Struct(">iiq")
 _PRODUCER = struct.Struct(">qhiiii")
+#: a producer batch's transactional flag, control type (-1: data) and coordinator epoch; entries of data
+#: that is neither transactional nor a marker leave them out (and so read as written before they existed)
+_TXN = struct.Struct(">bbi")
 _INDEX = struct.Struct(">ii")
 #: the smallest entry: header, body, three counts
 MIN_ENTRY = _PREFIX.size + _HEADER.size + _BODY.size + 12
@@ -76,6 +81,9 @@ def encode(batch: RecordBatch, origin_ms: int = 0) -> bytes:
         parts.append(struct.pack(">i", -1))
     else:
         parts += [struct.pack(">i", len(batch.raw)), batch.raw]
+    if any(p.transactional or p.control >= 0 for p in batch.producers):
+        parts.append(struct.pack(">i", len(batch.producers)))
+        parts += [_TXN.pack(p.transactional, p.control, p.coordinator_epoch) for p in batch.producers]
     body = b"".join(parts)
     crc = zlib.crc32(body)
     length = _HEADER.size + len(body)
@@ -175,6 +183,20 @@ def _body(base_offset: int, epoch: int, body: bytes, origin_ms: int) -> RecordBa
         raw, at = _sized(body, at)
     else:
         at += 4
+    if at < len(body):
+        (n,) = struct.unpack_from(">i", body, at)
+        if n != len(producers):
+            raise ValueError(f"transaction fields of {n} producer batches, not {len(producers)}")
+        at += 4
+        for i in range(n):
+            transactional, control, coordinator_epoch = _TXN.unpack_from(body, at)
+            at += _TXN.size
+            producers[i] = attrs.evolve(
+                producers[i],
+                transactional=bool(transactional),
+                control=control,
+                coordinator_epoch=coordinator_epoch,
+            )
     if at != len(body):
         raise ValueError(f"{len(body) - at} bytes left over")
     return RecordBatch(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
+
+import attrs
 
 from minibroker.broker.producer_state import AbortedTxn
 from minibroker.common.errors import Errors
@@ -24,8 +27,10 @@ from minibroker.coordinator.transaction.transaction_coordinator import marker_da
 from minibroker.coordinator.transaction.transaction_metadata import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
+    EMPTY,
     ONGOING,
     PREPARE_ABORT,
+    TransactionMetadata,
 )
 from minibroker.sim import TopicSpec, open_cluster
 from tests.coordinator.group.helpers import Raw, traced
@@ -367,3 +372,19 @@ async def test_markers_held_to_a_partition_go_out_when_the_hold_ends(autojump_cl
             3,
             [AbortedTxn(pid, 0, 2)],
         )
+
+
+def test_state_records_hold_times_after_the_clock_origin_and_read_them_back_relative_to_the_readers():
+    meta = TransactionMetadata("t", 7, 0, 60_000, ONGOING, {("a", 0)}, start_ms=4_000, update_ms=4_500)
+    value = meta.record(origin_ms=1_000_000)  # the writer's clock began at 1,000,000 ms wall-clock time
+    assert (json.loads(value)["start_ms"], json.loads(value)["update_ms"]) == (1_004_000, 1_004_500)
+    later = TransactionMetadata.from_record(value, origin_ms=1_002_000)  # a reader started 2 s later
+    assert (later.start_ms, later.update_ms) == (2_000, 2_500)
+    # a transaction begun before the reader's clock began reads as begun at its 0, not at -1 (none open)
+    late = TransactionMetadata.from_record(value, origin_ms=1_010_000)
+    assert (late.start_ms, late.update_ms) == (0, 0)
+    assert TransactionMetadata.from_record(value) == attrs.evolve(
+        meta, start_ms=1_004_000, update_ms=1_004_500
+    )
+    idle = attrs.evolve(meta, state=EMPTY, start_ms=-1)
+    assert TransactionMetadata.from_record(idle.record(1_000_000), 1_000_000) == idle

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import trio
+
+from minibroker.common.errors import Errors
 from minibroker.common.messages import TopicPartition
+from minibroker.coordinator.transaction import TransactionMetadata
 from minibroker.sim import TopicSpec, open_cluster
 from minibroker.sim.storage.data_dir import DataDir
 
@@ -61,3 +65,22 @@ async def test_producer_ids_are_never_handed_out_twice_across_restarts(autojump_
     assert json.loads((tmp_path / "cluster.json").read_text())["next_producer_id"] == 2000
     async with open_cluster(1, storage=(second := storage(tmp_path))):
         assert next(second.producer_ids) == 2000  # the block stored before 1000 was handed out
+
+
+async def test_transaction_coordinators_take_ids_above_every_id_the_stored_transactions_hold(
+    autojump_clock, tmp_path
+):
+    async with open_cluster(1, storage=(first := storage(tmp_path))) as cluster:
+        context = cluster.brokers[0].transaction_coordinator.context
+        assert [context.next_producer_id(), next(first.producer_ids)] == [1000, 1001]  # one sequence
+        cluster.ensure_transaction_state_topic()
+        await trio.sleep(1)
+        # an id written by a coordinator that counted its own ids, and never used on a partition
+        meta = TransactionMetadata("old", 5_000_000, 0, 60_000, last_producer_id=5_000_001)
+        written: list[Errors] = []
+        context.write(context.partition_of("old"), meta.record(), written.append)
+        await trio.sleep(1)
+        assert written == [Errors.NONE]
+    async with open_cluster(1, storage=(second := storage(tmp_path))) as cluster:
+        assert cluster.brokers[0].transaction_coordinator.context.next_producer_id() == 5_000_002
+        assert next(second.producer_ids) == 5_000_003

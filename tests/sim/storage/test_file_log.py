@@ -4,15 +4,18 @@ empty file), each with one note."""
 
 from __future__ import annotations
 
+import json
 import os
+import zlib
 
 import pytest
 
 from minibroker.broker.log import Log
 from minibroker.broker.producer_state import ProducerBatch
+from minibroker.common.record_batch import ABORT_MARKER, COMMIT_MARKER
 from minibroker.sim.storage import segment_file
 from minibroker.sim.storage.file_log import EPOCH_CHECKPOINT, FileLogStore, load_log
-from minibroker.sim.storage.producer_snapshot import snapshot_offsets
+from minibroker.sim.storage.producer_snapshot import read_snapshot, snapshot_offsets
 
 
 def open_log(directory, notes=None, segment_bytes=100, **kw):
@@ -206,3 +209,59 @@ def test_a_truncation_deletes_the_snapshots_past_the_new_end(tmp_path):
     assert snapshot_offsets(str(tmp_path)) == [8]
     log.truncate_to(7)
     assert (snapshot_offsets(str(tmp_path)), log.log_end_offset) == ([], 6)
+
+
+def txn_batch(pid: int, seq: int) -> ProducerBatch:
+    return ProducerBatch(pid, 0, seq, seq, transactional=True)
+
+
+def marker(pid: int, control: int) -> ProducerBatch:
+    return ProducerBatch(pid, 0, -1, -1, transactional=True, control=control, coordinator_epoch=4)
+
+
+def transactions(log: Log) -> tuple:
+    state = log.producer_state
+    epochs = {pid: e.coordinator_epoch for pid, e in state.entries.items()}
+    return (
+        epochs,
+        dict(state.ongoing),
+        [(t.producer_id, t.first_offset, t.last_offset) for t in state.aborted],
+    )
+
+
+@pytest.mark.parametrize("snapshot", [True, False])
+def test_open_committed_and_aborted_transactions_are_read_back(tmp_path, snapshot):
+    log = open_log(tmp_path)
+    for pid, seq in ((1000, 0), (2000, 0), (1000, 1)):  # offsets 0-2 in the first segment
+        log.append_as_leader(1, 30, 0, 0, producers=(txn_batch(pid, seq),))
+    log.append_as_leader(1, 30, 0, 0, producers=(marker(1000, COMMIT_MARKER),))  # 3: rolls a segment
+    log.append_as_leader(1, 30, 0, 0, producers=(marker(2000, ABORT_MARKER),))  # 4
+    log.append_as_leader(1, 30, 0, 0, producers=(txn_batch(3000, 0),))  # 5: open
+    log.store.close()
+    assert snapshot_offsets(str(tmp_path)) == [4]
+    if not snapshot:
+        (tmp_path / "00000000000000000004.snapshot").unlink()
+    again = open_log(tmp_path)
+    assert (
+        transactions(again) == transactions(log) == ({1000: 4, 2000: 4, 3000: -1}, {3000: 5}, [(2000, 1, 4)])
+    )
+    assert [b.producers for b in again.batches()] == [b.producers for b in log.batches()]
+
+
+def test_a_snapshot_without_transactions_reads_as_having_none(tmp_path):
+    body = {"offset": 2, "producers": [[1000, 3, [[0, 1, 0, 1]]]]}
+    crc = zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+    (tmp_path / "00000000000000000002.snapshot").write_text(json.dumps({**body, "crc": crc}))
+    state = read_snapshot(str(tmp_path), 2)
+    assert (
+        state.entries[1000].epoch,
+        state.entries[1000].coordinator_epoch,
+        state.ongoing,
+        state.aborted,
+    ) == (
+        3,
+        -1,
+        {},
+        [],
+    )
+    assert state.last_batch(1000).last_offset == 1
