@@ -37,21 +37,36 @@ class Producer(Client):
         def traced(tps: list[TopicPartition]) -> dict[str, Any]:
             return {"acks": config.acks, "records": sum(data[tp].count for tp in tps)}
 
-        for tps, request in self._open_per_leader("produce", data, name, traced):
+        if len(data) == 1:  # one partition, one leader: what _open_per_leader yields, without its grouping
+            (tp,) = data
+            tps = [tp]
+            leaders = [(self.cluster.leader_of(tp), tps)]
+        else:
+            leaders = sorted(self._group_by_leader(data).items())
+        several = len(leaders) > 1
+        network = self.cluster.network
+        for leader, tps in leaders:
+            request = self._open("produce", leader, tps, name, several, lambda tps=tps: traced(tps))
             requests.append(request)
-            if request.completed:
+            if request.completed_ms is not None:
                 continue
             message = ProduceRequest(
                 config.acks, config.request_timeout_ms, {tp: data[tp] for tp in tps}, request.id
             )
             if config.acks == 0:
-                self.cluster.network.send(self.client_id, request.broker, message)
+                network.send(self.client_id, request.broker, message)
                 for tp in tps:
                     request.errors[str(tp)] = Errors.NONE.name
                     request.base_offsets[str(tp)] = -1
                 self._finish(request, "immediate")
                 continue
-            self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
+            network.request(
+                self.client_id,
+                request.broker,
+                message,
+                config.request_timeout_ms + config.response_grace_ms,
+                lambda response, request=request: self._on_response(request, response),
+            )
         return requests
 
     def send(

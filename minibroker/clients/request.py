@@ -245,7 +245,11 @@ class Client:
     ) -> ClientRequest:
         """Record a new request to ``leader`` and trace it; with no leader it fails at once."""
         request = self._new_request(kind, leader, tps, name, several)
-        self._trace(f"client.{kind}", request, lambda: {"keys": [str(tp) for tp in tps], **trace_fields()})
+        tracer = self.cluster.tracer
+        if tracer.enabled:
+            fields = {"keys": [str(tp) for tp in tps], **trace_fields()}
+            emit = tracer.emit
+            emit(f"client.{kind}", client=self.client_id, op=request.id, broker=request.broker, **fields)
         if leader < 0:
             self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
         return request
