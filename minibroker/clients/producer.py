@@ -122,7 +122,9 @@ class Producer(Client):
         if isinstance(response, NetworkError):
             self._fail_all(request, response.error, "network")
             return
+        errors, base_offsets = request.errors, request.base_offsets
         for tp, part in response.partitions.items():
-            request.errors[str(tp)] = part.error.name
-            request.base_offsets[str(tp)] = part.base_offset
+            label = f"{tp[0]}-{tp[1]}"  # str(tp)
+            errors[label] = part.error._name_
+            base_offsets[label] = part.base_offset
         self._finish(request, response.cause)

@@ -145,7 +145,7 @@ class Client:
             self.client_id,
             kind,
             broker,
-            self.cluster.now(),
+            self.cluster.clock.now_ms(),
             tuple(partitions),
         )
         self.cluster.requests.append(request)
@@ -194,18 +194,19 @@ class Client:
             self._finish(request, response.cause)
 
     def _finish(self, request: ClientRequest, cause: str) -> None:
-        request.completed_ms = self.cluster.now()
+        request.completed_ms = self.cluster.clock.now_ms()
         request.cause = cause
-        self._trace(
-            f"client.{request.kind}.done",
-            request,
-            lambda: {
-                "keys": list(request.errors),
-                "error": ",".join(sorted(set(request.errors.values()))),
-                "cause": cause,
-                "latency_ms": request.latency_ms,
-            },
-        )
+        if self.cluster.tracer.enabled:
+            self._trace(
+                f"client.{request.kind}.done",
+                request,
+                lambda: {
+                    "keys": list(request.errors),
+                    "error": ",".join(sorted(set(request.errors.values()))),
+                    "cause": cause,
+                    "latency_ms": request.latency_ms,
+                },
+            )
         if request._done is not None:
             request._done.set()
 

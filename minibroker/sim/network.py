@@ -47,18 +47,30 @@ from minibroker.timer import TimerTask
 from minibroker.trace import NULL_TRACER, Tracer
 
 
-class _Pending:
-    """A request waiting for its answer: who asked whom, the callback, and the timeout task."""
+class _Pending(TimerTask):
+    """A request waiting for its answer: who asked whom and the callback. It is also the request's
+    timeout task on the scheduler's timer (armed when the request is sent, cancelled when it resolves)."""
 
-    __slots__ = ("src", "dst", "on_response", "timeout", "answered")
+    __slots__ = ("src", "dst", "on_response", "answered", "_network", "_correlation", "_timeout_ms")
 
-    def __init__(self, src: Node, dst: Node, on_response: Callable[[Any], None]) -> None:
+    def __init__(
+        self, network: Network, correlation: int, src: Node, dst: Node, on_response: Callable[[Any], None]
+    ) -> None:
+        self.delay_ms = 0
+        self._entry = None
+        self._action = None
+        self._network = network
+        self._correlation = correlation
         self.src = src
         self.dst = dst
         self.on_response = on_response
-        self.timeout: TimerTask | None = None
         #: the response is on the wire
         self.answered = False
+        self._timeout_ms = 0
+
+    def run(self) -> None:
+        """The timeout: REQUEST_TIMED_OUT, unless the request resolved meanwhile."""
+        self._network._time_out(self._correlation, self.dst, self._timeout_ms)
 
 
 #: what a queued response carries in place of a ``respond`` callback: its correlation id resolves
@@ -251,13 +263,15 @@ class Network:
     ) -> int:
         """Send a request; ``on_response`` gets the response or a ``NetworkError``, exactly once."""
         correlation = next(self._correlation)
-        pending = _Pending(src, dst, on_response)
+        pending = _Pending(self, correlation, src, dst, on_response)
         self._pending[correlation] = pending
         if dst not in self._endpoints or dst in self._down:
             reason = f"{dst} is not reachable"
             self.scheduler.call_later(0, self._fail, correlation, Errors.NETWORK_EXCEPTION, reason)
             return correlation
-        pending.timeout = self.scheduler.call_later(timeout_ms, self._time_out, correlation, dst, timeout_ms)
+        pending.delay_ms = timeout_ms if timeout_ms > 0 else 0
+        pending._timeout_ms = timeout_ms
+        self.scheduler.timer.add(pending)  # the timeout
 
         def respond(response: Any) -> None:
             pending.answered = self._transmit(dst, src, response, _RESPONSE, correlation)
@@ -282,8 +296,7 @@ class Network:
         pending = self._pending.pop(correlation, None)
         if pending is None:
             return
-        if pending.timeout is not None:
-            pending.timeout.cancel()
+        pending.cancel()  # the timeout (a no-op when it never was armed)
         if self.on_error is None:
             pending.on_response(response)
             return
@@ -300,8 +313,8 @@ class Network:
 
     def _forget(self, correlation: int) -> None:
         pending = self._pending.pop(correlation, None)
-        if pending is not None and pending.timeout is not None:
-            pending.timeout.cancel()
+        if pending is not None:
+            pending.cancel()
 
     @property
     def outstanding(self) -> int:
