@@ -345,9 +345,10 @@ class Log:
                 else 0
             )
             for batch in segment.batches[skip:]:
-                if batch.next_offset <= offset:
+                end = batch.base_offset + batch.count  # batch.next_offset
+                if end <= offset:
                     continue
-                if batch.next_offset > limit:
+                if end > limit:
                     return FetchDataInfo(start, tuple(out))
                 if out and size + batch.size > max_bytes:
                     return FetchDataInfo(start, tuple(out))
