@@ -23,6 +23,10 @@ class Producer(Client):
     def __init__(self, cluster: ClientContext, client_id: str, config: ProducerConfig) -> None:
         super().__init__(cluster, client_id)
         self.config = config
+        #: one TopicPartition and one 1-tuple of it per partition sent to (looked up by a plain
+        #: (topic, partition) tuple, which a TopicPartition equals): requests share them
+        self._partitions: dict[tuple[str, int], TopicPartition] = {}
+        self._singletons: dict[TopicPartition, tuple[TopicPartition]] = {}
 
     def produce(
         self, data: Mapping[TopicPartition, ProduceData], name: str | None = None
@@ -39,7 +43,9 @@ class Producer(Client):
 
         if len(data) == 1:  # one partition, one leader: what _open_per_leader yields, without its grouping
             (tp,) = data
-            tps = [tp]
+            tps = self._singletons.get(tp)
+            if tps is None:
+                tps = self._singletons[tp] = (tp,)
             leaders = [(self.cluster.leader_of(tp), tps)]
         else:
             leaders = sorted(self._group_by_leader(data).items())
@@ -84,7 +90,9 @@ class Producer(Client):
         With ``delay_ms`` the records are delayed by the cluster's delayed-message design
         (``minibroker.delayed_messages``; ``delay_via`` names one when several are installed).
         """
-        tp = TopicPartition(topic, partition)
+        tp = self._partitions.get((topic, partition))
+        if tp is None:
+            tp = self._partitions[tp] = TopicPartition(topic, partition)
         if delay_ms is not None:
             routers = self.cluster.delay_routers
             if not routers:

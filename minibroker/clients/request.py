@@ -239,7 +239,7 @@ class Client:
         self,
         kind: str,
         leader: int,
-        tps: list[TopicPartition],
+        tps: Sequence[TopicPartition],
         name: str | None,
         several: bool,
         trace_fields: Callable[[], dict[str, Any]],
