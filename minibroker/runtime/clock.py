@@ -12,8 +12,6 @@ rounding of ``origin + m / 1000`` cannot make it ``m - 1``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import trio
 from trio.testing import MockClock
@@ -65,32 +63,4 @@ class MsClock:
 
     async def sleep_until(self, ms: int) -> None:
         """Sleep until ``now_ms() >= ms``."""
-        await sleep_until(self.to_seconds(ms))
-
-
-async def sleep_until(deadline: float) -> None:
-    """``trio.sleep_until(deadline)``, woken by its deadline without raising and catching ``Cancelled``.
-
-    trio wakes a sleeper at its deadline by cancelling its scope: the abort callback is told, and
-    ``trio.sleep_forever`` answers by having ``Cancelled`` raised into the task and caught again at
-    the scope's exit. Here the callback reschedules the task with a plain value instead, at the
-    same point of the same scheduler pass, when it is this scope's own deadline that fired; a
-    cancellation from an enclosing scope still raises as usual.
-    """
-    task = trio.lowlevel.current_task()
-    with trio.CancelScope(deadline=deadline) as scope:
-        await trio.lowlevel.wait_task_rescheduled(wake_at_deadline(task, scope))
-
-
-def wake_at_deadline(
-    task: trio.lowlevel.Task, scope: trio.CancelScope
-) -> Callable[[Any], trio.lowlevel.Abort]:
-    """An abort callback for ``wait_task_rescheduled``: ``scope``'s own cancellation wakes ``task``."""
-
-    def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
-        if scope.cancel_called:
-            trio.lowlevel.reschedule(task)
-            return trio.lowlevel.Abort.FAILED
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    return abort
+        await trio.sleep_until(self.to_seconds(ms))

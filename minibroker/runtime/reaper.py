@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import trio
 
-from minibroker.runtime.clock import MsClock, wake_at_deadline
+from minibroker.runtime.clock import MsClock
 from minibroker.runtime.executor import TaskExecutor
 from minibroker.timer import Timer
 
@@ -92,10 +92,7 @@ class Reaper:
                 with trio.CancelScope(deadline=clock.to_seconds(wake)) as scope:
                     self._sleep = scope
                     try:
-                        # woken by the deadline without a Cancelled raised and caught (runtime.clock)
-                        await trio.lowlevel.wait_task_rescheduled(
-                            wake_at_deadline(trio.lowlevel.current_task(), scope)
-                        )
+                        await trio.sleep_forever()
                     finally:
                         self._sleep = None
                 self.wakeups += 1

@@ -52,15 +52,3 @@ def test_a_mock_clock_that_runs_is_read_as_it_runs():
 
     trio.run(main, clock=virtual)
     assert seen == [0, 2_000, True, True]
-
-
-async def test_sleep_until_wakes_at_its_deadline_and_an_enclosing_cancel_still_raises(autojump_clock):
-    clock = MsClock()
-    await clock.sleep_until(40)
-    assert clock.now_ms() == 40
-    await clock.sleep_until(40)  # a deadline already reached: one pass, no time moves
-    assert clock.now_ms() == 40
-    with trio.move_on_at(clock.to_seconds(70)) as outer:
-        await clock.sleep_until(500)
-    assert outer.cancelled_caught
-    assert clock.now_ms() == 70
