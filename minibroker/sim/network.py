@@ -51,26 +51,22 @@ class _Pending(TimerTask):
     """A request waiting for its answer: who asked whom and the callback. It is also the request's
     timeout task on the scheduler's timer (armed when the request is sent, cancelled when it resolves)."""
 
-    __slots__ = ("src", "dst", "on_response", "answered", "_network", "_correlation", "_timeout_ms")
+    __slots__ = ("src", "dst", "on_response", "answered", "_expire")
 
-    def __init__(
-        self, network: Network, correlation: int, src: Node, dst: Node, on_response: Callable[[Any], None]
-    ) -> None:
-        self.delay_ms = 0
-        self._entry = None
-        self._action = None
-        self._network = network
-        self._correlation = correlation
+    def __init__(self, src: Node, dst: Node, on_response: Callable[[Any], None]) -> None:
+        TimerTask.__init__(self, 0)
         self.src = src
         self.dst = dst
         self.on_response = on_response
         #: the response is on the wire
         self.answered = False
-        self._timeout_ms = 0
+        #: what the timeout calls: the network's ``_time_out`` and its arguments
+        self._expire: tuple[Any, ...] = ()
 
     def run(self) -> None:
         """The timeout: REQUEST_TIMED_OUT, unless the request resolved meanwhile."""
-        self._network._time_out(self._correlation, self.dst, self._timeout_ms)
+        time_out, *args = self._expire
+        time_out(*args)
 
 
 #: what a queued response carries in place of a ``respond`` callback: its correlation id resolves
@@ -84,9 +80,7 @@ class _Drain(TimerTask):
     __slots__ = ("_network", "_link")
 
     def __init__(self, delay_ms: int, network: Network, link: tuple[Node, Node]) -> None:
-        self.delay_ms = delay_ms
-        self._entry = None
-        self._action = None
+        TimerTask.__init__(self, delay_ms)
         self._network = network
         self._link = link
 
@@ -263,14 +257,14 @@ class Network:
     ) -> int:
         """Send a request; ``on_response`` gets the response or a ``NetworkError``, exactly once."""
         correlation = next(self._correlation)
-        pending = _Pending(self, correlation, src, dst, on_response)
+        pending = _Pending(src, dst, on_response)
         self._pending[correlation] = pending
         if dst not in self._endpoints or dst in self._down:
             reason = f"{dst} is not reachable"
             self.scheduler.call_later(0, self._fail, correlation, Errors.NETWORK_EXCEPTION, reason)
             return correlation
         pending.delay_ms = timeout_ms if timeout_ms > 0 else 0
-        pending._timeout_ms = timeout_ms
+        pending._expire = (self._time_out, correlation, dst, timeout_ms)
         self.scheduler.timer.add(pending)  # the timeout
 
         def respond(response: Any) -> None:

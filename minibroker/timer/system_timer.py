@@ -92,8 +92,8 @@ class SystemTimer(TimerBase):
     def add(self, task: TimerTask) -> None:
         """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already).
 
-        ``TimerTaskEntry(task, e)``, ``TimingWheel.add`` and ``TimingWheel.place`` inlined: one Python
-        frame per add (two when the add makes a bucket due and offers it to the delay queue).
+        ``TimerTaskEntry(task, e)`` and ``TimingWheel.add`` inlined: one Python frame per add
+        when the expiration equals the previous placement's, two otherwise.
         """
         clock = self.clock
         expiration = task.delay_ms + (self._now if clock is None else clock())
@@ -111,26 +111,14 @@ class SystemTimer(TimerBase):
             bucket = wheel._last_bucket
         else:
             entry.expiration_ms = expiration
-            if expiration < wheel._due_before:  # already expired: straight to the executor
+            bucket = wheel.place(expiration)
+            if bucket is None:
                 entry.bucket = None
                 if self.tracer is not None:
                     self._trace_fire(task, expiration)
                 task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
                 self.executor(task)
                 return
-            # TimingWheel.place inlined (its memo included)
-            level = wheel
-            while expiration >= level._limit:
-                level = level.overflow_wheel or level._add_overflow_wheel()
-            tick = level.tick_ms
-            virtual_id = expiration // tick
-            bucket = level.buckets[virtual_id % level.wheel_size]
-            wheel._last_expiration = expiration
-            wheel._last_bucket = bucket
-            start = virtual_id * tick
-            if bucket.expiration != start:
-                bucket.expiration = start
-                self._offer(bucket)
         bucket.append(entry)
         entry.bucket = bucket
         if self.tracer is not None:
