@@ -57,12 +57,18 @@ class DelayedProduce(DelayedPartitionsOperation):
 
     def try_complete(self) -> bool:
         leadership = False
+        lookup = self.lookup
         for tp, status in self.statuses.items():
             if not status.acks_pending:
                 continue
-            partition = self.lookup(tp)
+            partition = lookup(tp)
             if partition is None:
                 enough, error = False, Errors.NOT_LEADER_OR_FOLLOWER
+            elif (
+                partition.leader_id == partition.broker_id
+                and partition.log.high_watermark < status.required_offset
+            ):
+                continue  # still the leader, HW not there yet (check_enough_replicas_reach_offset's wait)
             else:
                 enough, error = partition.check_enough_replicas_reach_offset(status.required_offset)
             if error is not Errors.NONE or enough:

@@ -174,8 +174,12 @@ class Log:
             self.segment_bases.append(batch.base_offset)
             if self.on_roll is not None:
                 self.on_roll()
-        segment.push(batch)
-        self.log_end_offset = batch.next_offset
+        # Segment.push inlined: every replica's append passes here
+        segment.bases.append(batch.base_offset)
+        segment.positions.append(segment.size)
+        segment.batches.append(batch)
+        segment.size += batch.size
+        self.log_end_offset = batch.base_offset + batch.count  # batch.next_offset
         if batch.producers:
             self.producer_state.record(batch.base_offset, batch.producers)
         if not self.epochs or batch.leader_epoch > self.epochs[-1][0]:
@@ -343,9 +347,10 @@ class Log:
                 else 0
             )
             for batch in segment.batches[skip:]:
-                if batch.next_offset <= offset:
+                end = batch.base_offset + batch.count  # batch.next_offset
+                if end <= offset:
                     continue
-                if batch.next_offset > limit:
+                if end > limit:
                     return FetchDataInfo(start, tuple(out), size)
                 if out and size + batch.size > max_bytes:
                     return FetchDataInfo(start, tuple(out), size)

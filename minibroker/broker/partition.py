@@ -223,8 +223,9 @@ class Partition:
         An idempotent producer's retried batch (``producer_state``) is not appended: the batch
         returned then stands for the one already in the log (its offsets; no bytes).
         """
-        self.require_leader()
-        if acks == -1 and len(self.isr) < self.effective_min_isr:
+        if self.leader_id != self.broker_id:  # require_leader
+            raise PartitionError(Errors.NOT_LEADER_OR_FOLLOWER)
+        if acks == -1 and len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
             raise PartitionError(
                 Errors.NOT_ENOUGH_REPLICAS,
                 f"ISR {list(self.isr)} is smaller than min.insync.replicas {self.effective_min_isr}",
@@ -278,11 +279,12 @@ class Partition:
 
     # --- high watermark --------------------------------------------------------------------
     def maybe_increment_leader_hw(self, now_ms: int) -> bool:
-        if self.freeze_hw_under_min_isr and self.is_under_min_isr:
+        # is_under_min_isr and maximal_isr inlined: every append and follower fetch passes here
+        if self.freeze_hw_under_min_isr and len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
             return False
         leader_end = self.log.log_end_offset
         candidate = leader_end
-        maximal = self.maximal_isr
+        maximal = self.isr if self.pending is None else self.maximal_isr
         lag = self.replica_lag_time_max_ms
         for state in self.remote.values():
             if state.log_end_offset < candidate and (

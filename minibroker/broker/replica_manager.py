@@ -334,7 +334,11 @@ class ReplicaManager:
                 acks=request.acks,
                 timeout_ms=request.timeout_ms,
             )
-        unverified = self.add_partitions_to_txn.unverified(request) if request.acks in (-1, 0, 1) else {}
+        unverified = (
+            self.add_partitions_to_txn.unverified(request)
+            if request.transactional_id is not None and request.acks in (-1, 0, 1)
+            else None
+        )
         if unverified:
             self.add_partitions_to_txn.verify(
                 request, unverified, lambda refused: self._append_records(request, respond, refused)
@@ -348,14 +352,15 @@ class ReplicaManager:
         respond: Callable[[Any], None] | None,
         refused: dict[TopicPartition, Errors],
     ) -> None:
-        now = self.now()
+        now = self.clock.now_ms()
         tracing = self.tracer.enabled
         if request.acks not in (-1, 0, 1):
             responses = {tp: PartitionProduceResponse(Errors.INVALID_REQUIRED_ACKS) for tp in request.data}
             self._respond_produce(request, respond, ProduceResponse(responses))
             return
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
-        request_error = self.pushed_errors.take("produce", None)
+        pushed_errors = self.pushed_errors.any()  # nothing pushes while the request appends
+        request_error = self.pushed_errors.take("produce", None) if pushed_errors else None
         hw_raised: list[TopicPartition] = []
         leo_moved: list[TopicPartition] = []
         duplicates: list[TopicPartition] = []  # retried idempotent batches: answered, not appended
@@ -364,10 +369,11 @@ class ReplicaManager:
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
-                pushed = request_error or self.pushed_errors.take("produce", tp)
-                if pushed is not None:
-                    raise PartitionError(pushed, "pushed by a test")
-                if tp in refused:
+                if pushed_errors:
+                    pushed = request_error or self.pushed_errors.take("produce", tp)
+                    if pushed is not None:
+                        raise PartitionError(pushed, "pushed by a test")
+                if refused and tp in refused:
                     raise PartitionError(refused[tp], "refused by the transaction coordinator's verification")
                 batch, raised, duplicate = partition.append_records_to_leader(
                     data.count, data.size, request.acks, now, data.values, data.raw, data.producers
@@ -408,7 +414,7 @@ class ReplicaManager:
             operation = DelayedProduce(
                 request.timeout_ms,
                 statuses,
-                self.partition,
+                self.partitions.get,
                 lambda response: self._respond_produce(request, respond, response),
                 op_id=request.request_id or None,
             )

@@ -23,6 +23,10 @@ class Producer(Client):
     def __init__(self, cluster: ClientContext, client_id: str, config: ProducerConfig) -> None:
         super().__init__(cluster, client_id)
         self.config = config
+        #: one TopicPartition and one 1-tuple of it per partition sent to (looked up by a plain
+        #: (topic, partition) tuple, which a TopicPartition equals): requests share them
+        self._partitions: dict[tuple[str, int], TopicPartition] = {}
+        self._singletons: dict[TopicPartition, tuple[TopicPartition]] = {}
 
     def produce(
         self, data: Mapping[TopicPartition, ProduceData], name: str | None = None
@@ -37,21 +41,38 @@ class Producer(Client):
         def traced(tps: list[TopicPartition]) -> dict[str, Any]:
             return {"acks": config.acks, "records": sum(data[tp].count for tp in tps)}
 
-        for tps, request in self._open_per_leader("produce", data, name, traced):
+        if len(data) == 1:  # one partition, one leader: what _open_per_leader yields, without its grouping
+            (tp,) = data
+            tps = self._singletons.get(tp)
+            if tps is None:
+                tps = self._singletons[tp] = (tp,)
+            leaders = [(self.cluster.leader_of(tp), tps)]
+        else:
+            leaders = sorted(self._group_by_leader(data).items())
+        several = len(leaders) > 1
+        network = self.cluster.network
+        for leader, tps in leaders:
+            request = self._open("produce", leader, tps, name, several, lambda tps=tps: traced(tps))
             requests.append(request)
-            if request.completed:
+            if request.completed_ms is not None:
                 continue
             message = ProduceRequest(
                 config.acks, config.request_timeout_ms, {tp: data[tp] for tp in tps}, request.id
             )
             if config.acks == 0:
-                self.cluster.network.send(self.client_id, request.broker, message)
+                network.send(self.client_id, request.broker, message)
                 for tp in tps:
                     request.errors[str(tp)] = Errors.NONE.name
                     request.base_offsets[str(tp)] = -1
                 self._finish(request, "immediate")
                 continue
-            self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
+            network.request(
+                self.client_id,
+                request.broker,
+                message,
+                config.request_timeout_ms + config.response_grace_ms,
+                lambda response, request=request: self._on_response(request, response),
+            )
         return requests
 
     def send(
@@ -69,7 +90,9 @@ class Producer(Client):
         With ``delay_ms`` the records are delayed by the cluster's delayed-message design
         (``minibroker.delayed_messages``; ``delay_via`` names one when several are installed).
         """
-        tp = TopicPartition(topic, partition)
+        tp = self._partitions.get((topic, partition))
+        if tp is None:
+            tp = self._partitions[tp] = TopicPartition(topic, partition)
         if delay_ms is not None:
             routers = self.cluster.delay_routers
             if not routers:
@@ -107,7 +130,9 @@ class Producer(Client):
         if isinstance(response, NetworkError):
             self._fail_all(request, response.error, "network")
             return
+        errors, base_offsets = request.errors, request.base_offsets
         for tp, part in response.partitions.items():
-            request.errors[str(tp)] = part.error.name
-            request.base_offsets[str(tp)] = part.base_offset
+            label = f"{tp[0]}-{tp[1]}"  # str(tp)
+            errors[label] = part.error._name_
+            base_offsets[label] = part.base_offset
         self._finish(request, response.cause)

@@ -145,7 +145,7 @@ class Client:
             self.client_id,
             kind,
             broker,
-            self.cluster.now(),
+            self.cluster.clock.now_ms(),
             tuple(partitions),
         )
         self.cluster.requests.append(request)
@@ -194,18 +194,19 @@ class Client:
             self._finish(request, response.cause)
 
     def _finish(self, request: ClientRequest, cause: str) -> None:
-        request.completed_ms = self.cluster.now()
+        request.completed_ms = self.cluster.clock.now_ms()
         request.cause = cause
-        self._trace(
-            f"client.{request.kind}.done",
-            request,
-            lambda: {
-                "keys": list(request.errors),
-                "error": ",".join(sorted(set(request.errors.values()))),
-                "cause": cause,
-                "latency_ms": request.latency_ms,
-            },
-        )
+        if self.cluster.tracer.enabled:
+            self._trace(
+                f"client.{request.kind}.done",
+                request,
+                lambda: {
+                    "keys": list(request.errors),
+                    "error": ",".join(sorted(set(request.errors.values()))),
+                    "cause": cause,
+                    "latency_ms": request.latency_ms,
+                },
+            )
         if request._done is not None:
             request._done.set()
 
@@ -238,14 +239,18 @@ class Client:
         self,
         kind: str,
         leader: int,
-        tps: list[TopicPartition],
+        tps: Sequence[TopicPartition],
         name: str | None,
         several: bool,
         trace_fields: Callable[[], dict[str, Any]],
     ) -> ClientRequest:
         """Record a new request to ``leader`` and trace it; with no leader it fails at once."""
         request = self._new_request(kind, leader, tps, name, several)
-        self._trace(f"client.{kind}", request, lambda: {"keys": [str(tp) for tp in tps], **trace_fields()})
+        tracer = self.cluster.tracer
+        if tracer.enabled:
+            fields = {"keys": [str(tp) for tp in tps], **trace_fields()}
+            emit = tracer.emit
+            emit(f"client.{kind}", client=self.client_id, op=request.id, broker=request.broker, **fields)
         if leader < 0:
             self._fail_all(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
         return request

@@ -2,24 +2,41 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import attrs
 
 from minibroker.common.errors import Errors
 from minibroker.common.record_batch import ProducerBatch, RecordBatch
 
 
-@attrs.frozen(slots=True, order=True, cache_hash=True)
-class TopicPartition:
-    """A partition of a topic; also the purgatory watch key (Kafka's TopicPartitionOperationKey)."""
+class TopicPartition(tuple):
+    """A partition of a topic; also the purgatory watch key (Kafka's TopicPartitionOperationKey).
 
-    topic: str
-    partition: int
+    An immutable ``(topic, partition)`` pair: a ``tuple`` subclass, so hashing, equality and ordering
+    (topic, then partition) run in C. Every dict and purgatory keyed by partitions hashes these on
+    each lookup, which makes them the most hashed objects of a run.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, topic: str, partition: int) -> TopicPartition:
+        return tuple.__new__(cls, (topic, partition))
+
+    topic: str = property(itemgetter(0), doc="The topic's name.")  # type: ignore[assignment]
+    partition: int = property(itemgetter(1), doc="The partition's index.")  # type: ignore[assignment]
+
+    def __getnewargs__(self) -> tuple[str, int]:  # type: ignore[override]
+        return (self[0], self[1])
 
     def key_label(self) -> str:
-        return f"{self.topic}-{self.partition}"
+        return f"{self[0]}-{self[1]}"
 
     def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+        return f"{self[0]}-{self[1]}"
+
+    def __repr__(self) -> str:
+        return f"TopicPartition(topic={self[0]!r}, partition={self[1]!r})"
 
 
 # --- produce ---------------------------------------------------------------------------------

@@ -32,13 +32,11 @@ already sent are still delivered, they are on the wire).
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 import trio
 
 from minibroker.common.errors import Errors
@@ -49,13 +47,45 @@ from minibroker.timer import TimerTask
 from minibroker.trace import NULL_TRACER, Tracer
 
 
-@attrs.define(slots=True)
-class _Pending:
-    src: Node
-    dst: Node
-    on_response: Callable[[Any], None]
-    timeout: TimerTask | None
-    answered: bool = False  # the response is on the wire
+class _Pending(TimerTask):
+    """A request waiting for its answer: who asked whom and the callback. It is also the request's
+    timeout task on the scheduler's timer (armed when the request is sent, cancelled when it resolves)."""
+
+    __slots__ = ("src", "dst", "on_response", "answered", "_expire")
+
+    def __init__(self, src: Node, dst: Node, on_response: Callable[[Any], None]) -> None:
+        TimerTask.__init__(self, 0)
+        self.src = src
+        self.dst = dst
+        self.on_response = on_response
+        #: the response is on the wire
+        self.answered = False
+        #: what the timeout calls: the network's ``_time_out`` and its arguments
+        self._expire: tuple[Any, ...] = ()
+
+    def run(self) -> None:
+        """The timeout: REQUEST_TIMED_OUT, unless the request resolved meanwhile."""
+        time_out, *args = self._expire
+        time_out(*args)
+
+
+#: what a queued response carries in place of a ``respond`` callback: its correlation id resolves
+_RESPONSE: Any = object()
+
+
+class _Drain(TimerTask):
+    """The scheduler task that delivers a link's due messages (one per message sent, as ``call_later``
+    would arm; the link's queue, not the task, says which messages are delivered)."""
+
+    __slots__ = ("_network", "_link")
+
+    def __init__(self, delay_ms: int, network: Network, link: tuple[Node, Node]) -> None:
+        TimerTask.__init__(self, delay_ms)
+        self._network = network
+        self._link = link
+
+    def run(self) -> None:
+        self._network._drain(self._link)
 
 
 class Network:
@@ -75,9 +105,10 @@ class Network:
         self._latency: dict[tuple[Node, Node], int] = {}
         #: directions (src, dst) on which every message is lost; a two-way drop holds both
         self._dropped: set[tuple[Node, Node]] = set()
-        #: per link, the messages in flight in sending order: (arrival ms, message, arrive); arrival
-        #: times never decrease along a queue, so its last one bounds the next message's
-        self._in_flight: dict[tuple[Node, Node], deque[tuple[int, Any, Callable[[], None]]]] = {}
+        #: per link, the messages in flight in sending order: (arrival ms, message, respond, correlation),
+        #: ``respond`` being ``_RESPONSE`` for a response; arrival times never decrease along a queue, so
+        #: its last one bounds the next message's
+        self._in_flight: dict[tuple[Node, Node], deque[tuple[int, Any, Any, int | None]]] = {}
         self._pending: dict[int, _Pending] = {}
         self._correlation = itertools.count()
         self.sent = 0
@@ -142,7 +173,7 @@ class Network:
     # --- messages ----------------------------------------------------------------------------
     def send(self, src: Node, dst: Node, message: Any, respond: Respond | None = None) -> bool:
         """Send one message to ``dst``'s endpoint; False if it was lost at once."""
-        return self._transmit(src, dst, message, functools.partial(self._deliver, src, dst, message, respond))
+        return self._transmit(src, dst, message, respond, None)
 
     def _deliver(
         self, src: Node, dst: Node, message: Any, respond: Respond | None, correlation: int | None = None
@@ -160,47 +191,56 @@ class Network:
             self._resolve(correlation, NetworkError(Errors.UNKNOWN_SERVER_ERROR, reason, error))
             self.on_error(error, src)
 
-    def _transmit(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> bool:
+    def _transmit(self, src: Node, dst: Node, message: Any, respond: Any, correlation: int | None) -> bool:
+        """Queue ``message`` on the link and arm its delivery; ``respond`` is ``_RESPONSE`` for a response
+        (delivered by resolving ``correlation``), else what the receiver may answer through."""
         self.sent += 1
         link = (src, dst)
         # is_up, is_dropped and latency inlined: every message passes here
         if dst not in self._endpoints or dst in self._down or (self._dropped and link in self._dropped):
             self._lose(src, dst, message)
             return False
-        scheduler = self.scheduler
-        now = scheduler.clock.now_ms()
+        timer = self.scheduler.timer
+        now = self.scheduler.clock.now_ms()
         queue = self._in_flight.get(link)
         if queue is None:
             queue = self._in_flight[link] = deque()
         arrival = now + self._latency.get(link, self.default_latency_ms)
-        last = queue[-1][0] if queue else now
-        if last > arrival:
-            arrival = last
-        queue.append((arrival, message, arrive))
-        scheduler.call_later(arrival - now, self._drain, src, dst)
+        if queue:
+            last = queue[-1][0]
+            if last > arrival:
+                arrival = last
+        queue.append((arrival, message, respond, correlation))
+        timer.add(_Drain(arrival - now, self, link))
         return True
 
-    def _drain(self, src: Node, dst: Node) -> None:
+    def _drain(self, link: tuple[Node, Node]) -> None:
         """Deliver the link's due messages from the front (those sent meanwhile have their own task)."""
-        queue = self._in_flight.get((src, dst))
+        queue = self._in_flight.get(link)
         if not queue:
             return
-        now = self.scheduler.now()
+        now = self.scheduler.clock.now_ms()
         due = 0
-        while due < len(queue) and queue[due][0] <= now:
+        count = len(queue)
+        while due < count and queue[due][0] <= now:
             due += 1
+        src, dst = link
+        endpoints, down, popleft = self._endpoints, self._down, queue.popleft
         for _ in range(due):
-            _, message, arrive = queue.popleft()
-            self._arrive(src, dst, message, arrive)
+            _, message, respond, correlation = popleft()
+            # the receiver may have gone, crashed or been cut off since the message was sent
+            if dst not in endpoints or dst in down or (self._dropped and link in self._dropped):
+                self._lose(src, dst, message)
+                continue
+            self.delivered += 1
+            if respond is _RESPONSE:
+                self._resolve(correlation, message)  # type: ignore[arg-type]
+            elif self.on_error is None:
+                endpoints[dst].deliver(src, message, respond)
+            else:
+                self._deliver(src, dst, message, respond, correlation)
         if not queue:
-            del self._in_flight[(src, dst)]
-
-    def _arrive(self, src: Node, dst: Node, message: Any, arrive: Callable[[], None]) -> None:
-        if dst not in self._endpoints or dst in self._down or (self._dropped and (src, dst) in self._dropped):
-            self._lose(src, dst, message)
-            return
-        self.delivered += 1
-        arrive()
+            del self._in_flight[link]
 
     def _lose(self, src: Node, dst: Node, message: Any) -> None:
         self.lost += 1
@@ -217,22 +257,20 @@ class Network:
     ) -> int:
         """Send a request; ``on_response`` gets the response or a ``NetworkError``, exactly once."""
         correlation = next(self._correlation)
-        pending = _Pending(src, dst, on_response, None)
+        pending = _Pending(src, dst, on_response)
         self._pending[correlation] = pending
-        if not self.is_up(dst):
+        if dst not in self._endpoints or dst in self._down:
             reason = f"{dst} is not reachable"
             self.scheduler.call_later(0, self._fail, correlation, Errors.NETWORK_EXCEPTION, reason)
             return correlation
-        pending.timeout = self.scheduler.call_later(timeout_ms, self._time_out, correlation, dst, timeout_ms)
+        pending.delay_ms = timeout_ms if timeout_ms > 0 else 0
+        pending._expire = (self._time_out, correlation, dst, timeout_ms)
+        self.scheduler.timer.add(pending)  # the timeout
 
         def respond(response: Any) -> None:
-            pending.answered = self._transmit(
-                dst, src, response, functools.partial(self._resolve, correlation, response)
-            )
+            pending.answered = self._transmit(dst, src, response, _RESPONSE, correlation)
 
-        self._transmit(
-            src, dst, message, functools.partial(self._deliver, src, dst, message, respond, correlation)
-        )
+        self._transmit(src, dst, message, respond, correlation)
         return correlation
 
     async def call(self, src: Node, dst: Node, message: Any, timeout_ms: int) -> Any:
@@ -252,8 +290,7 @@ class Network:
         pending = self._pending.pop(correlation, None)
         if pending is None:
             return
-        if pending.timeout is not None:
-            pending.timeout.cancel()
+        pending.cancel()  # the timeout (a no-op when it never was armed)
         if self.on_error is None:
             pending.on_response(response)
             return
@@ -270,8 +307,8 @@ class Network:
 
     def _forget(self, correlation: int) -> None:
         pending = self._pending.pop(correlation, None)
-        if pending is not None and pending.timeout is not None:
-            pending.timeout.cancel()
+        if pending is not None:
+            pending.cancel()
 
     @property
     def outstanding(self) -> int:

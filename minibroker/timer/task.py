@@ -47,7 +47,10 @@ class TimerTask:
         self._entry = CANCELLED
         if entry is not None:
             if type(entry) is BareEntry:
-                # TimerTaskEntry.remove inlined for SystemTimer's own entries (one frame fewer)
+                # TimerTaskEntry.remove inlined for SystemTimer's own entries (one frame fewer); the
+                # entry also lets go of the task at once (it may wait in its bucket's list for a long
+                # timeout), so what the task holds is freed now, by reference counting
+                entry.task = None
                 bucket = entry.bucket
                 if bucket is not None:
                     entry.bucket = None
@@ -111,7 +114,8 @@ class TimerTaskEntry:
 
     def cancelled(self) -> bool:
         """True when the task has been cancelled or re-bound to another entry."""
-        return self.task._entry is not self
+        task = self.task
+        return task is None or task._entry is not self
 
     def remove(self) -> None:
         """Detach from the current bucket, if any. O(1) amortised: the entry stays in the
