@@ -46,6 +46,7 @@ def test_the_traces_cover_what_the_tables_measure(expected):
         "follower-fetch",
         "consumer-fetch",
         "sharefetch",
+        "deleterecords",
     }
     assert expected["audit"] == []  # the bundled scenarios keep exactly-once
     # a shrink and an expand (2, 3), and the one-broker group scenario's ISR as its leader starts (1)
