@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     from minibroker.sim.cluster import Cluster
 
 GROUP_EVENTS = frozenset(
-    {"hw", "append", "member.assigned", "group.commit", "group.consumer.member", "group.consumer.fence"}
+    {
+        "hw",
+        "append",
+        "member.assigned",
+        "group.commit",
+        "group.consumer.member",
+        "group.consumer.fence",
+        "group.consumer.revert",
+    }
 )
 
 
@@ -80,6 +88,12 @@ class GroupChecks:
             self._consumer_member(event)
         elif kind == "group.consumer.fence":
             self.owned.pop((event["group"], event["member"]), None)
+        elif kind == "group.consumer.revert":  # a refused write undone: the members own what the log says
+            group = event["group"]
+            for key in [key for key in self.owned if key[0] == group]:
+                del self.owned[key]
+            for member, owned in event["owned"].items():
+                self.owned[(group, member)] = set(owned)
 
     def _consumer_member(self, event: dict[str, Any]) -> None:
         """A KIP-848 member's new state: no partition owned by two members of the group at once

@@ -159,6 +159,7 @@ KINDS: dict[str, frozenset[str]] = {
         "group.consumer.leave": (*_GROUP, "member", "instance", "static"),
         "group.consumer.replace": (*_GROUP, "member", "previous", "instance", "member_epoch"),
         "group.consumer.convert": (*_GROUP, "to"),
+        "group.consumer.revert": (*_GROUP, "group_epoch", "owned"),
         "member.join": (*_MEMBER, "member"),
         "member.assigned": (*_MEMBER, "member", "generation", "leader", "partitions", "added", "revoked"),
         "member.revoked": (*_MEMBER, "member", "generation", "partitions"),
