@@ -352,13 +352,18 @@ async def test_a_classic_group_with_members_is_not_upgraded(autojump_clock):
         await cm.__aexit__(None, None, None)
 
 
+async def _pair_on_three_brokers():
+    """Three brokers (a load takes no time), topic t, and ``_stable_pair``'s group on broker 0."""
+    cm, cluster, sink = await open_group_cluster(3, config={"minibroker.coordinator.load.ms.per.record": 0})
+    cluster.create_topic(TopicSpec("t", 4, 1))
+    a, b = Raw(cluster, "a"), Raw(cluster, "b")
+    await _stable_pair(cluster, a, b)
+    return cm, cluster, sink, a, b
+
+
 async def test_a_new_coordinator_reloads_the_group_from_its_records_and_rearms_the_sessions(autojump_clock):
-    config = {"minibroker.coordinator.load.ms.per.record": 0}
-    cm, cluster, _sink = await open_group_cluster(3, config=config)
+    cm, cluster, _sink, a, _b = await _pair_on_three_brokers()
     try:
-        cluster.create_topic(TopicSpec("t", 4, 1))
-        a, b = Raw(cluster, "a"), Raw(cluster, "b")
-        await _stable_pair(cluster, a, b)
         before = cluster.brokers[0].coordinator.snapshot().consumer_groups
         await cluster.clock.sleep_until(7000)
         cluster.crash(0)
@@ -412,12 +417,8 @@ def _group_state(coordinator) -> list:
 
 
 async def test_a_leave_whose_write_is_refused_is_undone_and_the_next_coordinator_agrees(autojump_clock):
-    config = {"minibroker.coordinator.load.ms.per.record": 0}
-    cm, cluster, sink = await open_group_cluster(3, config=config)
+    cm, cluster, sink, a, b = await _pair_on_three_brokers()
     try:
-        cluster.create_topic(TopicSpec("t", 4, 1))
-        a, b = Raw(cluster, "a"), Raw(cluster, "b")
-        await _stable_pair(cluster, a, b)
         coordinator = cluster.brokers[0].coordinator
         stable = [("Stable", 2, 2, [("m-a", 2, t(0, 1)), ("m-b", 2, t(2, 3))])]
         assert _group_state(coordinator) == stable
@@ -446,9 +447,9 @@ async def test_a_leave_whose_write_is_refused_is_undone_and_the_next_coordinator
 
 async def test_a_session_timeout_whose_write_is_refused_fences_again_500_ms_later(autojump_clock):
     cm, cluster, sink, coordinator = await _cluster({"group.consumer.session.timeout.ms": 10_000})
+    a = Raw(cluster, "a")
     try:
-        a = Raw(cluster, "a")
-        await a.call(0, hb("m-a", 0))
+        await a.call(0, hb("m-a", 0))  # alone: t-0..3 at epoch 1, its session due at 10000
         await cluster.clock.sleep_until(9999)
         _refuse_next_write(cluster)
         await cluster.clock.sleep_until(10_001)
