@@ -64,6 +64,10 @@ COMMANDS = {
     "chaos_bench_transactions": (
         "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 6 --json"
     ),
+    "chaos_bench_consumer_protocol": (
+        "python tools/chaos_bench.py --runs 2000 --profile consumer-protocol --duration-ms 600"
+        " --workers 2 --json"
+    ),
 }
 
 
@@ -216,6 +220,7 @@ def _group_bench(r):
             )
         )
     header = [
+        "protocol",
         "members",
         "Stable at (virtual ms)",
         "rebalance after one leaves (virtual ms)",
@@ -224,14 +229,25 @@ def _group_bench(r):
     ]
     rows = [
         [
+            name,
             v["members"],
             f"{v['stable_ms']:,}",
             f"{v['rebalance_ms']:,}" if v["members"] > 1 else "— (the group empties)",
             v["cpu_ms_to_stable"],
             v["cpu_ms_per_rebalance"] if v["members"] > 1 else "—",
         ]
-        for v in r["virtual"]
+        for name, key in (("classic", "virtual"), ("consumer (KIP-848)", "consumer"))
+        for v in r.get(key) or ()
     ]
+    largest = max(r.get("consumer_over_classic") or (), key=lambda x: x["members"], default=None)
+    for ratio in (largest,) if largest is not None else ():
+        if ratio["members"] > 1 and ratio["cpu_per_rebalance"] is not None:
+            heads.append(
+                (
+                    f"groups of {ratio['members']:,}: CPU per rebalance, consumer protocol ÷ classic",
+                    _x(ratio["cpu_per_rebalance"]),
+                )
+            )
     return heads, header, rows
 
 
@@ -579,6 +595,10 @@ TOOLS = {
     "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),
     "chaos_bench_transactions": (
         "Chaos runs with transactions (`--profile transactions`): invariant 8 checked as well",
+        _chaos_bench,
+    ),
+    "chaos_bench_consumer_protocol": (
+        "Chaos runs whose group members speak KIP-848's consumer protocol (`--profile consumer-protocol`)",
         _chaos_bench,
     ),
     "txn_bench": ("Transactional produce against plain acks=-1 produce, CPU per record", _txn_bench),

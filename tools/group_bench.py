@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tools/group_bench.py                 # N = 1, 10, 100 members, then the kafka-python kill test
+    python tools/group_bench.py              # N = 1, 10, 100, 1000 members, then the kafka-python kill test
     python tools/group_bench.py --members 1,10 --no-wire --json
 
 Virtual time (the emulator's own consumers, ``session.timeout.ms`` 10000, ``heartbeat.interval.ms``
@@ -22,7 +22,6 @@ The same for KIP-848's consumer protocol (``group.protocol`` consumer; the coord
 owns its target; the member leaves 1000 ms after that, between heartbeats), side by side with the
 classic figures, and ``consumer_over_classic``: per N, the
 consumer protocol's CPU ÷ the classic one's, to stable and per rebalance, measured in this one run.
-``--members 1,10,100,1000`` adds a thousand members.
 
 Real time (``--no-wire`` skips it): ``minibroker serve`` with one broker and topic ``t`` of 2
 partitions; a kafka-python member in a subprocess and one in this process share group ``bench``
@@ -233,7 +232,7 @@ def wire_run() -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--members", default="1,10,100", help="comma-separated group sizes (default 1,10,100)"
+        "--members", default="1,10,100,1000", help="comma-separated group sizes (default 1,10,100,1000)"
     )
     parser.add_argument("--no-wire", action="store_true", help="skip the real-client kill measurement")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -41,7 +41,16 @@ if TYPE_CHECKING:
     from minibroker.sim.cluster import Cluster
 
 GROUP_EVENTS = frozenset(
-    {"hw", "append", "member.assigned", "group.commit", "group.consumer.member", "group.consumer.fence"}
+    {
+        "hw",
+        "append",
+        "member.assigned",
+        "group.commit",
+        "group.consumer.member",
+        "group.consumer.fence",
+        "group.consumer.revert",
+        "group.load",
+    }
 )
 
 
@@ -80,6 +89,30 @@ class GroupChecks:
             self._consumer_member(event)
         elif kind == "group.consumer.fence":
             self.owned.pop((event["group"], event["member"]), None)
+        elif kind == "group.load":
+            self._consumer_groups_loaded(event)
+        elif kind == "group.consumer.revert":  # a refused write undone: the members own what the log says
+            group = event["group"]
+            for key in [key for key in self.owned if key[0] == group]:
+                del self.owned[key]
+            for member, owned in event["owned"].items():
+                self.owned[(group, member)] = set(owned)
+
+    def _consumer_groups_loaded(self, event: dict[str, Any]) -> None:
+        """A broker loaded a ``__consumer_offsets`` partition: its consumer groups' members own what the
+        log says. A previous coordinator's change whose records never reached the new leader was never
+        answered, so no member acted on it."""
+        cluster = self.live.cluster
+        brokers = cluster.brokers if cluster is not None else []
+        coordinator = getattr(brokers[event["broker"]], "coordinator", None) if brokers else None
+        if coordinator is None:
+            return
+        manager, partition = coordinator.consumer_group_manager, int(event["partition"])
+        for key in [key for key in self.owned if coordinator.context.partition_of(key[0]) == partition]:
+            del self.owned[key]
+        for group in manager.group_ids(partition):
+            for member_id, member in manager.groups[group].members.items():
+                self.owned[(group, member_id)] = {f"{t}-{p}" for t, p in member.owned()}
 
     def _consumer_member(self, event: dict[str, Any]) -> None:
         """A KIP-848 member's new state: no partition owned by two members of the group at once

@@ -7,7 +7,9 @@ Kafka's ``ConsumerMembershipManager`` and ``ConsumerHeartbeatRequestManager`` ru
   (the member id is the client's own, derived from its client id so runs repeat), the
   subscription, ``max.poll.interval.ms`` as the rebalance timeout and no owned partitions;
   then one every answered ``heartbeat_interval_ms`` after the last answer, and at once when
-  reconciliation has changed what the member owns (the acknowledgement);
+  reconciliation has changed what the member owns (the acknowledgement); a coordinator error
+  (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, ...) holds the next one, an acknowledgement
+  or a join included, for ``retry.backoff.ms``;
 - *fetch*: while polling, fetch the owned partitions again as soon as each fetch returns,
   committing every ``auto.commit.interval.ms`` (not waiting for the answer).
 
@@ -85,6 +87,8 @@ class ConsumerMembershipManager:
         self._ack = False
         self._reconciling = False
         self._next_heartbeat = 0
+        #: after a coordinator error no heartbeat goes out before this, not even an acknowledgement
+        self._retry_at = 0
         self._next_commit = 0
         self._changed = trio.Event()
         self._scope: trio.CancelScope | None = None
@@ -141,9 +145,10 @@ class ConsumerMembershipManager:
                     and not self.left
                 )
             )
-            if not self._ack and clock.now_ms() < self._next_heartbeat:
+            due = self._retry_at if self._ack else self._next_heartbeat
+            if clock.now_ms() < due:
                 self._changed = trio.Event() if self._changed.is_set() else self._changed
-                with trio.move_on_at(clock.to_seconds(self._next_heartbeat)):
+                with trio.move_on_at(clock.to_seconds(due)):
                     await self._changed.wait()
                 continue
             coordinator = self.cluster.coordinator_for(self.group_id)
@@ -185,8 +190,10 @@ class ConsumerMembershipManager:
             self.member_epoch, self.target, self._joining = 0, None, True
             self._next_heartbeat = 0
         elif answer.error is Errors.COORDINATOR_LOAD_IN_PROGRESS or answer.error in _COORDINATOR:
-            self._next_heartbeat = self.cluster.now() + RETRY_BACKOFF_MS
-            self._ack = self._ack or owned is not None
+            # retried after retry.backoff.ms, as the heartbeat request manager's backoff holds even an
+            # acknowledgement (a join's heartbeat carries its owned partitions anyway)
+            self._next_heartbeat = self._retry_at = self.cluster.now() + RETRY_BACKOFF_MS
+            self._ack = self._ack or (owned is not None and not joining)
         elif answer.error is not Errors.NONE:
             self.failed = answer.error  # GROUP_MAX_SIZE_REACHED, UNSUPPORTED_ASSIGNOR, ...
             self._emit("member.failed", error=answer.error.name)

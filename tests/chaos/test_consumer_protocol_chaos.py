@@ -90,3 +90,26 @@ def test_a_member_fenced_while_it_reads_its_new_partitions_offsets_backs_off_ins
     assert outcome.row["violations"] == 0, outcome.violations
     assert outcome.row["virtual_ms"] > 2000
     assert outcome.row["events"] < 50_000
+
+
+def test_after_a_revert_the_members_own_what_the_log_says():
+    live = LiveRun()
+    checks = GroupChecks(live)
+    checks("group.consumer.member", _member("a", 1, ["t-0"], [], 0))
+    checks("group.consumer.member", _member("b", 2, ["t-1"], [], 5))  # applied, then its write refused
+    checks(
+        "group.consumer.revert",
+        {"group": "g", "group_epoch": 1, "owned": {"a": ["t-0", "t-1"]}, "time_ms": 5},
+    )
+    checks("group.consumer.member", _member("c", 2, ["t-1"], [], 6))
+    [violation] = live.violations
+    assert violation.message == "group g: t-1 owned by c (epoch 2) and by a at once"
+
+
+def test_runs_that_broke_hold():
+    # seed 1 run 17: a leave refused by the log (NOT_ENOUGH_REPLICAS); seed 0 run 10: a join sent again
+    # in the instant a loading coordinator refused it; seed 0 run 553 (600 ms): a deposed coordinator's
+    # unreplicated change
+    for seed, index, duration in ((1, 17, 1000), (0, 10, 1000), (0, 553, 600)):
+        outcome = run_index("consumer-protocol", seed, index, duration)
+        assert outcome.row["violations"] == 0, outcome.row["first_violation"]

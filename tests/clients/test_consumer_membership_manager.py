@@ -122,3 +122,27 @@ async def test_a_lookup_refused_to_a_fenced_member_is_tried_again_after_the_back
 def test_member_ids_are_the_clients_own_and_reproducible():
     assert member_id_of("g", "c1") == member_id_of("g", "c1") != member_id_of("g", "c2")
     assert len(member_id_of("g", "c1")) == 36
+
+
+async def test_a_join_answered_load_in_progress_is_sent_again_after_the_backoff(autojump_clock):
+    config = {**BROKER, "minibroker.coordinator.load.ms.per.record": 100}
+    cm, cluster, sink = await open_group_cluster(3, config=config, latency_ms=1)
+    try:
+        cluster.create_topic(TopicSpec("t", 2, 1))
+        _start(cluster, "c1")
+        await cluster.clock.sleep_until(1000)
+        cluster.crash(0)
+        while not sink.of_kind("group.load.start"):
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        (load,) = sink.of_kind("group.load.start")
+        c2 = _start(cluster, "c2")
+        await cluster.clock.sleep_until(load["time_ms"] + load["load_ms"] + 300)
+        # broker 1 reads 4 records for 400 ms (1001 to 1401); c2's join is refused, then sent again
+        # every retry.backoff.ms (100) plus the 2 ms round trip, never in the instant it was refused
+        assert (load["time_ms"], load["load_ms"]) == (1001, 400)
+        assert c2.errors == [
+            (at, "ConsumerGroupHeartbeat", "COORDINATOR_LOAD_IN_PROGRESS") for at in (1004, 1106, 1208, 1310)
+        ]
+        assert (c2.member_epoch, sorted(map(str, c2.owned))) == (2, [])
+    finally:
+        await cm.__aexit__(None, None, None)

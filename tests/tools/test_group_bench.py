@@ -24,6 +24,13 @@ def test_virtual_times_are_exact():
     assert (rows[1]["stable_ms"], rows[1]["rebalance_ms"]) == (3000, 0)
     assert (rows[3]["stable_ms"], rows[3]["rebalance_ms"]) == (6000, 3000)
     assert all(row["cpu_ms_to_stable"] > 0 for row in rows.values())
+    # the consumer protocol: one member is Stable at once; three joining at 0 are Stable at 5000, when the
+    # first one's next heartbeat (group.consumer.heartbeat.interval.ms) revokes what the others wait
+    # for; after the leave at 6000 the others hear the new epoch at their 10000 heartbeat
+    consumer = {row["members"]: row for row in report["consumer"]}
+    assert (consumer[1]["stable_ms"], consumer[1]["rebalance_ms"]) == (0, 0)
+    assert (consumer[3]["stable_ms"], consumer[3]["rebalance_ms"]) == (5000, 4000)
+    assert [row["members"] for row in report["consumer_over_classic"]] == [1, 3]
 
 
 def test_bad_members_exit_2_with_one_line():

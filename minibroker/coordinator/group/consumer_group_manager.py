@@ -38,7 +38,10 @@ rule as Kafka 4.x's ``consumerGroupHeartbeat``:
 8. the records the heartbeat produced (the member, the group's epochs) are written
    with acks=-1; the answer (member id, epoch, ``group.consumer.heartbeat.interval.ms``
    and, for a full request or a changed assignment, the assignment) is sent once
-   they are replicated (a failed write answers its mapped error).
+   they are replicated (a failed write answers its mapped error). A batch the log refuses
+   is undone: the group goes back to its records in the log (``revert``), as Kafka's
+   ``CoordinatorRuntime`` reverts its state machine to the last written offset; a timeout
+   whose fencing is refused runs again after ``TIMER_RETRY_BACKOFF_MS``.
 
 OffsetCommit from a consumer group's member is checked against its member epoch
 (STALE_MEMBER_EPOCH; UNSUPPORTED_VERSION below v9), OffsetFetch v9 likewise; an
@@ -50,8 +53,7 @@ members move between the protocols as ``group.consumer.migration.policy`` allows
 
 Deviations: the records are one per member (subscription, epochs, current and target
 assignment together) and one per group (epochs, subscribed topics' partition counts,
-assignor) instead of Kafka's six record types; a failed write does not revert the
-in-memory state (the next load from the log does); the regex is Python's ``re``
+assignor) instead of Kafka's six record types; the regex is Python's ``re``
 (Kafka uses RE2/J) and is resolved against the topics at every heartbeat.
 """
 
@@ -100,6 +102,10 @@ Answer = Callable[[Any], None]
 
 #: ConsumerGroupHeartbeat v0 is the version whose member ids the coordinator makes
 MEMBER_ID_BY_CLIENT_VERSION = 1
+
+#: a timeout whose write was refused runs again after this long (the retry backoff of Kafka's
+#: ``CoordinatorRuntime`` timer)
+TIMER_RETRY_BACKOFF_MS = 500
 
 
 def session_timeout_key(group_id: str, member_id: str) -> str:
@@ -168,7 +174,51 @@ class ConsumerGroupManager:
             else:
                 answer(ConsumerGroupHeartbeatResponse(write_error(error)))
 
-        self.context.write(request.group_id, writes, done)
+        self._write(request.group_id, writes, done)
+
+    def _write(self, group_id: str, writes: list[bytes], on_done: Callable[[Errors], Any]) -> bool:
+        """Write the records one operation produced as one batch; if the log refuses it, revert the
+        group to its records in the log and return False."""
+        if self.context.write(group_id, writes, on_done):
+            return True
+        self.revert(group_id)
+        return False
+
+    def revert(self, group_id: str) -> None:
+        """Bring ``group_id`` back to what its records in the log say, after a batch of its records was
+        refused (Kafka's ``CoordinatorRuntime`` reverts its state machine to the last written offset).
+
+        Every earlier batch reached the log when it was written (a refusal is immediate), so the log is
+        the state before the refused operation. The keyed tasks follow: a member that is gone loses its
+        tasks, a member restored without its session timeout gets it in full, and the rebalance timeout
+        runs exactly for the members UNREVOKED_PARTITIONS (armed in full when it is not running)."""
+        before = self.groups.pop(group_id, None)
+        had_classic = group_id in self.classic.groups
+        for record in self.context.group_records(group_id):
+            if record["type"] in ("consumer_group", "consumer_member"):
+                self.replay(record)
+            elif record["type"] == "group" and not had_classic:  # a conversion from classic undone
+                self.classic.replay(record)
+        group = self.groups.get(group_id)
+        members = group.members if group is not None else {}
+        for member_id in before.members if before is not None else ():
+            if member_id not in members:
+                self.timer.cancel(session_timeout_key(group_id, member_id))
+                self.timer.cancel(rebalance_timeout_key(group_id, member_id))
+        for member in members.values():
+            mid = member.member_id
+            if self.timer.deadline(session_timeout_key(group_id, mid)) is None:
+                self._schedule_session_timeout(group_id, mid)
+            if member.state != UNREVOKED_PARTITIONS:
+                self.timer.cancel(rebalance_timeout_key(group_id, mid))
+            elif self.timer.deadline(rebalance_timeout_key(group_id, mid)) is None:
+                self._schedule_rebalance_timeout(group_id, member)
+        self.context.emit(
+            "group.consumer.revert",
+            group=group_id,
+            group_epoch=group.group_epoch if group is not None else -1,
+            owned={mid: sorted(f"{t}-{p}" for t, p in m.owned()) for mid, m in sorted(members.items())},
+        )
 
     def _validate(self, request: ConsumerGroupHeartbeatRequest) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
@@ -465,14 +515,17 @@ class ConsumerGroupManager:
         )
         self._trace_owners(gid, mid, old.owned(), new.owned())
         if new.state == UNREVOKED_PARTITIONS:
-            epoch = new.member_epoch
-            self.timer.schedule(
-                rebalance_timeout_key(gid, mid),
-                new.rebalance_timeout_ms,
-                lambda: self._rebalance_timeout_due(gid, mid, epoch),
-            )
+            self._schedule_rebalance_timeout(gid, new)
         else:
             self.timer.cancel(rebalance_timeout_key(gid, mid))
+
+    def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        mid, epoch = member.member_id, member.member_epoch
+        self.timer.schedule(
+            rebalance_timeout_key(group_id, mid),
+            member.rebalance_timeout_ms,
+            lambda: self._rebalance_timeout_due(group_id, mid, epoch),
+        )
 
     # ==========================================================================================
     # Leaving, fencing, timeouts
@@ -539,7 +592,7 @@ class ConsumerGroupManager:
         writes: list[bytes] = []
         self.fence_member(group, member, reason, writes)
         self._trace_state(group_id)
-        self.context.write(group_id, writes, lambda error: None)
+        self._write(group_id, writes, lambda error: None)
         return True
 
     def _trace_owners(
@@ -592,16 +645,29 @@ class ConsumerGroupManager:
             self.timer.cancel(key)
 
     def _session_timeout_due(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is not None and member is not None:
-            self.fence(group_id, member_id, "session timeout")
+        if self.fence(group_id, member_id, "session timeout") and self._member_of(group_id, member_id):
+            # the fencing's write was refused: retried after the timer's backoff, as Kafka's is
+            self.timer.schedule(
+                session_timeout_key(group_id, member_id),
+                TIMER_RETRY_BACKOFF_MS,
+                lambda: self._session_timeout_due(group_id, member_id),
+            )
 
     def _rebalance_timeout_due(self, group_id: str, member_id: str, epoch: int) -> None:
+        member = self._member_of(group_id, member_id)
+        if member is None or member.member_epoch != epoch:
+            return
+        self.fence(group_id, member_id, "rebalance timeout: partitions not revoked")
+        if self._member_of(group_id, member_id) is not None:  # refused: retried after the backoff
+            self.timer.schedule(
+                rebalance_timeout_key(group_id, member_id),
+                TIMER_RETRY_BACKOFF_MS,
+                lambda: self._rebalance_timeout_due(group_id, member_id, epoch),
+            )
+
+    def _member_of(self, group_id: str, member_id: str) -> ConsumerGroupMember | None:
         group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is not None and member is not None and member.member_epoch == epoch:
-            self.fence(group_id, member_id, "rebalance timeout: partitions not revoked")
+        return group.members.get(member_id) if group is not None else None
 
     # ==========================================================================================
     # Offsets: the member-epoch checks
@@ -812,12 +878,7 @@ class ConsumerGroupManager:
                 classic = member.classic_session_timeout_ms if member.uses_classic_protocol else None
                 self._schedule_session_timeout(gid, member.member_id, classic)
                 if member.state == UNREVOKED_PARTITIONS:
-                    mid, epoch = member.member_id, member.member_epoch
-                    self.timer.schedule(
-                        rebalance_timeout_key(gid, mid),
-                        member.rebalance_timeout_ms,
-                        lambda gid=gid, mid=mid, epoch=epoch: self._rebalance_timeout_due(gid, mid, epoch),
-                    )
+                    self._schedule_rebalance_timeout(gid, member)
         return len(mine)
 
     def unload(self, partition: int) -> list[str]:

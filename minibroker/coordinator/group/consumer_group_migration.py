@@ -315,7 +315,7 @@ class ConsumerGroupMigration:
                 )
             answer(response)
 
-        self.context.write(gid, writes, done)
+        self.manager._write(gid, writes, done)
 
     def _refuse_join(self, request: JoinGroupRequest, member_id: str, error: Errors, answer: Answer) -> None:
         self._trace(request, "join", error, member_id, -1)
@@ -400,7 +400,7 @@ class ConsumerGroupMigration:
         response = LeaveGroupResponse(Errors.NONE, tuple(answers))
         if not writes:
             return answer(response)
-        self.context.write(
+        self.manager._write(
             gid,
             writes,
             lambda error: answer(

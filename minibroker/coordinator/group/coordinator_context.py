@@ -19,13 +19,15 @@ timer, the config, the request numbers and the appends.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ProduceData, ProduceRequest, TopicPartition
 from minibroker.common.record_batch import ProducerBatch
+from minibroker.coordinator.group import records
 from minibroker.coordinator.group.coordinator_timer import CoordinatorTimer
 from minibroker.coordinator.group.hashing import OFFSETS_TOPIC, partition_for
 from minibroker.trace import NULL_TRACER, Tracer
@@ -92,15 +94,39 @@ class CoordinatorContext:
         values: list[bytes],
         on_done: Callable[[Errors], Any],
         producer: tuple[int, int] | None = None,
-    ) -> None:
+    ) -> bool:
         """Append ``values`` to the group's partition with acks=-1; ``on_done(error)`` when answered.
         With a ``producer`` (id, epoch) they are one transactional batch of that producer, without a
         sequence (as Kafka's coordinator writes TxnOffsetCommit): it holds the partition's LSO until
-        the transaction's marker."""
+        the transaction's marker.
+
+        Returns whether the batch reached the leader's log. False means it was refused at once (not
+        the leader, fewer in-sync replicas than ``min.insync.replicas``, ...): ``on_done`` has had its
+        error and nothing of the batch is in the log, so a manager that applied the records to its
+        state first must revert them (Kafka's ``CoordinatorRuntime`` reverts its state machine to the
+        batch's base offset when an append fails). A batch in the log stays applied even if its
+        replication then fails: the log holds it, and a leader that loses it loses the partition."""
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
+        log = self._manager.logs.get(tp)
+        before = log.log_end_offset if log is not None else -1
         batches = () if producer is None else (ProducerBatch(*producer, -1, -1, 0, len(values) - 1, True),)
         data = ProduceData(len(values), sum(len(v) for v in values), values=tuple(values), producers=batches)
         request = ProduceRequest(
             -1, self.config.offsets_commit_timeout_ms, {tp: data}, self._manager.next_request_id("offsets")
         )
         self._manager.append_records(request, lambda response: on_done(response.partitions[tp].error))
+        return log is not None and log.log_end_offset > before
+
+    def group_records(self, group_id: str) -> Iterator[dict[str, Any]]:
+        """The records of ``group_id`` in its partition's log, oldest first: what a load would replay
+        for it (transactional offsets aside)."""
+        log = self._manager.logs.get(TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id)))
+        if log is None:
+            return
+        needle = json.dumps(group_id).encode()
+        for batch in log.batches():
+            for value in batch.values or ():
+                if needle in value:  # cheap test first: most records are other groups'
+                    record = records.decode(value)
+                    if record["group"] == group_id and "producer_id" not in record:
+                        yield record

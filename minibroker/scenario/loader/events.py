@@ -163,6 +163,7 @@ KINDS: dict[str, frozenset[str]] = {
         "group.consumer.state": (*_GROUP, "state", "group_epoch", "assignment_epoch"),
         "group.consumer.release": (*_GROUP, "member", "partition"),
         "group.consumer.own": (*_GROUP, "member", "partition"),
+        "group.consumer.revert": (*_GROUP, "group_epoch", "owned"),
         "member.join": (*_MEMBER, "member"),
         "member.assigned": (*_MEMBER, "member", "generation", "leader", "partitions", "added", "revoked"),
         "member.revoked": (*_MEMBER, "member", "generation", "partitions"),

@@ -8,6 +8,7 @@ otherwise: session timeout 45 s, heartbeat interval 5 s, assignor ``uniform``.
 from __future__ import annotations
 
 from minibroker.common.errors import Errors
+from minibroker.common.messages import TopicPartition
 from minibroker.coordinator.group.messages import (
     CommitOffset,
     ConsumerGroupDescribeRequest,
@@ -352,13 +353,18 @@ async def test_a_classic_group_with_members_is_not_upgraded(autojump_clock):
         await cm.__aexit__(None, None, None)
 
 
+async def _pair_on_three_brokers():
+    """Three brokers (a load takes no time), topic t, and ``_stable_pair``'s group on broker 0."""
+    cm, cluster, sink = await open_group_cluster(3, config={"minibroker.coordinator.load.ms.per.record": 0})
+    cluster.create_topic(TopicSpec("t", 4, 1))
+    a, b = Raw(cluster, "a"), Raw(cluster, "b")
+    await _stable_pair(cluster, a, b)
+    return cm, cluster, sink, a, b
+
+
 async def test_a_new_coordinator_reloads_the_group_from_its_records_and_rearms_the_sessions(autojump_clock):
-    config = {"minibroker.coordinator.load.ms.per.record": 0}
-    cm, cluster, _sink = await open_group_cluster(3, config=config)
+    cm, cluster, _sink, a, _b = await _pair_on_three_brokers()
     try:
-        cluster.create_topic(TopicSpec("t", 4, 1))
-        a, b = Raw(cluster, "a"), Raw(cluster, "b")
-        await _stable_pair(cluster, a, b)
         before = cluster.brokers[0].coordinator.snapshot().consumer_groups
         await cluster.clock.sleep_until(7000)
         cluster.crash(0)
@@ -387,6 +393,80 @@ async def test_a_new_coordinator_reloads_the_group_from_its_records_and_rearms_t
         assert coordinator.timer.deadline("session-timeout-g-m-a") == 7000 + 45_000
         answer = await a.call(new, hb("m-a", 2))
         assert (answer.error.name, answer.member_epoch) == ("NONE", 2)
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+def _refuse_next_write(cluster, broker: int = 0) -> None:
+    """The next append to ``__consumer_offsets-0`` on ``broker`` is refused: NOT_ENOUGH_REPLICAS."""
+    offsets = TopicPartition("__consumer_offsets", 0)
+    cluster.brokers[broker].replica_manager.pushed_errors.push(
+        "produce", offsets, [Errors.NOT_ENOUGH_REPLICAS]
+    )
+
+
+def _group_state(coordinator) -> list:
+    return [
+        (
+            g.state,
+            g.group_epoch,
+            g.assignment_epoch,
+            [(m.member_id, m.member_epoch, m.assigned) for m in g.members],
+        )
+        for g in coordinator.snapshot().consumer_groups
+    ]
+
+
+async def test_a_leave_whose_write_is_refused_is_undone_and_the_next_coordinator_agrees(autojump_clock):
+    cm, cluster, sink, a, b = await _pair_on_three_brokers()
+    try:
+        coordinator = cluster.brokers[0].coordinator
+        stable = [("Stable", 2, 2, [("m-a", 2, t(0, 1)), ("m-b", 2, t(2, 3))])]
+        assert _group_state(coordinator) == stable
+        await cluster.clock.sleep_until(7000)
+        _refuse_next_write(cluster)
+        left = await b.call(0, hb("m-b", -1))
+        assert left.error.name == "COORDINATOR_NOT_AVAILABLE"
+        # the leave's fencing and epoch bump were applied, then undone: m-b is back with its session
+        (revert,) = sink.of_kind("group.consumer.revert")
+        assert (revert["time_ms"], revert["group_epoch"]) == (7000, 2)
+        assert revert["owned"] == {"m-a": ["t-0", "t-1"], "m-b": ["t-2", "t-3"]}
+        assert _group_state(coordinator) == stable
+        assert coordinator.timer.deadline("session-timeout-g-m-b") == 7000 + 45_000
+        # a's heartbeat computes nothing new: the group epoch the log holds is still 2
+        assert (await a.call(0, hb("m-a", 2))).member_epoch == 2
+        assert [e["assignment_epoch"] for e in sink.of_kind("group.consumer.target")] == [1, 2]
+        await cluster.clock.sleep_until(8000)
+        cluster.crash(0)
+        await cluster.clock.sleep_until(8001)
+        new = cluster.coordinator_for("g")
+        assert new != 0
+        assert _group_state(cluster.brokers[new].coordinator) == stable
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+async def test_a_session_timeout_whose_write_is_refused_fences_again_500_ms_later(autojump_clock):
+    cm, cluster, sink, coordinator = await _cluster({"group.consumer.session.timeout.ms": 10_000})
+    a = Raw(cluster, "a")
+    try:
+        await a.call(0, hb("m-a", 0))  # alone: t-0..3 at epoch 1, its session due at 10000
+        await cluster.clock.sleep_until(9999)
+        _refuse_next_write(cluster)
+        await cluster.clock.sleep_until(10_001)
+        reverts = sink.of_kind("group.consumer.revert")
+        assert [(e["time_ms"], e["owned"]) for e in reverts] == [
+            (10_000, {"m-a": ["t-0", "t-1", "t-2", "t-3"]})
+        ]
+        assert _group_state(coordinator) == [("Stable", 1, 1, [("m-a", 1, t(0, 1, 2, 3))])]
+        assert coordinator.timer.deadline("session-timeout-g-m-a") == 10_500
+        await cluster.clock.sleep_until(10_501)
+        fences = sink.of_kind("group.consumer.fence")
+        assert [(f["time_ms"], f["member"], f["reason"]) for f in fences] == [
+            (10_000, "m-a", "session timeout"),
+            (10_500, "m-a", "session timeout"),
+        ]
+        assert _group_state(coordinator) == [("Empty", 2, 1, [])]
     finally:
         await cm.__aexit__(None, None, None)
 
