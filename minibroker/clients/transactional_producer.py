@@ -153,6 +153,8 @@ class TransactionalProducer(Producer):
         self._sends: list[ClientRequest] = []
         #: each send's ProduceRequest, sent again as it was on a retriable answer
         self._batches: dict[str, ProduceRequest] = {}
+        #: sends waiting out ``retry.backoff.ms`` before they go again (in the client, not on the network)
+        self._backing_off: dict[ClientRequest, None] = {}  # in the order they were answered
         self._queue: collections.deque[tuple[ClientRequest | None, Work]] = collections.deque()
         self._current: ClientRequest | None = None
         self._scope: trio.CancelScope | None = None
@@ -203,8 +205,8 @@ class TransactionalProducer(Producer):
     def crash(self) -> None:
         """The producer's process dies: no more requests, its open transaction is left to time out.
 
-        Operations not yet done end with NETWORK_EXCEPTION (cause ``network``); sends already on
-        the network still reach their leaders.
+        Operations not yet done end with NETWORK_EXCEPTION (cause ``network``), sends waiting out
+        their retry backoff included; sends already on the network still reach their leaders.
         """
         if self.state == CRASHED:
             return
@@ -212,8 +214,9 @@ class TransactionalProducer(Producer):
         self.state = CRASHED
         if self._scope is not None:
             self._scope.cancel()
-        pending = [self._current, *(request for request, _ in self._queue)]
+        pending = [self._current, *(request for request, _ in self._queue), *self._backing_off]
         self._queue.clear()
+        self._backing_off.clear()
         for request in pending:
             if request is not None and not request.completed:
                 self._fail_all(request, Errors.NETWORK_EXCEPTION, "network")
@@ -405,6 +408,7 @@ class TransactionalProducer(Producer):
 
         async def resend() -> None:
             await self.cluster.clock.sleep_until(resend_at)
+            self._backing_off.pop(request, None)
             if self.state == CRASHED or request.completed:
                 return
             request.broker = self.cluster.leader_of(tp)
@@ -414,6 +418,7 @@ class TransactionalProducer(Producer):
             message = self._batches[request.id]
             self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
 
+        self._backing_off[request] = None
         self.cluster.nursery.start_soon(resend)
         return True
 

@@ -221,6 +221,33 @@ async def test_a_send_is_verified_by_its_leader_and_sent_again_when_the_verifica
         assert (log.high_watermark, log.last_stable_offset) == (2, 0)
 
 
+async def test_a_crash_ends_a_send_waiting_out_its_retry_backoff_and_it_is_not_sent_again(autojump_clock):
+    # as above: the verification is lost, the leader answers NOT_ENOUGH_REPLICAS at start + 1000 and
+    # the send would go again at start + 1100 (retry.backoff.ms); the producer dies in between
+    async with kip890_cluster(**{"request.timeout.ms": 1000}) as (cluster, sink):
+        cluster.create_topic(TopicSpec("w", 1, 1, assignment=((1,),)))
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        producer = cluster.producer("p", {"transactional.id": "tx"})
+        await producer.init_transactions().wait()
+        producer.begin_transaction()
+        sent = producer.send("w", 0, 2, name="send")
+        while not sink.of_kind("txn.verify"):
+            await cluster.clock.sleep_until(cluster.now() + 1)
+        start = sink.of_kind("txn.verify")[0]["time_ms"]
+        cluster.network.drop(1, 0, one_way=True)
+        await cluster.clock.sleep_until(start + 1050)
+        assert [e["time_ms"] for e in sink.of_kind("client.txn.retry")] == [start + 1000]
+        producer.crash()
+        assert (sent.errors, sent.cause, sent.completed_ms) == (
+            {"w-0": "NETWORK_EXCEPTION"},
+            "network",
+            start + 1050,
+        )
+        cluster.network.heal(1, 0, one_way=True)
+        await cluster.clock.sleep_until(start + 2000)
+        assert len(sink.of_kind("txn.verify")) == 1  # nothing sent after the crash
+
+
 async def test_transaction_version_2_adds_partitions_by_the_produce_and_takes_the_epoch_from_end_txn(
     autojump_clock,
 ):
