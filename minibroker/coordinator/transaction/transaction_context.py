@@ -3,10 +3,10 @@
 The clock (``now``), one-shot tasks on the broker's one SystemTimer (``schedule``), the broker's
 config, trace events (``emit``), producer ids (``next_producer_id``), which ``__transaction_state``
 partition holds a transactional id (``partition_of``, Kafka's ``partitionFor``), the records of a
-partition this broker leads (``state_values``) and whether its ISR has them all (``committed``), the leader of any partition (``leader_of``) and two
-ways to write: ``write`` appends a state record with acks=-1 to the id's partition through the
-produce purgatory (``request.timeout.ms``), ``send`` sends a request (the markers) to a broker over
-the emulated network.
+partition this broker leads (``state_values``) and whether its ISR has them all (``committed``),
+the leader of any partition (``leader_of``) and two ways to write: ``write`` appends a state record
+with acks=-1 to the id's partition through the produce purgatory (``request.timeout.ms``), ``send``
+sends a request (the markers) to a broker over the emulated network.
 
 Pure: no trio. The broker's ReplicaManager supplies the clock, the timer, the config and appends.
 """
