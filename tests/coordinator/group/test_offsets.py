@@ -78,7 +78,7 @@ async def test_a_commit_waits_for_the_isr_as_a_delayed_produce(autojump_clock):
 
 
 async def test_a_stable_offset_fetch_is_answered_after_the_commits_already_in_the_log(autojump_clock):
-    cm, cluster, sink = await open_group_cluster(3, latency_ms=5)
+    cm, cluster, _sink = await open_group_cluster(3, latency_ms=5)
     try:
         cluster.create_topic(TopicSpec("t", 1, 1))
         await cluster.clock.sleep_until(1000)
