@@ -226,14 +226,20 @@ class GroupMembership:
         wanted = {}
         for tp in self.assigned:
             wanted.setdefault(tp.topic, []).append(tp.partition)
+        # require_stable, as the Java consumer asks: answered after the group's offset writes in the log
         request = m.OffsetFetchRequest(
-            (m.OffsetFetchGroup(self.group_id, tuple((t, tuple(ps)) for t, ps in wanted.items())),)
+            (m.OffsetFetchGroup(self.group_id, tuple((t, tuple(ps)) for t, ps in wanted.items())),),
+            require_stable=True,
         )
         # asked again (after retry.backoff.ms, of the coordinator of the moment) until answered, as the
         # Java consumer does: starting from auto.offset.reset because the coordinator did not answer
         # would commit that offset over the group's (scenarios/regressions/offset_fetch_retried.toml)
         fetched = await self._call_while_loading(coordinator, request, "OffsetFetch")
-        while fetched is None:
+        while fetched is None or any(
+            o.error is Errors.UNSTABLE_OFFSET_COMMIT for g in fetched.groups for o in g.offsets
+        ):
+            if fetched is not None:  # a transaction's offsets pend (KIP-447): asked again after the backoff
+                await self._sleep(RETRY_BACKOFF_MS)
             if self.need_rejoin or self.failed is not None:
                 return  # the positions come with the next assignment
             coordinator = self.cluster.coordinator_for(self.group_id)

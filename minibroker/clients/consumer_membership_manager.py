@@ -266,7 +266,10 @@ class ConsumerMembershipManager:
                 continue
             topics = tuple((t, tuple(ps)) for t, ps in wanted.items())
             group = m.OffsetFetchGroup(self.group_id, topics, self.member_id, self.member_epoch)
-            answer = await self._call(coordinator, m.OffsetFetchRequest((group,)), "OffsetFetch")
+            # require_stable, as the Java consumer's OffsetFetch always asks: the answer comes after the
+            # group's offset writes already in the log, never from before one of them
+            fetch = m.OffsetFetchRequest((group,), require_stable=True)
+            answer = await self._call(coordinator, fetch, "OffsetFetch")
             if answer is None:
                 continue
             result = answer.groups[0]
@@ -277,6 +280,10 @@ class ConsumerMembershipManager:
                 await self._sleep(RETRY_BACKOFF_MS)
                 if result.error in _REJOIN or result.error is Errors.STALE_MEMBER_EPOCH:
                     return None
+                continue
+            if any(o.error is Errors.UNSTABLE_OFFSET_COMMIT for o in result.offsets):
+                self._record("OffsetFetch", Errors.UNSTABLE_OFFSET_COMMIT)  # a transaction's offsets pend
+                await self._sleep(RETRY_BACKOFF_MS)
                 continue
             committed = {TopicPartition(o.topic, o.partition): o.offset for o in result.offsets}
             return {tp: self._start_of(tp, committed.get(tp, -1)) for tp in partitions}

@@ -182,16 +182,24 @@ class GroupCoordinator:
             else:
                 offsets.commit_offsets(message, answer)
         elif isinstance(message, OffsetFetchRequest):
-            answer(
-                OffsetFetchResponse(
-                    tuple(
-                        OffsetFetchResult(g.group_id, refused)
-                        if g.group_id and (refused := self.refusal(g.group_id)) is not None
-                        else offsets.fetch_offsets(g, message.require_stable)
-                        for g in message.groups
+            fetch = message
+
+            def fetched() -> None:
+                answer(
+                    OffsetFetchResponse(
+                        tuple(
+                            OffsetFetchResult(g.group_id, refused)
+                            if g.group_id and (refused := self.refusal(g.group_id)) is not None
+                            else offsets.fetch_offsets(g, fetch.require_stable)
+                            for g in fetch.groups
+                        )
                     )
                 )
-            )
+
+            if message.require_stable:  # Kafka's write operation without records: after the pending ones
+                offsets.when_stable([g.group_id for g in message.groups], fetched)
+            else:
+                fetched()
         elif isinstance(message, ConsumerGroupHeartbeatRequest):
             refused = self.refusal(message.group_id) if message.group_id else None
             if refused is not None:

@@ -77,6 +77,29 @@ async def test_a_commit_waits_for_the_isr_as_a_delayed_produce(autojump_clock):
         await cm.__aexit__(None, None, None)
 
 
+async def test_a_stable_offset_fetch_is_answered_after_the_commits_already_in_the_log(autojump_clock):
+    cm, cluster, _sink = await open_group_cluster(3, latency_ms=5)
+    try:
+        cluster.create_topic(TopicSpec("t", 1, 1))
+        await cluster.clock.sleep_until(1000)
+        raw = Raw(cluster, "app")
+        await raw.call(0, commit("g", [(0, 18, "")]))
+        await cluster.clock.sleep_until(2000)
+        newer = raw.send(0, commit("g", [(0, 58, "")]))
+        wanted = (OffsetFetchGroup("g", (("t", (0,)),)),)
+        stable = raw.send(0, OffsetFetchRequest(wanted, require_stable=True))
+        latest = raw.send(0, OffsetFetchRequest(wanted))
+        await cluster.clock.sleep_until(3000)
+        # the commit of 58 is in the log at 2005 and answered when the ISR has it (back at 2020): a plain
+        # fetch reads the offset committed so far at once, a stable one waits for that write
+        assert (latest.at, [o.offset for o in latest.response.groups[0].offsets]) == (2010, [18])
+        assert (newer.at, stable.at) == (2020, 2020)
+        assert [o.offset for o in stable.response.groups[0].offsets] == [58]
+        assert cluster.brokers[0].coordinator.offset_metadata_manager.writes_in_flight == {}
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
 async def test_commit_validation_errors(autojump_clock):
     cm, cluster, _sink = await open_group_cluster(config={"offset.metadata.max.bytes": 3})
     try:
