@@ -3,10 +3,10 @@
 The clock (``now``), one-shot tasks on the broker's one SystemTimer (``schedule``), the broker's
 config, trace events (``emit``), producer ids (``next_producer_id``), which ``__transaction_state``
 partition holds a transactional id (``partition_of``, Kafka's ``partitionFor``), the records of a
-partition this broker leads (``state_values``) and whether its ISR has them all (``committed``),
-the leader of any partition (``leader_of``) and two ways to write: ``write`` appends a state record
-with acks=-1 to the id's partition through the produce purgatory (``request.timeout.ms``), ``send``
-sends a request (the markers) to a broker over the emulated network.
+partition this broker leads (``state_values``), the leader of any partition (``leader_of``) and two
+ways to write: ``write`` appends a state record with acks=-1 to the id's partition through the
+produce purgatory (``request.timeout.ms``), ``send`` sends a request (the markers) to a broker over
+the emulated network.
 
 Pure: no trio. The broker's ReplicaManager supplies the clock, the timer, the config and appends.
 """
@@ -90,11 +90,6 @@ class TransactionContext:
         if replica is None:
             return []
         return [value for batch in replica.log.batches() for value in (batch.values or ())]
-
-    def committed(self, partition: int) -> bool:
-        """Whether the ISR has every record of ``__transaction_state-partition`` here (HW at the LEO)."""
-        replica = self._manager.partition(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
-        return replica is None or replica.log.high_watermark >= replica.log.log_end_offset
 
     def write(self, partition: int, value: bytes, on_done: Callable[[Errors], Any]) -> None:
         """Append ``value`` to ``__transaction_state-partition`` with acks=-1; ``on_done(error)``."""

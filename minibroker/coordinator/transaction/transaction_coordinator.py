@@ -34,9 +34,8 @@ are sent when it ends), as a marker channel stuck on an unreachable leader would
 Failover: a broker that becomes leader of a ``__transaction_state`` partition reads its
 records (the last one per id wins) and finishes the markers of every Prepare* transaction
 (Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
-``minibroker.coordinator.load.ms.per.record`` per record, as the group coordinator's, and ends
-only once the partition's HW is at its log end (looked at every ``LOAD_COMMIT_CHECK_MS``); its
-ids answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Deviations: producer ids come from a
+``minibroker.coordinator.load.ms.per.record`` per record, as the group coordinator's; its ids
+answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Deviations: producer ids come from a
 per-broker block instead of the controller's.
 
 KIP-890: with transaction protocol version 2 (EndTxn v5+) every EndTxn bumps the epoch at
@@ -81,9 +80,6 @@ from minibroker.coordinator.transaction.views import TransactionCoordinatorView,
 
 #: how long the coordinator waits before sending a marker again to a partition that refused it
 MARKER_RETRY_BACKOFF_MS = 100
-
-#: how often a read ``__transaction_state`` partition with records past its HW looks at the HW again
-LOAD_COMMIT_CHECK_MS = 10
 
 Respond = Callable[[Any], None]
 
@@ -554,21 +550,7 @@ class TransactionCoordinator:
             self._arm_cleanup()
 
     def _load(self, partition: int, epoch: int, values: list[bytes]) -> None:
-        """The partition is read: serve its ids and finish the markers of their Prepare* transactions.
-
-        Not before the HW reaches the log end: a record the ISR does not have yet (the last write of
-        the previous leader) may vanish with this leader, and an answer given from it (a partition
-        verified in a transaction no other replica knows of) would leave that partition's
-        transaction without a coordinator to end it. Kafka's ``TransactionStateManager`` serves what
-        it read at once; this waits as Kafka's coordinator runtime does, which answers only from the
-        state up to the HW (``CoordinatorLoaderImpl``, ``lastCommittedOffset``)."""
-        if not self.context.committed(partition):
-            task = self.context.schedule(
-                LOAD_COMMIT_CHECK_MS,
-                lambda: self._load(partition, epoch, self.context.state_values(partition)),
-            )
-            self.loading[partition] = (epoch, task)
-            return
+        """The partition is read: serve its ids and finish the markers of their Prepare* transactions."""
         self.loading.pop(partition, None)
         self.led[partition] = epoch
         loaded: dict[str, TransactionMetadata] = {}

@@ -260,38 +260,6 @@ async def test_a_loading_coordinator_answers_coordinator_load_in_progress_until_
         assert (await raw.call(new, m.EndTxnRequest("loading", pid, 0, False))).error is Errors.NONE
 
 
-async def test_a_new_coordinator_answers_from_its_read_only_once_the_hw_reaches_the_log_end(autojump_clock):
-    # the Ongoing record that adds t-0 reaches broker 1 but not broker 2 (its fetcher paused): the HW
-    # stays below it; broker 0 crashes and broker 1 takes over with the record past its HW
-    async with _cluster() as (cluster, sink):
-        raw = Raw(cluster, "client")
-        pid = (await raw.call(0, m.InitProducerIdRequest("unreplicated", 60_000))).producer_id
-        cluster.pause_fetcher(2)
-        raw.send(0, m.AddPartitionsToTxnRequest("unreplicated", pid, 0, (("t", 0),)))
-        await cluster.clock.sleep_until(cluster.now() + 50)
-        cluster.crash(0)
-        await cluster.clock.sleep_until(cluster.now() + 5)
-        state = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
-        new = cluster.leader_of(state)
-        log = cluster.brokers[new].replica_manager.partition(state).log
-        assert (new, log.high_watermark, log.log_end_offset) == (1, 1, 2)
-        verify = m.AddPartitionsToTxnRequest("unreplicated", pid, 0, (("t", 0),), verify_only=True)
-        # a partition leader asking whether t-0 is in the transaction is not answered from that record
-        assert (await raw.call(new, verify)).error is Errors.COORDINATOR_LOAD_IN_PROGRESS
-        assert [e for e in sink.of_kind("txn.load") if e["broker"] == new] == []
-        cluster.resume_fetcher(2)
-        resumed = cluster.now()
-        await cluster.clock.sleep_until(resumed + 100)
-        (start,) = [e for e in sink.of_kind("txn.load.start") if e["broker"] == new]
-        (load,) = [e for e in sink.of_kind("txn.load") if e["broker"] == new]
-        # read at 51 ms (2 records, 1 ms each); the HW passes the record after the resume at 56 ms,
-        # which the check every 10 ms sees at 63 ms
-        assert (start["time_ms"], resumed, load["time_ms"]) == (51, 56, 63)
-        assert (load["transactions"], log.high_watermark) == (1, 2)
-        answered = await raw.call(new, verify)
-        assert (answered.error, answered.partition_errors) == (Errors.NONE, ((T0, Errors.NONE),))
-
-
 async def test_an_idle_transactional_id_expires_at_the_first_check_after_its_expiration(autojump_clock):
     settings = {
         "transactional.id.expiration.ms": 60_000,
