@@ -28,7 +28,8 @@ const kafka = new Kafka({
 })
 
 async function main () {
-  const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  const newProducer = () => kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  let producer = newProducer()
   const consumer = kafka.consumer({
     groupId,
     readUncommitted: false,
@@ -72,7 +73,16 @@ async function main () {
             await transaction.commit()
             console.log(`committed ${rounds}`)
           } catch (error) {
-            await transaction.abort().catch(() => {})
+            try {
+              await transaction.abort()
+            } catch {
+              // kafkajs gives up on an abort its coordinator answers COORDINATOR_LOAD_IN_PROGRESS (just
+              // after a failover) and stays ABORTING: as an application does, start a new producer with
+              // the same transactional id, whose InitProducerId aborts the open transaction
+              await producer.disconnect().catch(() => {})
+              producer = newProducer()
+              await producer.connect()
+            }
             throw error
           }
           done += chunk.length
