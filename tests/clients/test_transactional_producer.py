@@ -187,18 +187,24 @@ async def test_a_call_the_coordinator_never_answers_fails_at_max_block_ms(autoju
         assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
 
 
+async def _send_verified_by_broker_1(cluster, sink):
+    """w-0 on broker 1 alone; a transactional producer's first send, run until broker 1 verifies it."""
+    cluster.create_topic(TopicSpec("w", 1, 1, assignment=((1,),)))
+    await cluster.clock.sleep_until(cluster.now() + 1)
+    producer = cluster.producer("p", {"transactional.id": "tx"})
+    await producer.init_transactions().wait()
+    producer.begin_transaction()
+    sent = producer.send("w", 0, 2, name="send")
+    while not sink.of_kind("txn.verify"):
+        await cluster.clock.sleep_until(cluster.now() + 1)
+    return producer, sent
+
+
 async def test_a_send_is_verified_by_its_leader_and_sent_again_when_the_verification_is_lost(autojump_clock):
     # w-0 on broker 1 alone; the coordinator is broker 0, 5 ms from broker 1; broker 1 waits 1000 ms
     # for the coordinator's answer (request.timeout.ms)
     async with kip890_cluster(**{"request.timeout.ms": 1000}) as (cluster, sink):
-        cluster.create_topic(TopicSpec("w", 1, 1, assignment=((1,),)))
-        await cluster.clock.sleep_until(cluster.now() + 1)
-        producer = cluster.producer("p", {"transactional.id": "tx"})
-        await producer.init_transactions().wait()
-        producer.begin_transaction()
-        sent = producer.send("w", 0, 2, name="send")
-        while not sink.of_kind("txn.verify"):
-            await cluster.clock.sleep_until(cluster.now() + 1)
+        producer, sent = await _send_verified_by_broker_1(cluster, sink)
         (first,) = sink.of_kind("txn.verify")
         start = first["time_ms"]
         assert (first["broker"], first["op"], first["txn"], first["add"]) == (1, "send", "tx", False)
@@ -225,14 +231,7 @@ async def test_a_crash_ends_a_send_waiting_out_its_retry_backoff_and_it_is_not_s
     # as above: the verification is lost, the leader answers NOT_ENOUGH_REPLICAS at start + 1000 and
     # the send would go again at start + 1100 (retry.backoff.ms); the producer dies in between
     async with kip890_cluster(**{"request.timeout.ms": 1000}) as (cluster, sink):
-        cluster.create_topic(TopicSpec("w", 1, 1, assignment=((1,),)))
-        await cluster.clock.sleep_until(cluster.now() + 1)
-        producer = cluster.producer("p", {"transactional.id": "tx"})
-        await producer.init_transactions().wait()
-        producer.begin_transaction()
-        sent = producer.send("w", 0, 2, name="send")
-        while not sink.of_kind("txn.verify"):
-            await cluster.clock.sleep_until(cluster.now() + 1)
+        producer, sent = await _send_verified_by_broker_1(cluster, sink)
         start = sink.of_kind("txn.verify")[0]["time_ms"]
         cluster.network.drop(1, 0, one_way=True)
         await cluster.clock.sleep_until(start + 1050)
