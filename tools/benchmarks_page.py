@@ -34,8 +34,9 @@ INTRO = """\
 Written by `python tools/benchmarks_page.py write` from the tools' own `--json` output saved in
 [benchmarks/](benchmarks/) (`python tools/benchmarks_page.py run NAME -- COMMAND` saves one). Every figure
 comes from one run of the command shown; the headline figures are ratios within one run, which hold on a
-shared machine where absolute figures move from one minute to the next. The runs are small ones, each
-well under two minutes; the tools' default sizes give steadier figures."""
+shared machine where absolute figures move from one minute to the next. Most runs are small ones, each
+well under two minutes (the chaos runs of 2,000 schedules take longer); the tools' default sizes give
+steadier figures."""
 
 METHOD = """## Method
 
@@ -62,7 +63,7 @@ COMMANDS = {
     "spark_floor": "python tools/spark_floor.py --events 200000 --json",
     "delay_bench_serve": "python tools/delay_bench.py --serve --rate 5000 --seconds 10 --json",
     "chaos_bench_transactions": (
-        "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 6 --json"
+        "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 2 --json"
     ),
     "chaos_bench_consumer_protocol": (
         "python tools/chaos_bench.py --runs 2000 --profile consumer-protocol --duration-ms 600"
