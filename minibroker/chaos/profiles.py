@@ -113,13 +113,13 @@ PROFILES = {
         pattern=0.25,
         acks1_pattern=0.5,
     ),
-    "consumer-protocol": Profile(
-        "consumer-protocol",
-        "group members in every run, speaking KIP-848's consumer protocol; clean election: nothing may break",
-        False,
-        {-1: 6, 1: 2, 0: 1},
-        FAULTS_ALL,
-        (0, 6),
+    "consumer-protocol": attrs.evolve(
+        _DEFAULT,
+        name="consumer-protocol",
+        description="group members in every run, speaking KIP-848's consumer protocol; clean election: "
+        "nothing may break",
+        pattern=0.0,  # members and their faults instead of the unclean-loss pattern and controller links
+        controller_links=0.0,
         groups=1.0,
         consumer_protocol=1.0,
     ),
