@@ -11,7 +11,6 @@ snapshot picture) it shows the last ``events`` events and every expectation.
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.layout import Layout
 from rich.panel import Panel
@@ -25,6 +24,7 @@ from minibroker.tui.describe import describe_event
 from minibroker.tui.retry import retry_panel
 from minibroker.tui.share import share_panel
 from minibroker.tui.state import CAUSES, Frame, Tally
+from minibroker.tui.tables import section_table
 from minibroker.tui.transactions import has_transactions, lso_cell, transactions_table
 from minibroker.tui.wheel import WheelView
 
@@ -101,22 +101,9 @@ def wheel_panel(frame: Frame, compact: bool = False) -> Panel:
     return Panel(body, title=title, title_align="left", border_style="blue")
 
 
-def _section_table(title: str) -> Table:
-    """A compact table with a bold title on the left, as every section of the frame draws one."""
-    return Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-
-
 def purgatory_table(frame: Frame, only_chosen: bool = False) -> Table:
     """Every purgatory of every broker (or of the chosen one only), the chosen broker in bold."""
-    table = _section_table("purgatories · watched = PurgatorySize · delayed = NumDelayedOperations")
+    table = section_table("purgatories · watched = PurgatorySize · delayed = NumDelayedOperations")
     table.add_column("purgatory", no_wrap=True)
     for column in PURGATORY_COLUMNS:
         table.add_column(column, justify="right")
@@ -174,7 +161,7 @@ def partition_table(frame: Frame) -> Table:
     with transactions in the cluster, the leader's LSO (``transactions.lso_cell``) after the epoch."""
     lso = has_transactions(frame.view)
     title = "partitions (replicas: LEO/HW, * leader" + ("; LSO −held)" if lso else ")")
-    table = _section_table(title)
+    table = section_table(title)
     columns = ("partition", "leader", "epoch", *(("LSO",) if lso else ()), "ISR", "replicas")
     for column in columns:
         table.add_column(column, justify="right" if column in ("leader", "epoch", "LSO") else "left")
@@ -243,7 +230,7 @@ def coordinator_table(frame: Frame) -> Group | None:
         + (f" · loading {loading} (COORDINATOR_LOAD_IN_PROGRESS)" if loading else "")
         + f" · {len(view.timers)} keyed timer tasks on the wheel"
     )
-    table = _section_table(title)
+    table = section_table(title)
     for column in ("group", "state", "gen", "protocol", "leader", "members (session deadline ms)"):
         table.add_column(column, justify="right" if column == "gen" else "left")
     names: dict[str, str] = {}
@@ -309,7 +296,7 @@ def consumer_group_table(
     if not groups:
         return None
     title = "consumer groups (KIP-848) · epochs, owned vs target, session/rebalance ms left"
-    table = _section_table(f"{coordinator} · {title}" if coordinator else title)
+    table = section_table(f"{coordinator} · {title}" if coordinator else title)
     columns = ("group", "state", "epoch/asg", "member", "epoch", "m.state", "owns", "target")
     for column in (*columns, "session", "rebalance"):
         numeric = column in ("epoch", "session", "rebalance", "epoch/asg")

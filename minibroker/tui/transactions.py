@@ -14,11 +14,11 @@ the number of offsets it holds back when it trails the HW (what READ_COMMITTED r
 
 from __future__ import annotations
 
-from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from minibroker.sim.snapshot import ClusterView, PartitionView
+from minibroker.tui.tables import section_table
 
 STATE_STYLES = {
     "Ongoing": "bold yellow",
@@ -74,16 +74,10 @@ def transactions_table(view: ClusterView, chosen: int) -> Table | None:
         f"b{broker} next {t.next_check_ms:,}" for broker, t in coordinators if t.next_check_ms >= 0
     )
     interval = coordinators[0][1].check_interval_ms
-    table = Table(
-        title=f"transactions (ms) · abort check every {interval:,}"
+    table = section_table(
+        f"transactions (ms) · abort check every {interval:,}"
         + (f" ({checks})" if checks else "")
-        + " aborts those past due",
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
+        + " aborts those past due"
     )
     columns = (
         "txn id",
