@@ -106,6 +106,8 @@ class TransactionCoordinator:
         self.loading: dict[int, tuple[int, Any]] = {}
         #: transactional id -> partitions still waiting for their marker
         self.markers: dict[str, set[TopicPartition]] = {}
+        #: transactional id -> the offset of its loaded record while the HW has not passed it
+        self.uncommitted: dict[str, int] = {}
         #: ms a partition's marker is held back from now (0: send it); set by the control API
         self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         self._cleanup: Any = None
@@ -242,6 +244,12 @@ class TransactionCoordinator:
         if isinstance(found, Errors):
             return respond(m.TxnResponse(found))
         meta = found
+        wanted = set(request.partitions)
+        answers_now = request.verify_only or (
+            meta.pending is None and meta.state == ONGOING and wanted <= meta.partitions
+        )
+        if answers_now and self._held(meta, lambda: self._add_partitions(request, respond), respond):
+            return
         if request.verify_only:
             # Kafka's handleVerifyPartitionsInTransaction: a partition not in the open transaction is
             # TRANSACTION_ABORTABLE (its leader translates that for older clients). A state change in
@@ -259,7 +267,6 @@ class TransactionCoordinator:
             return respond(m.TxnResponse(Errors.NONE, errors))
         if meta.pending is not None or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
             return respond(m.TxnResponse(Errors.CONCURRENT_TRANSACTIONS))
-        wanted = set(request.partitions)
         if meta.state == ONGOING and wanted <= meta.partitions:
             return respond(m.TxnResponse(Errors.NONE))
         now = self.context.now()
@@ -277,6 +284,34 @@ class TransactionCoordinator:
             ),
         )
         self._write(meta, transit, lambda error: respond(m.TxnResponse(error)))
+
+    def _held(self, meta: TransactionMetadata, again: Callable[[], None], respond: Respond) -> bool:
+        """Whether an answer that lets data be appended (a verification, or the partitions already
+        added) must wait: the id's state was loaded from a record the HW has not passed yet. Then it
+        waits in the produce purgatory until the HW passes it and ``again()`` asks anew; if the
+        partition moves away meanwhile it answers NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE after
+        ``request.timeout.ms``)."""
+        txn_id = meta.transactional_id
+        offset = self.uncommitted.get(txn_id)
+        if offset is None:
+            return False
+        partition = self.context.partition_of(txn_id)
+        hw = self.context.high_watermark(partition)
+        if hw > offset:
+            del self.uncommitted[txn_id]
+            return False
+        self.context.emit("txn.wait", txn=txn_id, partition=partition, offset=offset, hw=hw)
+
+        def committed(error: Errors) -> None:
+            if self.transactions.get(txn_id) is not meta:
+                return respond(m.TxnResponse(Errors.NOT_COORDINATOR))
+            if self.context.high_watermark(partition) <= offset:
+                return respond(m.TxnResponse(write_error(error)))
+            self.uncommitted.pop(txn_id, None)
+            again()
+
+        self.context.when_committed(partition, offset, committed)
+        return True
 
     def _end_txn(self, request: m.EndTxnRequest, respond: Respond) -> None:
         tv2 = request.transaction_version >= 2
@@ -480,6 +515,7 @@ class TransactionCoordinator:
                 return on_done(Errors.NOT_COORDINATOR)  # the partition moved away meanwhile
             error = write_error(error)
             if error is Errors.NONE:
+                self.uncommitted.pop(txn_id, None)  # the HW passed this record, so every one before it
                 for field in attrs.fields(TransactionMetadata):
                     setattr(meta, field.name, getattr(transit, field.name))
                 self.context.emit(
@@ -535,10 +571,11 @@ class TransactionCoordinator:
                 for txn_id in [t for t in self.transactions if self.context.partition_of(t) == partition]:
                     del self.transactions[txn_id]
                     self.markers.pop(txn_id, None)
+                    self.uncommitted.pop(txn_id, None)
             return
         if partition in self.led or partition in self.loading:
             return  # still the leader (a new leader epoch): the state in memory is current
-        values = self.context.state_values(partition)
+        values = self.context.state_records(partition)
         delay = len(values) * self.context.config.coordinator_load_ms_per_record
         self.context.emit("txn.load.start", partition=partition, records=len(values), load_ms=delay)
         if delay <= 0:
@@ -549,12 +586,14 @@ class TransactionCoordinator:
         if self._cleanup is None:
             self._arm_cleanup()
 
-    def _load(self, partition: int, epoch: int, values: list[bytes]) -> None:
-        """The partition is read: serve its ids and finish the markers of their Prepare* transactions."""
+    def _load(self, partition: int, epoch: int, values: list[tuple[int, bytes]]) -> None:
+        """The partition is read to its end: serve its ids and finish the markers of their Prepare*
+        transactions. An id whose last record the HW has not passed yet is ``uncommitted`` (``_held``)."""
         self.loading.pop(partition, None)
         self.led[partition] = epoch
         loaded: dict[str, TransactionMetadata] = {}
-        for value in values:
+        offsets: dict[str, int] = {}
+        for offset, value in values:
             try:
                 meta = TransactionMetadata.from_record(value, self.context.origin_ms)
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -563,7 +602,10 @@ class TransactionCoordinator:
                 loaded.pop(meta, None)  # a tombstone: the id expired
             else:
                 loaded[meta.transactional_id] = meta
+                offsets[meta.transactional_id] = offset
         self.transactions.update(loaded)
+        hw = self.context.high_watermark(partition)
+        self.uncommitted.update((txn_id, offsets[txn_id]) for txn_id in loaded if offsets[txn_id] >= hw)
         self.context.emit("txn.load", partition=partition, transactions=len(loaded))
         for meta in loaded.values():
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
