@@ -35,8 +35,14 @@ Failover: a broker that becomes leader of a ``__transaction_state`` partition re
 records (the last one per id wins) and finishes the markers of every Prepare* transaction
 (Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
 ``minibroker.coordinator.load.ms.per.record`` per record, as the group coordinator's; its ids
-answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Deviations: producer ids come from a
-per-broker block instead of the controller's.
+answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. It reads to the log end, as Kafka does, so an id's
+last record may lie above the HW (``uncommitted``): a record the next leader may never have.
+Whatever would let data be appended on the strength of it (a verification, an AddPartitionsToTxn
+whose partitions are already in, a Prepare* transaction's markers) waits in the produce purgatory
+until the HW passes it (``_held``; a ``txn.wait`` event), as it would follow that record's acks=-1
+write in steady state; NOT_COORDINATOR if the partition moves away meanwhile. Deviations: producer
+ids come from a per-broker block instead of the controller's; the wait above (Kafka answers from
+the loaded state at once).
 
 KIP-890: with transaction protocol version 2 (EndTxn v5+) every EndTxn bumps the epoch at
 PrepareCommit/PrepareAbort, the markers carry the bumped epoch (which fences a late write of the
@@ -248,7 +254,9 @@ class TransactionCoordinator:
         answers_now = request.verify_only or (
             meta.pending is None and meta.state == ONGOING and wanted <= meta.partitions
         )
-        if answers_now and self._held(meta, lambda: self._add_partitions(request, respond), respond):
+        if answers_now and self._held(
+            meta, lambda: self._add_partitions(request, respond), lambda error: respond(m.TxnResponse(error))
+        ):
             return
         if request.verify_only:
             # Kafka's handleVerifyPartitionsInTransaction: a partition not in the open transaction is
@@ -285,12 +293,14 @@ class TransactionCoordinator:
         )
         self._write(meta, transit, lambda error: respond(m.TxnResponse(error)))
 
-    def _held(self, meta: TransactionMetadata, again: Callable[[], None], respond: Respond) -> bool:
-        """Whether an answer that lets data be appended (a verification, or the partitions already
-        added) must wait: the id's state was loaded from a record the HW has not passed yet. Then it
-        waits in the produce purgatory until the HW passes it and ``again()`` asks anew; if the
-        partition moves away meanwhile it answers NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE after
-        ``request.timeout.ms``)."""
+    def _held(
+        self, meta: TransactionMetadata, again: Callable[[], Any], fail: Callable[[Errors], Any]
+    ) -> bool:
+        """Whether what lets data be appended (a verification, the partitions already added, the
+        markers) must wait: the id's state was loaded from a record the HW has not passed yet. Then it
+        waits in the produce purgatory until the HW passes it and ``again()`` runs; ``fail(error)``
+        instead when the partition moves away meanwhile (NOT_COORDINATOR) or after
+        ``request.timeout.ms`` (COORDINATOR_NOT_AVAILABLE)."""
         txn_id = meta.transactional_id
         offset = self.uncommitted.get(txn_id)
         if offset is None:
@@ -304,9 +314,9 @@ class TransactionCoordinator:
 
         def committed(error: Errors) -> None:
             if self.transactions.get(txn_id) is not meta:
-                return respond(m.TxnResponse(Errors.NOT_COORDINATOR))
+                return fail(Errors.NOT_COORDINATOR)
             if self.context.high_watermark(partition) <= offset:
-                return respond(m.TxnResponse(write_error(error)))
+                return fail(write_error(error))
             self.uncommitted.pop(txn_id, None)
             again()
 
@@ -609,7 +619,18 @@ class TransactionCoordinator:
         self.context.emit("txn.load", partition=partition, transactions=len(loaded))
         for meta in loaded.values():
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                self._send_markers(meta)
+                self._send_loaded_markers(meta)
+
+    def _send_loaded_markers(self, meta: TransactionMetadata) -> None:
+        """The markers of a loaded Prepare* transaction, once the HW has passed its record (as they
+        follow the acks=-1 write of PrepareCommit/PrepareAbort otherwise); waiting again after a timeout."""
+
+        def failed(error: Errors) -> None:
+            if error is not Errors.NOT_COORDINATOR:
+                self._send_loaded_markers(meta)
+
+        if not self._held(meta, lambda: self._send_markers(meta), failed):
+            self._send_markers(meta)
 
     def _arm_cleanup(self) -> None:
         config = self.context.config

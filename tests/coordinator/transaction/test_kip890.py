@@ -1,5 +1,6 @@
-"""KIP-890 in virtual time: partition verification against KIP-664's hanging transaction, and
-transaction protocol version 2 (an epoch bump at every EndTxn, partitions added by the produce)."""
+"""KIP-890 in virtual time: partition verification against KIP-664's hanging transaction (also from a
+coordinator's state loaded from above its HW), and transaction protocol version 2 (an epoch bump at
+every EndTxn, partitions added by the produce)."""
 
 from __future__ import annotations
 
@@ -253,3 +254,33 @@ async def test_a_waiting_verification_answers_not_coordinator_when_the_partition
         assert (log.log_end_offset, log.producer_state.ongoing) == (0, {})
         assert len(sink.of_kind("txn.wait")) == 3
         assert cluster.brokers[1].transaction_coordinator.uncommitted == {}
+
+
+async def test_a_loaded_prepare_commit_above_the_hw_sends_its_markers_when_the_hw_passes_it(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid = await _producer_id(raw, "c")
+        assert (await raw.call(0, m.AddPartitionsToTxnRequest("c", pid, 0, (("v", 0),)))).error is Errors.NONE
+        assert (await raw.call(1, _records("c", pid, 0, 0))).partitions[V0].error is Errors.NONE
+        cluster.pause_fetcher(2)
+        await cluster.clock.sleep_until(1_000)
+        raw.send(0, m.EndTxnRequest("c", pid, 0, True))  # PrepareCommit at offset 2: 0 and 1 have it
+        await cluster.clock.sleep_until(1_100)
+        cluster.move_leader(TS0, 1)  # 1 reads 3 records at 1 ms each: PrepareCommit, above its HW (2)
+        await cluster.clock.sleep_until(1_200)
+        cluster.resume_fetcher(2)
+        await cluster.clock.sleep_until(1_570)
+        log = cluster.brokers[1].replica_manager.partition(V0).log
+        assert (log.log_end_offset, log.producer_state.ongoing) == (1, {pid: 0})  # no marker yet
+        await cluster.clock.sleep_until(2_000)
+        # 0's fetch parked at 1 since 1 061 expires at 1 561, reaches 0 at 1 566, and 0's next fetch, the
+        # first to report __transaction_state-0's end, reaches 1 at 1 571: the HW passes offset 2 and the
+        # COMMIT marker goes to v-0's leader (1 itself) then, not at the load (1 103)
+        waits = [(e["time_ms"], e["txn"], e["offset"], e["hw"]) for e in sink.of_kind("txn.wait")]
+        assert waits == [(1_103, "c", 2, 2)]
+        (hw,) = [e for e in sink.of_kind("hw") if e["partition"] == str(TS0) and e["hw"] == 3]
+        (markers,) = [e for e in sink.of_kind("txn.markers") if e["txn"] == "c"]
+        assert (hw["broker"], hw["time_ms"], markers["broker"], markers["time_ms"]) == (1, 1_571, 1, 1_571)
+        meta = cluster.brokers[1].transaction_coordinator.transactions["c"]
+        assert meta.state == COMPLETE_COMMIT
+        assert (log.log_end_offset, log.producer_state.ongoing) == (2, {})
