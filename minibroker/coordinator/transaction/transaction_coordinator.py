@@ -251,10 +251,13 @@ class TransactionCoordinator:
             return respond(m.TxnResponse(found))
         meta = found
         wanted = set(request.partitions)
-        answers_now = request.verify_only or (
-            meta.pending is None and meta.state == ONGOING and wanted <= meta.partitions
+        # answers that let a leader append without a write of their own (a refusal does not wait)
+        confirms = meta.state == ONGOING and (
+            not wanted.isdisjoint(meta.partitions)
+            if request.verify_only
+            else meta.pending is None and wanted <= meta.partitions
         )
-        if answers_now and self._held(
+        if confirms and self._held(
             meta, lambda: self._add_partitions(request, respond), lambda error: respond(m.TxnResponse(error))
         ):
             return
@@ -658,6 +661,7 @@ class TransactionCoordinator:
                 meta.pending = None
                 if error is Errors.NONE and self.transactions.get(txn_id) is meta:
                     del self.transactions[txn_id]
+                    self.uncommitted.pop(txn_id, None)
                     self.context.emit("txn.expire", txn=txn_id, producer_id=meta.producer_id)
 
             self.context.write(self.context.partition_of(txn_id), meta.tombstone(), removed)
