@@ -435,6 +435,17 @@ class ReplicaManager:
         for tp in leo_moved:
             self.fetch_purgatory.check_and_complete(tp)
 
+    def await_high_watermark(
+        self, tp: TopicPartition, offset: int, timeout_ms: int, op_id: str, respond: Callable[[Errors], Any]
+    ) -> None:
+        """Answer ``respond(error)`` once the HW of ``tp`` (led here) passes ``offset``: a DelayedProduce
+        for a record already in the log, as an acks=-1 append of it would wait (NONE, or its errors)."""
+        status = ProducePartitionStatus(offset + 1, PartitionProduceResponse(Errors.NONE, offset))
+        operation = DelayedProduce(
+            timeout_ms, {tp: status}, self.partitions.get, lambda r: respond(r.partitions[tp].error), op_id
+        )
+        self.produce_purgatory.try_complete_else_watch(operation, [tp])
+
     def _respond_produce(
         self,
         request: ProduceRequest,

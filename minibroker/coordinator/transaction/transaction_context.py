@@ -3,10 +3,11 @@
 The clock (``now``), one-shot tasks on the broker's one SystemTimer (``schedule``), the broker's
 config, trace events (``emit``), producer ids (``next_producer_id``), which ``__transaction_state``
 partition holds a transactional id (``partition_of``, Kafka's ``partitionFor``), the records of a
-partition this broker leads (``state_values``), the leader of any partition (``leader_of``) and two
-ways to write: ``write`` appends a state record with acks=-1 to the id's partition through the
-produce purgatory (``request.timeout.ms``), ``send`` sends a request (the markers) to a broker over
-the emulated network.
+partition this broker leads (``state_records``) and how far its HW covers them (``high_watermark``,
+``when_committed``), the leader of any partition (``leader_of``) and two ways to write: ``write``
+appends a state record with acks=-1 to the id's partition through the produce purgatory
+(``request.timeout.ms``), ``send`` sends a request (the markers) to a broker over the emulated
+network.
 
 Pure: no trio. The broker's ReplicaManager supplies the clock, the timer, the config and appends.
 """
@@ -84,12 +85,27 @@ class TransactionContext:
     def known(self, tp: TopicPartition) -> bool:
         return bool(self._manager.known(tp))
 
-    def state_values(self, partition: int) -> list[bytes]:
-        """Every record value of ``__transaction_state-partition`` in this broker's log, in order."""
+    def state_records(self, partition: int) -> list[tuple[int, bytes]]:
+        """Every record value of ``__transaction_state-partition`` in this broker's log up to its end,
+        in order, each with the last offset of its batch (the HW covers the value once it passes that)."""
         replica = self._manager.partition(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
         if replica is None:
             return []
-        return [value for batch in replica.log.batches() for value in (batch.values or ())]
+        batches = replica.log.batches()
+        return [(batch.next_offset - 1, value) for batch in batches for value in (batch.values or ())]
+
+    def high_watermark(self, partition: int) -> int:
+        """The HW of ``__transaction_state-partition`` here (-1 when not hosted)."""
+        replica = self._manager.partition(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
+        return -1 if replica is None else replica.log.high_watermark
+
+    def when_committed(self, partition: int, offset: int, on_done: Callable[[Errors], Any]) -> None:
+        """``on_done(error)`` once the HW of ``__transaction_state-partition`` passes ``offset``: a
+        DelayedProduce in the produce purgatory, answered as an acks=-1 write would be (within
+        ``request.timeout.ms``; NOT_LEADER_OR_FOLLOWER when the partition's leadership moves)."""
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
+        op_id = self._manager.next_request_id("txn-state-wait")
+        self._manager.await_high_watermark(tp, offset, self.config.request_timeout_ms, op_id, on_done)
 
     def write(self, partition: int, value: bytes, on_done: Callable[[Errors], Any]) -> None:
         """Append ``value`` to ``__transaction_state-partition`` with acks=-1; ``on_done(error)``."""

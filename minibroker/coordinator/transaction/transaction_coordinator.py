@@ -35,8 +35,14 @@ Failover: a broker that becomes leader of a ``__transaction_state`` partition re
 records (the last one per id wins) and finishes the markers of every Prepare* transaction
 (Kafka's ``TransactionStateManager.loadTransactionsForTxnTopicPartition``). The read takes
 ``minibroker.coordinator.load.ms.per.record`` per record, as the group coordinator's; its ids
-answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Deviations: producer ids come from a
-per-broker block instead of the controller's.
+answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. It reads to the log end, as Kafka does, so an id's
+last record may lie above the HW (``uncommitted``): a record the next leader may never have.
+Whatever would let data be appended on the strength of it (a verification, an AddPartitionsToTxn
+whose partitions are already in, a Prepare* transaction's markers) waits in the produce purgatory
+until the HW passes it (``_held``; a ``txn.wait`` event), as it would follow that record's acks=-1
+write in steady state; NOT_COORDINATOR if the partition moves away meanwhile. Deviations: producer
+ids come from a per-broker block instead of the controller's; the wait above (Kafka answers from
+the loaded state at once).
 
 KIP-890: with transaction protocol version 2 (EndTxn v5+) every EndTxn bumps the epoch at
 PrepareCommit/PrepareAbort, the markers carry the bumped epoch (which fences a late write of the
@@ -106,6 +112,8 @@ class TransactionCoordinator:
         self.loading: dict[int, tuple[int, Any]] = {}
         #: transactional id -> partitions still waiting for their marker
         self.markers: dict[str, set[TopicPartition]] = {}
+        #: transactional id -> the offset of its loaded record while the HW has not passed it
+        self.uncommitted: dict[str, int] = {}
         #: ms a partition's marker is held back from now (0: send it); set by the control API
         self.marker_hold: Callable[[TopicPartition], int] = lambda tp: 0
         self._cleanup: Any = None
@@ -242,6 +250,17 @@ class TransactionCoordinator:
         if isinstance(found, Errors):
             return respond(m.TxnResponse(found))
         meta = found
+        wanted = set(request.partitions)
+        # answers that let a leader append without a write of their own (a refusal does not wait)
+        confirms = meta.state == ONGOING and (
+            not wanted.isdisjoint(meta.partitions)
+            if request.verify_only
+            else meta.pending is None and wanted <= meta.partitions
+        )
+        if confirms and self._held(
+            meta, lambda: self._add_partitions(request, respond), lambda error: respond(m.TxnResponse(error))
+        ):
+            return
         if request.verify_only:
             # Kafka's handleVerifyPartitionsInTransaction: a partition not in the open transaction is
             # TRANSACTION_ABORTABLE (its leader translates that for older clients). A state change in
@@ -259,7 +278,6 @@ class TransactionCoordinator:
             return respond(m.TxnResponse(Errors.NONE, errors))
         if meta.pending is not None or meta.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
             return respond(m.TxnResponse(Errors.CONCURRENT_TRANSACTIONS))
-        wanted = set(request.partitions)
         if meta.state == ONGOING and wanted <= meta.partitions:
             return respond(m.TxnResponse(Errors.NONE))
         now = self.context.now()
@@ -277,6 +295,36 @@ class TransactionCoordinator:
             ),
         )
         self._write(meta, transit, lambda error: respond(m.TxnResponse(error)))
+
+    def _held(
+        self, meta: TransactionMetadata, again: Callable[[], Any], fail: Callable[[Errors], Any]
+    ) -> bool:
+        """Whether what lets data be appended (a verification, the partitions already added, the
+        markers) must wait: the id's state was loaded from a record the HW has not passed yet. Then it
+        waits in the produce purgatory until the HW passes it and ``again()`` runs; ``fail(error)``
+        instead when the partition moves away meanwhile (NOT_COORDINATOR) or after
+        ``request.timeout.ms`` (COORDINATOR_NOT_AVAILABLE)."""
+        txn_id = meta.transactional_id
+        offset = self.uncommitted.get(txn_id)
+        if offset is None:
+            return False
+        partition = self.context.partition_of(txn_id)
+        hw = self.context.high_watermark(partition)
+        if hw > offset:
+            del self.uncommitted[txn_id]
+            return False
+        self.context.emit("txn.wait", txn=txn_id, partition=partition, offset=offset, hw=hw)
+
+        def committed(error: Errors) -> None:
+            if self.transactions.get(txn_id) is not meta:
+                return fail(Errors.NOT_COORDINATOR)
+            if self.context.high_watermark(partition) <= offset:
+                return fail(write_error(error))
+            self.uncommitted.pop(txn_id, None)
+            again()
+
+        self.context.when_committed(partition, offset, committed)
+        return True
 
     def _end_txn(self, request: m.EndTxnRequest, respond: Respond) -> None:
         tv2 = request.transaction_version >= 2
@@ -480,6 +528,7 @@ class TransactionCoordinator:
                 return on_done(Errors.NOT_COORDINATOR)  # the partition moved away meanwhile
             error = write_error(error)
             if error is Errors.NONE:
+                self.uncommitted.pop(txn_id, None)  # the HW passed this record, so every one before it
                 for field in attrs.fields(TransactionMetadata):
                     setattr(meta, field.name, getattr(transit, field.name))
                 self.context.emit(
@@ -535,10 +584,11 @@ class TransactionCoordinator:
                 for txn_id in [t for t in self.transactions if self.context.partition_of(t) == partition]:
                     del self.transactions[txn_id]
                     self.markers.pop(txn_id, None)
+                    self.uncommitted.pop(txn_id, None)
             return
         if partition in self.led or partition in self.loading:
             return  # still the leader (a new leader epoch): the state in memory is current
-        values = self.context.state_values(partition)
+        values = self.context.state_records(partition)
         delay = len(values) * self.context.config.coordinator_load_ms_per_record
         self.context.emit("txn.load.start", partition=partition, records=len(values), load_ms=delay)
         if delay <= 0:
@@ -549,12 +599,14 @@ class TransactionCoordinator:
         if self._cleanup is None:
             self._arm_cleanup()
 
-    def _load(self, partition: int, epoch: int, values: list[bytes]) -> None:
-        """The partition is read: serve its ids and finish the markers of their Prepare* transactions."""
+    def _load(self, partition: int, epoch: int, values: list[tuple[int, bytes]]) -> None:
+        """The partition is read to its end: serve its ids and finish the markers of their Prepare*
+        transactions. An id whose last record the HW has not passed yet is ``uncommitted`` (``_held``)."""
         self.loading.pop(partition, None)
         self.led[partition] = epoch
         loaded: dict[str, TransactionMetadata] = {}
-        for value in values:
+        offsets: dict[str, int] = {}
+        for offset, value in values:
             try:
                 meta = TransactionMetadata.from_record(value, self.context.origin_ms)
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -563,11 +615,25 @@ class TransactionCoordinator:
                 loaded.pop(meta, None)  # a tombstone: the id expired
             else:
                 loaded[meta.transactional_id] = meta
+                offsets[meta.transactional_id] = offset
         self.transactions.update(loaded)
+        hw = self.context.high_watermark(partition)
+        self.uncommitted.update((txn_id, offsets[txn_id]) for txn_id in loaded if offsets[txn_id] >= hw)
         self.context.emit("txn.load", partition=partition, transactions=len(loaded))
         for meta in loaded.values():
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                self._send_markers(meta)
+                self._send_loaded_markers(meta)
+
+    def _send_loaded_markers(self, meta: TransactionMetadata) -> None:
+        """The markers of a loaded Prepare* transaction, once the HW has passed its record (as they
+        follow the acks=-1 write of PrepareCommit/PrepareAbort otherwise); waiting again after a timeout."""
+
+        def failed(error: Errors) -> None:
+            if error is not Errors.NOT_COORDINATOR:
+                self._send_loaded_markers(meta)
+
+        if not self._held(meta, lambda: self._send_markers(meta), failed):
+            self._send_markers(meta)
 
     def _arm_cleanup(self) -> None:
         config = self.context.config
@@ -595,6 +661,7 @@ class TransactionCoordinator:
                 meta.pending = None
                 if error is Errors.NONE and self.transactions.get(txn_id) is meta:
                     del self.transactions[txn_id]
+                    self.uncommitted.pop(txn_id, None)
                     self.context.emit("txn.expire", txn=txn_id, producer_id=meta.producer_id)
 
             self.context.write(self.context.partition_of(txn_id), meta.tombstone(), removed)

@@ -181,6 +181,7 @@ KINDS: dict[str, frozenset[str]] = {
         "txn.markers": ("broker", "txn", "leader", "partitions", "marker"),
         "txn.load.start": ("broker", "partition", "records", "load_ms"),
         "txn.load": ("broker", "partition", "transactions"),
+        "txn.wait": ("broker", "txn", "partition", "offset", "hw"),
         "txn.timeout": ("broker", "txn", "started"),
         "txn.expire": ("broker", "txn", "producer_id"),
         "txn.verify": ("broker", "op", "txn", "coordinator", "partitions", "add"),

@@ -1,5 +1,6 @@
-"""KIP-890 in virtual time: partition verification against KIP-664's hanging transaction, and
-transaction protocol version 2 (an epoch bump at every EndTxn, partitions added by the produce)."""
+"""KIP-890 in virtual time: partition verification against KIP-664's hanging transaction (also from a
+coordinator's state loaded from above its HW), and transaction protocol version 2 (an epoch bump at
+every EndTxn, partitions added by the produce)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 from minibroker.common.errors import Errors
 from minibroker.common.messages import ADD_PARTITION, ProduceData, ProduceRequest, TopicPartition
 from minibroker.common.record_batch import ProducerBatch
+from minibroker.coordinator.transaction import TRANSACTION_STATE_TOPIC
 from minibroker.coordinator.transaction import messages as m
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
 from minibroker.sim import TopicSpec, open_cluster
@@ -181,3 +183,104 @@ async def test_a_version_2_transaction_aborted_by_its_timeout_takes_the_client_s
         assert (aborted.error, aborted.producer_epoch) == (Errors.NONE, 1)
         committed = await raw.call(0, m.EndTxnRequest("slow2", pid, 0, True, transaction_version=2))
         assert committed.error is Errors.INVALID_TXN_STATE
+
+
+TS0 = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
+
+
+async def _ongoing_above_the_hw(cluster, raw) -> dict:
+    """Broker 1 takes over ``__transaction_state-0`` at 1 100 with "u"'s Ongoing record (offset 1) above
+    its HW; at 1 200 a verification, a client's AddPartitionsToTxn for v-0 (already in the transaction)
+    and a Produce to v-0's leader (1, which verifies with itself) are sent; their answers still to come."""
+    pid = await _producer_id(raw, "u")  # Empty at offset 0, committed at 11
+    cluster.pause_fetcher(2)  # 2 stays in the ISR (30 s lag allowed) but fetches nothing
+    await cluster.clock.sleep_until(1_000)
+    raw.send(0, m.AddPartitionsToTxnRequest("u", pid, 0, (("v", 0),)))  # Ongoing at 1: 0 and 1 have it
+    await cluster.clock.sleep_until(1_100)
+    cluster.move_leader(TS0, 1)  # 1 reads 2 records (to its log end) at 1 ms each, serving at 1 102
+    await cluster.clock.sleep_until(1_200)
+    coordinator = cluster.brokers[1].transaction_coordinator
+    assert (coordinator.transactions["u"].state, coordinator.uncommitted) == (ONGOING, {"u": 1})
+    assert cluster.brokers[1].replica_manager.partition(TS0).log.high_watermark == 1
+    answers = {
+        "verify": raw.send(1, m.AddPartitionsToTxnRequest("u", pid, 0, (("v", 0),), verify_only=True)),
+        "add": raw.send(1, m.AddPartitionsToTxnRequest("u", pid, 0, (("v", 0),))),
+        "produce": raw.send(1, _records("u", pid, 0, 0)),
+    }
+    await cluster.clock.sleep_until(1_300)
+    assert [answer.response for answer in answers.values()] == [None] * 3
+    return answers
+
+
+async def test_a_verification_from_a_loaded_uncommitted_ongoing_record_waits_for_the_hw(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        answers = await _ongoing_above_the_hw(cluster, raw)
+        cluster.resume_fetcher(2)  # 2 fetches offset 1 from 1 at once; 0 must report offset 2 as well
+        await cluster.clock.sleep_until(2_000)
+        # 0 follows 1 since 1 100 and reports its log end with its next fetch: the one parked at 1 from
+        # 1 020 expires at 1 520 (replica.fetch.wait.max.ms 500), reaches 0 at 1 525, and 0's next fetch
+        # reaches 1 at 1 530. The HW passes offset 1 then, and the answers come that instant (the client's
+        # links have no latency): the partition is in the transaction
+        (hw,) = [e for e in sink.of_kind("hw") if e["partition"] == str(TS0) and e["broker"] == 1]
+        assert (hw["time_ms"], hw["hw"]) == (1_530, 2)
+        verify, add = answers["verify"], answers["add"]
+        assert (verify.at, verify.response.error, verify.response.partition_errors) == (
+            1_530,
+            Errors.NONE,
+            ((("v", 0), Errors.NONE),),
+        )
+        assert (add.at, add.response.error) == (1_530, Errors.NONE)
+        waits = [(e["time_ms"], e["txn"], e["offset"], e["hw"]) for e in sink.of_kind("txn.wait")]
+        assert waits == [(1_200, "u", 1, 1)] * 3
+        # the Produce appended v-0's record at 1 530, acknowledged when 0 has it (5 ms each way)
+        produce = answers["produce"]
+        assert (produce.at, produce.response.partitions[V0].error) == (1_540, Errors.NONE)
+        assert cluster.brokers[1].transaction_coordinator.uncommitted == {}
+
+
+async def test_a_waiting_verification_answers_not_coordinator_when_the_partition_moves_away(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        answers = await _ongoing_above_the_hw(cluster, raw)
+        cluster.move_leader(TS0, 0)  # at 1 300, before the HW passed offset 1
+        await cluster.clock.sleep_until(2_000)
+        verify, add, produce = answers["verify"], answers["add"], answers["produce"]
+        assert (verify.at, verify.response.error) == (1_300, Errors.NOT_COORDINATOR)
+        assert (add.at, add.response.error) == (1_300, Errors.NOT_COORDINATOR)
+        # the leader tells the producer to retry, and appended nothing: no transaction without its state
+        assert (produce.at, produce.response.partitions[V0].error) == (1_300, Errors.NOT_ENOUGH_REPLICAS)
+        log = cluster.brokers[1].replica_manager.partition(V0).log
+        assert (log.log_end_offset, log.producer_state.ongoing) == (0, {})
+        assert len(sink.of_kind("txn.wait")) == 3
+        assert cluster.brokers[1].transaction_coordinator.uncommitted == {}
+
+
+async def test_a_loaded_prepare_commit_above_the_hw_sends_its_markers_when_the_hw_passes_it(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid = await _producer_id(raw, "c")
+        assert (await raw.call(0, m.AddPartitionsToTxnRequest("c", pid, 0, (("v", 0),)))).error is Errors.NONE
+        assert (await raw.call(1, _records("c", pid, 0, 0))).partitions[V0].error is Errors.NONE
+        cluster.pause_fetcher(2)
+        await cluster.clock.sleep_until(1_000)
+        raw.send(0, m.EndTxnRequest("c", pid, 0, True))  # PrepareCommit at offset 2: 0 and 1 have it
+        await cluster.clock.sleep_until(1_100)
+        cluster.move_leader(TS0, 1)  # 1 reads 3 records at 1 ms each: PrepareCommit, above its HW (2)
+        await cluster.clock.sleep_until(1_200)
+        cluster.resume_fetcher(2)
+        await cluster.clock.sleep_until(1_570)
+        log = cluster.brokers[1].replica_manager.partition(V0).log
+        assert (log.log_end_offset, log.producer_state.ongoing) == (1, {pid: 0})  # no marker yet
+        await cluster.clock.sleep_until(2_000)
+        # 0's fetch parked at 1 since 1 061 expires at 1 561, reaches 0 at 1 566, and 0's next fetch, the
+        # first to report __transaction_state-0's end, reaches 1 at 1 571: the HW passes offset 2 and the
+        # COMMIT marker goes to v-0's leader (1 itself) then, not at the load (1 103)
+        waits = [(e["time_ms"], e["txn"], e["offset"], e["hw"]) for e in sink.of_kind("txn.wait")]
+        assert waits == [(1_103, "c", 2, 2)]
+        (hw,) = [e for e in sink.of_kind("hw") if e["partition"] == str(TS0) and e["hw"] == 3]
+        (markers,) = [e for e in sink.of_kind("txn.markers") if e["txn"] == "c"]
+        assert (hw["broker"], hw["time_ms"], markers["broker"], markers["time_ms"]) == (1, 1_571, 1, 1_571)
+        meta = cluster.brokers[1].transaction_coordinator.transactions["c"]
+        assert meta.state == COMPLETE_COMMIT
+        assert (log.log_end_offset, log.producer_state.ongoing) == (2, {})
