@@ -178,7 +178,9 @@ class ConsumerGroupManager:
         if writes:
             self._write(request.group_id, writes, done)
         else:  # read from state the group's pending writes changed: held until they are answered
-            self.context.when_written([request.group_id], done)
+            self.context.answer_when_written(
+                request.group_id, answer, response, ConsumerGroupHeartbeatResponse
+            )
 
     def _write(self, group_id: str, writes: list[bytes], on_done: Callable[[Errors], Any]) -> bool:
         """Write the records one operation produced as one batch; if the log refuses it, revert the

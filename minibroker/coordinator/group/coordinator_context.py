@@ -167,6 +167,16 @@ class CoordinatorContext:
             return
         self._held.append((awaited, [], then))
 
+    def answer_when_written(
+        self, group_id: str, answer: Callable[[Any], Any], response: Any, failed: Callable[[Errors], Any]
+    ) -> None:
+        """``answer(response)`` once the group's writes sent so far are answered; if one failed,
+        ``answer(failed(error))`` with the error a group request answers (``write_error``)."""
+        self.when_written(
+            [group_id],
+            lambda error: answer(response if error is Errors.NONE else failed(write_error(error))),
+        )
+
     def group_records(self, group_id: str) -> Iterator[dict[str, Any]]:
         """The records of ``group_id`` in its partition's log, oldest first: what a load would replay
         for it (transactional offsets aside)."""
