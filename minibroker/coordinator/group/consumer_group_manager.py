@@ -145,7 +145,8 @@ class ConsumerGroupManager:
     # ConsumerGroupHeartbeat
     # ==========================================================================================
     def heartbeat(self, request: ConsumerGroupHeartbeatRequest, answer: Answer) -> None:
-        """Answer one heartbeat, once its records are replicated."""
+        """Answer one heartbeat, once its records are replicated; one without records once the
+        group's writes sent before it are (with the first failed one's error)."""
         writes: list[bytes] = []
         try:
             self._validate(request)
@@ -165,8 +166,8 @@ class ConsumerGroupManager:
             member_epoch=response.member_epoch,
             assignment=None if response.assignment is None else partition_names(response.assignment),
         )
-        if not writes:
-            return answer(response)
+        if not writes and response.error is not Errors.NONE:
+            return answer(response)  # a refusal is answered at once, as Kafka's runtime does
 
         def done(error: Errors) -> None:
             if error is Errors.NONE:
@@ -174,7 +175,12 @@ class ConsumerGroupManager:
             else:
                 answer(ConsumerGroupHeartbeatResponse(write_error(error)))
 
-        self._write(request.group_id, writes, done)
+        if writes:
+            self._write(request.group_id, writes, done)
+        else:  # read from state the group's pending writes changed: held until they are answered
+            self.context.answer_when_written(
+                request.group_id, answer, response, ConsumerGroupHeartbeatResponse
+            )
 
     def _write(self, group_id: str, writes: list[bytes], on_done: Callable[[Errors], Any]) -> bool:
         """Write the records one operation produced as one batch; if the log refuses it, revert the

@@ -362,7 +362,7 @@ class ConsumerGroupMigration:
             error = Errors.REBALANCE_IN_PROGRESS
             self._arm_join_timeout(gid, member)
         self._trace(request, "heartbeat", error, member.member_id, member.member_epoch)
-        answer(HeartbeatResponse(error))
+        self.manager.context.answer_when_written(gid, answer, HeartbeatResponse(error), HeartbeatResponse)
 
     def leave(self, group: ConsumerGroup, request: LeaveGroupRequest, answer: Answer) -> None:
         gid = group.group_id

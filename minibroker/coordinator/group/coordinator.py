@@ -184,7 +184,7 @@ class GroupCoordinator:
         elif isinstance(message, OffsetFetchRequest):
             fetch = message
 
-            def fetched() -> None:
+            def fetched(_written: Errors = Errors.NONE) -> None:
                 answer(
                     OffsetFetchResponse(
                         tuple(
@@ -197,7 +197,7 @@ class GroupCoordinator:
                 )
 
             if message.require_stable:  # Kafka's write operation without records: after the pending ones
-                offsets.when_stable([g.group_id for g in message.groups], fetched)
+                self.context.when_written([g.group_id for g in message.groups], fetched)
             else:
                 fetched()
         elif isinstance(message, ConsumerGroupHeartbeatRequest):

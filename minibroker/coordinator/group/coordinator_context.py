@@ -13,12 +13,20 @@ the broker's produce purgatory, and ``on_done(error)`` when the ISR has it (or
 the produce fails). ``write_error`` maps that error to the one a group request
 answers, as Kafka's coordinator does.
 
+``when_written`` is the rule of Kafka's ``CoordinatorRuntime`` for an operation whose
+answer was read from state that pending writes changed (a write operation that produced
+no records): its answer is held until every write of its groups sent before it is
+answered, and carries the first of those writes' errors if one failed. Writes sent after
+it are not waited for. Every write is answered by ``offsets.commit.timeout.ms`` at the
+latest, so a held operation always runs.
+
 Pure: no trio. The broker's ReplicaManager (``manager``) supplies the clock, the
 timer, the config, the request numbers and the appends.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -64,6 +72,12 @@ class CoordinatorContext:
         self.timer = CoordinatorTimer(manager.timer, manager.now, tracer, self.broker_id)
         #: topic name -> partition count of the cluster's topics (the broker points this at its metadata)
         self.topic_partitions: Callable[[], dict[str, int]] = dict
+        #: group id -> numbers of its writes sent to the log and not answered yet
+        self.writes_in_flight: dict[str, set[int]] = {}
+        self._write_numbers = itertools.count()
+        #: operations held by ``when_written``: the (group, write number)s still unanswered, the first
+        #: failed one's error, and what to do then
+        self._held: list[tuple[set[tuple[str, int]], list[Errors], Callable[[Errors], Any]]] = []
 
     @property
     def config(self) -> Any:
@@ -114,8 +128,54 @@ class CoordinatorContext:
         request = ProduceRequest(
             -1, self.config.offsets_commit_timeout_ms, {tp: data}, self._manager.next_request_id("offsets")
         )
-        self._manager.append_records(request, lambda response: on_done(response.partitions[tp].error))
+        number = next(self._write_numbers)
+        self.writes_in_flight.setdefault(group_id, set()).add(number)
+
+        def answered(response: Any) -> None:
+            error = response.partitions[tp].error
+            on_done(error)
+            self._write_answered(group_id, number, error)
+
+        self._manager.append_records(request, answered)
         return log is not None and log.log_end_offset > before
+
+    def _write_answered(self, group_id: str, number: int, error: Errors) -> None:
+        """One write of ``group_id`` is answered: run the held operations it was the last one for."""
+        in_flight = self.writes_in_flight[group_id]
+        in_flight.discard(number)
+        if not in_flight:
+            del self.writes_in_flight[group_id]
+        ready = []
+        for awaited, failed, then in self._held:
+            if (group_id, number) in awaited:
+                awaited.discard((group_id, number))
+                if error is not Errors.NONE and not failed:
+                    failed.append(error)
+                if not awaited:
+                    ready.append((failed, then))
+        if ready:
+            self._held = [held for held in self._held if held[0]]
+            for failed, then in ready:
+                then(failed[0] if failed else Errors.NONE)
+
+    def when_written(self, group_ids: list[str], then: Callable[[Errors], Any]) -> None:
+        """Call ``then(error)`` once every write of ``group_ids`` sent so far is answered (at once, with
+        NONE, if none is in flight): ``error`` is the first failed write's error, else NONE."""
+        awaited = {(gid, n) for gid in group_ids for n in self.writes_in_flight.get(gid, ())}
+        if not awaited:
+            then(Errors.NONE)
+            return
+        self._held.append((awaited, [], then))
+
+    def answer_when_written(
+        self, group_id: str, answer: Callable[[Any], Any], response: Any, failed: Callable[[Errors], Any]
+    ) -> None:
+        """``answer(response)`` once the group's writes sent so far are answered; if one failed,
+        ``answer(failed(error))`` with the error a group request answers (``write_error``)."""
+        self.when_written(
+            [group_id],
+            lambda error: answer(response if error is Errors.NONE else failed(write_error(error))),
+        )
 
     def group_records(self, group_id: str) -> Iterator[dict[str, Any]]:
         """The records of ``group_id`` in its partition's log, oldest first: what a load would replay

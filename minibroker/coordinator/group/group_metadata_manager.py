@@ -493,7 +493,15 @@ class GroupMetadataManager:
     # Heartbeat and session timeouts
     # ==========================================================================================
     def heartbeat(self, request: HeartbeatRequest, answer: Answer) -> None:
-        answer(HeartbeatResponse(self._heartbeat_error(request)))
+        """A refusal is answered at once; NONE and REBALANCE_IN_PROGRESS, read from the group's
+        state, once the group's writes sent before are answered (Kafka's write operation without
+        records)."""
+        error = self._heartbeat_error(request)
+        if error not in (Errors.NONE, Errors.REBALANCE_IN_PROGRESS):
+            return answer(HeartbeatResponse(error))
+        self.context.answer_when_written(
+            request.group_id, answer, HeartbeatResponse(error), HeartbeatResponse
+        )
 
     def _heartbeat_error(self, request: HeartbeatRequest) -> Errors:
         if not request.group_id:

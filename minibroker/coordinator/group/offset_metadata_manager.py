@@ -8,8 +8,8 @@
   applied) when it completes. A failed write answers as Kafka maps it:
   COORDINATOR_NOT_AVAILABLE (not enough replicas, timeout) or NOT_COORDINATOR.
 - OffsetFetch reads the applied offsets; an unknown partition or group gives -1.
-  With ``require_stable`` (KIP-447) the answer waits until the group's offset writes
-  already in the log are answered (``when_stable``), as Kafka's
+  With ``require_stable`` (KIP-447) the answer waits until the group's writes
+  already in the log are answered (the context's ``when_written``), as Kafka's
   ``GroupCoordinatorService.fetchOffsets`` makes such a fetch a write operation with no
   records that completes once the pending offsets are committed: a member that
   fetches its position after a rejoin never reads an offset older than one it has
@@ -43,8 +43,6 @@ group whose last offset expired. The broker is reached through the
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from minibroker.common.errors import Errors
@@ -111,11 +109,6 @@ class OffsetMetadataManager:
         self.pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         #: offsets removed by the retention checks so far
         self.expired_offsets = 0
-        #: group id -> numbers of its offset writes sent to the log and not answered yet
-        self.writes_in_flight: dict[str, set[int]] = {}
-        self._write_numbers = itertools.count()
-        #: stable OffsetFetches waiting: the (group, write number)s still unanswered, and what to do then
-        self._stable_waiters: list[tuple[set[tuple[str, int]], Callable[[], Any]]] = []
 
     # ==========================================================================================
     # OffsetCommit
@@ -142,7 +135,6 @@ class OffsetMetadataManager:
         if not accepted:
             return answer(commit_response(request, errors))
         values = [records.offset_record(gid, tp.topic, tp.partition, value) for tp, value in accepted.items()]
-        number = self._write_sent(gid)
 
         def done(write: Errors) -> None:
             if write is Errors.NONE:
@@ -159,7 +151,6 @@ class OffsetMetadataManager:
                 offsets={str(tp): v.offset for tp, v in accepted.items()},
             )
             answer(commit_response(request, errors))
-            self._write_answered(gid, number)
 
         self.context.write(gid, values, done)
 
@@ -179,7 +170,6 @@ class OffsetMetadataManager:
             records.txn_offset_record(gid, tp.topic, tp.partition, value, pid)
             for tp, value in accepted.items()
         ]
-        number = self._write_sent(gid)
 
         def done(write: Errors) -> None:
             if write is Errors.NONE:
@@ -194,40 +184,8 @@ class OffsetMetadataManager:
                 offsets={str(tp): v.offset for tp, v in accepted.items()},
             )
             answer(commit_response(request, errors))
-            self._write_answered(gid, number)
 
         self.context.write(gid, values, done, (pid, request.producer_epoch))
-
-    def _write_sent(self, group_id: str) -> int:
-        number = next(self._write_numbers)
-        self.writes_in_flight.setdefault(group_id, set()).add(number)
-        return number
-
-    def _write_answered(self, group_id: str, number: int) -> None:
-        """One offset write of ``group_id`` is answered: run the stable fetches it was the last one for."""
-        in_flight = self.writes_in_flight[group_id]
-        in_flight.discard(number)
-        if not in_flight:
-            del self.writes_in_flight[group_id]
-        ready = []
-        for awaited, then in self._stable_waiters:
-            awaited.discard((group_id, number))
-            if not awaited:
-                ready.append(then)
-        if ready:
-            self._stable_waiters = [w for w in self._stable_waiters if w[0]]
-            for then in ready:
-                then()
-
-    def when_stable(self, group_ids: list[str], then: Callable[[], Any]) -> None:
-        """Call ``then`` once every offset write of ``group_ids`` sent so far is answered (at once if
-        none is in flight); writes sent later are not waited for. Each write is answered by
-        ``offsets.commit.timeout.ms`` at the latest, so ``then`` always runs."""
-        awaited = {(gid, n) for gid in group_ids for n in self.writes_in_flight.get(gid, ())}
-        if not awaited:
-            then()
-            return
-        self._stable_waiters.append((awaited, then))
 
     def _validate_txn_commit(self, request: TxnOffsetCommitRequest) -> Errors | None:
         """Kafka's validateTxnOffsetCommit: the member and generation are checked only when given."""

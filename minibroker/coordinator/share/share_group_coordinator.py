@@ -106,11 +106,16 @@ class ShareGroupCoordinator:
     def heartbeat(
         self, request: ShareGroupHeartbeatRequest, respond: Callable[[ShareGroupHeartbeatResponse], object]
     ) -> None:
-        """Answer one heartbeat, once its records are replicated."""
+        """Answer one heartbeat, once its records are replicated; one without records that is not a
+        refusal once the group's writes sent before it are (with the first failed one's error)."""
         writes: list[bytes] = []
         response = self._heartbeat(request, writes)
-        if not writes:
+        if not writes and response.error is not Errors.NONE:
             respond(response)
+            return
+        if not writes:
+            context = self.coordinator.context
+            context.answer_when_written(request.group_id, respond, response, ShareGroupHeartbeatResponse)
             return
 
         def done(error: Errors) -> None:

@@ -561,3 +561,35 @@ async def test_offsets_of_unsubscribed_topics_expire_and_an_empty_group_without_
         assert expired == [(60_000, ["u-0"]), (70_000, ["t-0"])]
     finally:
         await cm.__aexit__(None, None, None)
+
+
+async def test_a_heartbeat_without_records_waits_for_the_groups_earlier_writes_and_carries_their_error(
+    autojump_clock,
+):
+    """Kafka's CoordinatorRuntime: an answer read from state that pending writes changed is held until
+    those writes are answered (not later ones), and a failed one's error is the answer's."""
+    cm, cluster, sink = await open_group_cluster(3, config={"minibroker.coordinator.load.ms.per.record": 0})
+    cluster.create_topic(TopicSpec("t", 4, 1))
+    a, b, c = Raw(cluster, "a"), Raw(cluster, "b"), Raw(cluster, "c")
+    try:
+        assert (await a.call(0, hb("m-a", 0))).member_epoch == 1
+        await cluster.clock.sleep_until(1000)
+        for follower in (1, 2):  # nothing more reaches the ISR: every write times out after 5 s
+            cluster.pause_fetcher(follower)
+        joined = b.send(0, hb("m-b", 0))  # its records (group epoch 2) wait in the purgatory
+        await cluster.clock.sleep_until(1100)
+        # b asks again (its first answer never came): nothing new to write, the answer is read from
+        # the epoch-2 state that the pending write holds
+        again = b.send(0, hb("m-b", 0))
+        await cluster.clock.sleep_until(1200)
+        later = c.send(0, hb("m-c", 0))  # written after b's second heartbeat: not waited for
+        await cluster.clock.sleep_until(7000)
+        (answered,) = [e for e in sink.of_kind("group.consumer.heartbeat") if e["time_ms"] == 1100]
+        assert (answered["member"], answered["error"], answered["member_epoch"]) == ("m-b", "NONE", 2)
+        assert (joined.at, joined.response.error) == (6000, Errors.COORDINATOR_NOT_AVAILABLE)
+        assert (again.at, again.response.error) == (6000, Errors.COORDINATOR_NOT_AVAILABLE)
+        assert (again.response.member_id, again.response.assignment) == (None, None)
+        assert (later.at, later.response.error) == (6200, Errors.COORDINATOR_NOT_AVAILABLE)
+        assert cluster.brokers[0].coordinator.context.writes_in_flight == {}
+    finally:
+        await cm.__aexit__(None, None, None)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from minibroker.common.errors import Errors
 from minibroker.coordinator.group.messages import (
+    CommitOffset,
     LeaveGroupRequest,
     LeavingMember,
+    OffsetCommitRequest,
 )
+from minibroker.sim import TopicSpec
 from tests.coordinator.group.helpers import (
     Raw,
     heartbeat,
@@ -255,5 +259,29 @@ async def test_a_member_that_never_syncs_is_removed_when_the_sync_timeout_fires(
         assert removed == [(follower_id, "no SyncGroup", 26_000)]
         assert coordinator.groups["g"].state == "PreparingRebalance"
         assert (await follower.call(0, heartbeat("g", 1, follower_id))).error.name == "UNKNOWN_MEMBER_ID"
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+async def test_a_heartbeat_waits_for_the_groups_earlier_commit_and_carries_its_error(autojump_clock):
+    """Kafka runs Heartbeat as a write operation without records: its NONE waits for the group's writes
+    sent before it, a refusal does not."""
+    cm, cluster, _sink = await open_group_cluster(3, config={"minibroker.coordinator.load.ms.per.record": 0})
+    cluster.create_topic(TopicSpec("t", 1, 1))
+    raw = Raw(cluster, "app")
+    try:
+        (mid,), generation = await stable_group(cluster, [raw])
+        await cluster.clock.sleep_until(5000)
+        for follower in (1, 2):  # nothing more reaches the ISR: the commit times out after 5 s
+            cluster.pause_fetcher(follower)
+        commit = raw.send(0, OffsetCommitRequest("g", (CommitOffset("t", 0, 7),), generation, mid))
+        await cluster.clock.sleep_until(5100)
+        held = raw.send(0, heartbeat("g", generation, mid))
+        refused = raw.send(0, heartbeat("g", generation + 1, mid))
+        await cluster.clock.sleep_until(5200)
+        assert (held.at, refused.at, refused.response.error) == (None, 5100, Errors.ILLEGAL_GENERATION)
+        await cluster.clock.sleep_until(11_000)
+        assert (commit.at, commit.response.partitions[0][2]) == (10_000, Errors.COORDINATOR_NOT_AVAILABLE)
+        assert (held.at, held.response.error) == (10_000, Errors.COORDINATOR_NOT_AVAILABLE)
     finally:
         await cm.__aexit__(None, None, None)

@@ -95,7 +95,7 @@ async def test_a_stable_offset_fetch_is_answered_after_the_commits_already_in_th
         assert (latest.at, [o.offset for o in latest.response.groups[0].offsets]) == (2010, [18])
         assert (newer.at, stable.at) == (2020, 2020)
         assert [o.offset for o in stable.response.groups[0].offsets] == [58]
-        assert cluster.brokers[0].coordinator.offset_metadata_manager.writes_in_flight == {}
+        assert cluster.brokers[0].coordinator.context.writes_in_flight == {}
     finally:
         await cm.__aexit__(None, None, None)
 
