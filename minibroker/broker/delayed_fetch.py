@@ -26,7 +26,14 @@ from collections.abc import Callable
 from minibroker.broker.log import LogOffsetMetadata
 from minibroker.broker.partition import Partition, PartitionError
 from minibroker.common.errors import Errors
-from minibroker.common.messages import FetchRequest, FetchResponse, PartitionFetchResponse, TopicPartition
+from minibroker.common.messages import (
+    LOG_END,
+    TXN_COMMITTED,
+    FetchRequest,
+    FetchResponse,
+    PartitionFetchResponse,
+    TopicPartition,
+)
 from minibroker.purgatory import DelayedOperation
 
 Reader = Callable[[FetchRequest], dict[TopicPartition, PartitionFetchResponse]]
@@ -36,6 +43,9 @@ class DelayedFetch(DelayedOperation):
     """Completes once enough bytes are readable, on a partition error or epoch change, or at max wait."""
 
     __slots__ = ("request", "fetch_offsets", "lookup", "read", "respond", "isolation")
+
+    #: its check reads the partitions' state only: watching it changes nothing the check sees
+    recheck_after_watch = False
 
     def __init__(
         self,
@@ -61,6 +71,8 @@ class DelayedFetch(DelayedOperation):
         wanted = request.partitions
         lookup = self.lookup
         isolation = self.isolation
+        log_end = isolation == LOG_END
+        committed = isolation == TXN_COMMITTED
         follower = request.is_from_follower
         for tp, fetch_offset in self.fetch_offsets.items():
             fetch_partition = wanted[tp]
@@ -78,7 +90,14 @@ class DelayedFetch(DelayedOperation):
                     cause = "leadership" if error.error is Errors.NOT_LEADER_OR_FOLLOWER else "condition"
                     return self._complete(cause)
             log = partition.log
-            end_offset = partition.max_offset(isolation)
+            # ``partition.max_offset(isolation)``, inlined: every watched partition passes here
+            end_offset = (
+                log.log_end_offset
+                if log_end
+                else log.last_stable_offset
+                if committed
+                else log.high_watermark
+            )
             if end_offset != fetch_offset.message_offset:  # else nothing new: no position to look up
                 end = log.offset_metadata(end_offset)
                 if end.message_offset < fetch_offset.message_offset:
@@ -89,6 +108,12 @@ class DelayedFetch(DelayedOperation):
                     accumulated += min(end.position_diff(fetch_offset), fetch_partition.partition_max_bytes)
             last_fetched_epoch = fetch_partition.last_fetched_epoch
             if follower and last_fetched_epoch >= 0:  # H
+                epochs = log.epochs
+                if epochs and last_fetched_epoch == epochs[-1][0]:
+                    # the latest epoch (``end_offset_for_epoch``'s first answer): it ends at the LEO
+                    if log.log_end_offset < fetch_partition.fetch_offset:
+                        return self._complete("condition")
+                    continue
                 epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
                 if epoch < 0 or epoch < last_fetched_epoch or end_offset < fetch_partition.fetch_offset:
                     return self._complete("condition")

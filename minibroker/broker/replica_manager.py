@@ -484,7 +484,7 @@ class ReplicaManager:
             request,
             fetch_offsets,
             isolation,
-            self.partition,
+            self.partitions.get,
             lambda req: self._read(req, update_follower=False)[0],
             lambda response: self._respond_fetch(request, respond, response),
             op_id=request.request_id or None,
