@@ -92,11 +92,7 @@ class DelayedFetch(DelayedOperation):
             log = partition.log
             # ``partition.max_offset(isolation)``, inlined: every watched partition passes here
             end_offset = (
-                log.log_end_offset
-                if log_end
-                else log.last_stable_offset
-                if committed
-                else log.high_watermark
+                log.log_end_offset if log_end else log.last_stable_offset if committed else log.high_watermark
             )
             if end_offset != fetch_offset.message_offset:  # else nothing new: no position to look up
                 end = log.offset_metadata(end_offset)
