@@ -469,7 +469,7 @@ class ReplicaManager:
             self._fetch_remote(request, respond, results, remote[0])
             return
         isolation = LOG_END if request.is_from_follower else request.isolation
-        size = sum(result.size for result in results.values())
+        size = sum(result.size for result in results.values() if result.batches)
         errors = any(result.error is not Errors.NONE for result in results.values())
         if (
             request.max_wait_ms <= 0
@@ -557,8 +557,37 @@ class ReplicaManager:
         pushed_here = update_follower and not follower  # a client's first read
         request_error = self.pushed_errors.take("fetch", None) if pushed_here else None
         hosted = self.partitions
+        none = Errors.NONE
         for tp, wanted in request.partitions.items():
             partition = hosted.get(tp)
+            if follower and partition is not None:
+                # a follower with every record, the common case, checked as the general path below
+                # would (leader, epoch, no diverging epoch, in the local log): what ``Log.read``
+                # answers, without reading (and without the position, which only the first read's
+                # caller uses)
+                log = partition.log
+                fetch_offset = wanted.fetch_offset
+                requested_epoch = wanted.current_leader_epoch
+                last_fetched_epoch = wanted.last_fetched_epoch
+                epochs = log.epochs
+                if (
+                    fetch_offset == log.log_end_offset
+                    and partition.leader_id == partition.broker_id
+                    and (requested_epoch < 0 or requested_epoch == partition.leader_epoch)
+                    and (last_fetched_epoch < 0 or (epochs and last_fetched_epoch == epochs[-1][0]))
+                    and fetch_offset >= log.local_log_start_offset
+                ):
+                    if update_follower:
+                        offsets[tp] = log.offset_metadata(fetch_offset)
+                        try:
+                            self._update_follower(partition, request.replica_id, wanted, now)
+                        except PartitionError as failure:
+                            results[tp] = PartitionFetchResponse(failure.error)
+                            continue
+                    results[tp] = PartitionFetchResponse(
+                        none, log.high_watermark, log.log_start_offset, fetch_offset
+                    )
+                    continue
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
@@ -615,8 +644,7 @@ class ReplicaManager:
                         continue
                     raise PartitionError(Errors.OFFSET_OUT_OF_RANGE)
                 if follower and fetch_offset == log.log_end_offset:
-                    # a follower with every record: what ``Log.read`` answers, without reading (and
-                    # without the position, which only the first read's caller uses)
+                    # a follower with every record (as above)
                     if update_follower:
                         offsets[tp] = log.offset_metadata(fetch_offset)
                         self._update_follower(partition, request.replica_id, wanted, now)
@@ -664,9 +692,10 @@ class ReplicaManager:
             self.emit(
                 "follower.fetch", partition=str(partition.tp), replica=follower, offset=wanted.fetch_offset
             )
-        proposed = partition.isr_expansion_candidate(follower)
-        if proposed is not None:
-            self.alter_partition(partition, "expand", proposed)
+        if partition.pending is None and follower not in partition.isr:  # else no candidate
+            proposed = partition.isr_expansion_candidate(follower)
+            if proposed is not None:
+                self.alter_partition(partition, "expand", proposed)
         if raised:
             self.trace_hw(partition, hw_before)
         if raised or low_raised:
