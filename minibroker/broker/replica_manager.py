@@ -575,7 +575,8 @@ class ReplicaManager:
                     and partition.leader_id == partition.broker_id
                     and (requested_epoch < 0 or requested_epoch == partition.leader_epoch)
                     and (last_fetched_epoch < 0 or (epochs and last_fetched_epoch == epochs[-1][0]))
-                    and fetch_offset >= log.local_log_start_offset
+                    and fetch_offset >= log.log_start_offset
+                    and fetch_offset >= log.segments[0].base_offset  # the local log start offset
                 ):
                     if update_follower:
                         offsets[tp] = log.offset_metadata(fetch_offset)
