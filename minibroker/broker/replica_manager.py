@@ -485,7 +485,7 @@ class ReplicaManager:
             fetch_offsets,
             isolation,
             self.partitions.get,
-            lambda req: self._read(req, update_follower=False)[0],
+            lambda req: self._read(req, update_follower=False, previous=results)[0],
             lambda response: self._respond_fetch(request, respond, response),
             op_id=request.request_id or None,
         )
@@ -538,10 +538,16 @@ class ReplicaManager:
         respond(response)
 
     def _read(
-        self, request: FetchRequest, update_follower: bool, remote: list[TopicPartition] | None = None
+        self,
+        request: FetchRequest,
+        update_follower: bool,
+        remote: list[TopicPartition] | None = None,
+        previous: dict[TopicPartition, PartitionFetchResponse] | None = None,
     ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
         """Read every partition of ``request``; a follower's first read also updates its fetch state.
         The positions (second answer) are complete for the first read (``update_follower``) only.
+        A follower's partition that still has every record answers with its answer in ``previous`` (an
+        earlier read of the same request) when that one is equal.
 
         A consumer's offset between the log start offset and the local log start offset of a topic in
         tiered storage reads nothing locally: the partition answers no records yet and is added to
@@ -585,9 +591,22 @@ class ReplicaManager:
                         except PartitionError as failure:
                             results[tp] = PartitionFetchResponse(failure.error)
                             continue
-                    results[tp] = PartitionFetchResponse(
-                        none, log.high_watermark, log.log_start_offset, fetch_offset
-                    )
+                    answer = previous.get(tp) if previous is not None else None
+                    if not (
+                        answer is not None
+                        and answer.error is none
+                        and answer.high_watermark == log.high_watermark
+                        and answer.log_start_offset == log.log_start_offset
+                        and answer.log_end_offset == fetch_offset
+                        and not answer.batches
+                        and answer.diverging_epoch is None
+                        and not answer.aborted
+                        and answer.local_log_start_offset == -1
+                    ):
+                        answer = PartitionFetchResponse(
+                            none, log.high_watermark, log.log_start_offset, fetch_offset
+                        )
+                    results[tp] = answer
                     continue
             try:
                 if partition is None:
