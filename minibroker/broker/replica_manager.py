@@ -573,14 +573,14 @@ class ReplicaManager:
                 # caller uses)
                 log = partition.log
                 fetch_offset = wanted.fetch_offset
-                requested_epoch = wanted.current_leader_epoch
-                last_fetched_epoch = wanted.last_fetched_epoch
-                epochs = log.epochs
                 if (
                     fetch_offset == log.log_end_offset
                     and partition.leader_id == partition.broker_id
-                    and (requested_epoch < 0 or requested_epoch == partition.leader_epoch)
-                    and (last_fetched_epoch < 0 or (epochs and last_fetched_epoch == epochs[-1][0]))
+                    and ((epoch := wanted.current_leader_epoch) < 0 or epoch == partition.leader_epoch)
+                    and (
+                        (last := wanted.last_fetched_epoch) < 0
+                        or ((epochs := log.epochs) and last == epochs[-1][0])
+                    )
                     and fetch_offset >= log.log_start_offset
                     and fetch_offset >= log.segments[0].base_offset  # the local log start offset
                 ):
