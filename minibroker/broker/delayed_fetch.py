@@ -37,6 +37,9 @@ class DelayedFetch(DelayedOperation):
 
     __slots__ = ("request", "fetch_offsets", "lookup", "read", "respond", "isolation")
 
+    #: its check reads the partitions' state only: watching it changes nothing the check sees
+    recheck_after_watch = False
+
     def __init__(
         self,
         request: FetchRequest,
@@ -89,6 +92,12 @@ class DelayedFetch(DelayedOperation):
                     accumulated += min(end.position_diff(fetch_offset), fetch_partition.partition_max_bytes)
             last_fetched_epoch = fetch_partition.last_fetched_epoch
             if follower and last_fetched_epoch >= 0:  # H
+                epochs = log.epochs
+                if epochs and last_fetched_epoch == epochs[-1][0]:
+                    # the latest epoch (``end_offset_for_epoch``'s first answer): it ends at the LEO
+                    if log.log_end_offset < fetch_partition.fetch_offset:
+                        return self._complete("condition")
+                    continue
                 epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
                 if epoch < 0 or epoch < last_fetched_epoch or end_offset < fetch_partition.fetch_offset:
                     return self._complete("condition")

@@ -45,6 +45,9 @@ class DelayedProduce(DelayedPartitionsOperation):
 
     __slots__ = ()
 
+    #: its check reads the partitions' state only: watching it changes nothing the check sees
+    recheck_after_watch = False
+
     def __init__(
         self,
         delay_ms: int,

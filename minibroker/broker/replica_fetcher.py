@@ -70,6 +70,8 @@ class ReplicaFetcher:
         self.paused = False
         self.fetches = 0
         self._wake = trio.Event()
+        #: the last fetch's entry of each partition, sent again while it is the same (it is immutable)
+        self._sent: dict[TopicPartition, FetchPartition] = {}
 
     def add_partition(self, tp: TopicPartition) -> None:
         self.partitions[tp] = None
@@ -77,6 +79,7 @@ class ReplicaFetcher:
 
     def remove_partition(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self._sent.pop(tp, None)
 
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
@@ -85,17 +88,27 @@ class ReplicaFetcher:
     def _build_request(self) -> FetchRequest:
         manager = self.manager
         config = manager.config
+        max_bytes = config.replica_fetch_max_bytes
+        sent = self._sent
         parts = {}
         for tp in self.partitions:
             partition = manager.partitions[tp]
             log = partition.log
-            parts[tp] = FetchPartition(
-                log.log_end_offset,
-                config.replica_fetch_max_bytes,
-                partition.leader_epoch,
-                log.latest_epoch() if log.log_end_offset > 0 else -1,
-                log.log_start_offset,
-            )
+            end = log.log_end_offset
+            leader_epoch = partition.leader_epoch
+            last_epoch = log.latest_epoch() if end > 0 else -1
+            start = log.log_start_offset
+            entry = sent.get(tp)
+            if (
+                entry is None
+                or entry.fetch_offset != end
+                or entry.current_leader_epoch != leader_epoch
+                or entry.last_fetched_epoch != last_epoch
+                or entry.log_start_offset != start
+                or entry.partition_max_bytes != max_bytes
+            ):
+                entry = sent[tp] = FetchPartition(end, max_bytes, leader_epoch, last_epoch, start)
+            parts[tp] = entry
         return FetchRequest(
             manager.broker_id,
             config.replica_fetch_wait_max_ms,

@@ -480,7 +480,7 @@ class ReplicaManager:
             self._fetch_remote(request, respond, results, remote[0])
             return
         isolation = LOG_END if request.is_from_follower else request.isolation
-        size = sum(result.size for result in results.values())
+        size = sum(result.size for result in results.values() if result.batches)
         errors = any(result.error is not Errors.NONE for result in results.values())
         if (
             request.max_wait_ms <= 0
@@ -495,8 +495,8 @@ class ReplicaManager:
             request,
             fetch_offsets,
             isolation,
-            self.partition,
-            lambda req: self._read(req, update_follower=False)[0],
+            self.partitions.get,
+            lambda req: self._read(req, update_follower=False, previous=results)[0],
             lambda response: self._respond_fetch(request, respond, response),
             op_id=request.request_id or None,
         )
@@ -549,10 +549,16 @@ class ReplicaManager:
         respond(response)
 
     def _read(
-        self, request: FetchRequest, update_follower: bool, remote: list[TopicPartition] | None = None
+        self,
+        request: FetchRequest,
+        update_follower: bool,
+        remote: list[TopicPartition] | None = None,
+        previous: dict[TopicPartition, PartitionFetchResponse] | None = None,
     ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
         """Read every partition of ``request``; a follower's first read also updates its fetch state.
         The positions (second answer) are complete for the first read (``update_follower``) only.
+        A follower's partition that still has every record answers with its answer in ``previous`` (an
+        earlier read of the same request) when that one is equal.
 
         A consumer's offset between the log start offset and the local log start offset of a topic in
         tiered storage reads nothing locally: the partition answers no records yet and is added to
@@ -568,8 +574,51 @@ class ReplicaManager:
         pushed_here = update_follower and not follower  # a client's first read
         request_error = self.pushed_errors.take("fetch", None) if pushed_here else None
         hosted = self.partitions
+        none = Errors.NONE
         for tp, wanted in request.partitions.items():
             partition = hosted.get(tp)
+            if follower and partition is not None:
+                # a follower with every record, the common case, checked as the general path below
+                # would (leader, epoch, no diverging epoch, in the local log): what ``Log.read``
+                # answers, without reading (and without the position, which only the first read's
+                # caller uses)
+                log = partition.log
+                fetch_offset = wanted.fetch_offset
+                if (
+                    fetch_offset == log.log_end_offset
+                    and partition.leader_id == partition.broker_id
+                    and ((epoch := wanted.current_leader_epoch) < 0 or epoch == partition.leader_epoch)
+                    and (
+                        (last := wanted.last_fetched_epoch) < 0
+                        or ((epochs := log.epochs) and last == epochs[-1][0])
+                    )
+                    and fetch_offset >= log.log_start_offset
+                    and fetch_offset >= log.segments[0].base_offset  # the local log start offset
+                ):
+                    if update_follower:
+                        offsets[tp] = log.offset_metadata(fetch_offset)
+                        try:
+                            self._update_follower(partition, request.replica_id, wanted, now)
+                        except PartitionError as failure:
+                            results[tp] = PartitionFetchResponse(failure.error)
+                            continue
+                    answer = previous.get(tp) if previous is not None else None
+                    if not (
+                        answer is not None
+                        and answer.error is none
+                        and answer.high_watermark == log.high_watermark
+                        and answer.log_start_offset == log.log_start_offset
+                        and answer.log_end_offset == fetch_offset
+                        and not answer.batches
+                        and answer.diverging_epoch is None
+                        and not answer.aborted
+                        and answer.local_log_start_offset == -1
+                    ):
+                        answer = PartitionFetchResponse(
+                            none, log.high_watermark, log.log_start_offset, fetch_offset
+                        )
+                    results[tp] = answer
+                    continue
             try:
                 if partition is None:
                     raise PartitionError(self._lookup_error(tp))
@@ -626,8 +675,7 @@ class ReplicaManager:
                         continue
                     raise PartitionError(Errors.OFFSET_OUT_OF_RANGE)
                 if follower and fetch_offset == log.log_end_offset:
-                    # a follower with every record: what ``Log.read`` answers, without reading (and
-                    # without the position, which only the first read's caller uses)
+                    # a follower with every record (as above)
                     if update_follower:
                         offsets[tp] = log.offset_metadata(fetch_offset)
                         self._update_follower(partition, request.replica_id, wanted, now)
@@ -675,9 +723,10 @@ class ReplicaManager:
             self.emit(
                 "follower.fetch", partition=str(partition.tp), replica=follower, offset=wanted.fetch_offset
             )
-        proposed = partition.isr_expansion_candidate(follower)
-        if proposed is not None:
-            self.alter_partition(partition, "expand", proposed)
+        if partition.pending is None and follower not in partition.isr:  # else no candidate
+            proposed = partition.isr_expansion_candidate(follower)
+            if proposed is not None:
+                self.alter_partition(partition, "expand", proposed)
         if raised:
             self.trace_hw(partition, hw_before)
         if raised or low_raised:

@@ -37,6 +37,11 @@ class DelayedOperation(TimerTask, abc.ABC):
 
     __slots__ = ("_completed", "_lock_depth", "_purgatory", "_armed", "expired", "op_id", "cause")
 
+    #: whether ``try_complete_else_watch`` checks again once the operation is watched. Kafka does, for
+    #: a condition another thread may make true in between; an operation whose ``try_complete`` only
+    #: reads broker state (which watching, on this one thread, cannot change) sets it False
+    recheck_after_watch = True
+
     def __init__(self, delay_ms: int, op_id: str | None = None) -> None:
         super().__init__(delay_ms)
         self._completed = False

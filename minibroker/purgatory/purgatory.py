@@ -90,7 +90,8 @@ class DelayedOperationPurgatory(Generic[Op]):
         """Complete ``operation`` now if it can; otherwise watch it on ``keys`` and arm it.
 
         True only if this call completed it. An empty key list is an error.
-        (``DelayedOperation.safe_try_complete_or_else`` inlined: check, watch, check again.)
+        (``DelayedOperation.safe_try_complete_or_else`` inlined: check, watch, check again, the last
+        step only for an operation with ``recheck_after_watch``.)
         """
         if not isinstance(keys, (list, tuple)):
             keys = list(keys)
@@ -125,7 +126,7 @@ class DelayedOperationPurgatory(Generic[Op]):
                 else:
                     watching.append(operation)
             self.estimated_total += 1
-            if operation.try_complete():
+            if operation.recheck_after_watch and operation.try_complete():
                 self.completions += 1
                 return True
         finally:
