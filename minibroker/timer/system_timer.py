@@ -168,6 +168,7 @@ class SystemTimer(TimerBase):
             bucket.expiration = -1
             last_expiration = None
             target = bucket
+            placed = {}  # expiration -> bucket, for this bucket's entries (their clock is fixed)
             for entry in entries:
                 if entry.bucket is not bucket:
                     # removed (cancelled, or its task re-armed): kept for reuse when only this list and
@@ -183,17 +184,19 @@ class SystemTimer(TimerBase):
                     due.append(entry)
                     continue
                 if at != last_expiration:
-                    # TimingWheel.place inlined (the clock does not move during a flush)
-                    level = wheel
-                    while at >= level._limit:
-                        level = level.overflow_wheel
-                    tick = level.tick_ms
-                    virtual_id = at // tick
-                    target = level.buckets[virtual_id % level.wheel_size]
-                    start = virtual_id * tick
-                    if target.expiration != start:
-                        target.expiration = start
-                        offer(target)
+                    target = placed.get(at)
+                    if target is None:
+                        # TimingWheel.place inlined (the clock does not move during a flush)
+                        level = wheel
+                        while at >= level._limit:
+                            level = level.overflow_wheel
+                        tick = level.tick_ms
+                        virtual_id = at // tick
+                        target = placed[at] = level.buckets[virtual_id % level.wheel_size]
+                        start = virtual_id * tick
+                        if target.expiration != start:
+                            target.expiration = start
+                            offer(target)
                     last_expiration = at
                 target.append(entry)
                 entry.bucket = target
