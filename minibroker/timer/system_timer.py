@@ -93,7 +93,7 @@ class SystemTimer(TimerBase):
         """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already).
 
         ``TimerTaskEntry(task, e)`` and ``TimingWheel.add`` inlined: one Python frame per add
-        when the expiration equals the previous placement's, two otherwise.
+        (two when its bucket is offered to the delay queue).
         """
         clock = self.clock
         expiration = task.delay_ms + (self._now if clock is None else clock())
@@ -111,14 +111,25 @@ class SystemTimer(TimerBase):
             bucket = wheel._last_bucket
         else:
             entry.expiration_ms = expiration
-            bucket = wheel.place(expiration)
-            if bucket is None:
+            if expiration < wheel._due_before:
                 entry.bucket = None
                 if self.tracer is not None:
                     self._trace_fire(task, expiration)
                 task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
                 self.executor(task)
                 return
+            # TimingWheel.place inlined
+            level = wheel
+            while expiration >= level._limit:
+                level = level.overflow_wheel or level._add_overflow_wheel()
+            tick = level.tick_ms
+            virtual_id = expiration // tick
+            bucket = wheel._last_bucket = level.buckets[virtual_id % level.wheel_size]
+            wheel._last_expiration = expiration
+            start = virtual_id * tick
+            if bucket.expiration != start:
+                bucket.expiration = start
+                self._offer(bucket)
         bucket.append(entry)
         entry.bucket = bucket
         if self.tracer is not None:
