@@ -184,7 +184,7 @@ class SystemTimer(TimerBase):
                 if entry.bucket is not bucket:
                     # removed (cancelled, or its task re-armed): kept for reuse when only this list and
                     # this loop refer to it, else dropped with the list
-                    if refcount(entry) == 3 and len(spare) < SPARE_MAX:
+                    if len(spare) < SPARE_MAX and refcount(entry) == 3:
                         entry.task = None
                         spare.append(entry)
                     continue
