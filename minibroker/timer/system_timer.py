@@ -93,7 +93,7 @@ class SystemTimer(TimerBase):
         """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already).
 
         ``TimerTaskEntry(task, e)`` and ``TimingWheel.add`` inlined: one Python frame per add
-        when the expiration equals the previous placement's, two otherwise.
+        (two when its bucket is offered to the delay queue).
         """
         clock = self.clock
         expiration = task.delay_ms + (self._now if clock is None else clock())
@@ -111,14 +111,25 @@ class SystemTimer(TimerBase):
             bucket = wheel._last_bucket
         else:
             entry.expiration_ms = expiration
-            bucket = wheel.place(expiration)
-            if bucket is None:
+            if expiration < wheel._due_before:
                 entry.bucket = None
                 if self.tracer is not None:
                     self._trace_fire(task, expiration)
                 task._entry = None  # fired: unbind (no task <-> entry cycle left for the GC)
                 self.executor(task)
                 return
+            # TimingWheel.place inlined
+            level = wheel
+            while expiration >= level._limit:
+                level = level.overflow_wheel or level._add_overflow_wheel()
+            tick = level.tick_ms
+            virtual_id = expiration // tick
+            bucket = wheel._last_bucket = level.buckets[virtual_id % level.wheel_size]
+            wheel._last_expiration = expiration
+            start = virtual_id * tick
+            if bucket.expiration != start:
+                bucket.expiration = start
+                self._offer(bucket)
         bucket.append(entry)
         entry.bucket = bucket
         if self.tracer is not None:
@@ -168,11 +179,12 @@ class SystemTimer(TimerBase):
             bucket.expiration = -1
             last_expiration = None
             target = bucket
+            placed = {}  # expiration -> bucket, for this bucket's entries (their clock is fixed)
             for entry in entries:
                 if entry.bucket is not bucket:
                     # removed (cancelled, or its task re-armed): kept for reuse when only this list and
                     # this loop refer to it, else dropped with the list
-                    if refcount(entry) == 3 and len(spare) < SPARE_MAX:
+                    if len(spare) < SPARE_MAX and refcount(entry) == 3:
                         entry.task = None
                         spare.append(entry)
                     continue
@@ -183,17 +195,19 @@ class SystemTimer(TimerBase):
                     due.append(entry)
                     continue
                 if at != last_expiration:
-                    # TimingWheel.place inlined (the clock does not move during a flush)
-                    level = wheel
-                    while at >= level._limit:
-                        level = level.overflow_wheel
-                    tick = level.tick_ms
-                    virtual_id = at // tick
-                    target = level.buckets[virtual_id % level.wheel_size]
-                    start = virtual_id * tick
-                    if target.expiration != start:
-                        target.expiration = start
-                        offer(target)
+                    target = placed.get(at)
+                    if target is None:
+                        # TimingWheel.place inlined (the clock does not move during a flush)
+                        level = wheel
+                        while at >= level._limit:
+                            level = level.overflow_wheel
+                        tick = level.tick_ms
+                        virtual_id = at // tick
+                        target = placed[at] = level.buckets[virtual_id % level.wheel_size]
+                        start = virtual_id * tick
+                        if target.expiration != start:
+                            target.expiration = start
+                            offer(target)
                     last_expiration = at
                 target.append(entry)
                 entry.bucket = target

@@ -126,14 +126,17 @@ class TimingWheel:
         return True
 
     def advance_clock(self, time_ms: int) -> None:
-        """Move this level, and every overflow level, forward to ``time_ms`` rounded down to the tick."""
-        if time_ms >= self._due_before:
-            current = self.current_time = time_ms - time_ms % self.tick_ms
-            self._due_before = current + self.tick_ms
-            self._limit = current + self.interval
-            self._last_expiration = _NO_EXPIRATION
-            if self.overflow_wheel is not None:
-                self.overflow_wheel.advance_clock(self.current_time)
+        """Move this level, and every overflow level, forward to ``time_ms`` rounded down to the tick.
+
+        A level that does not move ends the walk, as in Kafka's recursive ``advanceClock``.
+        """
+        wheel: TimingWheel | None = self
+        while wheel is not None and time_ms >= wheel._due_before:
+            time_ms = wheel.current_time = time_ms - time_ms % wheel.tick_ms
+            wheel._due_before = time_ms + wheel.tick_ms
+            wheel._limit = time_ms + wheel.interval
+            wheel._last_expiration = _NO_EXPIRATION
+            wheel = wheel.overflow_wheel
 
     def levels(self) -> list[TimingWheel]:
         """This level and the overflow levels created so far, finest first."""
