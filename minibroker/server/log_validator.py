@@ -91,6 +91,23 @@ class TopicLimits:
     after_max_ms: int
 
     @classmethod
+    def of_topic(cls, topic: str, overrides: Mapping[str, str], config: BrokerConfig) -> TopicLimits:
+        """``of``, remembered per topic while its overrides and the broker's config stay the same.
+
+        A Produce reads the limits of every topic it writes; they change only when a topic's
+        overrides or the broker's (frozen, replaced on change) config do, so the remembered limits
+        are used when the overrides are equal and the config is the same object.
+        """
+        known = _LIMITS.get(topic)
+        if known is not None and known[1] is config and known[0] == overrides:
+            return known[2]
+        limits = cls.of(overrides, config)
+        if len(_LIMITS) >= _LIMITS_KEPT:
+            _LIMITS.clear()
+        _LIMITS[topic] = (dict(overrides), config, limits)
+        return limits
+
+    @classmethod
     def of(cls, overrides: Mapping[str, str], config: BrokerConfig) -> TopicLimits:
         """The limits in force for a topic with ``overrides`` on a broker with ``config``."""
         fallback = {
@@ -112,6 +129,12 @@ class TopicLimits:
             before_max_ms=int(value("message.timestamp.before.max.ms")),
             after_max_ms=int(value("message.timestamp.after.max.ms")),
         )
+
+
+#: topic -> (its overrides, the broker config, the limits they give): ``TopicLimits.of_topic``
+_LIMITS: dict[str, tuple[dict[str, str], BrokerConfig, TopicLimits]] = {}
+#: topics remembered at most (the table starts over past it)
+_LIMITS_KEPT = 1024
 
 
 def check_batch_sizes(raw: bytes, tp: TopicPartition, limits: TopicLimits) -> None:

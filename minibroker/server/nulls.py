@@ -22,21 +22,55 @@ def non_nullable_null(struct: Any, body: Any, version: int, path: str = "") -> s
     ``struct`` is kafka-python's schema (``StructField``) of ``body``; only fields of
     ``version`` that are not tagged are looked at (tagged fields are optional by design).
     """
+    found = _walk(_plan(struct, version), body)
+    return None if found is None else f"{path}{found}"
+
+
+#: what the walk looks at in one struct at one version: (field name, null is refused, the plan of its
+#: struct or of its array's structs or None, whether it is an array of structs)
+_Plan = tuple[tuple[str, bool, Any, bool], ...]
+
+#: (id of the schema, version) -> (the schema, its plan); the schema is kept so its id stays its own
+_PLANS: dict[tuple[int, int], tuple[Any, _Plan]] = {}
+
+
+def _plan(struct: Any, version: int) -> _Plan:
+    """The fields of ``struct`` at ``version`` the walk reads: fixed per schema, so worked out once."""
+    known = _PLANS.get((id(struct), version))
+    if known is not None and known[0] is struct:
+        return known[1]
+    steps = []
     for field in struct.untagged_fields(version):
-        value = getattr(body, field.name, None)
-        where = f"{path}{field.name}"
-        if value is None:
-            has_null = field.is_array() or field.is_struct() or field.type_str in _NULLABLE_KINDS
-            if has_null and not field.nullable_for_version_q(version):
-                return where
-            continue
+        has_null = field.is_array() or field.is_struct() or field.type_str in _NULLABLE_KINDS
+        refused = has_null and not field.nullable_for_version_q(version)
         if field.is_struct_array():
-            for i, item in enumerate(value):
-                found = non_nullable_null(field.array_of, item, version, f"{where}[{i}].")
-                if found is not None:
-                    return found
+            steps.append((field.name, refused, _plan(field.array_of, version), True))
         elif field.is_struct():
-            found = non_nullable_null(field, value, version, f"{where}.")
+            steps.append((field.name, refused, _plan(field, version), False))
+        elif refused:
+            steps.append((field.name, refused, None, False))
+    plan = tuple(steps)
+    _PLANS[id(struct), version] = (struct, plan)
+    return plan
+
+
+def _walk(plan: _Plan, body: Any) -> str | None:
+    """The path below ``body`` of its first refused null (built only when one is found), or None."""
+    for name, refused, inner, is_array in plan:
+        value = getattr(body, name, None)
+        if value is None:
+            if refused:
+                return name
+            continue
+        if not inner:
+            continue
+        if is_array:
+            for i, item in enumerate(value):
+                found = _walk(inner, item)
+                if found is not None:
+                    return f"{name}[{i}].{found}"
+        else:
+            found = _walk(inner, value)
             if found is not None:
-                return found
+                return f"{name}.{found}"
     return None

@@ -79,7 +79,7 @@ async def produce(request: Request, conn: Connection) -> ProduceResponse | bytes
     details: dict[TopicPartition, RecordValidationError] = {}
     append_times: dict[TopicPartition, int] = {}
     for topic in body.topic_data:
-        limits = TopicLimits.of(cluster.topic_overrides(topic.name), broker_config)
+        limits = TopicLimits.of_topic(topic.name, cluster.topic_overrides(topic.name), broker_config)
         write_denied = topic_denied(conn, WRITE, topic.name)
         for part in topic.partition_data:
             tp = TopicPartition(topic.name, part.index)

@@ -215,7 +215,20 @@ class WireServer:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._read, conn, stream, FrameReader(max_bytes), send)
                     async with receive:
-                        async for frame in receive:
+                        while True:
+                            # a queued frame is taken without a trip through trio's scheduler (the
+                            # answer awaits what it must); cancellation is still seen at once
+                            try:
+                                frame = receive.receive_nowait()
+                            except trio.WouldBlock:
+                                try:
+                                    frame = await receive.receive()
+                                except trio.EndOfChannel:
+                                    break
+                            except trio.EndOfChannel:
+                                break
+                            else:
+                                await trio.lowlevel.checkpoint_if_cancelled()
                             if not await self._answer(conn, stream, frame):
                                 break
                     nursery.cancel_scope.cancel()
@@ -247,7 +260,14 @@ class WireServer:
                     if frame is None:
                         break
                     try:
-                        await send.send(frame)
+                        # the receive just checkpointed: a frame the queue has room for goes in
+                        # without another trip through the scheduler
+                        send.send_nowait(frame)
+                    except trio.WouldBlock:
+                        try:
+                            await send.send(frame)
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            return
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         return
 

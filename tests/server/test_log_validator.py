@@ -41,6 +41,18 @@ def test_kafka_defaults_and_the_broker_fallback():
     assert TopicLimits.of({"max.message.bytes": "900"}, small).max_message_bytes == 900
 
 
+def test_the_limits_kept_per_topic_follow_its_overrides_and_the_broker_config():
+    config = BrokerConfig(message_max_bytes=500)
+    overrides = {"max.message.bytes": "900"}
+    first = TopicLimits.of_topic("kept", overrides, config)
+    assert first == TopicLimits.of(overrides, config)
+    assert TopicLimits.of_topic("kept", dict(overrides), config) is first
+    overrides["max.message.bytes"] = "800"  # changed in place: not the remembered overrides any more
+    assert TopicLimits.of_topic("kept", overrides, config).max_message_bytes == 800
+    assert TopicLimits.of_topic("kept", {}, config).max_message_bytes == 500
+    assert TopicLimits.of_topic("kept", {}, BrokerConfig(message_max_bytes=700)).max_message_bytes == 700
+
+
 def test_a_batch_past_max_message_bytes_is_message_too_large():
     raw = batch((b"k", bytes(2000), NOW))
     check_batch_sizes(raw, TP, limits(**{"max.message.bytes": str(len(raw))}))
