@@ -23,8 +23,10 @@ wheel lags) are flushed before ``advance_clock`` returns. The default executor
 runs a task inline; the trio runtime passes one that queues it to its single
 executor task (Kafka's single-thread executor).
 
-A removed entry (its task cancelled or re-armed) stays in its bucket's list until
-the bucket is flushed (``TimerTaskList``); the flush keeps such entries, when
+A task is its own entry (``TimerTask.bucket``) unless a bucket's list still holds
+it as a removed item; then it is armed through a ``TimerTaskEntry``. A removed
+entry (its task cancelled or re-armed) stays in its bucket's list until the bucket
+is flushed or compacted (``TimerTaskList``); the flush keeps separate entries, when
 nothing else refers to them, as spares that later ``add`` calls fill in instead
 of allocating. Entries released in bulk at a flush would leave the cyclic GC's
 allocation count high (releases only lower it down to zero) and trigger extra

@@ -138,11 +138,9 @@ STALE = _Stale()
 
 def detach_self(task: TimerTask) -> None:
     """Remove a task that is its own live entry from its bucket (lazily: the list keeps it as STALE)."""
-    bucket = task.bucket
-    task.bucket = STALE
-    removed = bucket.removed + 1
-    bucket.removed = removed
-    if removed > bucket.compact_after:
+    bucket, task.bucket = task.bucket, STALE
+    bucket.removed += 1
+    if bucket.removed > bucket.compact_after:
         bucket.maybe_compact()
 
 
