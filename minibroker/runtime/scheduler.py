@@ -30,6 +30,8 @@ class _Call(TimerTask):
         self.delay_ms = delay_ms
         self._entry = None
         self._action = None
+        self.expiration_ms = -1
+        self.bucket = None
         self._fn = fn
         self._args = args
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from minibroker.timer.task import TimerTask, TimerTaskEntry
+from minibroker.timer.task import STALE, TimerTask, TimerTaskEntry
 
 _list_len = list.__len__
 
@@ -121,7 +121,14 @@ class TimerTaskList(list):
 
     def compact(self) -> None:
         """Drop the removed entries from the list, keeping the live ones in order."""
-        live = self.entries()
+        live = []
+        keep = live.append
+        for entry in self:
+            bucket = entry.bucket
+            if bucket is self:
+                keep(entry)
+            elif bucket is STALE:
+                entry.bucket = None  # a task that was its own entry here leaves the list for good
         self[:] = live
         self.removed = 0
         self.compact_after = 2 * len(live) + COMPACT_MIN
@@ -141,6 +148,9 @@ class TimerTaskList(list):
     def drain(self) -> list[TimerTaskEntry]:
         """Empty the bucket and reset its expiration to -1; return the live entries, head first."""
         entries = self.entries()
+        for entry in self:
+            if entry.bucket is STALE:
+                entry.bucket = None
         self.clear()
         self.removed = 0
         self.compact_after = COMPACT_MIN
@@ -160,8 +170,9 @@ class TimerTaskList(list):
     def foreach(self, f: Callable[[TimerTask], object]) -> None:
         """Call ``f`` on the task of every entry that is not cancelled, in FIFO order."""
         for entry in self.entries():
-            if not entry.cancelled():
-                f(entry.task)
+            task = entry.task
+            if task._entry is entry:
+                f(task)
 
     def __repr__(self) -> str:
         return f"TimerTaskList(expiration={self.expiration}, size={self.size})"

@@ -23,8 +23,10 @@ wheel lags) are flushed before ``advance_clock`` returns. The default executor
 runs a task inline; the trio runtime passes one that queues it to its single
 executor task (Kafka's single-thread executor).
 
-A removed entry (its task cancelled or re-armed) stays in its bucket's list until
-the bucket is flushed (``TimerTaskList``); the flush keeps such entries, when
+A task is its own entry (``TimerTask.bucket``) unless a bucket's list still holds
+it as a removed item; then it is armed through a ``TimerTaskEntry``. A removed
+entry (its task cancelled or re-armed) stays in its bucket's list until the bucket
+is flushed or compacted (``TimerTaskList``); the flush keeps separate entries, when
 nothing else refers to them, as spares that later ``add`` calls fill in instead
 of allocating. Entries released in bulk at a flush would leave the cyclic GC's
 allocation count high (releases only lower it down to zero) and trigger extra
@@ -52,7 +54,7 @@ from collections.abc import Callable
 from minibroker.timer.base import Clock, Executor, TimerBase, task_label
 from minibroker.timer.bucket import COMPACT_MIN, TaskCounter, TimerTaskList
 from minibroker.timer.snapshot import BucketView, LevelView, TimerView
-from minibroker.timer.task import BareEntry, TimerTask, TimerTaskEntry
+from minibroker.timer.task import STALE, BareEntry, TimerTask, TimerTaskEntry, detach_self
 from minibroker.timer.wheel import TimingWheel
 
 #: removed entries a timer keeps for reuse
@@ -92,17 +94,25 @@ class SystemTimer(TimerBase):
     def add(self, task: TimerTask) -> None:
         """Arm ``task`` to expire at now + delay_ms (moving it if it was armed already).
 
-        ``TimerTaskEntry(task, e)`` and ``TimingWheel.add`` inlined: one Python frame per add
-        (two when its bucket is offered to the delay queue).
+        The task is its own entry unless a bucket's list still holds it (``TimerTask.bucket``);
+        ``TimingWheel.add`` inlined: one Python frame per add (two when its bucket is offered to
+        the delay queue).
         """
         clock = self.clock
         expiration = task.delay_ms + (self._now if clock is None else clock())
-        spare = self._spare
-        entry = spare.pop() if spare else BareEntry()
-        entry.task = task
         old = task._entry
         if old is not None:
-            old.remove()
+            if old is task:
+                detach_self(task)
+            else:
+                old.remove()
+        if task.bucket is None:
+            entry = task  # its own entry: nothing to allocate
+        else:
+            # a bucket's list still holds the task itself (STALE): arm it through a separate entry
+            spare = self._spare
+            entry = spare.pop() if spare else BareEntry()
+            entry.task = task
         task._entry = entry
         wheel = self.timing_wheel
         if expiration == wheel._last_expiration:
@@ -162,8 +172,11 @@ class SystemTimer(TimerBase):
         offer = self._offer
         pop = heapq.heappop
         tracing = self.tracer is not None
-        due = []
+        due: list[TimerTask] = []
+        due_at: list[int] = []
         spare = self._spare
+        bare = BareEntry
+        stale = STALE
         refcount = sys.getrefcount
         while queue and queue[0][0] <= now_ms:
             expiration, _, bucket = pop(queue)
@@ -181,18 +194,26 @@ class SystemTimer(TimerBase):
             target = bucket
             placed = {}  # expiration -> bucket, for this bucket's entries (their clock is fixed)
             for entry in entries:
-                if entry.bucket is not bucket:
-                    # removed (cancelled, or its task re-armed): kept for reuse when only this list and
-                    # this loop refer to it, else dropped with the list
-                    if len(spare) < SPARE_MAX and refcount(entry) == 3:
+                held = entry.bucket
+                if held is not bucket:
+                    # removed (cancelled, or its task re-armed): a task that was its own entry is free
+                    # to be one again; a separate entry is kept for reuse when only this list and this
+                    # loop refer to it, else dropped with the list
+                    if held is stale:
+                        entry.bucket = None
+                    elif type(entry) is bare and len(spare) < SPARE_MAX and refcount(entry) == 3:
                         entry.task = None
                         spare.append(entry)
                     continue
                 at = entry.expiration_ms
                 if at < expired_before:
                     entry.bucket = None
-                    entry.task._entry = None  # handed over: unbind (no task <-> entry cycle for the GC)
+                    if type(entry) is bare:
+                        entry = entry.task
+                    entry._entry = None  # handed over: unbind (no task <-> entry cycle for the GC)
                     due.append(entry)
+                    if tracing:
+                        due_at.append(at)
                     continue
                 if at != last_expiration:
                     target = placed.get(at)
@@ -215,12 +236,12 @@ class SystemTimer(TimerBase):
                     self._trace_entry("timer.reinsert", entry, expiration)
         executor = self.executor
         if tracing:
-            for entry in due:
-                self._trace_fire(entry.task, entry.expiration_ms)
-                executor(entry.task)
+            for task, at in zip(due, due_at, strict=True):
+                self._trace_fire(task, at)
+                executor(task)
         else:
-            for entry in due:
-                executor(entry.task)
+            for task in due:
+                executor(task)
 
     def _trace_entry(self, kind: str, entry: TimerTaskEntry, from_bucket: int | None = None) -> None:
         bucket = entry.bucket

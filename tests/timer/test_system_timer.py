@@ -5,7 +5,8 @@ https://github.com/apache/kafka/blob/trunk/server-common/src/test/java/org/apach
 
 import pytest
 
-from minibroker.timer import SystemTimer, TimerTask, make_timer
+from minibroker.timer import SystemTimer, TimerTask, TimerTaskEntry, make_timer
+from minibroker.timer.task import STALE
 
 
 class Recorder:
@@ -241,3 +242,59 @@ def test_repeated_expirations_reuse_a_placement_only_until_the_clock_moves():
     assert timer.locate(late) == timer.locate(first) == (1, 5, 25)
     timer.advance_clock(25)
     assert rec.ran == [("a", 25), ("b", 25), ("c", 25)]
+
+
+def test_a_task_is_its_own_entry_from_add_until_it_runs():
+    timer, rec = make()
+    task = IdTask(30, "t")
+    timer.add(task)
+    assert task._entry is task and task.task is task
+    assert task.expiration_ms == 30 and timer.locate(task) == (2, 1, 20)
+    drain(timer)
+    assert rec.ran == [("t", 30)]
+    assert task._entry is None and task.bucket is None
+
+
+def test_a_task_cancelled_and_re_added_into_the_same_bucket_runs_once_at_its_new_place():
+    timer, rec = make()
+    a, b = IdTask(30, "a"), IdTask(30, "b")
+    timer.add(a)
+    timer.add(b)
+    a.cancel()
+    timer.add(a)  # the bucket's list still holds ``a`` as a removed item: armed through an entry
+    assert a.bucket is STALE and isinstance(a._entry, TimerTaskEntry)
+    assert timer.size == 2 and timer.locate(a) == timer.locate(b) == (2, 1, 20)
+    drain(timer)
+    assert rec.ran == [("b", 30), ("a", 30)]
+    assert a.bucket is None
+    timer.add(a)  # the flush let go of the removed item: ``a`` is its own entry again
+    assert a._entry is a
+    drain(timer)
+    assert rec.ran == [("b", 30), ("a", 30), ("a", 60)]
+
+
+def test_a_task_re_armed_while_armed_moves_behind_the_tasks_added_since():
+    timer, rec = make()
+    a, b = IdTask(30, "a"), IdTask(30, "b")
+    timer.add(a)
+    timer.add(b)
+    timer.add(a)
+    assert timer.size == 2
+    drain(timer)
+    assert rec.ran == [("b", 30), ("a", 30)]
+
+
+def test_compacting_a_bucket_lets_go_of_its_removed_tasks():
+    timer, rec = make()
+    tasks = [IdTask(30, i) for i in range(100)]
+    for task in tasks:
+        timer.add(task)
+    for task in tasks[:90]:
+        task.cancel()  # the 65th removal outnumbers the 35 live tasks: the bucket compacts once
+    assert timer.size == 10
+    buckets = [task.bucket for task in tasks[:90]]
+    assert buckets == [None] * 65 + [STALE] * 25
+    timer.add(tasks[0])
+    assert tasks[0]._entry is tasks[0]
+    drain(timer)
+    assert [id for id, _ in rec.ran] == [*range(90, 100), 0]
