@@ -54,7 +54,7 @@ from collections.abc import Callable
 from minibroker.timer.base import Clock, Executor, TimerBase, task_label
 from minibroker.timer.bucket import COMPACT_MIN, TaskCounter, TimerTaskList
 from minibroker.timer.snapshot import BucketView, LevelView, TimerView
-from minibroker.timer.task import STALE, BareEntry, TimerTask, TimerTaskEntry, detach_self
+from minibroker.timer.task import STALE, BareEntry, TimerTask, TimerTaskEntry
 from minibroker.timer.wheel import TimingWheel
 
 #: removed entries a timer keeps for reuse
@@ -102,10 +102,7 @@ class SystemTimer(TimerBase):
         expiration = task.delay_ms + (self._now if clock is None else clock())
         old = task._entry
         if old is not None:
-            if old is task:
-                detach_self(task)
-            else:
-                old.remove()
+            old.remove()  # an entry, or the task itself as its own entry
         if task.bucket is None:
             entry = task  # its own entry: nothing to allocate
         else:
