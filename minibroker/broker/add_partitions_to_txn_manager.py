@@ -40,6 +40,7 @@ from minibroker.common.messages import (
     TopicPartition,
 )
 from minibroker.coordinator.transaction.messages import AddPartitionsToTxnRequest, TxnResponse
+from minibroker.timer import TimerTask
 
 #: coordinator errors a leader turns into NOT_ENOUGH_REPLICAS (clients retry it without a metadata refresh)
 RETRIABLE = frozenset(
@@ -74,9 +75,10 @@ class AddPartitionsToTxnManager:
         #: (coordinator, verify-only request) on its way -> the callbacks waiting for its answer
         self._verifying: dict[tuple[int, AddPartitionsToTxnRequest], list[Callable[[Any], None]]] = {}
 
-    def unverified(self, request: ProduceRequest) -> dict[TopicPartition, tuple[int, int]]:
-        """Partitions led here whose transactional batches open a transaction: tp -> (producer id, epoch)."""
-        found: dict[TopicPartition, tuple[int, int]] = {}
+    def unverified(self, request: ProduceRequest) -> dict[TopicPartition, tuple[int, int, int]]:
+        """Partitions led here whose transactional batches open a transaction: tp -> (producer id,
+        epoch, first sequence)."""
+        found: dict[TopicPartition, tuple[int, int, int]] = {}
         if (
             request.transactional_id is None
             or not self._manager.config.transaction_partition_verification_enable
@@ -90,13 +92,13 @@ class AddPartitionsToTxnManager:
             if batch is not None and not partition.log.producer_state.has_ongoing(
                 batch.producer_id, batch.epoch
             ):
-                found[tp] = (batch.producer_id, batch.epoch)
+                found[tp] = (batch.producer_id, batch.epoch, batch.first_seq)
         return found
 
     def verify(
         self,
         request: ProduceRequest,
-        unverified: dict[TopicPartition, tuple[int, int]],
+        unverified: dict[TopicPartition, tuple[int, int, int]],
         then: Callable[[dict[TopicPartition, Errors]], None],
     ) -> None:
         """Ask the coordinator; ``then(refused)`` with each refused partition's error for the producer."""
@@ -105,10 +107,12 @@ class AddPartitionsToTxnManager:
         assert txn_id is not None
         operation = request.transaction_operation
         guards: dict[TopicPartition, object] = {}
-        for tp, (pid, _) in unverified.items():
-            # one guard per producer until a marker clears it: concurrent verifications share it
-            guards[tp] = manager.partition(tp).log.producer_state.verifying.setdefault(pid, object())
-        (pid, epoch), *_ = unverified.values()
+        for tp, (pid, epoch, sequence) in unverified.items():
+            # one entry per producer until its next transactional batch or marker here clears it:
+            # concurrent verifications share it
+            state = manager.partition(tp).log.producer_state
+            guards[tp] = state.start_verification(pid, sequence, epoch)
+        (pid, epoch, _), *_ = unverified.values()
         tps = sorted(unverified)
         message = AddPartitionsToTxnRequest(
             txn_id,
@@ -118,16 +122,19 @@ class AddPartitionsToTxnManager:
             verify_only=operation != ADD_PARTITION,
             transaction_version=2 if operation == ADD_PARTITION else 1,
         )
-        coordinator = self.coordinator_of(txn_id)
-        if manager.tracer.enabled:
-            manager.emit(
-                "txn.verify",
-                op=request.request_id,
-                txn=txn_id,
-                coordinator=coordinator,
-                partitions=[str(tp) for tp in tps],
-                add=not message.verify_only,
-            )
+
+        def ask(callback: Callable[[Any], None]) -> None:
+            coordinator = self.coordinator_of(txn_id)
+            if manager.tracer.enabled:
+                manager.emit(
+                    "txn.verify",
+                    op=request.request_id,
+                    txn=txn_id,
+                    coordinator=coordinator,
+                    partitions=[str(tp) for tp in tps],
+                    add=not message.verify_only,
+                )
+            self._ask(message, callback, coordinator)
 
         def answered(response: Any) -> None:
             if manager.stopped:
@@ -165,7 +172,29 @@ class AddPartitionsToTxnManager:
             then(refused)
 
         if not message.verify_only:
-            return self._ask(message, answered, coordinator)
+            # the produce adds the partition (transaction version 2): an add refused
+            # CONCURRENT_TRANSACTIONS (the previous transaction still completing) is asked again every
+            # add.partitions.to.txn.retry.backoff.ms until add.partitions.to.txn.retry.backoff.max.ms
+            # (at most request.timeout.ms) from the first ask, as Kafka's ReplicaManager does
+            config = manager.config
+            backoff = config.add_partitions_to_txn_retry_backoff_ms
+            deadline = manager.now() + min(
+                config.add_partitions_to_txn_retry_backoff_max_ms, config.request_timeout_ms
+            )
+
+            def retrying(response: Any) -> None:
+                if (
+                    not manager.stopped
+                    and isinstance(response, TxnResponse)
+                    and response.error is Errors.CONCURRENT_TRANSACTIONS
+                    and manager.now() < deadline
+                ):
+                    manager.timer.add(TimerTask(backoff, lambda: None if manager.stopped else ask(retrying)))
+                    return
+                answered(response)
+
+            return ask(retrying)
+        coordinator = self.coordinator_of(txn_id)
         key = (coordinator, message)
         waiting = self._verifying.get(key)
         if waiting is not None:
@@ -177,7 +206,7 @@ class AddPartitionsToTxnManager:
             for callback in self._verifying.pop(key):
                 callback(response)
 
-        self._ask(message, shared, coordinator)
+        ask(shared)
 
     def add_partitions(
         self,

@@ -248,6 +248,12 @@ class BrokerConfig(_KafkaNamed):
     transaction_partition_verification_enable: bool = _bool_field(
         "transaction.partition.verification.enable", True
     )
+    #: a leader asks again, this often, a transaction version 2 add refused CONCURRENT_TRANSACTIONS,
+    #: until ...backoff.max.ms (at most request.timeout.ms) after its first ask
+    add_partitions_to_txn_retry_backoff_ms: int = _int_field("add.partitions.to.txn.retry.backoff.ms", 20, 1)
+    add_partitions_to_txn_retry_backoff_max_ms: int = _int_field(
+        "add.partitions.to.txn.retry.backoff.max.ms", 100
+    )
     #: how long the transaction coordinator's writes (state and markers) may wait for the ISR
     request_timeout_ms: int = _int_field("request.timeout.ms", 30_000, 1)
     #: share groups (KIP-932, minibroker.broker.share): the acquisition lock, the delivery limit, the

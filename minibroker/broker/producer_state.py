@@ -43,9 +43,12 @@ TRANSACTION_COORDINATOR_FENCED (``ProducerAppendInfo.checkCoordinatorEpoch``).
 
 Partition verification (KIP-890): ``has_ongoing`` tells the leader whether a producer's
 transaction is known to be open here at that epoch (then no verification is needed);
-``verifying`` holds the guard of a verification in flight, which a marker for that producer
-clears (Kafka's ``VerificationStateEntry``): a batch verified before the marker must not
-open a transaction after it.
+``verifying`` holds the entry of a verification in flight (Kafka's ``VerificationStateEntry``),
+which the producer's next transactional batch or marker appended here clears: a batch verified
+before a marker must not open a transaction after it. The entry keeps the lowest sequence (at the
+highest epoch) verified meanwhile; while it is there, a batch starting above that sequence is
+OUT_OF_ORDER_SEQUENCE_NUMBER (``ProducerAppendInfo.checkSequence``): of two sends verified at once,
+the later one may not open the transaction before the earlier one.
 
 Invariant: ``entries[pid].batches`` holds at most ``BATCHES_TO_RETAIN`` batches of
 the entry's epoch, in append order; ``ongoing[pid]`` is an offset of this log at or
@@ -119,6 +122,23 @@ class AbortedTxn:
     last_offset: int
 
 
+@attrs.define(slots=True, eq=False)
+class VerificationStateEntry:
+    """A verification in flight for one producer (Kafka's ``VerificationStateEntry``); its identity is
+    the guard a verified batch must still find when it is appended."""
+
+    lowest_sequence: int
+    epoch: int
+
+    def update(self, sequence: int, epoch: int) -> None:
+        """Kafka's ``maybeUpdateLowestSequenceAndEpoch``: a higher epoch starts over, the same one keeps
+        the lowest sequence."""
+        if epoch > self.epoch:
+            self.lowest_sequence, self.epoch = sequence, epoch
+        elif epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+
+
 class ProducerStateError(Exception):
     """A batch the leader must refuse; ``error`` is what the producer is told."""
 
@@ -136,8 +156,8 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         #: the aborted-transaction index, by marker offset
         self.aborted: list[AbortedTxn] = []
-        #: producer id -> the guard of its partition verification in flight (KIP-890)
-        self.verifying: dict[int, object] = {}
+        #: producer id -> its partition verification in flight (KIP-890)
+        self.verifying: dict[int, VerificationStateEntry] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -155,10 +175,18 @@ class ProducerStateManager:
             if batch.control >= 0 or batch.first_seq == NO_SEQUENCE:
                 self._check_coordinator_origin(batch, entry)
                 continue
-            if entry is not None and batch.producer_id not in expected:
-                duplicate = entry.find_duplicate(batch)
-                if duplicate is not None:
-                    return duplicate
+            if batch.producer_id not in expected:
+                if entry is not None:
+                    duplicate = entry.find_duplicate(batch)
+                    if duplicate is not None:
+                        return duplicate
+                verification = self.verifying.get(batch.producer_id)
+                if verification is not None and batch.first_seq > verification.lowest_sequence:
+                    raise ProducerStateError(
+                        Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"producer {batch.producer_id} sends sequence {batch.first_seq} while sequence "
+                        f"{verification.lowest_sequence} is being verified",
+                    )
             epoch, last = expected.get(
                 batch.producer_id,
                 (entry.epoch, entry.last_seq) if entry is not None else (NO_PRODUCER_EPOCH, -1),
@@ -227,8 +255,10 @@ class ProducerStateManager:
                 if first is not None and batch.control == ABORT_MARKER:
                     self.aborted.append(AbortedTxn(pid, first, base_offset + batch.first_delta))
                 continue
-            if batch.transactional and pid not in self.ongoing:
-                self.ongoing[pid] = base_offset + batch.first_delta
+            if batch.transactional:
+                self.verifying.pop(pid, None)  # the transaction is open here now
+                if pid not in self.ongoing:
+                    self.ongoing[pid] = base_offset + batch.first_delta
             entry.batches.append(
                 BatchMetadata(
                     batch.first_seq,
@@ -246,6 +276,16 @@ class ProducerStateManager:
         self.verifying.clear()
         for base_offset, batches in appended:
             self.record(base_offset, batches)
+
+    def start_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationStateEntry:
+        """The producer's verification entry, created or updated with ``sequence`` at ``epoch``
+        (Kafka's ``maybeCreateVerificationStateEntry``): verifications asked meanwhile share it."""
+        verification = self.verifying.get(producer_id)
+        if verification is None:
+            verification = self.verifying[producer_id] = VerificationStateEntry(sequence, epoch)
+        else:
+            verification.update(sequence, epoch)
+        return verification
 
     def has_ongoing(self, producer_id: int, epoch: int) -> bool:
         """Whether ``producer_id`` at ``epoch`` has a transaction open here (Kafka's

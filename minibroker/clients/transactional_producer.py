@@ -16,8 +16,9 @@ cluster's nursery; each but ``begin_transaction`` returns a ``ClientRequest`` co
   transactional batch (producer id, epoch, sequence) to the leader. The produce carries the
   transactional id, as Kafka's producer's does, so the leader verifies the partition with the
   coordinator before the transaction's first batch there (KIP-890). A batch
-  answered NOT_ENOUGH_REPLICAS (also a leader's answer when it could not verify) is sent again
-  after ``retry.backoff.ms`` until ``delivery.timeout.ms`` from the call;
+  answered NOT_ENOUGH_REPLICAS (also a leader's answer when it could not verify), or
+  OUT_OF_ORDER_SEQUENCE_NUMBER while a send of a lower sequence to its partition is unanswered, is
+  sent again after ``retry.backoff.ms`` until ``delivery.timeout.ms`` from the call;
 - ``send_offsets_to_transaction`` (kind ``send_offsets``): AddOffsetsToTxn (the group's
   ``__consumer_offsets`` partition joins the transaction), then TxnOffsetCommit to the group
   coordinator;
@@ -47,7 +48,7 @@ INVALID_PRODUCER_ID_MAPPING on a send are fatal.
 Deviations from the Java client: the coordinator is read from the controller's state instead of
 being asked with FindCoordinator key type 1 (as the emulator's other clients learn leaders), the
 retry backoff is fixed (no exponential growth nor jitter: exact times), sends are retried only on
-NOT_ENOUGH_REPLICAS and not batched (one request per ``send``), and with transaction version 2
+those two answers and not batched (one request per ``send``), and with transaction version 2
 ``send_offsets_to_transaction`` still sends AddOffsetsToTxn (Kafka's producer lets TxnOffsetCommit v5
 add the group's partition).
 """
@@ -394,7 +395,7 @@ class TransactionalProducer(Producer):
         config = self.config
         resend_at = self.cluster.now() + config.retry_backoff_ms
         if (
-            part.error not in _RETRIABLE_PRODUCE
+            (part.error not in _RETRIABLE_PRODUCE and not self._behind_earlier_send(request, tp, part.error))
             or self.state == CRASHED
             or resend_at >= request.created_ms + config.delivery_timeout_ms
         ):
@@ -421,6 +422,25 @@ class TransactionalProducer(Producer):
         self._backing_off[request] = None
         self.cluster.nursery.start_soon(resend)
         return True
+
+    def _behind_earlier_send(self, request: ClientRequest, tp: TopicPartition, error: Errors) -> bool:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER for a batch while a send of a lower sequence to the same
+        partition is still unanswered or being retried: the leader took this one first (Kafka's
+        ``TransactionManager.canRetry``: not the next sequence, so sent again after the earlier one)."""
+        if error is not Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            return False
+        mine = self._batches[request.id]
+        ((batch,),) = (data.producers for data in mine.data.values())
+        for sent in self._sends:
+            if sent is request or sent.completed:
+                continue
+            other = self._batches.get(sent.id)
+            data = other.data.get(tp) if other is not None else None
+            if data is not None and any(
+                b.epoch == batch.epoch and b.first_seq < batch.first_seq for b in data.producers
+            ):
+                return True
+        return False
 
     async def _send_offsets(
         self, request: ClientRequest, offsets: dict[TopicPartition, int], group_id: str

@@ -125,3 +125,25 @@ def test_a_marker_from_an_older_coordinator_epoch_is_transaction_coordinator_fen
     )
     # the same or a newer coordinator epoch passes
     assert state.check([attrs.evolve(stale, coordinator_epoch=4)]) is None
+
+
+def test_while_a_verification_is_in_flight_a_batch_above_its_lowest_sequence_is_out_of_order():
+    log = Log()
+    state = log.producer_state
+    txn = attrs.evolve(batch(5), transactional=True)
+    entry = state.start_verification(1000, 5, 0)
+    assert state.start_verification(1000, 0, 0) is entry  # verifications meanwhile share the entry
+    assert state.start_verification(1000, 3, 0).lowest_sequence == 0  # the lowest one is kept
+    assert refusal(state, txn) == (
+        Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "producer 1000 sends sequence 5 while sequence 0 is being verified",
+    )
+    append(log, attrs.evolve(batch(0, records=5), transactional=True))
+    assert state.verifying == {}  # the transaction is open here: its next batches are checked as usual
+    append(log, txn)
+    # a higher epoch starts the lowest sequence over
+    entry = state.start_verification(1000, 7, 0)
+    entry.update(2, 1)
+    assert (entry.lowest_sequence, entry.epoch) == (2, 1)
+    entry.update(1, 0)
+    assert (entry.lowest_sequence, entry.epoch) == (2, 1)

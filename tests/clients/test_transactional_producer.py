@@ -9,7 +9,8 @@ import pytest
 from minibroker.broker.config import ConfigError, ProducerConfig
 from minibroker.clients import TransactionalProducer
 from minibroker.clients import transactional_producer as tp_states
-from minibroker.common.messages import TopicPartition
+from minibroker.common.errors import Errors
+from minibroker.common.messages import PartitionProduceResponse, ProduceResponse, TopicPartition
 from minibroker.coordinator.transaction.transaction_metadata import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING
 from minibroker.sim import TopicSpec, open_cluster
 from tests.coordinator.group.helpers import traced
@@ -377,3 +378,19 @@ async def test_the_next_transaction_s_first_add_is_retried_after_20_ms_while_mar
         ]
         assert states == [(3, COMPLETE_COMMIT), (25, ONGOING)]
         assert (sent.errors, sent.completed_ms - start) == ({"u-0": "NONE"}, 30)
+
+
+async def test_an_out_of_order_answer_behind_an_earlier_unanswered_send_is_sent_again(autojump_clock):
+    async with kip890_cluster() as (cluster, sink):
+        producer = cluster.producer("p", {"transactional.id": "tx", "minibroker.transaction.version": 2})
+        assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
+        producer.begin_transaction()
+        cluster.drop_link("p", 1)  # both sends stay unanswered
+        first, second = producer.send("v", 0, 1), producer.send("v", 0, 1)
+        await cluster.clock.sleep_until(cluster.now() + 1)
+        out_of_order = ProduceResponse({V0: PartitionProduceResponse(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)})
+        # the leader took sequence 1 before sequence 0 (still unanswered): sent again, as Kafka's
+        # producer does; sequence 0 itself refused so has no earlier send to wait for
+        assert producer._retry_produce(second, out_of_order)
+        assert not producer._retry_produce(first, out_of_order)
+        assert [e["op"] for e in sink.of_kind("client.txn.retry")] == [second.id]

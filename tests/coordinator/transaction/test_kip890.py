@@ -284,3 +284,39 @@ async def test_a_loaded_prepare_commit_above_the_hw_sends_its_markers_when_the_h
         meta = cluster.brokers[1].transaction_coordinator.transactions["c"]
         assert meta.state == COMPLETE_COMMIT
         assert (log.log_end_offset, log.producer_state.ongoing) == (2, {})
+
+
+async def test_a_version_2_add_refused_concurrent_transactions_is_asked_again_and_a_later_sequence_waits(
+    autojump_clock,
+):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid = await _producer_id(raw, "two")
+        await cluster.clock.sleep_until(100)
+        # sequence 1 reaches v-0's leader (1) before sequence 0; both have it add v-0 (5 ms each way)
+        later = raw.send(1, _records("two", pid, 0, 1, ADD_PARTITION))
+        first = raw.send(1, _records("two", pid, 0, 0, ADD_PARTITION))
+        await cluster.clock.sleep_until(300)
+        # at 105 the coordinator writes the first add (Ongoing once its HW passes it, 115) and refuses
+        # the second CONCURRENT_TRANSACTIONS (back at 110): the leader asks again 20 ms later, at 130
+        asks = [(e["time_ms"], e["op"][-1]) for e in sink.of_kind("txn.verify") if e["txn"] == "two"]
+        assert asks == [(100, "1"), (100, "0"), (130, "0")]
+        # sequence 1, verified at 120 while sequence 0 is still being verified, may not open the
+        # transaction: OUT_OF_ORDER_SEQUENCE_NUMBER; sequence 0 appends at 140, acknowledged at 150
+        assert (later.at, later.response.partitions[V0].error) == (120, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        assert (first.at, first.response.partitions[V0].error) == (150, Errors.NONE)
+        again = await raw.call(1, _records("two", pid, 0, 1, ADD_PARTITION))
+        assert (again.partitions[V0].error, again.partitions[V0].base_offset) == (Errors.NONE, 1)
+
+
+async def test_a_version_2_add_still_refused_after_the_retry_window_reaches_the_client(autojump_clock):
+    async with _cluster(**{"add.partitions.to.txn.retry.backoff.max.ms": 0}) as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid = await _producer_id(raw, "two")
+        await cluster.clock.sleep_until(100)
+        raw.send(1, _records("two", pid, 0, 0, ADD_PARTITION))
+        second = raw.send(1, _records("two", pid, 0, 1, ADD_PARTITION))
+        await cluster.clock.sleep_until(300)
+        # no retry window: CONCURRENT_TRANSACTIONS becomes NOT_ENOUGH_REPLICAS, which clients retry
+        assert (second.at, second.response.partitions[V0].error) == (110, Errors.NOT_ENOUGH_REPLICAS)
+        assert len(sink.of_kind("txn.verify")) == 2
