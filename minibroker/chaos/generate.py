@@ -163,7 +163,7 @@ def generate(profile: Profile, seed: int, index: int, duration_ms: int) -> Sched
         and rng_of("txn", profile, seed, index, duration_ms).random() < profile.transactions
     ):
         seeded = rng_of("txn-load", profile, seed, index, duration_ms)
-        schedule = add_transactions(schedule, seeded, duration_ms)
+        schedule = add_transactions(schedule, seeded, duration_ms, profile.transaction_version)
     if profile.compaction:  # no draw when off: every other profile's schedules stay as they were
         schedule = add_compaction(
             schedule, rng_of("compaction", profile, seed, index, duration_ms), duration_ms

@@ -12,6 +12,9 @@
   aborts, crashes mid-transaction, zombies fenced by a successor), READ_COMMITTED consumers and a
   consume-transform-produce loop (invariant 8, ``minibroker.chaos.txn_checks``). Every violation
   is a bug.
+- ``transactions-v2``: ``transactions`` with every transactional producer on transaction protocol
+  version 2 (KIP-890, Kafka 4's protocol: an epoch bump at every EndTxn, partitions added by the
+  produce). Every violation is a bug.
 - ``compaction``: the ``default`` draws plus, in every run, a ``cleanup.policy=compact`` topic
   written with keyed records and tombstones while the log cleaner runs (invariant 11,
   ``minibroker.chaos.compaction_checks``). Every violation is a bug.
@@ -54,6 +57,8 @@ class Profile:
     controller_links: float = 0.0
     #: chance of transactional load in a run (see minibroker.chaos.txn_generate)
     transactions: float = 0.0
+    #: the transaction protocol version its transactional producers speak (KIP-890)
+    transaction_version: int = 1
     #: causes (``Violation.cause``) whose violations this profile expects, of any invariant
     expected_causes: frozenset[str] = frozenset()
     #: chance that a run's group members speak KIP-848's consumer protocol (see generate.group_members)
@@ -102,6 +107,15 @@ PROFILES = {
         description="the default draws plus transactions: producers that commit, abort, crash and are "
         "fenced, READ_COMMITTED readers and a consume-transform-produce loop; every violation is a bug",
         transactions=1.0,
+    ),
+    "transactions-v2": attrs.evolve(
+        _DEFAULT,
+        name="transactions-v2",
+        description="the transactions profile with every transactional producer on transaction protocol "
+        "version 2 (KIP-890: an epoch bump at every EndTxn, partitions added by the produce); every "
+        "violation is a bug",
+        transactions=1.0,
+        transaction_version=2,
     ),
     "acks1": Profile(
         "acks1",

@@ -12,6 +12,8 @@ other draw, so the rest of the schedule is what it would be without it:
 - one or two READ_COMMITTED consumers ``rc0``, ``rc1`` polling random partitions for random stretches;
 - with chance 0.75, the consume-transform-produce loop: topic ``ctp-in`` (1 partition, written by
   acks=-1 producer ``src``), ``ctp-out`` (2 partitions), and 4-12 cycles of the loop;
+- every transactional producer speaks the profile's transaction protocol version (2: KIP-890's
+  epoch bump at every EndTxn, partitions added by the produce);
 - broker settings: ``transaction.state.log.num.partitions`` and ``offsets.topic.num.partitions`` 2,
   a random abort check interval
   (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) and ``request.timeout.ms`` (how
@@ -39,8 +41,8 @@ from minibroker.scenario.model import ClientSpec, TopicSpecModel, TransactionSte
 ENDINGS = {"commit": 6, "abort": 2, "crash": 1}
 
 
-def _producer_config(rng: random.Random, transactional_id: str) -> dict:
-    return {
+def _producer_config(rng: random.Random, transactional_id: str, version: int) -> dict:
+    config = {
         "acks": -1,
         "transactional.id": transactional_id,
         "transaction.timeout.ms": rng.choice((200, 400, 800)),
@@ -49,6 +51,9 @@ def _producer_config(rng: random.Random, transactional_id: str) -> dict:
         "retry.backoff.ms": rng.choice((20, 100)),
         "minibroker.response.grace.ms": GRACE_MS,
     }
+    if version != 1:  # no key for version 1: those schedules stay as they were
+        config["minibroker.transaction.version"] = version
+    return config
 
 
 def _ending(rng: random.Random) -> str:
@@ -56,8 +61,11 @@ def _ending(rng: random.Random) -> str:
     return rng.choices(keys, [ENDINGS[k] for k in keys])[0]
 
 
-def add_transactions(schedule: Schedule, rng: random.Random, duration_ms: int) -> Schedule:
-    """``schedule`` with transactional producers, READ_COMMITTED consumers and the transform loop."""
+def add_transactions(
+    schedule: Schedule, rng: random.Random, duration_ms: int, transaction_version: int = 1
+) -> Schedule:
+    """``schedule`` with transactional producers, READ_COMMITTED consumers and the transform loop;
+    every transactional producer speaks ``transaction_version`` (KIP-890)."""
     config = {
         **schedule.config,
         "transaction.state.log.num.partitions": 2,
@@ -70,7 +78,7 @@ def add_transactions(schedule: Schedule, rng: random.Random, duration_ms: int) -
     txns: list[TxnSpec] = []
     sends = 0
     for k in range(rng.randint(1, 2)):
-        base = _producer_config(rng, f"txn{k}")
+        base = _producer_config(rng, f"txn{k}", transaction_version)
         generation = 0
         client = f"x{k}"
         producers.append(ClientSpec(client, "producer", base))
@@ -165,7 +173,9 @@ def add_transactions(schedule: Schedule, rng: random.Random, duration_ms: int) -
             "request.timeout.ms": 500,
             "minibroker.response.grace.ms": GRACE_MS,
         }
-        transform = TransformSpec(_producer_config(rng, TRANSFORM_TXN), consumer, tuple(cycles))
+        transform = TransformSpec(
+            _producer_config(rng, TRANSFORM_TXN, transaction_version), consumer, tuple(cycles)
+        )
     return attrs.evolve(
         schedule,
         config=config,

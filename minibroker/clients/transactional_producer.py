@@ -38,19 +38,22 @@ after ``retry.backoff.ms`` (the coordinator is looked up again each time; a tran
 AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS after at most
 ``ADD_PARTITIONS_RETRY_BACKOFF_MS``, as Kafka's ``TransactionManager``), until ``max.block.ms``
 from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``, at that instant at the latest).
-PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are
-fatal: every later operation fails at once with that error. A failed send makes the transaction
-abortable: commit fails at once with the send's error, abort is sent (INVALID_PRODUCER_EPOCH on a
-send is abortable, KIP-588, and so are a verification's INVALID_TXN_STATE and TRANSACTION_ABORTABLE;
-the abort's EndTxn then learns whether the producer was fenced); PRODUCER_FENCED and
-INVALID_PRODUCER_ID_MAPPING on a send are fatal.
+PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are fatal:
+every later operation fails at once with that error. A failed send makes the transaction abortable,
+and so does a send or ``send_offsets_to_transaction`` whose coordinator requests ran out of
+``max.block.ms`` (an init or an end that did can be called again): commit fails at once with the
+send's error, abort is sent (INVALID_PRODUCER_EPOCH on a send is abortable, KIP-588, and so are a
+verification's INVALID_TXN_STATE and TRANSACTION_ABORTABLE; the abort's EndTxn then learns whether
+the producer was fenced); PRODUCER_FENCED and INVALID_PRODUCER_ID_MAPPING on a send are fatal.
 
 Deviations from the Java client: the coordinator is read from the controller's state instead of
 being asked with FindCoordinator key type 1 (as the emulator's other clients learn leaders), the
 retry backoff is fixed (no exponential growth nor jitter: exact times), sends are retried only on
 those two answers and not batched (one request per ``send``), and with transaction version 2
 ``send_offsets_to_transaction`` still sends AddOffsetsToTxn (Kafka's producer lets TxnOffsetCommit v5
-add the group's partition).
+add the group's partition). Kafka's producer keeps a timed-out TxnOffsetCommit queued ahead of the
+EndTxn (a commit then includes the offsets or fails); the emulated one gives up on it and makes the
+transaction abortable, so it, too, never commits the records without the offsets.
 """
 
 from __future__ import annotations
@@ -564,13 +567,17 @@ class TransactionalProducer(Producer):
         return answer.error
 
     def _end_in(self, request: ClientRequest, error: Errors, fatal: bool) -> None:
-        """The operation failed with ``error``: the producer becomes unusable or its transaction abortable;
-        after ``max.block.ms`` (REQUEST_TIMED_OUT) it is where it was before the call, to call again."""
+        """The operation failed with ``error``: the producer becomes unusable or its transaction abortable.
+        After ``max.block.ms`` (REQUEST_TIMED_OUT) an init or an end is where it was before the call, to
+        call again; a send or ``send_offsets_to_transaction`` leaves the transaction abortable: what it
+        carried is not in the transaction, which must not commit without it."""
         if error is Errors.REQUEST_TIMED_OUT:
             if self.state == INITIALIZING:
                 self.state = READY if self.producer_id >= 0 else UNINITIALIZED
             elif self.state in (COMMITTING, ABORTING):
                 self.state = ABORTABLE_ERROR if self.error is not None else IN_TRANSACTION
+            else:
+                self._become_abortable(error)
             return self._fail(request, error, "expiry")
         if fatal:
             self._become_fatal(error)

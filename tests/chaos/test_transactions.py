@@ -77,6 +77,23 @@ def test_transactional_runs_keep_every_invariant():
     assert (outcome.row["txns"], outcome.row["transform_commits"]) == (3, 1)
 
 
+def test_the_transactions_v2_profile_runs_every_transactional_producer_on_protocol_version_2():
+    schedule = generate(profile("transactions-v2"), 0, 3, 1000)
+    versions = {c.id: c.config.get("minibroker.transaction.version") for c in schedule.producers}
+    # the transactional producer x0 speaks version 2, the plain ones (acks=-1 load, the loop's source) none
+    assert {c for c, v in versions.items() if v is not None} == {"x0"} and versions["x0"] == 2
+    assert schedule.transform is not None
+    assert schedule.transform.producer["minibroker.transaction.version"] == 2
+    # version 1 writes no key: the transactions profile's schedules are what they were
+    assert all(
+        "minibroker.transaction.version" not in c.config
+        for c in generate(profile("transactions"), 0, 3, 1000).producers
+    )
+    outcome = run_index("transactions-v2", 0, 3, 1000)
+    assert outcome.violations == [] and outcome.expected == []
+    assert (outcome.row["txns"], outcome.row["transform_commits"]) == (3, 3)
+
+
 def test_an_lso_not_held_by_an_open_transaction_is_caught_and_shrunk(tmp_path):
     outcome = run_index("transactions", 0, 3, 1000, plant="lso-unheld")
     assert {v.invariant for v in outcome.violations} == {8}

@@ -394,3 +394,23 @@ async def test_an_out_of_order_answer_behind_an_earlier_unanswered_send_is_sent_
         assert producer._retry_produce(second, out_of_order)
         assert not producer._retry_produce(first, out_of_order)
         assert [e["op"] for e in sink.of_kind("client.txn.retry")] == [second.id]
+
+
+async def test_a_send_whose_partition_never_joined_the_transaction_makes_the_commit_fail(autojump_clock):
+    async with _cluster() as (cluster, _sink):
+        producer = cluster.producer("p", {"transactional.id": "tx", "max.block.ms": 1000})
+        assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
+        producer.begin_transaction()
+        start = cluster.now()
+        cluster.drop_link("p", 0)  # the coordinator is cut off: AddPartitionsToTxn is never answered
+        sent = producer.send("t", 0, 1)
+        offsets = producer.send_offsets_to_transaction({T0: 1}, "g")
+        ended = await producer.commit_transaction().wait()
+        # the send and the offsets ran out of max.block.ms: nothing of them is in the transaction, so it
+        # cannot commit (it would commit nothing and report success); only an abort is left
+        assert (sent.errors, sent.completed_ms - start) == ({"t-0": "REQUEST_TIMED_OUT"}, 1000)
+        assert (offsets.errors, offsets.completed_ms - start) == ({"t-0": "REQUEST_TIMED_OUT"}, 1000)
+        assert (ended.errors, ended.completed_ms - start) == ({"tx": "REQUEST_TIMED_OUT"}, 1000)
+        assert producer.state == tp_states.ABORTABLE_ERROR
+        assert (await producer.abort_transaction().wait()).errors == {"tx": "NONE"}
+        assert producer.state == tp_states.READY and _txn(cluster, "tx").state == "Empty"
