@@ -41,7 +41,9 @@ from the call has passed (then REQUEST_TIMED_OUT, cause ``expiry``, at that inst
 PRODUCER_FENCED and INVALID_PRODUCER_EPOCH from the coordinator (and the other refusals) are fatal:
 every later operation fails at once with that error. A failed send makes the transaction abortable,
 and so does a send or ``send_offsets_to_transaction`` whose coordinator requests ran out of
-``max.block.ms`` (an init or an end that did can be called again): commit fails at once with the
+``max.block.ms`` (an init that did can be called again; a commit or abort that did leaves the
+producer committing or aborting, where sends and ``begin_transaction`` fail and only the same end
+may be called again, as Kafka's ``TransactionManager`` allows): commit fails at once with the
 send's error, abort is sent (INVALID_PRODUCER_EPOCH on a send is abortable, KIP-588, and so are a
 verification's INVALID_TXN_STATE and TRANSACTION_ABORTABLE; the abort's EndTxn then learns whether
 the producer was fenced); PRODUCER_FENCED and INVALID_PRODUCER_ID_MAPPING on a send are fatal.
@@ -477,7 +479,8 @@ class TransactionalProducer(Producer):
     async def _end_txn(self, request: ClientRequest, commit: bool) -> None:
         if self.state == ABORTABLE_ERROR and commit:
             return self._fail(request, self.error or Errors.INVALID_TXN_STATE, "immediate")
-        if self.state not in (IN_TRANSACTION, ABORTABLE_ERROR):
+        again = self.state == (COMMITTING if commit else ABORTING)  # the same end, after it timed out
+        if self.state not in (IN_TRANSACTION, ABORTABLE_ERROR) and not again:
             return self._fail(request, self.error or Errors.INVALID_TXN_STATE, "immediate")
         self.state = COMMITTING if commit else ABORTING
         for sent in list(self._sends):
@@ -568,16 +571,17 @@ class TransactionalProducer(Producer):
 
     def _end_in(self, request: ClientRequest, error: Errors, fatal: bool) -> None:
         """The operation failed with ``error``: the producer becomes unusable or its transaction abortable.
-        After ``max.block.ms`` (REQUEST_TIMED_OUT) an init or an end is where it was before the call, to
-        call again; a send or ``send_offsets_to_transaction`` leaves the transaction abortable: what it
-        carried is not in the transaction, which must not commit without it."""
+        After ``max.block.ms`` (REQUEST_TIMED_OUT) an init is where it was before the call, to call
+        again; an end stays committing (aborting), as Kafka's ``TransactionManager`` does: only the same
+        end may be called again; a send or ``send_offsets_to_transaction`` leaves the transaction
+        abortable: what it carried is not in the transaction, which must not commit without it."""
         if error is Errors.REQUEST_TIMED_OUT:
             if self.state == INITIALIZING:
                 self.state = READY if self.producer_id >= 0 else UNINITIALIZED
-            elif self.state in (COMMITTING, ABORTING):
-                self.state = ABORTABLE_ERROR if self.error is not None else IN_TRANSACTION
-            else:
+            elif self.state not in (COMMITTING, ABORTING):
                 self._become_abortable(error)
+            # an end stays COMMITTING / ABORTING: its EndTxn may have reached the coordinator, so
+            # only the same end may be called again (sends and begin fail meanwhile)
             return self._fail(request, error, "expiry")
         if fatal:
             self._become_fatal(error)

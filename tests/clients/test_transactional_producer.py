@@ -414,3 +414,31 @@ async def test_a_send_whose_partition_never_joined_the_transaction_makes_the_com
         assert producer.state == tp_states.ABORTABLE_ERROR
         assert (await producer.abort_transaction().wait()).errors == {"tx": "NONE"}
         assert producer.state == tp_states.READY and _txn(cluster, "tx").state == "Empty"
+
+
+async def test_after_a_commit_timed_out_only_the_same_commit_may_be_called_again(autojump_clock):
+    async with _cluster() as (cluster, _sink):
+        producer = cluster.producer("p", {"transactional.id": "tx", "max.block.ms": 1000})
+        assert (await producer.init_transactions().wait()).errors == {"tx": "NONE"}
+        producer.begin_transaction()
+        assert (await producer.send("t", 0, 1).wait()).errors == {"t-0": "NONE"}
+        cluster.set_latency("p", 0, 600)  # the EndTxn's answer comes back after max.block.ms
+        start = cluster.now()
+        ended = await producer.commit_transaction().wait()
+        # the coordinator committed at once; the producer gave up waiting and stays committing
+        assert (ended.errors, ended.completed_ms - start) == ({"tx": "REQUEST_TIMED_OUT"}, 1000)
+        assert producer.state == tp_states.COMMITTING and _txn(cluster, "tx").state == COMPLETE_COMMIT
+        cluster.set_latency("p", 0, 1)
+        # a send would join the transaction being committed: it fails, as begin and abort do
+        late = producer.send("t", 0, 1)
+        producer.begin_transaction()
+        aborted = producer.abort_transaction()
+        again = await producer.commit_transaction().wait()
+        assert (late.errors, aborted.errors) == ({"t-0": "INVALID_TXN_STATE"}, {"tx": "INVALID_TXN_STATE"})
+        # the same commit again: answered NONE behind the first answer still on the link (at 1 200)
+        assert (again.errors, again.completed_ms - start) == ({"tx": "NONE"}, 1200)
+        assert producer.state == tp_states.READY
+        assert [error for _, api, error in producer.errors if api == "BeginTransaction"] == [
+            "INVALID_TXN_STATE"
+        ]
+        assert _log(cluster).log_end_offset == 2  # the record and the COMMIT marker: nothing late
