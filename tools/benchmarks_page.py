@@ -63,7 +63,10 @@ COMMANDS = {
     "spark_floor": "python tools/spark_floor.py --events 200000 --json",
     "delay_bench_serve": "python tools/delay_bench.py --serve --rate 5000 --seconds 10 --json",
     "chaos_bench_transactions": (
-        "python tools/chaos_bench.py --runs 2000 --profile transactions --duration-ms 500 --workers 2 --json"
+        "python tools/chaos_bench.py --runs 2000 --profile transactions --workers 2 --json"
+    ),
+    "chaos_bench_transactions_v2": (
+        "python tools/chaos_bench.py --runs 2000 --profile transactions-v2 --workers 2 --json"
     ),
     "chaos_bench_consumer_protocol": (
         "python tools/chaos_bench.py --runs 2000 --profile consumer-protocol --duration-ms 600"
@@ -596,6 +599,10 @@ TOOLS = {
     "chaos_bench": ("Chaos runs: random fault schedules with every invariant checked", _chaos_bench),
     "chaos_bench_transactions": (
         "Chaos runs with transactions (`--profile transactions`): invariant 8 checked as well",
+        _chaos_bench,
+    ),
+    "chaos_bench_transactions_v2": (
+        "Chaos runs with transactions of protocol version 2 (`--profile transactions-v2`, KIP-890)",
         _chaos_bench,
     ),
     "chaos_bench_consumer_protocol": (
