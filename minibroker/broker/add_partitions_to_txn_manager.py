@@ -71,26 +71,27 @@ class AddPartitionsToTxnManager:
         self._manager = manager
         #: transactional id -> the broker coordinating it (-1 when none); the Broker sets it
         self.coordinator_of: Callable[[str], int] = lambda transactional_id: -1
-        #: (coordinator, verify-only request) on its way -> the callbacks waiting for its answer
-        self._verifying: dict[tuple[int, AddPartitionsToTxnRequest], list[Callable[[Any], None]]] = {}
+        #: a verify-only request on its way, by (coordinator, transactional id, producer id, epoch,
+        #: partitions) -> the callbacks waiting for its answer
+        self._verifying: dict[tuple[Any, ...], list[Callable[[Any], None]]] = {}
 
     def unverified(self, request: ProduceRequest) -> dict[TopicPartition, tuple[int, int]]:
         """Partitions led here whose transactional batches open a transaction: tp -> (producer id, epoch)."""
         found: dict[TopicPartition, tuple[int, int]] = {}
-        if (
-            request.transactional_id is None
-            or not self._manager.config.transaction_partition_verification_enable
-        ):
+        manager = self._manager
+        if request.transactional_id is None or not manager.config.transaction_partition_verification_enable:
             return found
+        partitions = manager.partitions
         for tp, data in request.data.items():
-            partition = self._manager.partition(tp)
-            if partition is None or not partition.is_leader:
+            partition = partitions.get(tp)
+            if partition is None or partition.leader_id != partition.broker_id:  # not led here
                 continue
-            batch = next((b for b in data.producers if b.transactional and b.control < 0), None)
-            if batch is not None and not partition.log.producer_state.has_ongoing(
-                batch.producer_id, batch.epoch
-            ):
-                found[tp] = (batch.producer_id, batch.epoch)
+            for batch in data.producers:  # the first transactional data batch
+                if batch.transactional and batch.control < 0:
+                    pid, epoch = batch.producer_id, batch.epoch
+                    if not partition.log.producer_state.has_ongoing(pid, epoch):
+                        found[tp] = (pid, epoch)
+                    break
         return found
 
     def verify(
@@ -101,24 +102,32 @@ class AddPartitionsToTxnManager:
     ) -> None:
         """Ask the coordinator; ``then(refused)`` with each refused partition's error for the producer."""
         manager = self._manager
+        partitions = manager.partitions
         txn_id = request.transactional_id
         assert txn_id is not None
         operation = request.transaction_operation
+        verify_only = operation != ADD_PARTITION
         guards: dict[TopicPartition, object] = {}
         for tp, (pid, _) in unverified.items():
             # one guard per producer until a marker clears it: concurrent verifications share it
-            guards[tp] = manager.partition(tp).log.producer_state.verifying.setdefault(pid, object())
-        (pid, epoch), *_ = unverified.values()
-        tps = sorted(unverified)
-        message = AddPartitionsToTxnRequest(
-            txn_id,
-            pid,
-            epoch,
-            tuple((tp.topic, tp.partition) for tp in tps),
-            verify_only=operation != ADD_PARTITION,
-            transaction_version=2 if operation == ADD_PARTITION else 1,
-        )
+            guards[tp] = partitions[tp].log.producer_state.verifying.setdefault(pid, object())
+        pid, epoch = next(iter(unverified.values()))
+        tps = sorted(unverified) if len(unverified) > 1 else list(unverified)
+        pairs = tuple((tp[0], tp[1]) for tp in tps)
         coordinator = self.coordinator_of(txn_id)
+        # the verify-only request's fields: verifications with the same ones share one answer
+        key = (coordinator, txn_id, pid, epoch, pairs) if verify_only else None
+        waiting = self._verifying.get(key) if key is not None else None
+        message = None
+        if waiting is None:
+            message = AddPartitionsToTxnRequest(
+                txn_id,
+                pid,
+                epoch,
+                pairs,
+                verify_only=verify_only,
+                transaction_version=1 if verify_only else 2,
+            )
         if manager.tracer.enabled:
             manager.emit(
                 "txn.verify",
@@ -126,7 +135,7 @@ class AddPartitionsToTxnManager:
                 txn=txn_id,
                 coordinator=coordinator,
                 partitions=[str(tp) for tp in tps],
-                add=not message.verify_only,
+                add=not verify_only,
             )
 
         def answered(response: Any) -> None:
@@ -136,15 +145,17 @@ class AddPartitionsToTxnManager:
                 errors = dict.fromkeys(tps, Errors.NETWORK_EXCEPTION)
             elif not isinstance(response, TxnResponse):
                 errors = dict.fromkeys(tps, Errors.UNKNOWN_SERVER_ERROR)
-            elif response.error is not Errors.NONE or not message.verify_only:
+            elif response.error is not Errors.NONE or not verify_only:
                 errors = dict.fromkeys(tps, response.error)
             else:
                 by_pair = dict(response.partition_errors)
                 errors = {tp: by_pair.get((tp.topic, tp.partition), Errors.INVALID_TXN_STATE) for tp in tps}
             refused: dict[TopicPartition, Errors] = {}
             for tp in tps:
-                error = produce_error(errors[tp], operation)
-                partition = manager.partition(tp)
+                error = errors[tp]
+                if error is not Errors.NONE:
+                    error = produce_error(error, operation)
+                partition = manager.partitions.get(tp)
                 state = partition.log.producer_state if partition is not None else None
                 if (
                     error is Errors.NONE
@@ -164,10 +175,8 @@ class AddPartitionsToTxnManager:
                 )
             then(refused)
 
-        if not message.verify_only:
-            return self._ask(message, answered, coordinator)
-        key = (coordinator, message)
-        waiting = self._verifying.get(key)
+        if key is None:
+            return self._ask(message, answered, coordinator)  # type: ignore[arg-type]
         if waiting is not None:
             waiting.append(answered)
             return
@@ -177,7 +186,7 @@ class AddPartitionsToTxnManager:
             for callback in self._verifying.pop(key):
                 callback(response)
 
-        self._ask(message, shared, coordinator)
+        self._ask(message, shared, coordinator)  # type: ignore[arg-type]
 
     def add_partitions(
         self,
