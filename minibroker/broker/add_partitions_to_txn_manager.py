@@ -113,10 +113,10 @@ class AddPartitionsToTxnManager:
             guards[tp] = partitions[tp].log.producer_state.verifying.setdefault(pid, object())
         pid, epoch = next(iter(unverified.values()))
         tps = sorted(unverified) if len(unverified) > 1 else list(unverified)
-        pairs = tuple((tp[0], tp[1]) for tp in tps)
         coordinator = self.coordinator_of(txn_id)
-        # the verify-only request's fields: verifications with the same ones share one answer
-        key = (coordinator, txn_id, pid, epoch, pairs) if verify_only else None
+        # the verify-only request's fields (partitions as TopicPartitions, equal to their pairs):
+        # verifications with the same ones share one answer
+        key = (coordinator, txn_id, pid, epoch, tuple(tps)) if verify_only else None
         waiting = self._verifying.get(key) if key is not None else None
         message = None
         if waiting is None:
@@ -124,7 +124,7 @@ class AddPartitionsToTxnManager:
                 txn_id,
                 pid,
                 epoch,
-                pairs,
+                tuple([(tp[0], tp[1]) for tp in tps]),
                 verify_only=verify_only,
                 transaction_version=1 if verify_only else 2,
             )

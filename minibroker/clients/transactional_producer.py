@@ -363,7 +363,7 @@ class TransactionalProducer(Producer):
         return found
 
     async def _send_records(self, request: ClientRequest, tp: TopicPartition, count: int, size: int) -> None:
-        if not self._in_transaction(request):
+        if self.state != IN_TRANSACTION and not self._in_transaction(request):
             return
         if self.transaction_version >= 2:
             self.partitions.add(tp)  # the produce adds it: its leader asks the coordinator (KIP-890)
@@ -375,13 +375,14 @@ class TransactionalProducer(Producer):
         if request.broker < 0:
             self._become_abortable(Errors.LEADER_NOT_AVAILABLE)
             return self._fail(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+        config = self.config
         first = self._sequences.get(tp, 0)
         self._sequences[tp] = first + count
         batch = ProducerBatch(self.producer_id, self.epoch, first, first + count - 1, 0, count - 1, True)
         message = ProduceRequest(
-            self.config.acks,
-            self.config.request_timeout_ms,
-            {tp: ProduceData(count, size, producers=(batch,))},
+            config.acks,
+            config.request_timeout_ms,
+            {tp: ProduceData(count, size, None, None, (batch,))},
             request.id,
             self.transactional_id,
             # Produce v11 (its leader answers TRANSACTION_ABORTABLE for a partition not in the
@@ -390,7 +391,7 @@ class TransactionalProducer(Producer):
         )
         self._sends.append(request)
         self._batches[request.id] = message
-        self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
+        self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
 
     def _on_response(self, request: ClientRequest, response: Any) -> None:
         if isinstance(response, ProduceResponse) and self._retry_produce(request, response):
