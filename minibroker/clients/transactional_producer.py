@@ -187,18 +187,16 @@ class TransactionalProducer(Producer):
             tps = self._singletons[tp] = (tp,)
         # _operation for a send: the request goes to the partition's leader
         request = self._new_request("produce", self.cluster.leader_of(tp), tps, name, False)
-        tracer = self.cluster.tracer
-        if tracer.enabled:
-            tracer.emit(
-                "client.produce",
-                client=self.client_id,
-                op=request.id,
-                broker=request.broker,
-                keys=[str(tp)],
-                acks=self.config.acks,
-                records=count,
-                txn=self.transactional_id,
-            )
+        self._trace(
+            "client.produce",
+            request,
+            lambda: {
+                "keys": [str(tp)],
+                "acks": self.config.acks,
+                "records": count,
+                "txn": self.transactional_id,
+            },
+        )
         return self._enqueue(request, lambda request: self._send_records(request, tp, count, size))
 
     def send_offsets_to_transaction(
