@@ -306,14 +306,16 @@ class Broker:
     def _marker_listener(self, request: ProduceRequest, respond: Callable[[Any], None] | None) -> Any:
         """``respond``, telling the group coordinator first of the transaction markers written to its
         ``__consumer_offsets`` partitions (Kafka's WriteTxnMarkers handler calls onTransactionCompleted)."""
+        if respond is None:
+            return respond
         markers = [
-            (tp.partition, batch.producer_id, batch.control == COMMIT_MARKER)
+            (tp[1], batch.producer_id, batch.control == COMMIT_MARKER)
             for tp, data in request.data.items()
-            if tp.topic == OFFSETS_TOPIC
+            if tp[0] == OFFSETS_TOPIC
             for batch in data.producers
             if batch.control >= 0
         ]
-        if not markers or respond is None:
+        if not markers:
             return respond
 
         def answer(response: Any) -> None:

@@ -26,7 +26,13 @@ from collections.abc import Callable
 from minibroker.broker.log import LogOffsetMetadata
 from minibroker.broker.partition import Partition, PartitionError
 from minibroker.common.errors import Errors
-from minibroker.common.messages import FetchRequest, FetchResponse, PartitionFetchResponse, TopicPartition
+from minibroker.common.messages import (
+    LOG_END,
+    FetchRequest,
+    FetchResponse,
+    PartitionFetchResponse,
+    TopicPartition,
+)
 from minibroker.purgatory import DelayedOperation
 
 Reader = Callable[[FetchRequest], dict[TopicPartition, PartitionFetchResponse]]
@@ -64,6 +70,7 @@ class DelayedFetch(DelayedOperation):
         wanted = request.partitions
         lookup = self.lookup
         isolation = self.isolation
+        log_end = isolation == LOG_END
         follower = request.is_from_follower
         for tp, fetch_offset in self.fetch_offsets.items():
             fetch_partition = wanted[tp]
@@ -81,7 +88,8 @@ class DelayedFetch(DelayedOperation):
                     cause = "leadership" if error.error is Errors.NOT_LEADER_OR_FOLLOWER else "condition"
                     return self._complete(cause)
             log = partition.log
-            end_offset = partition.max_offset(isolation)
+            # Partition.max_offset inlined for a follower's fetch: every watched partition passes here
+            end_offset = log.log_end_offset if log_end else partition.max_offset(isolation)
             if end_offset != fetch_offset.message_offset:  # else nothing new: no position to look up
                 end = log.offset_metadata(end_offset)
                 if end.message_offset < fetch_offset.message_offset:

@@ -156,6 +156,9 @@ class Log:
         self.delete_horizons: dict[int, int] = {}
         #: called after the active segment rolled (the log cleaner may have work)
         self.on_roll: Callable[[], None] | None = None
+        #: the last position ``offset_metadata`` made at or past the LEO, answered again while it is
+        #: still where that offset lies (same offset, active segment and size)
+        self._end_position = LogOffsetMetadata(0, 0, 0)
 
     # --- writing ---------------------------------------------------------------------------
     def append(self, batch: RecordBatch) -> None:
@@ -319,7 +322,15 @@ class Log:
         """Where ``offset`` lies: its segment and byte position (the end of the log included)."""
         if offset >= self.log_end_offset:
             segment = self.segments[-1]
-            return LogOffsetMetadata(offset, segment.base_offset, segment.size)
+            end = self._end_position
+            if (
+                end.message_offset == offset
+                and end.relative_position == segment.size
+                and end.segment_base_offset == segment.base_offset
+            ):
+                return end
+            end = self._end_position = LogOffsetMetadata(offset, segment.base_offset, segment.size)
+            return end
         segment = self.segments[self._segment_index(offset)]
         i = bisect.bisect_right(segment.bases, offset) - 1
         return LogOffsetMetadata(offset, segment.base_offset, segment.positions[i] if i >= 0 else 0)

@@ -68,11 +68,18 @@ class ReplicaState:
     log_start_offset: int = -1
 
     def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_end_offset: int) -> None:
+        # the caught-up time and the leader's end offset only grow (comparisons, not max(): every
+        # partition of every follower fetch passes here)
         if fetch_offset >= leader_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
-        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
-            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
-        self.last_fetch_leader_log_end_offset = max(leader_end_offset, self.last_fetch_leader_log_end_offset)
+            if now_ms > self.last_caught_up_time_ms:
+                self.last_caught_up_time_ms = now_ms
+        elif (
+            fetch_offset >= self.last_fetch_leader_log_end_offset
+            and self.last_fetch_time_ms > self.last_caught_up_time_ms
+        ):
+            self.last_caught_up_time_ms = self.last_fetch_time_ms
+        if leader_end_offset > self.last_fetch_leader_log_end_offset:
+            self.last_fetch_leader_log_end_offset = leader_end_offset
         self.last_fetch_time_ms = now_ms
         self.log_end_offset = fetch_offset
 

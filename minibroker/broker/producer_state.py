@@ -238,11 +238,12 @@ class ProducerStateManager:
 
     def record(self, base_offset: int, batches: Iterable[ProducerBatch]) -> None:
         """Remember batches appended at ``base_offset`` (leader or follower; no checks)."""
+        entries, ongoing = self.entries, self.ongoing
         for batch in batches:
             pid = batch.producer_id
-            entry = self.entries.get(pid)
+            entry = entries.get(pid)
             if entry is None:
-                entry = self.entries[pid] = ProducerEntry(batch.epoch)
+                entry = entries[pid] = ProducerEntry(batch.epoch)
             elif batch.epoch != entry.epoch:
                 if batch.epoch < entry.epoch:
                     continue  # a replicated stale batch (Kafka only warns): keep the newer epoch
@@ -255,17 +256,13 @@ class ProducerStateManager:
                 if first is not None and batch.control == ABORT_MARKER:
                     self.aborted.append(AbortedTxn(pid, first, base_offset + batch.first_delta))
                 continue
+            first_offset = base_offset + batch.first_delta
             if batch.transactional:
                 self.verifying.pop(pid, None)  # the transaction is open here now
-                if pid not in self.ongoing:
-                    self.ongoing[pid] = base_offset + batch.first_delta
+                if pid not in ongoing:
+                    ongoing[pid] = first_offset
             entry.batches.append(
-                BatchMetadata(
-                    batch.first_seq,
-                    batch.last_seq,
-                    base_offset + batch.first_delta,
-                    base_offset + batch.last_delta,
-                )
+                BatchMetadata(batch.first_seq, batch.last_seq, first_offset, base_offset + batch.last_delta)
             )
 
     def rebuild(self, appended: Iterable[tuple[int, Iterable[ProducerBatch]]]) -> None:

@@ -197,6 +197,8 @@ class ReplicaManager:
         self.high_watermark_listeners: list[Callable[[TopicPartition], None]] = []
         #: partition -> (LSO, HW) of its last ``lso`` event while an open transaction held the LSO back
         self._lso_lagging: dict[TopicPartition, tuple[int, int]] = {}
+        #: per partition, the last answer to a follower with every record (``_read``): NONE, no records
+        self._idle_answers: dict[TopicPartition, PartitionFetchResponse] = {}
         #: tiered storage: copies to the remote tier (shared by a cluster's brokers), remote reads
         self.remote_log_manager = RemoteLogManager(self, remote_storage or RemoteStorageManager())
         self.leadership_listeners.append(self.remote_log_manager.on_leadership)
@@ -496,7 +498,7 @@ class ReplicaManager:
             fetch_offsets,
             isolation,
             self.partitions.get,
-            lambda req: self._read(req, update_follower=False, previous=results)[0],
+            lambda req: self._read(req, update_follower=False)[0],
             lambda response: self._respond_fetch(request, respond, response),
             op_id=request.request_id or None,
         )
@@ -553,12 +555,12 @@ class ReplicaManager:
         request: FetchRequest,
         update_follower: bool,
         remote: list[TopicPartition] | None = None,
-        previous: dict[TopicPartition, PartitionFetchResponse] | None = None,
     ) -> tuple[dict[TopicPartition, PartitionFetchResponse], dict[TopicPartition, LogOffsetMetadata], bool]:
         """Read every partition of ``request``; a follower's first read also updates its fetch state.
         The positions (second answer) are complete for the first read (``update_follower``) only.
-        A follower's partition that still has every record answers with its answer in ``previous`` (an
-        earlier read of the same request) when that one is equal.
+        A follower's partition that has every record gets the answer made last time that was so for the
+        partition, while it is still equal (the answers are immutable; most partitions of a follower fetch
+        are idle ones, read again at every fetch).
 
         A consumer's offset between the log start offset and the local log start offset of a topic in
         tiered storage reads nothing locally: the partition answers no records yet and is added to
@@ -574,6 +576,7 @@ class ReplicaManager:
         pushed_here = update_follower and not follower  # a client's first read
         request_error = self.pushed_errors.take("fetch", None) if pushed_here else None
         hosted = self.partitions
+        idle = self._idle_answers
         none = Errors.NONE
         for tp, wanted in request.partitions.items():
             partition = hosted.get(tp)
@@ -602,19 +605,14 @@ class ReplicaManager:
                         except PartitionError as failure:
                             results[tp] = PartitionFetchResponse(failure.error)
                             continue
-                    answer = previous.get(tp) if previous is not None else None
-                    if not (
-                        answer is not None
-                        and answer.error is none
-                        and answer.high_watermark == log.high_watermark
-                        and answer.log_start_offset == log.log_start_offset
-                        and answer.log_end_offset == fetch_offset
-                        and not answer.batches
-                        and answer.diverging_epoch is None
-                        and not answer.aborted
-                        and answer.local_log_start_offset == -1
+                    answer = idle.get(tp)
+                    if (
+                        answer is None
+                        or answer.log_end_offset != fetch_offset
+                        or answer.high_watermark != log.high_watermark
+                        or answer.log_start_offset != log.log_start_offset
                     ):
-                        answer = PartitionFetchResponse(
+                        answer = idle[tp] = PartitionFetchResponse(
                             none, log.high_watermark, log.log_start_offset, fetch_offset
                         )
                     results[tp] = answer
@@ -711,7 +709,7 @@ class ReplicaManager:
         return results, offsets, diverging_any
 
     def _update_follower(self, partition: Partition, follower: int, wanted: FetchPartition, now: int) -> None:
-        hw_before = partition.high_watermark
+        hw_before = partition.log.high_watermark
         raised, low_raised = partition.update_follower_fetch_state(
             follower,
             wanted.fetch_offset,

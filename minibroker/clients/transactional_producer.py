@@ -127,6 +127,8 @@ _RETRIABLE_PRODUCE = frozenset({Errors.NOT_ENOUGH_REPLICAS})
 #: failed send (INVALID_TXN_STATE, TRANSACTION_ABORTABLE, INVALID_PRODUCER_EPOCH, ...) is abortable
 _FATAL_PRODUCE = frozenset({Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING})
 
+_NONE = Errors.NONE.name
+
 #: the backoff of a transaction's first AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS (the
 #: previous transaction's markers are still being written), when ``retry.backoff.ms`` is longer
 ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
@@ -183,9 +185,24 @@ class TransactionalProducer(Producer):
         self, topic: str, partition: int = 0, count: int = 1, size: int = 100, name: str | None = None
     ) -> ClientRequest:
         """Send ``count`` records of ``size`` bytes in all to one partition, in the open transaction."""
-        tp = TopicPartition(topic, partition)
-        fields = {"acks": self.config.acks, "records": count, "txn": self.transactional_id}
-        request = self._operation("produce", (tp,), name, fields)
+        tp = self._partitions.get((topic, partition))
+        if tp is None:
+            tp = self._partitions[tp] = TopicPartition(topic, partition)
+        tps = self._singletons.get(tp)
+        if tps is None:
+            tps = self._singletons[tp] = (tp,)
+        # _operation for a send: the request goes to the partition's leader
+        request = self._new_request("produce", self.cluster.leader_of(tp), tps, name, False)
+        self._trace(
+            "client.produce",
+            request,
+            lambda: {
+                "keys": [str(tp)],
+                "acks": self.config.acks,
+                "records": count,
+                "txn": self.transactional_id,
+            },
+        )
         return self._enqueue(request, lambda request: self._send_records(request, tp, count, size))
 
     def send_offsets_to_transaction(
@@ -236,10 +253,9 @@ class TransactionalProducer(Producer):
     def _operation(
         self, kind: str, tps: tuple[TopicPartition, ...], name: str | None, fields: dict[str, Any]
     ) -> ClientRequest:
-        """A request record for an operation, with the broker it would go to now (a send's leader, else
-        the coordinator); ``broker`` becomes the one it is sent to."""
-        broker = self.cluster.leader_of(tps[0]) if kind == "produce" else self._coordinator()
-        request = self._new_request(kind, broker, tps, name, False)
+        """A request record for a coordinator operation, with the coordinator it would go to now
+        (``send`` makes its own, to the partition's leader); ``broker`` becomes the one it is sent to."""
+        request = self._new_request(kind, self._coordinator(), tps, name, False)
         self._trace(f"client.{kind}", request, lambda: {"keys": self._keys(request), **fields})
         return request
 
@@ -262,10 +278,8 @@ class TransactionalProducer(Producer):
             while self._queue:
                 request, work = self._queue.popleft()
                 self._current = request
-                if request is None:
+                if request is None or self.state != FATAL_ERROR or self._usable(request):
                     await work(request)  # type: ignore[arg-type]
-                elif self._usable(request):
-                    await work(request)
                 self._current = None
         if self._scope is scope:
             self._scope = None
@@ -353,7 +367,7 @@ class TransactionalProducer(Producer):
         return found
 
     async def _send_records(self, request: ClientRequest, tp: TopicPartition, count: int, size: int) -> None:
-        if not self._in_transaction(request):
+        if self.state != IN_TRANSACTION and not self._in_transaction(request):
             return
         if self.transaction_version >= 2:
             self.partitions.add(tp)  # the produce adds it: its leader asks the coordinator (KIP-890)
@@ -365,13 +379,14 @@ class TransactionalProducer(Producer):
         if request.broker < 0:
             self._become_abortable(Errors.LEADER_NOT_AVAILABLE)
             return self._fail(request, Errors.LEADER_NOT_AVAILABLE, "immediate")
+        config = self.config
         first = self._sequences.get(tp, 0)
         self._sequences[tp] = first + count
         batch = ProducerBatch(self.producer_id, self.epoch, first, first + count - 1, 0, count - 1, True)
         message = ProduceRequest(
-            self.config.acks,
-            self.config.request_timeout_ms,
-            {tp: ProduceData(count, size, producers=(batch,))},
+            config.acks,
+            config.request_timeout_ms,
+            {tp: ProduceData(count, size, None, None, (batch,))},
             request.id,
             self.transactional_id,
             # Produce v11 (its leader answers TRANSACTION_ABORTABLE for a partition not in the
@@ -380,13 +395,13 @@ class TransactionalProducer(Producer):
         )
         self._sends.append(request)
         self._batches[request.id] = message
-        self._send(request, message, self.config.request_timeout_ms, self.config.response_grace_ms)
+        self._send(request, message, config.request_timeout_ms, config.response_grace_ms)
 
     def _on_response(self, request: ClientRequest, response: Any) -> None:
         if isinstance(response, ProduceResponse) and self._retry_produce(request, response):
             return
         super()._on_response(request, response)
-        failed = [Errors[name] for name in request.errors.values() if name != Errors.NONE.name]
+        failed = [Errors[name] for name in request.errors.values() if name != _NONE]
         if failed and request in self._sends:
             fatal = [error for error in failed if error in _FATAL_PRODUCE]
             if fatal:
@@ -397,13 +412,11 @@ class TransactionalProducer(Producer):
     def _retry_produce(self, request: ClientRequest, response: ProduceResponse) -> bool:
         """True when the batch is sent again ``retry.backoff.ms`` later (a retriable answer, time left)."""
         ((tp, part),) = response.partitions.items()
+        if part.error not in _RETRIABLE_PRODUCE and not self._behind_earlier_send(request, tp, part.error):
+            return False
         config = self.config
         resend_at = self.cluster.now() + config.retry_backoff_ms
-        if (
-            (part.error not in _RETRIABLE_PRODUCE and not self._behind_earlier_send(request, tp, part.error))
-            or self.state == CRASHED
-            or resend_at >= request.created_ms + config.delivery_timeout_ms
-        ):
+        if self.state == CRASHED or resend_at >= request.created_ms + config.delivery_timeout_ms:
             return False
         self._trace(
             "client.txn.retry",

@@ -74,6 +74,10 @@ class OffsetOnlyPartition:
         return self.end
 
     @property
+    def log_end_offset(self) -> int:
+        return self.end
+
+    @property
     def log(self) -> "OffsetOnlyPartition":
         return self  # the log's position lookup answers the same offset-only metadata
 

@@ -100,6 +100,10 @@ def marker_data(
     return ProduceData(1, len(raw), raw=raw, producers=producers)
 
 
+#: TransactionMetadata's fields, copied from a written transition onto the id's metadata
+_FIELDS = tuple(field.name for field in attrs.fields(TransactionMetadata))
+
+
 class TransactionCoordinator:
     """Transactional id -> ``TransactionMetadata`` for the ``__transaction_state`` partitions led here."""
 
@@ -529,8 +533,8 @@ class TransactionCoordinator:
             error = write_error(error)
             if error is Errors.NONE:
                 self.uncommitted.pop(txn_id, None)  # the HW passed this record, so every one before it
-                for field in attrs.fields(TransactionMetadata):
-                    setattr(meta, field.name, getattr(transit, field.name))
+                for name in _FIELDS:
+                    setattr(meta, name, getattr(transit, name))
                 self.context.emit(
                     "txn.state",
                     txn=txn_id,
