@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
+import pytest
 
 from minibroker.chaos import run_index
 from minibroker.chaos.distribute import RunSummary
@@ -92,6 +93,24 @@ def test_the_transactions_v2_profile_runs_every_transactional_producer_on_protoc
     outcome = run_index("transactions-v2", 0, 3, 1000)
     assert outcome.violations == [] and outcome.expected == []
     assert (outcome.row["txns"], outcome.row["transform_commits"]) == (3, 3)
+
+
+#: (profile, seed, index) of 2,000 ms runs that once broke invariant 8: a commit after a send whose
+#: AddPartitionsToTxn timed out (nothing committed, NONE reported), a commit after a timed-out
+#: TxnOffsetCommit (outputs without offsets), and sends after a timed-out commit joining it
+FOUND_RUNS = (
+    ("transactions", 0, 90),
+    ("transactions", 0, 188),
+    ("transactions", 7, 303),
+    ("transactions-v2", 7, 144),
+)
+
+
+@pytest.mark.parametrize(("profile_name", "seed", "index"), FOUND_RUNS)
+def test_a_run_that_once_broke_exactly_once_holds_every_invariant(profile_name, seed, index):
+    outcome = run_index(profile_name, seed, index, 2000)
+    assert [v.line() for v in outcome.violations] == []
+    assert outcome.row["txns"] > 0
 
 
 def test_an_lso_not_held_by_an_open_transaction_is_caught_and_shrunk(tmp_path):
