@@ -54,7 +54,9 @@ class _Scan:
     """How far this module walked one leader's log, and the transactions open there."""
 
     batches: int = 0
-    last_base: int = -1
+    #: the last batch walked (the object: a truncation followed by appends can put another batch at
+    #: the same index and base offset, a replicated marker where a truncated batch was)
+    last: Any = None
     open: dict[int, int] = attrs.Factory(dict)  # producer id -> first offset of its open transaction
 
 
@@ -119,7 +121,7 @@ class TxnChecks:
         if (
             scan is None
             or len(batches) < scan.batches
-            or (scan.batches and batches[scan.batches - 1].base_offset != scan.last_base)
+            or (scan.batches and batches[scan.batches - 1] is not scan.last)
         ):
             scan = _Scan()  # a new log (a restart) or a truncated one: walk it again
         for batch in batches[scan.batches :]:
@@ -129,7 +131,7 @@ class TxnChecks:
                 elif producer.transactional:
                     scan.open.setdefault(producer.producer_id, batch.base_offset + producer.first_delta)
         scan.batches = len(batches)
-        scan.last_base = batches[-1].base_offset if batches else -1
+        scan.last = batches[-1] if batches else None
         self._scans[(broker, label)] = (log, scan)
         return min(scan.open.values()) if scan.open else None
 
