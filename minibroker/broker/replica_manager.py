@@ -99,8 +99,11 @@ from minibroker.controller.broker_registrations import BrokerRegistrations
 from minibroker.controller.quorum_controller import CONTROLLER
 from minibroker.purgatory import DelayedOperationPurgatory
 from minibroker.runtime import MsClock, Reaper
-from minibroker.timer import make_timer
+from minibroker.timer import TimerTask, make_timer
 from minibroker.trace import NULL_TRACER, Tracer
+
+#: Kafka's AlterPartitionManager sends an unanswered AlterPartition again this much later
+ALTER_PARTITION_RETRY_BACKOFF_MS = 50
 
 
 class ReplicaManager:
@@ -1037,7 +1040,8 @@ class ReplicaManager:
     # Every ``isr_expiration_period_ms`` (Kafka: half of ``replica.lag.time.max.ms``) each led partition
     # proposes to drop the followers that are not caught up; a follower fetch that brings an ISR-eligible
     # follower up to the HW proposes to add it. A commit sets the ISR and may raise the HW; a rejection
-    # (or a lost answer) drops the pending change (Kafka's AlterPartitionManager sends the proposals).
+    # drops the pending change; a lost answer drops it and sends it again ALTER_PARTITION_RETRY_BACKOFF_MS
+    # later (Kafka's AlterPartitionManager sends the proposals, and again until answered).
     async def run_isr_expiration(self) -> None:
         """Kafka's isr-expiration task: check every partition for a shrink, once a period."""
         period = self.config.isr_expiration_period_ms
@@ -1075,6 +1079,19 @@ class ReplicaManager:
             self.broker_epoch,
         )
         epoch = partition.leader_epoch
+        partition_epoch = partition.partition_epoch
+
+        def retry() -> None:
+            # the same change again, unless the partition moved on meanwhile
+            if (
+                not self.stopped
+                and partition.is_leader
+                and partition.leader_epoch == epoch
+                and partition.partition_epoch == partition_epoch
+                and partition.pending is None
+                and self.partitions.get(partition.tp) is partition
+            ):
+                self.alter_partition(partition, kind, proposed)
 
         def on_response(response: Any) -> None:
             if self.stopped or partition.leader_epoch != epoch or not partition.is_leader:
@@ -1094,6 +1111,12 @@ class ReplicaManager:
                 )
                 if self.tracer.enabled:
                     self.emit("isr.rejected", partition=str(partition.tp), error=error)
+                if isinstance(response, NetworkError):
+                    # no answer (lost, or later than the request timeout): the controller may have
+                    # committed it, and only an answer tells this leader so; Kafka's
+                    # AlterPartitionManager sends it again (a commit now answers INVALID_UPDATE_VERSION
+                    # with the state the controller has)
+                    self.timer.add(TimerTask(ALTER_PARTITION_RETRY_BACKOFF_MS, retry))
 
         self.network.request(
             self.broker_id, CONTROLLER, request, self.config.replica_socket_timeout_ms, on_response

@@ -97,14 +97,17 @@ def test_the_transactions_v2_profile_runs_every_transactional_producer_on_protoc
 
 #: (profile, seed, index) of 2,000 ms runs that once broke invariant 8: a commit after a send whose
 #: AddPartitionsToTxn timed out (nothing committed, NONE reported), a commit after a timed-out
-#: TxnOffsetCommit (outputs without offsets), sends after a timed-out commit joining it, and (1912)
-#: the LSO rule's walk of a log missing a COMMIT marker replicated where a truncated batch had been
+#: TxnOffsetCommit (outputs without offsets), sends after a timed-out commit joining it, (1912)
+#: the LSO rule's walk of a log missing a COMMIT marker replicated where a truncated batch had been;
+#: and invariant 6 (1032): an AlterPartition answered after its timeout left the leader's ISR view
+#: stale for good (the leader now sends it again, and learns the committed ISR)
 FOUND_RUNS = (
     ("transactions", 0, 90),
     ("transactions", 0, 188),
     ("transactions", 7, 303),
     ("transactions-v2", 7, 144),
     ("transactions", 0, 1912),
+    ("transactions-v2", 0, 1032),
 )
 
 
