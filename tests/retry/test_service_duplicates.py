@@ -127,6 +127,12 @@ def test_a_duplicate_that_fails_again_is_not_a_new_entry(redis_client, tmp_path)
     print(f"{len(twice)} redelivered after {kills} kills, {extra} extra deliveries in all")
 
 
+def _script_calls(client) -> int:
+    """How many scripts Redis has run (every claim runs one; nothing else does once all are held)."""
+    stats = client.info("commandstats")
+    return sum(stats.get(name, {}).get("calls", 0) for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
 def test_a_redis_restarted_empty_is_reported_in_one_line(volatile_redis, tmp_path):
     total = 50
     config = write_config(tmp_path / "retry.toml", redis_backend(volatile_redis.client))
@@ -137,6 +143,10 @@ def test_a_redis_restarted_empty_is_reported_in_one_line(volatile_redis, tmp_pat
         try:
             produce_retries(bootstrap, total, now_ms() + 3_600_000)  # held for an hour
             wait_until(lambda: client.zcard("svc") == total, "redis held every record")
+            # the service's count is the one its last claim read: wait for two claims after this point
+            # (each runs its script, EVALSHA), so the count it will report is the one of all the records
+            claims = _script_calls(client)
+            wait_until(lambda: _script_calls(client) >= claims + 2, "the service counted every record")
             volatile_redis.restart()  # without persistence: it comes back empty
             line = service.wait_line(lambda line: "came back without" in line, "reported the loss")
             code, lines = service.terminate()
