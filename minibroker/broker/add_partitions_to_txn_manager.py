@@ -122,9 +122,9 @@ class AddPartitionsToTxnManager:
             verify_only=operation != ADD_PARTITION,
             transaction_version=2 if operation == ADD_PARTITION else 1,
         )
+        coordinator = self.coordinator_of(txn_id)
 
-        def ask(callback: Callable[[Any], None]) -> None:
-            coordinator = self.coordinator_of(txn_id)
+        def trace(coordinator: int) -> None:
             if manager.tracer.enabled:
                 manager.emit(
                     "txn.verify",
@@ -134,6 +134,9 @@ class AddPartitionsToTxnManager:
                     partitions=[str(tp) for tp in tps],
                     add=not message.verify_only,
                 )
+
+        def ask(callback: Callable[[Any], None], coordinator: int) -> None:
+            trace(coordinator)
             self._ask(message, callback, coordinator)
 
         def answered(response: Any) -> None:
@@ -189,15 +192,19 @@ class AddPartitionsToTxnManager:
                     and response.error is Errors.CONCURRENT_TRANSACTIONS
                     and manager.now() < deadline
                 ):
-                    manager.timer.add(TimerTask(backoff, lambda: None if manager.stopped else ask(retrying)))
+                    manager.timer.add(TimerTask(backoff, again))
                     return
                 answered(response)
 
-            return ask(retrying)
-        coordinator = self.coordinator_of(txn_id)
+            def again() -> None:
+                if not manager.stopped:
+                    ask(retrying, self.coordinator_of(txn_id))  # the coordinator looked up again
+
+            return ask(retrying, coordinator)
         key = (coordinator, message)
         waiting = self._verifying.get(key)
         if waiting is not None:
+            trace(coordinator)  # asked too, answered by the verification on its way
             waiting.append(answered)
             return
         self._verifying[key] = [answered]
@@ -206,7 +213,7 @@ class AddPartitionsToTxnManager:
             for callback in self._verifying.pop(key):
                 callback(response)
 
-        ask(shared)
+        ask(shared, coordinator)
 
     def add_partitions(
         self,

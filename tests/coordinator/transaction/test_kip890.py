@@ -320,3 +320,27 @@ async def test_a_version_2_add_still_refused_after_the_retry_window_reaches_the_
         # no retry window: CONCURRENT_TRANSACTIONS becomes NOT_ENOUGH_REPLICAS, which clients retry
         assert (second.at, second.response.partitions[V0].error) == (110, Errors.NOT_ENOUGH_REPLICAS)
         assert len(sink.of_kind("txn.verify")) == 2
+
+
+async def test_verifications_asked_together_share_one_request_and_each_is_traced(autojump_clock):
+    async with _cluster() as (cluster, sink):
+        raw = Raw(cluster, "client")
+        pid = await _producer_id(raw, "pair")
+        added = await raw.call(0, m.AddPartitionsToTxnRequest("pair", pid, 0, (("v", 0),)))
+        assert added.error is Errors.NONE
+        asked = []
+        request = cluster.network.request
+
+        def counting(src, dst, message, *rest):
+            if isinstance(message, m.AddPartitionsToTxnRequest):
+                asked.append((src, message.verify_only))
+            return request(src, dst, message, *rest)
+
+        cluster.network.request = counting
+        first, second = raw.send(1, _records("pair", pid, 0, 0)), raw.send(1, _records("pair", pid, 0, 1))
+        await cluster.clock.sleep_until(cluster.now() + 100)
+        assert [r.response.partitions[V0].error for r in (first, second)] == [Errors.NONE, Errors.NONE]
+        assert asked == [(1, True)]  # v-0's leader asked the coordinator once for both
+        verifies = [e["op"] for e in sink.of_kind("txn.verify") if e["txn"] == "pair"]
+        assert verifies == ["records-1000000-0-0", "records-1000000-0-1"]
+        assert len(sink.of_kind("txn.verified")) == 2
