@@ -191,14 +191,8 @@ class DelayedOperationPurgatory(Generic[Op]):
             return 0
         self.estimated_total = num_delayed
         unlinked = 0
-        watchers = self._watchers
-        for key, watching in list(watchers.items()):  # _unlink_completed inlined: every key passes here
-            live = [operation for operation in watching if not operation._completed]
-            if not live:
-                del watchers[key]
-            elif len(live) != len(watching):
-                watchers[key] = live
-            unlinked += len(watching) - len(live)
+        for key in list(self._watchers):
+            unlinked += self._unlink_completed(key)
         self.purges += 1
         self.purged += unlinked
         self.last_purge = (self.timer.now() if now_ms is None else now_ms, unlinked)
