@@ -28,6 +28,20 @@ class Producer(Client):
         self._partitions: dict[tuple[str, int], TopicPartition] = {}
         self._singletons: dict[TopicPartition, tuple[TopicPartition]] = {}
 
+    def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
+        """The one TopicPartition of (``topic``, ``partition``) this producer's requests share."""
+        tp = self._partitions.get((topic, partition))
+        if tp is None:
+            tp = self._partitions[tp] = TopicPartition(topic, partition)
+        return tp
+
+    def _singleton(self, tp: TopicPartition) -> tuple[TopicPartition]:
+        """The one 1-tuple of ``tp`` this producer's requests share."""
+        tps = self._singletons.get(tp)
+        if tps is None:
+            tps = self._singletons[tp] = (tp,)
+        return tps
+
     def produce(
         self, data: Mapping[TopicPartition, ProduceData], name: str | None = None
     ) -> list[ClientRequest]:
@@ -43,10 +57,7 @@ class Producer(Client):
 
         if len(data) == 1:  # one partition, one leader: what _open_per_leader yields, without its grouping
             (tp,) = data
-            tps = self._singletons.get(tp)
-            if tps is None:
-                tps = self._singletons[tp] = (tp,)
-            leaders = [(self.cluster.leader_of(tp), tps)]
+            leaders = [(self.cluster.leader_of(tp), self._singleton(tp))]
         else:
             leaders = sorted(self._group_by_leader(data).items())
         several = len(leaders) > 1
@@ -90,9 +101,7 @@ class Producer(Client):
         With ``delay_ms`` the records are delayed by the cluster's delayed-message design
         (``minibroker.delayed_messages``; ``delay_via`` names one when several are installed).
         """
-        tp = self._partitions.get((topic, partition))
-        if tp is None:
-            tp = self._partitions[tp] = TopicPartition(topic, partition)
+        tp = self._topic_partition(topic, partition)
         if delay_ms is not None:
             routers = self.cluster.delay_routers
             if not routers:

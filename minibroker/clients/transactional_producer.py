@@ -185,14 +185,9 @@ class TransactionalProducer(Producer):
         self, topic: str, partition: int = 0, count: int = 1, size: int = 100, name: str | None = None
     ) -> ClientRequest:
         """Send ``count`` records of ``size`` bytes in all to one partition, in the open transaction."""
-        tp = self._partitions.get((topic, partition))
-        if tp is None:
-            tp = self._partitions[tp] = TopicPartition(topic, partition)
-        tps = self._singletons.get(tp)
-        if tps is None:
-            tps = self._singletons[tp] = (tp,)
+        tp = self._topic_partition(topic, partition)
         # _operation for a send: the request goes to the partition's leader
-        request = self._new_request("produce", self.cluster.leader_of(tp), tps, name, False)
+        request = self._new_request("produce", self.cluster.leader_of(tp), self._singleton(tp), name, False)
         self._trace(
             "client.produce",
             request,
